@@ -63,7 +63,9 @@ def test_every_room_is_a_package() -> None:
     for room in ROOMS:
         init = ROOT / room / "__init__.py"
         assert init.is_file(), f"{room}/ is not a package"
-        assert ast.get_docstring(ast.parse(init.read_text())), f"{room}/__init__.py lacks a docstring"
+        assert ast.get_docstring(ast.parse(init.read_text())), (
+            f"{room}/__init__.py lacks a docstring"
+        )
 
 
 def test_checker_catches_a_wrong_edge(tmp_path: Path) -> None:
