@@ -1,0 +1,603 @@
+"""The NATS protocol as a sans-IO state machine (h11-shaped).
+
+Theory of operation: a ``ProtocolConnection`` is fed raw bytes with
+``receive_data`` and returns every complete operation in them as events (see
+``events.py``), parsing the whole chunk before returning — the session then
+acts on the batch.  A control line ends at ``\\n`` (a preceding ``\\r`` is
+dropped); a payload of the declared size must be followed by exactly
+``\\r\\n``.  Partial input is kept (bounded by ``max_control_line`` for lines
+and by ``max_payload`` for payloads) and resumed on the next call, so feeding
+one byte at a time yields the same events as feeding everything at once.
+
+Errors follow nats-server (observed on 2.15.1): a bad verb, an op missing its
+arguments, or a payload overrun produce ``-ERR 'Unknown Protocol Operation'``
+and close; wrong argument counts or sizes and bad CONNECT JSON close without an
+``-ERR``; an oversize payload is ``'Maximum Payload Violation'``; an overlong
+control line is ``'maximum control line exceeded'``.  A fatal error is
+reported as a final ``ProtocolViolation`` event, after which the connection
+accepts nothing.  Semantic checks that leave the connection open (invalid
+subjects, permissions) belong to the session, not here.
+
+Roles: ``SERVER`` parses what a client sends, ``CLIENT`` parses what a server
+sends, ``ROUTE`` parses what a cluster peer sends.  Serialisation helpers at the
+bottom build the bytes the server writes.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, NamedTuple
+
+from node.protocol.events import (
+    OK,
+    PING,
+    PONG,
+    Connect,
+    Err,
+    Event,
+    HMsg,
+    HPub,
+    Info,
+    Msg,
+    Pub,
+    RMsg,
+    RSub,
+    RUnsub,
+    Sub,
+    Unsub,
+)
+
+ERR_UNKNOWN_OP = "Unknown Protocol Operation"
+ERR_MAX_PAYLOAD = "Maximum Payload Violation"
+ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
+
+
+class Role(enum.Enum):
+    SERVER = "server"
+    CLIENT = "client"
+    ROUTE = "route"
+
+
+class ProtocolViolation(NamedTuple):
+    """Fatal input: send ``-ERR '<err>'`` when ``err`` is not None, then close."""
+
+    err: str | None
+    detail: str
+
+
+# kinds of pending payload ops
+_K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
+
+
+class ProtocolConnection:
+    """Parser for one connection's inbound byte stream.
+
+    Args:
+        role: which side's input is parsed.
+        max_payload: largest payload (HPUB: headers + payload) accepted.
+        max_control_line: longest control line accepted, in bytes.
+        headers: whether HPUB is allowed (a client enables it in CONNECT).
+    """
+
+    __slots__ = (
+        "_buf",
+        "_dead",
+        "_parts",
+        "_parts_len",
+        "_pend",
+        "headers",
+        "max_control_line",
+        "max_payload",
+        "role",
+    )
+
+    def __init__(
+        self,
+        role: Role,
+        *,
+        max_payload: int = 1048576,
+        max_control_line: int = 4096,
+        headers: bool = False,
+    ) -> None:
+        self.role = role
+        self.max_payload = max_payload
+        self.max_control_line = max_control_line
+        self.headers = headers
+        self._buf = b""
+        self._pend: tuple[Any, ...] | None = None
+        self._parts: list[bytes] = []
+        self._parts_len = 0
+        self._dead = False
+
+    @property
+    def dead(self) -> bool:
+        """True once a fatal error was reported."""
+        return self._dead
+
+    def buffered_bytes(self) -> int:
+        """Bytes held waiting for the rest of an operation."""
+        return len(self._buf) + self._parts_len
+
+    def receive_data(self, data: bytes) -> list[Event | ProtocolViolation]:
+        """Feed bytes; return every operation they complete, in order.
+
+        Returns:
+            Events for each complete operation; if the input is fatally bad,
+            the list ends with a ``ProtocolViolation`` and later calls
+            return ``[]``.
+        """
+        if self._dead:
+            return []
+        if self._pend is not None:
+            # waiting for a payload: collect chunks without re-joining each time
+            self._parts.append(data)
+            self._parts_len += len(data)
+            if self._parts_len < self._pend[1] + 2:
+                return []
+            buf = b"".join(self._parts)
+            self._parts = []
+            self._parts_len = 0
+        else:
+            buf = self._buf + data if self._buf else data
+        n = len(buf)
+        pos = 0
+        out: list[Event | ProtocolViolation] = []
+        append = out.append
+        pend = self._pend
+        mcl = self.max_control_line
+        server = self.role is Role.SERVER
+        while pos < n:
+            if pend is not None:
+                end = pos + pend[1]
+                if n < end + 2:
+                    break
+                if buf[end : end + 2] != b"\r\n":
+                    return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                kind = pend[0]
+                if kind == _K_PUB:
+                    append(Pub(pend[2], pend[3], buf[pos:end]))
+                else:
+                    append(self._payload_event(pend, buf[pos:end]))
+                pos = end + 2
+                pend = None
+                continue
+            # fast path: a client's PUB
+            if server and buf.startswith(b"PUB ", pos):
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    if n - pos > mcl:
+                        return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
+                    break
+                end_line = nl - 1 if buf[nl - 1] == 13 else nl
+                if end_line - pos > mcl:
+                    return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
+                args = buf[pos + 4 : end_line].split()
+                na = len(args)
+                if na == 2:
+                    size_tok = args[1]
+                    reply = None
+                elif na == 3:
+                    size_tok = args[2]
+                    reply = args[1]
+                else:
+                    return self._fail(out, None, "PUB arguments")
+                if not size_tok.isdigit():
+                    return self._fail(out, None, "PUB size")
+                size = int(size_tok)
+                if size > self.max_payload:
+                    return self._fail(out, ERR_MAX_PAYLOAD, "payload size")
+                pos = nl + 1
+                end = pos + size
+                if n >= end + 2:
+                    if buf[end : end + 2] != b"\r\n":
+                        return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                    append(Pub(args[0], reply, buf[pos:end]))
+                    pos = end + 2
+                else:
+                    pend = (_K_PUB, size, args[0], reply)
+                continue
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                if n - pos > mcl:
+                    return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
+                break
+            end_line = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+            if end_line - pos > mcl:
+                return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
+            line = buf[pos:end_line]
+            pos = nl + 1
+            res = self._control(line)
+            if res is None:
+                continue
+            if type(res) is tuple:
+                pend = res
+                continue
+            if type(res) is ProtocolViolation:
+                return self._fail(out, res.err, res.detail)
+            append(res)  # type: ignore[arg-type]
+        self._pend = pend
+        rest = buf[pos:] if pos < n else b""
+        if pend is not None:
+            self._parts = [rest]
+            self._parts_len = len(rest)
+            self._buf = b""
+        else:
+            self._buf = rest
+        return out
+
+    def _fail(
+        self, out: list[Event | ProtocolViolation], err: str | None, detail: str
+    ) -> list[Event | ProtocolViolation]:
+        out.append(ProtocolViolation(err, detail))
+        self._dead = True
+        self._buf = b""
+        self._pend = None
+        self._parts = []
+        self._parts_len = 0
+        return out
+
+    # -- control lines ----------------------------------------------------
+
+    def _control(self, line: bytes) -> Event | ProtocolViolation | tuple[Any, ...] | None:
+        """Parse one control line.
+
+        Returns an event, a pending-payload tuple, a violation, or None for a
+        line that produces nothing.
+        """
+        parts = line.split(None, 1)
+        if not parts:
+            return ProtocolViolation(ERR_UNKNOWN_OP, "empty line")
+        verb = parts[0].upper()
+        rest = parts[1] if len(parts) > 1 else b""
+        role = self.role
+        if verb.startswith(b"PING") and (len(verb) == 4 or role is not Role.CLIENT):
+            return PING
+        if verb.startswith(b"PONG") and (len(verb) == 4 or role is not Role.CLIENT):
+            return PONG
+        if role is Role.SERVER:
+            return self._server_line(verb, rest, line)
+        if role is Role.CLIENT:
+            return self._client_line(verb, rest, line)
+        return self._route_line(verb, rest, line)
+
+    def _server_line(
+        self, verb: bytes, rest: bytes, line: bytes
+    ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
+        if verb == b"PUB":
+            if not rest:
+                return _missing(line)
+            return self._pub_args(rest.split())
+        if verb == b"HPUB":
+            if not rest:
+                return _missing(line)
+            if not self.headers:
+                return ProtocolViolation(None, "HPUB without headers support")
+            return self._hpub_args(rest.split())
+        if verb == b"SUB":
+            if not rest:
+                return _missing(line)
+            args = rest.split()
+            if len(args) == 2:
+                return Sub(args[0], None, args[1])
+            if len(args) == 3:
+                return Sub(args[0], args[1], args[2])
+            return ProtocolViolation(None, "SUB arguments")
+        if verb == b"UNSUB":
+            if not rest:
+                return _missing(line)
+            args = rest.split()
+            if len(args) == 1:
+                return Unsub(args[0], None)
+            if len(args) == 2:
+                # nats-server treats a max that does not parse as <= 0: remove now
+                mx = args[1]
+                return Unsub(args[0], int(mx) if mx.isdigit() else 0)
+            return ProtocolViolation(None, "UNSUB arguments")
+        if verb == b"CONNECT":
+            return _json_event(Connect, rest)
+        if verb == b"+OK":
+            return OK
+        if verb == b"-ERR":
+            return Err(_err_text(rest))
+        return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
+
+    def _client_line(
+        self, verb: bytes, rest: bytes, line: bytes
+    ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
+        if verb == b"MSG":
+            args = rest.split()
+            if len(args) not in (3, 4) or not args[-1].isdigit():
+                return ProtocolViolation(None, "MSG arguments")
+            size = int(args[-1])
+            reply = args[2] if len(args) == 4 else None
+            return (_K_MSG, size, args[0], args[1], reply)
+        if verb == b"HMSG":
+            args = rest.split()
+            if len(args) not in (4, 5) or not (args[-1].isdigit() and args[-2].isdigit()):
+                return ProtocolViolation(None, "HMSG arguments")
+            hsize, total = int(args[-2]), int(args[-1])
+            if hsize > total:
+                return ProtocolViolation(None, "HMSG sizes")
+            reply = args[2] if len(args) == 5 else None
+            return (_K_HMSG, total, args[0], args[1], reply, hsize)
+        if verb == b"INFO":
+            return _json_event(Info, rest)
+        if verb == b"+OK":
+            return OK
+        if verb == b"-ERR":
+            return Err(_err_text(rest))
+        return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
+
+    def _route_line(
+        self, verb: bytes, rest: bytes, line: bytes
+    ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
+        if verb == b"RMSG" or verb == b"HMSG":
+            return self._rmsg_args(rest.split(), verb == b"HMSG")
+        if verb == b"RS+":
+            args = rest.split()
+            if len(args) == 2:
+                return RSub(args[0], args[1], None, 0)
+            if len(args) in (3, 4):
+                w = args[3] if len(args) == 4 else b"1"
+                return RSub(args[0], args[1], args[2], int(w) if w.isdigit() else 1)
+            return ProtocolViolation(None, "RS+ arguments")
+        if verb == b"RS-":
+            args = rest.split()
+            if len(args) in (2, 3):
+                return RUnsub(args[0], args[1], args[2] if len(args) == 3 else None)
+            return ProtocolViolation(None, "RS- arguments")
+        if verb == b"INFO":
+            return _json_event(Info, rest)
+        if verb == b"CONNECT":
+            return _json_event(Connect, rest)
+        if verb == b"+OK":
+            return OK
+        if verb == b"-ERR":
+            return Err(_err_text(rest))
+        return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
+
+    def _pub_args(self, args: list[bytes]) -> tuple[Any, ...] | ProtocolViolation:
+        if len(args) == 2:
+            subject, reply, size_tok = args[0], None, args[1]
+        elif len(args) == 3:
+            subject, reply, size_tok = args
+        else:
+            return ProtocolViolation(None, "PUB arguments")
+        if not size_tok.isdigit():
+            return ProtocolViolation(None, "PUB size")
+        size = int(size_tok)
+        if size > self.max_payload:
+            return ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")
+        return (_K_PUB, size, subject, reply)
+
+    def _hpub_args(self, args: list[bytes]) -> tuple[Any, ...] | ProtocolViolation:
+        if len(args) == 3:
+            subject, reply = args[0], None
+        elif len(args) == 4:
+            subject, reply = args[0], args[1]
+        else:
+            return ProtocolViolation(None, "HPUB arguments")
+        if not (args[-1].isdigit() and args[-2].isdigit()):
+            return ProtocolViolation(None, "HPUB sizes")
+        hsize, total = int(args[-2]), int(args[-1])
+        if hsize > total:
+            return ProtocolViolation(None, "HPUB header size larger than total")
+        if total > self.max_payload:
+            return ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")
+        return (_K_HPUB, total, subject, reply, hsize)
+
+    def _rmsg_args(
+        self, args: list[bytes], has_headers: bool
+    ) -> tuple[Any, ...] | ProtocolViolation:
+        nsizes = 2 if has_headers else 1
+        if len(args) < 2 + nsizes or not all(a.isdigit() for a in args[-nsizes:]):
+            return ProtocolViolation(None, "RMSG arguments")
+        account, subject = args[0], args[1]
+        middle = args[2:-nsizes]
+        reply: bytes | None = None
+        queues: tuple[bytes, ...] = ()
+        if middle:
+            if middle[0] == b"+" and len(middle) >= 2:
+                reply = middle[1]
+                queues = tuple(middle[2:])
+            elif middle[0] == b"|":
+                queues = tuple(middle[1:])
+            elif len(middle) == 1:
+                reply = middle[0]
+            else:
+                return ProtocolViolation(None, "RMSG arguments")
+        if has_headers:
+            hsize, total = int(args[-2]), int(args[-1])
+            if hsize > total:
+                return ProtocolViolation(None, "HMSG sizes")
+        else:
+            hsize, total = -1, int(args[-1])
+        if total > self.max_payload:
+            return ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")
+        return (_K_RMSG, total, account, subject, reply, queues, hsize)
+
+    @staticmethod
+    def _payload_event(pend: tuple[Any, ...], body: bytes) -> Event:
+        kind = pend[0]
+        if kind == _K_HPUB:
+            h = pend[4]
+            return HPub(pend[2], pend[3], body[:h], body[h:])
+        if kind == _K_MSG:
+            return Msg(pend[2], pend[3], pend[4], body)
+        if kind == _K_HMSG:
+            h = pend[5]
+            return HMsg(pend[2], pend[3], pend[4], body[:h], body[h:])
+        # _K_RMSG
+        h = pend[6]
+        if h < 0:
+            return RMsg(pend[2], pend[3], pend[4], pend[5], None, body)
+        return RMsg(pend[2], pend[3], pend[4], pend[5], body[:h], body[h:])
+
+
+def _missing(line: bytes) -> ProtocolViolation:
+    # "SUB\r\n": the verb with no separator at all is an unknown op;
+    # "SUB \r\n" (separator, no args) closes silently, as nats-server does.
+    if line.rstrip(b" \t") == line:
+        return ProtocolViolation(ERR_UNKNOWN_OP, "missing arguments")
+    return ProtocolViolation(None, "missing arguments")
+
+
+def _json_event(cls: Any, rest: bytes) -> Event | ProtocolViolation:
+    try:
+        obj = json.loads(rest)
+    except (ValueError, UnicodeDecodeError):
+        return ProtocolViolation(None, "bad JSON")
+    if not isinstance(obj, dict):
+        return ProtocolViolation(None, "JSON is not an object")
+    ev: Event = cls(obj)
+    return ev
+
+
+def _err_text(rest: bytes) -> str:
+    text = rest.decode("utf-8", "replace").strip()
+    if len(text) >= 2 and text[0] == "'" and text[-1] == "'":
+        text = text[1:-1]
+    return text
+
+
+# -- serialisation --------------------------------------------------------
+
+CRLF = b"\r\n"
+PING_BYTES = b"PING\r\n"
+PONG_BYTES = b"PONG\r\n"
+OK_BYTES = b"+OK\r\n"
+
+
+def info_bytes(fields: dict[str, Any]) -> bytes:
+    """``INFO {...} \\r\\n`` exactly as nats-server writes it (note the space)."""
+    return b"INFO " + json.dumps(fields, separators=(",", ":")).encode() + b" \r\n"
+
+
+def err_bytes(text: str) -> bytes:
+    """``-ERR '<text>'\\r\\n``."""
+    return b"-ERR '" + text.encode() + b"'\r\n"
+
+
+def msg_bytes(subject: bytes, sid: bytes, reply: bytes | None, payload: bytes) -> bytes:
+    """A MSG op with its payload."""
+    mid = b" " + reply + b" " if reply else b" "
+    return b"".join(
+        (b"MSG ", subject, b" ", sid, mid, str(len(payload)).encode(), CRLF, payload, CRLF)
+    )
+
+
+def hmsg_bytes(
+    subject: bytes, sid: bytes, reply: bytes | None, headers: bytes, payload: bytes
+) -> bytes:
+    """An HMSG op with its header block and payload."""
+    mid = b" " + reply + b" " if reply else b" "
+    hl = len(headers)
+    return b"".join(
+        (
+            b"HMSG ",
+            subject,
+            b" ",
+            sid,
+            mid,
+            str(hl).encode(),
+            b" ",
+            str(hl + len(payload)).encode(),
+            CRLF,
+            headers,
+            payload,
+            CRLF,
+        )
+    )
+
+
+def serialize(event: Event) -> bytes:
+    """Bytes for any event (slow path; the router builds MSG bytes itself)."""
+    t = type(event)
+    if t is Msg:
+        assert isinstance(event, Msg)
+        return msg_bytes(event.subject, event.sid, event.reply, event.payload)
+    if t is HMsg:
+        assert isinstance(event, HMsg)
+        return hmsg_bytes(event.subject, event.sid, event.reply, event.headers, event.payload)
+    if t is Info:
+        assert isinstance(event, Info)
+        return info_bytes(event.fields)
+    if t is Connect:
+        assert isinstance(event, Connect)
+        return b"CONNECT " + json.dumps(event.fields, separators=(",", ":")).encode() + CRLF
+    if t is Pub:
+        assert isinstance(event, Pub)
+        mid = b" " + event.reply + b" " if event.reply else b" "
+        return (
+            b"PUB "
+            + event.subject
+            + mid
+            + str(len(event.payload)).encode()
+            + CRLF
+            + event.payload
+            + CRLF
+        )
+    if t is HPub:
+        assert isinstance(event, HPub)
+        mid = b" " + event.reply + b" " if event.reply else b" "
+        hl = len(event.headers)
+        tot = hl + len(event.payload)
+        return (
+            b"HPUB "
+            + event.subject
+            + mid
+            + b"%d %d\r\n" % (hl, tot)
+            + event.headers
+            + event.payload
+            + CRLF
+        )
+    if t is Sub:
+        assert isinstance(event, Sub)
+        q = b" " + event.queue if event.queue else b""
+        return b"SUB " + event.subject + q + b" " + event.sid + CRLF
+    if t is Unsub:
+        assert isinstance(event, Unsub)
+        mx = b" %d" % event.max_msgs if event.max_msgs is not None else b""
+        return b"UNSUB " + event.sid + mx + CRLF
+    if t is type(PING):
+        return PING_BYTES
+    if t is type(PONG):
+        return PONG_BYTES
+    if t is type(OK):
+        return OK_BYTES
+    if t is Err:
+        assert isinstance(event, Err)
+        return err_bytes(event.text)
+    if t is RSub:
+        assert isinstance(event, RSub)
+        if event.queue is None:
+            return b"RS+ " + event.account + b" " + event.subject + CRLF
+        return b"RS+ %s %s %s %d\r\n" % (event.account, event.subject, event.queue, event.weight)
+    if t is RUnsub:
+        assert isinstance(event, RUnsub)
+        q = b" " + event.queue if event.queue else b""
+        return b"RS- " + event.account + b" " + event.subject + q + CRLF
+    if t is RMsg:
+        assert isinstance(event, RMsg)
+        return rmsg_bytes(event)
+    raise TypeError(f"cannot serialize {event!r}")
+
+
+def rmsg_bytes(ev: RMsg) -> bytes:
+    """An RMSG (or route HMSG when ``ev.headers`` is not None)."""
+    parts = [ev.account, ev.subject]
+    if ev.queues:
+        if ev.reply:
+            parts += [b"+", ev.reply]
+        else:
+            parts.append(b"|")
+        parts.extend(ev.queues)
+    elif ev.reply:
+        parts.append(ev.reply)
+    if ev.headers is None:
+        parts.append(str(len(ev.payload)).encode())
+        return b"RMSG " + b" ".join(parts) + CRLF + ev.payload + CRLF
+    hl = len(ev.headers)
+    parts += [str(hl).encode(), str(hl + len(ev.payload)).encode()]
+    return b"HMSG " + b" ".join(parts) + CRLF + ev.headers + ev.payload + CRLF

@@ -1,0 +1,170 @@
+"""Core message delivery: match a published subject and hand copies out.
+
+Theory of operation: ``Router.publish`` matches the subject in the sublist
+(cached), builds the wire suffix (reply, sizes, headers, payload) once, and
+appends one ``MSG``/``HMSG`` per interested subscription to that client's
+outbound buffer — plain subscribers all get a copy, each queue group one
+member chosen at random (skipping the publisher when it asked for no echo).
+Internal subscribers (server services such as the JetStream API) are called
+synchronously with the message instead.  Publishing with a reply subject to a
+subject nobody listens on sends the publisher a ``503`` status message when it
+asked for no-responders.  Never awaits: one publish is a handful of list
+appends, so a session can route a whole received chunk before yielding.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from node.sublist import Sublist
+
+if TYPE_CHECKING:
+    from node.session import Subscription
+
+CRLF = b"\r\n"
+
+
+class Router:
+    """Delivery over one account's sublist.
+
+    Args:
+        sublist: the shared subject trie.
+        rng: seeded randomness for queue-member choice.
+    """
+
+    def __init__(self, sublist: Sublist[Subscription], rng: random.Random) -> None:
+        self.sublist = sublist
+        self.rng = rng
+        self.out_msgs = 0
+        self.out_bytes = 0
+        # hook for interest beyond local subscriptions (routes, streams):
+        # called when nothing local matched; returns True if someone took it.
+        self.extra_interest: list[Any] = []
+
+    def publish(
+        self,
+        src: Any,
+        subject: bytes,
+        reply: bytes | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> int:
+        """Deliver one message; returns the number of copies handed out.
+
+        Args:
+            src: the publishing client (for echo and no-responders), or None.
+            subject: literal subject.
+            reply: reply subject or None.
+            headers: raw header block or None.
+            payload: message body.
+        """
+        r = self.sublist.match(subject)
+        psubs = r.psubs
+        qsubs = r.qsubs
+        if not psubs and not qsubs:
+            if reply and src is not None and src.no_responders:
+                self.no_responders(src, subject, reply)
+            return 0
+        mid = b" " + reply + b" " if reply else b" "
+        plen = len(payload)
+        if headers is None:
+            suffix = mid + str(plen).encode() + CRLF + payload + CRLF
+            hsuffix = suffix
+            verb = b"MSG "
+        else:
+            hl = len(headers)
+            suffix = (
+                mid
+                + str(hl).encode()
+                + b" "
+                + str(hl + plen).encode()
+                + CRLF
+                + headers
+                + payload
+                + CRLF
+            )
+            hsuffix = mid + str(plen).encode() + CRLF + payload + CRLF  # for no-header clients
+            verb = b"HMSG "
+        n = 0
+        nbytes = 0
+        no_echo = src is not None and not src.echo
+        for sub in psubs:
+            c = sub.client
+            if no_echo and c is src:
+                continue
+            if c.internal:
+                c.deliver_internal(sub, subject, reply, headers, payload)
+                n += 1
+                continue
+            if c.deliver_filter is not None and not c.deliver_filter(subject):
+                continue
+            if headers is not None and not c.headers:
+                data = b"MSG " + subject + sub.sid_sp + hsuffix
+            else:
+                data = verb + subject + sub.sid_sp + suffix
+            c.enqueue(data)
+            n += 1
+            nbytes += plen
+            if sub.max_msgs is not None:
+                sub.delivered += 1
+                if sub.delivered >= sub.max_msgs:
+                    c.remove_sub(sub)
+            else:
+                sub.delivered += 1
+            if reply and c.resp_perms is not None:
+                c.allow_reply(reply)
+        for group in qsubs:
+            if no_echo:
+                group = [s for s in group if s.client is not src]
+                if not group:
+                    continue
+            sub = group[self.rng.randrange(len(group))] if len(group) > 1 else group[0]
+            c = sub.client
+            if c.internal:
+                c.deliver_internal(sub, subject, reply, headers, payload)
+                n += 1
+                continue
+            if headers is not None and not c.headers:
+                data = b"MSG " + subject + sub.sid_sp + hsuffix
+            else:
+                data = verb + subject + sub.sid_sp + suffix
+            c.enqueue(data)
+            n += 1
+            nbytes += plen
+            sub.delivered += 1
+            if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
+                c.remove_sub(sub)
+            if reply and c.resp_perms is not None:
+                c.allow_reply(reply)
+        self.out_msgs += n
+        self.out_bytes += nbytes
+        return n
+
+    def no_responders(self, src: Any, subject: bytes, reply: bytes) -> None:
+        """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""
+        r = self.sublist.match(reply)
+        hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
+        for sub in r.psubs:
+            if sub.client is src:
+                src.enqueue(
+                    b"HMSG "
+                    + reply
+                    + sub.sid_sp
+                    + b" %d %d\r\n" % (len(hdr), len(hdr))
+                    + hdr
+                    + CRLF
+                )
+                return
+        for group in r.qsubs:
+            for sub in group:
+                if sub.client is src:
+                    src.enqueue(
+                        b"HMSG "
+                        + reply
+                        + sub.sid_sp
+                        + b" %d %d\r\n" % (len(hdr), len(hdr))
+                        + hdr
+                        + CRLF
+                    )
+                    return

@@ -1,0 +1,544 @@
+"""One client connection: a reader task and a writer task in one nursery.
+
+Theory of operation: the reader feeds received bytes to the sans-IO
+``ProtocolConnection`` and acts on every complete operation of the chunk before
+it reads again — publishes are routed synchronously into the subscribers'
+outbound buffers, so there is never a task per message.  Each session owns an
+outbound buffer (a list of byte strings and its byte count); ``enqueue``
+appends and wakes the writer, which joins everything pending into one write
+(write coalescing).  Over ``max_pending`` bytes the client is a slow consumer:
+its buffer is dropped and it is closed, as nats-server does; a write that
+takes longer than ``write_deadline`` is a slow consumer too.
+
+The writer also keeps the session's timers: the auth deadline (no valid
+CONNECT in time → ``Authentication Timeout``) and the ping timer (first PING
+after at most 2 s plus jitter, then every ``ping_interval``; skipped while the
+client is active once its RTT is known; after ``ping_max`` unanswered PINGs,
+``Stale Connection``).  Time is trio's clock, so tests drive it with
+``MockClock``.
+
+Closing: whoever detects the end calls ``close(reason, err)``; an ``-ERR`` is
+queued, the writer flushes it (bounded), then the nursery is cancelled and the
+stream closed.  The server is told once, via ``server.client_closed``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import ssl
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from node.auth import AuthedUser, Permissions
+from node.protocol.connection import (
+    OK_BYTES,
+    PING_BYTES,
+    PONG_BYTES,
+    ProtocolConnection,
+    ProtocolViolation,
+    Role,
+    err_bytes,
+    info_bytes,
+)
+from node.protocol.events import Connect, Err, HPub, Ping, Pong, Pub, Sub, Unsub
+from node.subjects import valid_literal_subject, valid_subject
+
+if TYPE_CHECKING:
+    from node.server import Server
+
+log = logging.getLogger(__name__)
+
+RECV_BYTES_MAX = 65536
+FIRST_PING_S_MAX = 2.0
+RTT_MEASUREMENT_INTERVAL_S = 3600.0
+CLOSE_FLUSH_S_MAX = 1.0
+
+
+class ClosedReason(enum.Enum):
+    """Why a connection ended (strings as nats-server's /connz reports them)."""
+
+    CLIENT_CLOSED = "Client Closed"
+    AUTH_TIMEOUT = "Authentication Timeout"
+    AUTH_VIOLATION = "Authentication Failure"
+    SLOW_CONSUMER_PENDING = "Slow Consumer (Pending Bytes)"
+    SLOW_CONSUMER_DEADLINE = "Slow Consumer (Write Deadline)"
+    STALE = "Stale Connection"
+    PARSE_ERROR = "Parse Error"
+    PROTOCOL_VIOLATION = "Protocol Violation"
+    MAX_PAYLOAD = "Maximum Message Payload Exceeded"
+    MAX_CONTROL_LINE = "Maximum Control Line Exceeded"
+    MAX_CONNECTIONS = "Maximum Connections Exceeded"
+    MAX_SUBSCRIPTIONS = "Maximum Subscriptions Exceeded"
+    TLS_HANDSHAKE = "TLS Handshake Failure"
+    READ_ERROR = "Read Error"
+    WRITE_ERROR = "Write Error"
+    SERVER_SHUTDOWN = "Server Shutdown"
+
+
+class Subscription:
+    """One SUB of one client.  ``sid_sp`` is ``b" " + sid``, ready for MSG lines."""
+
+    __slots__ = ("client", "delivered", "max_msgs", "queue", "sid", "sid_sp", "subject")
+
+    def __init__(self, client: Any, subject: bytes, queue: bytes | None, sid: bytes) -> None:
+        self.client = client
+        self.subject = subject
+        self.queue = queue
+        self.sid = sid
+        self.sid_sp = b" " + sid
+        self.max_msgs: int | None = None
+        self.delivered = 0
+
+
+class ClientSession:
+    """A client connection's state and tasks.
+
+    Args:
+        server: the owning server (sublist, router, auth, config, stats).
+        stream: the connected byte stream (socket, TLS or in-memory).
+        cid: the connection id.
+        peer: (ip, port) of the remote end.
+    """
+
+    internal = False
+
+    def __init__(self, server: Server, stream: trio.abc.Stream, cid: int, peer: tuple[str, int]):
+        cfg = server.cfg
+        self.server = server
+        self.stream = stream
+        self.cid = cid
+        self.ip, self.port = peer
+        self.start_wall = server.wall_time()
+        self.start = trio.current_time()
+        self.last_in = self.start
+        self.last_activity_wall = self.start_wall
+        # client options (nats-server defaults before CONNECT)
+        self.verbose = True
+        self.pedantic = True
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.protocol = 0
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.connected = False
+        self.user: AuthedUser | None = None
+        self.perms: Permissions | None = None
+        self.deliver_filter: Any = None
+        self.resp_perms: Any = None
+        self._replies: dict[bytes, list[float]] = {}
+        self.tls_info: dict[str, Any] | None = None
+        # subscriptions
+        self.subs: dict[bytes, Subscription] = {}
+        # stats
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        # outbound
+        self._out: list[bytes] = []
+        self.pending_bytes = 0
+        self._max_pending = cfg.max_pending
+        self._wake = trio.Event()
+        self._closed = trio.Event()
+        self._writer_done = trio.Event()
+        self.closing: ClosedReason | None = None
+        self.stop_wall: float | None = None
+        # timers
+        self.rtt_s = 0.0
+        self._rtt_start = 0.0
+        self._ping_interval = cfg.ping_interval_s
+        self._pings_out = 0
+        first = min(self._ping_interval, FIRST_PING_S_MAX)
+        self._ping_at = self.start + first + server.rng.random() * first / 5
+        auth_required = server.authenticator.required
+        self._auth_deadline = self.start + cfg.auth.timeout_s if auth_required else float("inf")
+        self._first_pong_sent = False
+        self.nonce: str | None = server.make_nonce() if server.authenticator.needs_nonce else None
+        self._proto = ProtocolConnection(
+            Role.SERVER,
+            max_payload=cfg.max_payload,
+            max_control_line=cfg.max_control_line,
+        )
+
+    # -- lifecycle --------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until it closes.
+
+        Cancellation: cancelling closes the connection without flushing.
+        """
+        try:
+            if not await self._handshake():
+                return
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reader)
+                nursery.start_soon(self._writer)
+                await self._closed.wait()
+                with trio.move_on_after(CLOSE_FLUSH_S_MAX):
+                    await self._writer_done.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            if self.closing is None:
+                self.closing = ClosedReason.SERVER_SHUTDOWN
+            self._drop_subs()
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await trio.aclose_forcefully(self.stream)
+            self.server.client_closed(self)
+
+    async def _handshake(self) -> bool:
+        """Send INFO and perform the TLS upgrade when configured."""
+        tls = self.server.ssl_context
+        cfg = self.server.cfg
+        try:
+            if tls is not None and cfg.tls is not None and cfg.tls.handshake_first:
+                if not await self._tls_upgrade(tls):
+                    return False
+                await self.stream.send_all(info_bytes(self.server.client_info(self)))
+                return True
+            await self.stream.send_all(info_bytes(self.server.client_info(self)))
+            if tls is not None:
+                return await self._tls_upgrade(tls)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closing = ClosedReason.WRITE_ERROR
+            return False
+        return True
+
+    async def _tls_upgrade(self, ctx: ssl.SSLContext) -> bool:
+        cfg = self.server.cfg
+        timeout = cfg.tls.timeout_s if cfg.tls is not None else 2.0
+        ssl_stream = trio.SSLStream(self.stream, ctx, server_side=True)
+        with trio.move_on_after(timeout) as cs:
+            try:
+                await ssl_stream.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError) as exc:
+                log.info("cid=%d event=tls_handshake_failed error=%r", self.cid, exc)
+                self.closing = ClosedReason.TLS_HANDSHAKE
+                return False
+        if cs.cancelled_caught:
+            self.closing = ClosedReason.TLS_HANDSHAKE
+            return False
+        self.stream = ssl_stream
+        version = ssl_stream.version() or ""
+        cipher = ssl_stream.cipher()
+        self.tls_info = {
+            "tls_version": version.replace("TLSv", ""),
+            "tls_cipher_suite": cipher[0] if cipher else "",
+        }
+        return True
+
+    def close(self, reason: ClosedReason, err: str | None = None, *, flush: bool = True) -> None:
+        """Begin closing: queue ``-ERR err`` (if given) and stop both tasks.
+
+        Safe to call more than once; the first reason wins.
+        """
+        if self.closing is not None:
+            return
+        self.closing = reason
+        self.stop_wall = self.server.wall_time()
+        if not flush:
+            self._out.clear()
+            self.pending_bytes = 0
+        if err is not None:
+            self._out.append(err_bytes(err))
+        if reason in (ClosedReason.SLOW_CONSUMER_PENDING, ClosedReason.SLOW_CONSUMER_DEADLINE):
+            self.server.stats.slow_consumers += 1
+            log.warning("cid=%d event=slow_consumer reason=%r", self.cid, reason.value)
+        self._wake.set()
+        self._closed.set()
+
+    def _drop_subs(self) -> None:
+        sl = self.server.sublist
+        for sub in self.subs.values():
+            sl.remove(sub)
+        self.subs.clear()
+
+    # -- outbound ---------------------------------------------------------
+
+    def enqueue(self, data: bytes) -> None:
+        """Append bytes to the outbound buffer and wake the writer.
+
+        Over ``max_pending`` the client is closed as a slow consumer.
+        """
+        if self.closing is not None:
+            return
+        self._out.append(data)
+        self.pending_bytes += len(data)
+        self.out_msgs += 1
+        if self.pending_bytes > self._max_pending:
+            self.close(ClosedReason.SLOW_CONSUMER_PENDING, flush=False)
+            return
+        self._wake.set()
+
+    def _send_proto(self, data: bytes) -> None:
+        if self.closing is not None:
+            return
+        self._out.append(data)
+        self.pending_bytes += len(data)
+        self._wake.set()
+
+    async def _writer(self) -> None:
+        stream = self.stream
+        deadline_s = self.server.cfg.write_deadline_s
+        try:
+            while True:
+                with trio.move_on_at(min(self._ping_at, self._auth_deadline)):
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                out = self._out
+                if out:
+                    data = out[0] if len(out) == 1 else b"".join(out)
+                    out.clear()
+                    self.pending_bytes = 0
+                    self.out_bytes += len(data)
+                    try:
+                        with trio.fail_after(deadline_s):
+                            await stream.send_all(data)
+                    except trio.TooSlowError:
+                        self.close(ClosedReason.SLOW_CONSUMER_DEADLINE, flush=False)
+                        return
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self.close(ClosedReason.WRITE_ERROR, flush=False)
+                        return
+                    continue  # drain again before looking at timers
+                if self.closing is not None:
+                    return
+                now = trio.current_time()
+                if now >= self._auth_deadline:
+                    self.close(ClosedReason.AUTH_TIMEOUT, "Authentication Timeout")
+                    continue
+                if now >= self._ping_at:
+                    self._ping_timer(now)
+        finally:
+            self._writer_done.set()
+
+    def _ping_timer(self, now: float) -> None:
+        need_rtt = self.rtt_s == 0 or now - self._rtt_start > RTT_MEASUREMENT_INTERVAL_S
+        if need_rtt or now - self.last_in >= self._ping_interval:
+            if self._pings_out + 1 > self.server.cfg.ping_max:
+                self.server.stats.stale_connections += 1
+                self.close(ClosedReason.STALE, "Stale Connection")
+                return
+            self._pings_out += 1
+            self._rtt_start = now
+            self._send_proto(PING_BYTES)
+        self._ping_at = now + self._ping_interval
+
+    # -- inbound ----------------------------------------------------------
+
+    async def _reader(self) -> None:
+        stream = self.stream
+        proto = self._proto
+        while self.closing is None:
+            try:
+                data = await stream.receive_some(RECV_BYTES_MAX)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError):
+                self.close(ClosedReason.READ_ERROR, flush=False)
+                return
+            if not data:
+                self.close(ClosedReason.CLIENT_CLOSED, flush=False)
+                return
+            self.last_in = trio.current_time()
+            self._handle(proto.receive_data(data))
+
+    def _handle(self, events: list[Any]) -> None:
+        """Act on one chunk's operations, in order."""
+        server = self.server
+        publish = server.router.publish
+        in_msgs = 0
+        in_bytes = 0
+        for ev in events:
+            if self.closing is not None:
+                break
+            t = type(ev)
+            if t is Pub:
+                if not self.connected and self._auth_deadline != float("inf"):
+                    self._auth_violation()
+                    break
+                in_msgs += 1
+                in_bytes += len(ev.payload)
+                if self.pedantic and not valid_literal_subject(ev.subject):
+                    self._send_proto(err_bytes("Invalid Publish Subject"))
+                if self.perms is None or self._pub_permitted(ev.subject):
+                    publish(self, ev.subject, ev.reply, None, ev.payload)
+                if self.verbose:
+                    self._send_proto(OK_BYTES)
+            elif t is HPub:
+                if not self.connected and self._auth_deadline != float("inf"):
+                    self._auth_violation()
+                    break
+                in_msgs += 1
+                in_bytes += len(ev.headers) + len(ev.payload)
+                if self.pedantic and not valid_literal_subject(ev.subject):
+                    self._send_proto(err_bytes("Invalid Publish Subject"))
+                if self.perms is None or self._pub_permitted(ev.subject):
+                    publish(self, ev.subject, ev.reply, ev.headers, ev.payload)
+                if self.verbose:
+                    self._send_proto(OK_BYTES)
+            elif t is Ping:
+                if not self.connected and self._auth_deadline != float("inf"):
+                    self._auth_violation()
+                    break
+                self._send_proto(PONG_BYTES)
+                if not self._first_pong_sent:
+                    self._first_pong_sent = True
+                    if self.protocol >= 1 and self.connected:
+                        self._send_proto(info_bytes(server.connect_info(self)))
+            elif t is Pong:
+                self._pings_out = 0
+                if self._rtt_start:
+                    self.rtt_s = max(trio.current_time() - self._rtt_start, 1e-6)
+            elif t is Sub:
+                if not self.connected and self._auth_deadline != float("inf"):
+                    self._auth_violation()
+                    break
+                self._on_sub(ev)
+            elif t is Unsub:
+                if not self.connected and self._auth_deadline != float("inf"):
+                    self._auth_violation()
+                    break
+                self._on_unsub(ev)
+            elif t is Connect:
+                self._on_connect(ev.fields)
+            elif t is ProtocolViolation:
+                self._on_violation(ev)
+            elif t is Err:
+                self.close(ClosedReason.PROTOCOL_VIOLATION)
+            # +OK from a client is ignored
+        if in_msgs:
+            self.in_msgs += in_msgs
+            self.in_bytes += in_bytes
+            st = server.stats
+            st.in_msgs += in_msgs
+            st.in_bytes += in_bytes
+
+    def _auth_violation(self) -> None:
+        self.close(ClosedReason.AUTH_VIOLATION, "Authorization Violation")
+
+    def _on_violation(self, ev: ProtocolViolation) -> None:
+        if ev.err == "Maximum Payload Violation":
+            reason = ClosedReason.MAX_PAYLOAD
+        elif ev.err == "maximum control line exceeded":
+            reason = ClosedReason.MAX_CONTROL_LINE
+        elif ev.err is None:
+            reason = ClosedReason.PARSE_ERROR
+        else:
+            reason = ClosedReason.PROTOCOL_VIOLATION
+        log.debug("cid=%d event=protocol_violation detail=%r", self.cid, ev.detail)
+        self.close(reason, ev.err)
+
+    def _on_connect(self, f: dict[str, Any]) -> None:
+        for key in ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required"):
+            if key in f and not isinstance(f[key], bool):
+                self.close(ClosedReason.PARSE_ERROR)
+                return
+        if "protocol" in f and not isinstance(f["protocol"], int):
+            self.close(ClosedReason.PARSE_ERROR)
+            return
+        server = self.server
+        if server.authenticator.required:
+            user = server.authenticator.check(f, self.nonce)
+            if user is None:
+                log.info("cid=%d event=auth_failed ip=%s", self.cid, self.ip)
+                self._auth_violation()
+                return
+            self.user = user
+            if user.permissions is not None:
+                self.perms = Permissions(user.permissions)
+                self.resp_perms = self.perms.allow_responses
+        self.verbose = f.get("verbose", self.verbose)
+        self.pedantic = f.get("pedantic", self.pedantic)
+        self.echo = f.get("echo", self.echo)
+        self.headers = bool(f.get("headers", self.headers)) and not server.cfg.no_header_support
+        self.no_responders = f.get("no_responders", self.no_responders)
+        self.protocol = f.get("protocol", self.protocol)
+        for key in ("name", "lang", "version"):
+            v = f.get(key)
+            if isinstance(v, str):
+                setattr(self, key, v)
+        if self.no_responders and not self.headers:
+            self.close(ClosedReason.PROTOCOL_VIOLATION, "no responders requires headers support")
+            return
+        self._proto.headers = self.headers
+        self.connected = True
+        self._auth_deadline = float("inf")
+        if self.verbose:
+            self._send_proto(OK_BYTES)
+
+    def _on_sub(self, ev: Sub) -> None:
+        subject = ev.subject
+        if not valid_subject(subject):
+            self._send_proto(err_bytes("Invalid Subject"))
+            return
+        if self.perms is not None and not self.perms.sub_allowed(subject, ev.queue):
+            what = subject.decode(errors="replace")
+            if ev.queue is not None:
+                msg = f'Permissions Violation for Subscription to "{what}" using queue "{ev.queue.decode(errors="replace")}"'
+            else:
+                msg = f'Permissions Violation for Subscription to "{what}"'
+            log.info("cid=%d event=sub_permission_violation subject=%s", self.cid, what)
+            self._send_proto(err_bytes(msg))
+            return
+        mx = self.server.cfg.max_subscriptions
+        if mx and len(self.subs) >= mx:
+            self._send_proto(err_bytes("maximum subscriptions exceeded"))
+            return
+        if ev.sid not in self.subs:
+            sub = Subscription(self, subject, ev.queue, ev.sid)
+            self.subs[ev.sid] = sub
+            self.server.sublist.insert(sub)
+            if self.perms is not None and self.perms.wildcard_needs_filter(subject):
+                self.deliver_filter = self.perms.deliver_allowed
+        if self.verbose:
+            self._send_proto(OK_BYTES)
+
+    def _on_unsub(self, ev: Unsub) -> None:
+        sub = self.subs.get(ev.sid)
+        if sub is not None:
+            if ev.max_msgs is None or ev.max_msgs <= sub.delivered:
+                self.remove_sub(sub)
+            else:
+                sub.max_msgs = ev.max_msgs
+        if self.verbose:
+            self._send_proto(OK_BYTES)
+
+    def remove_sub(self, sub: Subscription) -> None:
+        """Remove one of this client's subscriptions."""
+        if self.subs.get(sub.sid) is sub:
+            del self.subs[sub.sid]
+            self.server.sublist.remove(sub)
+
+    # -- permissions ------------------------------------------------------
+
+    def _pub_permitted(self, subject: bytes) -> bool:
+        perms = self.perms
+        assert perms is not None
+        if perms.pub_allowed(subject) or self._reply_permitted(subject):
+            return True
+        what = subject.decode(errors="replace")
+        log.info("cid=%d event=pub_permission_violation subject=%s", self.cid, what)
+        self._send_proto(err_bytes(f'Permissions Violation for Publish to "{what}"'))
+        return False
+
+    def allow_reply(self, reply: bytes) -> None:
+        """Remember a reply subject this client may answer (allow_responses)."""
+        rp = self.resp_perms
+        if rp is None:
+            return
+        expires = trio.current_time() + rp.expires_s if rp.expires_s else float("inf")
+        self._replies[reply] = [float(rp.max_msgs), expires]
+
+    def _reply_permitted(self, subject: bytes) -> bool:
+        entry = self._replies.get(subject)
+        if entry is None:
+            return False
+        if trio.current_time() > entry[1]:
+            del self._replies[subject]
+            return False
+        entry[0] -= 1
+        if entry[0] <= 0:
+            del self._replies[subject]
+        return True

@@ -1,0 +1,120 @@
+"""Subject and queue-name validation, and single-pattern matching.
+
+Theory of operation: subjects are ``.``-separated tokens.  ``*`` matches
+exactly one token, ``>`` one or more trailing tokens; both are wildcards only
+as whole tokens (``foo*`` is a literal token, as in nats-server).  Empty tokens
+and whitespace are invalid everywhere.  Subjects travel through the hot path
+as ``bytes``; ``str`` helpers exist for configuration and JetStream code.
+
+Pure: imports neither trio nor socket.
+"""
+
+from __future__ import annotations
+
+_WS = (b" ", b"\t", b"\r", b"\n", b"\f", b"\v")
+
+
+def valid_subject(subject: bytes, *, allow_wildcards: bool = True) -> bool:
+    """Tell whether ``subject`` is a valid subscription (or literal) subject.
+
+    Args:
+        subject: the subject bytes.
+        allow_wildcards: when False, ``*`` and ``>`` tokens make it invalid.
+
+    Returns:
+        True when every token is non-empty, there is no whitespace, and a
+        ``>`` token (if allowed) is last.
+    """
+    if not subject:
+        return False
+    for ws in _WS:
+        if ws in subject:
+            return False
+    tokens = subject.split(b".")
+    last = len(tokens) - 1
+    for i, tok in enumerate(tokens):
+        if not tok:
+            return False
+        if tok == b">":
+            if not allow_wildcards or i != last:
+                return False
+        elif tok == b"*" and not allow_wildcards:
+            return False
+    return True
+
+
+def valid_literal_subject(subject: bytes) -> bool:
+    """True for a valid subject without wildcard tokens (a publish subject)."""
+    return valid_subject(subject, allow_wildcards=False)
+
+
+def valid_queue(queue: bytes) -> bool:
+    """True for a valid queue-group name (non-empty, no whitespace)."""
+    if not queue:
+        return False
+    return all(ws not in queue for ws in _WS)
+
+
+def has_wildcard(subject: bytes) -> bool:
+    """True when ``subject`` has a ``*`` or ``>`` token."""
+    for tok in subject.split(b"."):
+        if tok == b"*" or tok == b">":
+            return True
+    return False
+
+
+def match(pattern: bytes, subject: bytes) -> bool:
+    """Tell whether the literal ``subject`` matches ``pattern``.
+
+    A wildcard token in ``subject`` is compared literally against literal
+    pattern tokens (nats-server's sublist does the same when a wildcard
+    subject is matched against stored patterns).
+    """
+    ptoks = pattern.split(b".")
+    stoks = subject.split(b".")
+    n = len(stoks)
+    for i, pt in enumerate(ptoks):
+        if pt == b">":
+            return n > i
+        if i >= n:
+            return False
+        if pt != b"*" and pt != stoks[i]:
+            return False
+    return len(ptoks) == n
+
+
+def subset(narrow: bytes, wide: bytes) -> bool:
+    """True when every subject matching ``narrow`` also matches ``wide``."""
+    ntoks = narrow.split(b".")
+    wtoks = wide.split(b".")
+    for i, wt in enumerate(wtoks):
+        if wt == b">":
+            return len(ntoks) > i
+        if i >= len(ntoks):
+            return False
+        nt = ntoks[i]
+        if nt == b">":
+            return False
+        if wt == b"*":
+            continue
+        if nt == b"*" or nt != wt:
+            return False
+    return len(ntoks) == len(wtoks)
+
+
+def overlaps(a: bytes, b: bytes) -> bool:
+    """True when some literal subject matches both patterns ``a`` and ``b``."""
+    at = a.split(b".")
+    bt = b.split(b".")
+    for i in range(max(len(at), len(bt))):
+        x = at[i] if i < len(at) else None
+        y = bt[i] if i < len(bt) else None
+        if x is None or y is None:
+            return False
+        if x == b">" or y == b">":
+            return True
+        if x == b"*" or y == b"*":
+            continue
+        if x != y:
+            return False
+    return True

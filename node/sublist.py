@@ -1,0 +1,256 @@
+"""Subject trie with a bounded match cache.
+
+Theory of operation: subscriptions are stored in a trie keyed by subject
+token; each level has literal children plus one ``*`` child and one ``>``
+child.  ``match(subject)`` walks the literal subject through the trie and
+returns a ``SublistResult``: plain subscriptions, and queue subscriptions
+merged by queue name (a message goes to one member of each queue group, as
+nats-server does across all matching patterns).
+
+Results are cached per literal subject in a dict bounded by
+``cache_entries_max``; when full, the oldest half is dropped.  Inserting or
+removing a literal subscription invalidates only that subject's entry; a
+wildcard subscription invalidates the cached subjects it matches.  Results are
+shared: callers must not mutate them.
+
+Pure: imports neither trio nor socket.  Items stored need ``subject`` and
+``queue`` attributes (``queue`` is ``None`` for plain subscriptions).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Protocol, TypeVar
+
+from node.subjects import has_wildcard, match
+
+
+class SubLike(Protocol):
+    """What the sublist needs of an item: its subject and queue (or None)."""
+
+    @property
+    def subject(self) -> bytes: ...
+
+    @property
+    def queue(self) -> bytes | None: ...
+
+
+S = TypeVar("S", bound=SubLike)
+
+
+class SublistResult(Generic[S]):
+    """A match: ``psubs`` (plain) and ``qsubs`` (one list per queue name)."""
+
+    __slots__ = ("psubs", "qsubs")
+
+    def __init__(self, psubs: list[S], qsubs: list[list[S]]) -> None:
+        self.psubs = psubs
+        self.qsubs = qsubs
+
+    def __len__(self) -> int:
+        return len(self.psubs) + sum(len(q) for q in self.qsubs)
+
+
+class _Node(Generic[S]):
+    __slots__ = ("fwc", "literal", "psubs", "pwc", "qsubs")
+
+    def __init__(self) -> None:
+        self.literal: dict[bytes, _Node[S]] = {}
+        self.pwc: _Node[S] | None = None
+        self.fwc: _Node[S] | None = None
+        self.psubs: dict[S, None] = {}
+        self.qsubs: dict[bytes, dict[S, None]] = {}
+
+    def empty(self) -> bool:
+        return not (self.literal or self.pwc or self.fwc or self.psubs or self.qsubs)
+
+
+class Sublist(Generic[S]):
+    """The subject trie.  Not thread-safe; one owner (the server's router)."""
+
+    def __init__(self, cache_entries_max: int = 1024, cache_enabled: bool = True) -> None:
+        self._root: _Node[S] = _Node()
+        self._cache: dict[bytes, SublistResult[S]] = {}
+        self.cache_entries_max = cache_entries_max
+        self.cache_enabled = cache_enabled
+        self.count = 0
+        self.inserts = 0
+        self.removes = 0
+        self.matches = 0
+        self.cache_hits = 0
+
+    # -- mutation ---------------------------------------------------------
+
+    def insert(self, sub: S) -> None:
+        """Add ``sub`` under ``sub.subject`` (caller validated the subject)."""
+        node = self._root
+        for tok in sub.subject.split(b"."):
+            if tok == b"*":
+                if node.pwc is None:
+                    node.pwc = _Node()
+                node = node.pwc
+            elif tok == b">":
+                if node.fwc is None:
+                    node.fwc = _Node()
+                node = node.fwc
+            else:
+                nxt = node.literal.get(tok)
+                if nxt is None:
+                    nxt = node.literal[tok] = _Node()
+                node = nxt
+        q = sub.queue
+        if q is None:
+            node.psubs[sub] = None
+        else:
+            group = node.qsubs.get(q)
+            if group is None:
+                group = node.qsubs[q] = {}
+            group[sub] = None
+        self.count += 1
+        self.inserts += 1
+        self._invalidate(sub.subject)
+
+    def remove(self, sub: S) -> bool:
+        """Remove ``sub``; returns False when it was not present."""
+        path: list[tuple[_Node[S], bytes]] = []
+        node: _Node[S] | None = self._root
+        for tok in sub.subject.split(b"."):
+            assert node is not None
+            parent = node
+            if tok == b"*":
+                node = parent.pwc
+            elif tok == b">":
+                node = parent.fwc
+            else:
+                node = parent.literal.get(tok)
+            if node is None:
+                return False
+            path.append((parent, tok))
+        assert node is not None
+        q = sub.queue
+        if q is None:
+            if sub not in node.psubs:
+                return False
+            del node.psubs[sub]
+        else:
+            group = node.qsubs.get(q)
+            if group is None or sub not in group:
+                return False
+            del group[sub]
+            if not group:
+                del node.qsubs[q]
+        # prune empty nodes bottom-up
+        child = node
+        for parent, tok in reversed(path):
+            if not child.empty():
+                break
+            if tok == b"*":
+                parent.pwc = None
+            elif tok == b">":
+                parent.fwc = None
+            else:
+                del parent.literal[tok]
+            child = parent
+        self.count -= 1
+        self.removes += 1
+        self._invalidate(sub.subject)
+        return True
+
+    def _invalidate(self, pattern: bytes) -> None:
+        cache = self._cache
+        if not cache:
+            return
+        if has_wildcard(pattern):
+            for subj in [s for s in cache if match(pattern, s)]:
+                del cache[subj]
+        else:
+            cache.pop(pattern, None)
+
+    # -- queries ----------------------------------------------------------
+
+    def match(self, subject: bytes) -> SublistResult[S]:
+        """Return the subscriptions interested in the literal ``subject``."""
+        self.matches += 1
+        cached = self._cache.get(subject)
+        if cached is not None:
+            self.cache_hits += 1
+            return cached
+        psubs: list[S] = []
+        qmap: dict[bytes, list[S]] = {}
+        self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
+        result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
+        if self.cache_enabled:
+            cache = self._cache
+            if len(cache) >= self.cache_entries_max:
+                for key in list(cache)[: self.cache_entries_max // 2]:
+                    del cache[key]
+            cache[subject] = result
+        return result
+
+    def _walk(
+        self,
+        node: _Node[S],
+        toks: list[bytes],
+        i: int,
+        psubs: list[S],
+        qmap: dict[bytes, list[S]],
+    ) -> None:
+        n = len(toks)
+        while i < n:
+            if node.fwc is not None:
+                self._collect(node.fwc, psubs, qmap)
+            if node.pwc is not None:
+                self._walk(node.pwc, toks, i + 1, psubs, qmap)
+            nxt = node.literal.get(toks[i])
+            if nxt is None:
+                return
+            node = nxt
+            i += 1
+        self._collect(node, psubs, qmap)
+
+    @staticmethod
+    def _collect(node: _Node[S], psubs: list[S], qmap: dict[bytes, list[S]]) -> None:
+        if node.psubs:
+            psubs.extend(node.psubs)
+        for q, group in node.qsubs.items():
+            dst = qmap.get(q)
+            if dst is None:
+                qmap[q] = list(group)
+            else:
+                dst.extend(group)
+
+    def has_interest(self, subject: bytes) -> bool:
+        """True when at least one subscription matches ``subject``."""
+        r = self.match(subject)
+        return bool(r.psubs or r.qsubs)
+
+    def all(self) -> list[S]:
+        """Every stored subscription (for monitoring)."""
+        out: list[S] = []
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            out.extend(node.psubs)
+            for group in node.qsubs.values():
+                out.extend(group)
+            stack.extend(node.literal.values())
+            if node.pwc is not None:
+                stack.append(node.pwc)
+            if node.fwc is not None:
+                stack.append(node.fwc)
+        return out
+
+    def cache_size(self) -> int:
+        """Number of cached match results."""
+        return len(self._cache)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters in /subsz's vocabulary."""
+        hit_rate = self.cache_hits / self.matches if self.matches else 0.0
+        return {
+            "num_subscriptions": self.count,
+            "num_cache": len(self._cache),
+            "num_inserts": self.inserts,
+            "num_removes": self.removes,
+            "num_matches": self.matches,
+            "cache_hit_rate": hit_rate,
+        }
