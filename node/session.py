@@ -185,9 +185,9 @@ class ClientSession:
             if self.closing is None:
                 self.closing = ClosedReason.SERVER_SHUTDOWN
             self._drop_subs()
+            self.server.client_closed(self)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await trio.aclose_forcefully(self.stream)
-            self.server.client_closed(self)
 
     async def _handshake(self) -> bool:
         """Send INFO and perform the TLS upgrade when configured."""
@@ -249,6 +249,10 @@ class ClientSession:
             log.warning("cid=%d event=slow_consumer reason=%r", self.cid, reason.value)
         self._wake.set()
         self._closed.set()
+
+    async def wait_closed(self) -> None:
+        """Return once the session has begun closing (``closing`` is set)."""
+        await self._closed.wait()
 
     def _drop_subs(self) -> None:
         sl = self.server.sublist
@@ -341,6 +345,8 @@ class ClientSession:
             if not data:
                 self.close(ClosedReason.CLIENT_CLOSED, flush=False)
                 return
+            if type(data) is not bytes:  # TLS and memory streams give bytearray
+                data = bytes(data)
             self.last_in = trio.current_time()
             self._handle(proto.receive_data(data))
 

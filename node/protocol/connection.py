@@ -133,7 +133,7 @@ class ProtocolConnection:
             # waiting for a payload: collect chunks without re-joining each time
             self._parts.append(data)
             self._parts_len += len(data)
-            if self._parts_len < self._pend[1] + 2:
+            if self._parts_len < self._pend[1] + 1:
                 return []
             buf = b"".join(self._parts)
             self._parts = []
@@ -151,6 +151,8 @@ class ProtocolConnection:
             if pend is not None:
                 end = pos + pend[1]
                 if n < end + 2:
+                    if n > end and buf[end] != 13:
+                        return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
                     break
                 if buf[end : end + 2] != b"\r\n":
                     return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
@@ -195,6 +197,8 @@ class ProtocolConnection:
                     append(Pub(args[0], reply, buf[pos:end]))
                     pos = end + 2
                 else:
+                    if n > end and buf[end] != 13:
+                        return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
                     pend = (_K_PUB, size, args[0], reply)
                 continue
             nl = buf.find(b"\n", pos)

@@ -1,0 +1,284 @@
+"""The sans-IO protocol parser: every op, every error path, fed whole and byte by byte."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.protocol.connection import (
+    ERR_MAX_CONTROL_LINE,
+    ERR_MAX_PAYLOAD,
+    ERR_UNKNOWN_OP,
+    ProtocolConnection,
+    ProtocolViolation,
+    Role,
+    hmsg_bytes,
+    info_bytes,
+    msg_bytes,
+    serialize,
+)
+from node.protocol.events import (
+    OK,
+    PING,
+    PONG,
+    Connect,
+    Err,
+    HMsg,
+    HPub,
+    Info,
+    Msg,
+    Pub,
+    RMsg,
+    RSub,
+    RUnsub,
+    Sub,
+    Unsub,
+)
+
+
+def feed_whole(role: Role, data: bytes, **kw: object) -> list[object]:
+    return list(ProtocolConnection(role, **kw).receive_data(data))  # type: ignore[arg-type]
+
+
+def feed_bytewise(role: Role, data: bytes, **kw: object) -> list[object]:
+    conn = ProtocolConnection(role, **kw)  # type: ignore[arg-type]
+    out: list[object] = []
+    for i in range(len(data)):
+        out.extend(conn.receive_data(data[i : i + 1]))
+    return out
+
+
+def both(role: Role, data: bytes, **kw: object) -> list[object]:
+    whole = feed_whole(role, data, **kw)
+    assert feed_bytewise(role, data, **kw) == whole
+    # and in two uneven pieces
+    for cut in (1, len(data) // 3, len(data) - 1):
+        conn = ProtocolConnection(role, **kw)  # type: ignore[arg-type]
+        pieces = conn.receive_data(data[:cut]) + conn.receive_data(data[cut:])
+        assert pieces == whole
+    return whole
+
+
+SERVER_CASES: list[tuple[bytes, list[object]]] = [
+    (b"PUB foo 3\r\nabc\r\n", [Pub(b"foo", None, b"abc")]),
+    (b"PUB foo bar 3\r\nabc\r\n", [Pub(b"foo", b"bar", b"abc")]),
+    (b"PUB foo 0\r\n\r\n", [Pub(b"foo", None, b"")]),
+    (b"pub\tfoo\t\t1\r\nx\r\n", [Pub(b"foo", None, b"x")]),
+    (b"PUB  foo   1\nx\r\n", [Pub(b"foo", None, b"x")]),
+    (b"PUB foo 2\r\n\r\n\r\n", [Pub(b"foo", None, b"\r\n")]),
+    (
+        b"HPUB foo r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n",
+        [HPub(b"foo", b"r", b"NATS/1.0\r\n\r\n", b"hi")],
+    ),
+    (b"HPUB foo 12 12\r\nNATS/1.0\r\n\r\n\r\n", [HPub(b"foo", None, b"NATS/1.0\r\n\r\n", b"")]),
+    (b"SUB foo 1\r\n", [Sub(b"foo", None, b"1")]),
+    (b"SUB foo.* q 22\r\n", [Sub(b"foo.*", b"q", b"22")]),
+    (b"UNSUB 1\r\n", [Unsub(b"1", None)]),
+    (b"UNSUB 1 5\r\n", [Unsub(b"1", 5)]),
+    (b"UNSUB 1 x\r\n", [Unsub(b"1", 0)]),
+    (b"UNSUB 1 -3\r\n", [Unsub(b"1", 0)]),
+    (b"PING\r\nPONG\r\n", [PING, PONG]),
+    (b"ping\r\nPINGxyz\r\nPONGabc\r\n", [PING, PING, PONG]),
+    (b"+OK\r\n", [OK]),
+    (b"-ERR 'boom'\r\n", [Err("boom")]),
+    (b'CONNECT {"verbose":false}\r\n', [Connect({"verbose": False})]),
+    (b'CONNECT {"name":"a b"}\r\nPING\r\n', [Connect({"name": "a b"}), PING]),
+    # fatal errors
+    (b"XYZ\r\n", [ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")]),
+    (b"PIN\r\n", [ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")]),
+    (b"PUBX foo 1\r\nx\r\n", [ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")]),
+    (b"SUB\r\n", [ProtocolViolation(ERR_UNKNOWN_OP, "missing arguments")]),
+    (b"PUB\r\n", [ProtocolViolation(ERR_UNKNOWN_OP, "missing arguments")]),
+    (b"SUB \r\n", [ProtocolViolation(None, "missing arguments")]),
+    (b"SUB foo\r\n", [ProtocolViolation(None, "SUB arguments")]),
+    (b"SUB foo q 1 x\r\n", [ProtocolViolation(None, "SUB arguments")]),
+    (b"UNSUB 1 2 3\r\n", [ProtocolViolation(None, "UNSUB arguments")]),
+    (b"PUB foo\r\n", [ProtocolViolation(None, "PUB arguments")]),
+    (b"PUB foo x\r\n", [ProtocolViolation(None, "PUB size")]),
+    (b"PUB foo -1\r\n", [ProtocolViolation(None, "PUB size")]),
+    (b"PUB foo 1 2 3\r\n", [ProtocolViolation(None, "PUB arguments")]),
+    (
+        b"PUB foo 3\r\nabcdef\r\n",
+        [ProtocolViolation(ERR_UNKNOWN_OP, "payload not followed by CRLF")],
+    ),
+    (b"PUB foo 1\nx\n", [ProtocolViolation(ERR_UNKNOWN_OP, "payload not followed by CRLF")]),
+    (b"PUB foo 2000000\r\n", [ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")]),
+    (b"CONNECT {bad\r\n", [ProtocolViolation(None, "bad JSON")]),
+    (b"CONNECT []\r\n", [ProtocolViolation(None, "JSON is not an object")]),
+    (b"MSG foo 1 1\r\nx\r\n", [ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")]),
+    (b"HPUB foo 12 12\r\n", [ProtocolViolation(None, "HPUB without headers support")]),
+    (
+        b"PING\r\nXYZ\r\nPING\r\n",
+        [PING, ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), SERVER_CASES)
+def test_server_role(data: bytes, expected: list[object]) -> None:
+    headers = not data.startswith(b"HPUB foo 12 12\r\n") or b"NATS" in data
+    got = both(Role.SERVER, data, headers=headers)
+    assert got == expected
+
+
+def test_hpub_sizes_checked() -> None:
+    assert both(Role.SERVER, b"HPUB foo 30 10\r\n", headers=True) == [
+        ProtocolViolation(None, "HPUB header size larger than total")
+    ]
+    assert both(Role.SERVER, b"HPUB foo 10 3000000\r\n", headers=True) == [
+        ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")
+    ]
+
+
+def test_max_control_line() -> None:
+    line = b"SUB " + b"a" * 5000 + b" 1\r\n"
+    assert both(Role.SERVER, line) == [ProtocolViolation(ERR_MAX_CONTROL_LINE, "control line")]
+    # detected before the line ends
+    conn = ProtocolConnection(Role.SERVER, max_control_line=64)
+    assert conn.receive_data(b"SUB " + b"a" * 100) == [
+        ProtocolViolation(ERR_MAX_CONTROL_LINE, "control line")
+    ]
+    # exactly at the limit is fine
+    conn = ProtocolConnection(Role.SERVER, max_control_line=10)
+    assert conn.receive_data(b"SUB abc 12\r\n") == [Sub(b"abc", None, b"12")]
+
+
+def test_dead_after_violation() -> None:
+    conn = ProtocolConnection(Role.SERVER)
+    assert conn.receive_data(b"XYZ\r\n")
+    assert conn.dead
+    assert conn.receive_data(b"PING\r\n") == []
+
+
+def test_large_payload_in_chunks() -> None:
+    payload = bytes(range(256)) * 2000
+    data = b"PUB big %d\r\n" % len(payload) + payload + b"\r\nPING\r\n"
+    conn = ProtocolConnection(Role.SERVER)
+    out: list[object] = []
+    for i in range(0, len(data), 4096):
+        out.extend(conn.receive_data(data[i : i + 4096]))
+    assert out == [Pub(b"big", None, payload), PING]
+    assert conn.buffered_bytes() == 0
+
+
+CLIENT_CASES: list[tuple[bytes, list[object]]] = [
+    (b'INFO {"server_id":"x"} \r\n', [Info({"server_id": "x"})]),
+    (b"MSG foo 1 3\r\nabc\r\n", [Msg(b"foo", b"1", None, b"abc")]),
+    (b"MSG foo 1 bar 3\r\nabc\r\n", [Msg(b"foo", b"1", b"bar", b"abc")]),
+    (b"MSG inb 1  0\r\n\r\n", [Msg(b"inb", b"1", None, b"")]),
+    (
+        b"HMSG foo 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n",
+        [HMsg(b"foo", b"1", b"r", b"NATS/1.0\r\n\r\n", b"hi")],
+    ),
+    (b"+OK\r\nPING\r\nPONG\r\n", [OK, PING, PONG]),
+    (b"-ERR 'Stale Connection'\r\n", [Err("Stale Connection")]),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), CLIENT_CASES)
+def test_client_role(data: bytes, expected: list[object]) -> None:
+    assert both(Role.CLIENT, data) == expected
+
+
+ROUTE_CASES: list[tuple[bytes, list[object]]] = [
+    (b"RS+ $G foo\r\n", [RSub(b"$G", b"foo", None, 0)]),
+    (b"RS+ $G foo q 3\r\n", [RSub(b"$G", b"foo", b"q", 3)]),
+    (b"RS- $G foo q\r\n", [RUnsub(b"$G", b"foo", b"q")]),
+    (b"RMSG $G foo 2\r\nhi\r\n", [RMsg(b"$G", b"foo", None, (), None, b"hi")]),
+    (b"RMSG $G foo r 2\r\nhi\r\n", [RMsg(b"$G", b"foo", b"r", (), None, b"hi")]),
+    (
+        b"RMSG $G foo + r q1 q2 2\r\nhi\r\n",
+        [RMsg(b"$G", b"foo", b"r", (b"q1", b"q2"), None, b"hi")],
+    ),
+    (b"RMSG $G foo | q1 2\r\nhi\r\n", [RMsg(b"$G", b"foo", None, (b"q1",), None, b"hi")]),
+    (
+        b"HMSG $G foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n",
+        [RMsg(b"$G", b"foo", None, (), b"NATS/1.0\r\n\r\n", b"hi")],
+    ),
+    (b'CONNECT {"cluster":"c"}\r\n', [Connect({"cluster": "c"})]),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), ROUTE_CASES)
+def test_route_role(data: bytes, expected: list[object]) -> None:
+    assert both(Role.ROUTE, data) == expected
+
+
+def test_serialize_round_trips() -> None:
+    events = [
+        Pub(b"a", None, b"x"),
+        Pub(b"a", b"r", b""),
+        HPub(b"a", b"r", b"NATS/1.0\r\nK: v\r\n\r\n", b"body"),
+        Sub(b"a.*", b"q", b"7"),
+        Sub(b"a", None, b"8"),
+        Unsub(b"7", None),
+        Unsub(b"7", 3),
+        PING,
+        PONG,
+    ]
+    data = b"".join(serialize(e) for e in events)
+    conn = ProtocolConnection(Role.SERVER, headers=True)
+    conn.receive_data(b"")
+    got = conn.receive_data(data)
+    assert [e for e in got if type(e) is not type(OK)] == events
+    route = [
+        RSub(b"$G", b"x", None, 0),
+        RSub(b"$G", b"x", b"q", 2),
+        RUnsub(b"$G", b"x", b"q"),
+        RMsg(b"$G", b"x", b"r", (b"q",), None, b"p"),
+        RMsg(b"$G", b"x", None, (), b"NATS/1.0\r\n\r\n", b"p"),
+    ]
+    rconn = ProtocolConnection(Role.ROUTE)
+    assert rconn.receive_data(b"".join(serialize(e) for e in route)) == route
+
+
+def test_server_output_helpers() -> None:
+    assert info_bytes({"a": 1}) == b'INFO {"a":1} \r\n'
+    assert msg_bytes(b"s", b"1", None, b"hi") == b"MSG s 1 2\r\nhi\r\n"
+    assert msg_bytes(b"s", b"1", b"r", b"hi") == b"MSG s 1 r 2\r\nhi\r\n"
+    assert hmsg_bytes(b"s", b"1", None, b"NATS/1.0\r\n\r\n", b"hi") == (
+        b"HMSG s 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    )
+    conn = ProtocolConnection(Role.CLIENT)
+    assert conn.receive_data(hmsg_bytes(b"s", b"1", b"r", b"H", b"p")) == [
+        HMsg(b"s", b"1", b"r", b"H", b"p")
+    ]
+
+
+ops = st.one_of(
+    st.builds(
+        lambda s, r, p: Pub(s, r, p),
+        st.sampled_from([b"a", b"a.b", b"x.y.z"]),
+        st.one_of(st.none(), st.just(b"_INBOX.1")),
+        st.binary(max_size=300),
+    ),
+    st.builds(
+        lambda s, p: HPub(s, None, b"NATS/1.0\r\nA: b\r\n\r\n", p),
+        st.sampled_from([b"a", b"h.x"]),
+        st.binary(max_size=100),
+    ),
+    st.builds(
+        lambda s, sid: Sub(s, None, sid),
+        st.sampled_from([b"a", b"a.*", b">"]),
+        st.sampled_from([b"1", b"22"]),
+    ),
+    st.just(PING),
+    st.just(PONG),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ops, max_size=20), st.lists(st.integers(1, 64), min_size=1, max_size=50))
+def test_any_split_yields_same_events(events: list[object], cuts: list[int]) -> None:
+    data = b"".join(serialize(e) for e in events)  # type: ignore[arg-type]
+    conn = ProtocolConnection(Role.SERVER, headers=True)
+    out: list[object] = []
+    pos = 0
+    i = 0
+    while pos < len(data):
+        step = cuts[i % len(cuts)]
+        out.extend(conn.receive_data(data[pos : pos + step]))
+        pos += step
+        i += 1
+    assert out == events
