@@ -108,7 +108,9 @@ class Server:
         self._ready = trio.Event()
         self._client_nursery: trio.Nursery | None = None
         self.connect_urls: list[str] = []
-        self.jetstream_enabled = cfg.jetstream.enabled
+        # JetStream is switched on by a later issue; until its API answers, the
+        # server must not advertise it (clients would wait on a silent API).
+        self.jetstream_enabled = False
 
     # -- small services for sessions --------------------------------------
 
@@ -277,6 +279,8 @@ class Server:
         log.info("  ID:       %s", self.server_id)
         if self.cfg.config_file:
             log.info("Using configuration file: %s", self.cfg.config_file)
+        if self.cfg.jetstream.enabled and not self.jetstream_enabled:
+            log.warning("JetStream was requested but is not available in this build yet")
 
     def ports(self) -> dict[str, list[str]]:
         """URLs per listener, as nats-server's ports file has them."""
