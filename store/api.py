@@ -1,0 +1,518 @@
+"""Interfaces and value types of the store room.
+
+Theory of operation
+-------------------
+A stream store is an ordered log of messages addressed by a 64-bit sequence
+number.  Sequences are assigned by the owner's deterministic apply (DESIGN.md
+rule 2) and are strictly increasing; the store never reorders or renumbers.
+The visible state is derived from three facts only:
+
+* ``last_seq`` / ``last_ts``: the highest sequence ever stored (or set by
+  ``truncate``/``compact``/``purge``) and its timestamp,
+* the set of *live* messages, all with ``seq <= last_seq``,
+* nothing else: ``first_seq`` is the smallest live sequence, or
+  ``last_seq + 1`` when the store is empty (nats-server's convention after a
+  purge); ``num_deleted`` counts the gaps in ``[first_seq, last_seq]``.
+
+Limits (``StreamLimits``, see ``store.limits``) are enforced inside ``append``
+and ``update_limits`` exactly as nats-server does, so every replica applying
+the same operations reaches the same state.  ``max_age`` is the only limit
+that depends on time; the owner asks ``next_expiry_ns()`` and calls
+``expire(now_ns)`` with its own clock (rule 7).
+
+Durability contract: ``append`` and every mutation are *buffered*.  They are
+durable only once ``sync()`` has returned.  Under ``SyncPolicy.ALWAYS`` the
+owner calls ``sync()`` once per batch before it acknowledges (group commit);
+under ``SyncPolicy.INTERVAL`` it calls ``sync()`` on a timer and accepts that
+an acknowledged message may be lost in a crash, as nats-server's
+``sync_interval`` does.  Stores are synchronous and single-writer: one owner
+calls them, through ``trio.to_thread`` where they block.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol, runtime_checkable
+
+from store.errors import (
+    CorruptionError,
+    InvariantViolation,
+    LimitExceeded,
+    MaxBytes,
+    MaxMsgs,
+    MaxMsgSize,
+    MaxMsgsPerSubject,
+    MsgNotFound,
+    SequenceMismatch,
+    SnapshotError,
+    StoreClosed,
+    StoreEOF,
+    StoreError,
+)
+from store.limits import StreamLimits
+
+__all__ = [
+    "ConsumerState",
+    "ConsumerStore",
+    "CorruptionError",
+    "DamagedRange",
+    "InvariantViolation",
+    "LimitExceeded",
+    "MaxBytes",
+    "MaxMsgSize",
+    "MaxMsgs",
+    "MaxMsgsPerSubject",
+    "MsgNotFound",
+    "Pending",
+    "RecoveryReport",
+    "SequenceMismatch",
+    "SnapshotError",
+    "StoreClosed",
+    "StoreEOF",
+    "StoreError",
+    "StoredMsg",
+    "StreamLimits",
+    "StreamState",
+    "StreamStore",
+    "SubjectState",
+    "SyncPolicy",
+]
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMsg:
+    """One stored message.
+
+    Attributes:
+        seq: Stream sequence (>= 1).
+        subject: Literal subject the message was published to.
+        headers: Raw NATS header block (``NATS/1.0\\r\\n...\\r\\n\\r\\n``) or ``b""``.
+        payload: Message body.
+        ts_ns: Timestamp taken by the proposer, nanoseconds since the epoch.
+    """
+
+    seq: int
+    subject: str
+    headers: bytes
+    payload: bytes
+    ts_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectState:
+    """Per-subject summary: live message count and first/last live sequence."""
+
+    msgs: int
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """What ``$JS.API.STREAM.INFO`` reports under ``state`` (minus consumer_count).
+
+    Attributes:
+        msgs: Live messages.
+        bytes: Accounted bytes (see ``store.limits.msg_size``).
+        first_seq: Smallest live sequence, or ``last_seq + 1`` when empty.
+        first_ts: Timestamp of the first live message, 0 when empty.
+        last_seq: Highest sequence stored (survives purges).
+        last_ts: Timestamp of ``last_seq`` (survives purges).
+        num_subjects: Subjects with at least one live message.
+        num_deleted: Gaps in ``[first_seq, last_seq]``.
+        deleted: The gap sequences, only when asked for (``deleted_details``).
+        subjects: subject -> count, only when asked for (``subjects_filter``).
+    """
+
+    msgs: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_ts: int = 0
+    last_seq: int = 0
+    last_ts: int = 0
+    num_subjects: int = 0
+    num_deleted: int = 0
+    deleted: tuple[int, ...] | None = None
+    subjects: dict[str, int] | None = None
+
+
+class SyncPolicy(enum.Enum):
+    """How the owner drives ``sync()``; the store only reports it.
+
+    ``ALWAYS``: the owner calls ``sync()`` before acknowledging each batch.
+    ``INTERVAL``: the owner calls ``sync()`` every ``sync_interval_s`` seconds.
+    """
+
+    ALWAYS = "always"
+    INTERVAL = "interval"
+
+
+@dataclass(frozen=True, slots=True)
+class DamagedRange:
+    """A region of a file that failed verification during recovery.
+
+    Attributes:
+        file: File name (relative to the store directory).
+        byte_start: First damaged byte (file offset).
+        byte_end: One past the last damaged byte.
+        first_seq: First sequence that may have been lost (0 if unknown/none).
+        last_seq: Last sequence that may have been lost (0 if unknown/none).
+        reason: Short machine-friendly reason (``"crc"``, ``"header"``, ...).
+    """
+
+    file: str
+    byte_start: int
+    byte_end: int
+    first_seq: int
+    last_seq: int
+    reason: str
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What opening a durable store found.
+
+    Attributes:
+        torn_tail_bytes: Bytes cut from the end of the active segment (a write
+            that never completed; not a loss of synced data).
+        damaged: Interior damage: regions that failed checksums while valid
+            data followed, or any damage in a sealed segment.  Sequences in
+            these ranges are never served; they count as deleted.
+        lost_seqs: Number of sequences known lost in ``damaged``.
+        index_rebuilt: Segments whose index checkpoint was missing or stale
+            and were rebuilt by scanning.
+    """
+
+    torn_tail_bytes: int = 0
+    damaged: list[DamagedRange] = field(default_factory=list)
+    lost_seqs: int = 0
+    index_rebuilt: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """True if nothing but a torn tail was found."""
+        return not self.damaged
+
+
+# --------------------------------------------------------------------------- protocols
+
+
+Filters = str | Sequence[str]
+"""One subject filter or several (a message matches if any matches)."""
+
+
+@runtime_checkable
+class StreamStore(Protocol):
+    """Durable (or in-memory) storage of one stream's messages.
+
+    Properties ``sync_policy``, ``sync_interval_s``, ``limits`` and
+    ``recovery_report`` describe the store; the methods below are the whole
+    mutating and reading surface.
+    """
+
+    @property
+    def sync_policy(self) -> SyncPolicy: ...
+
+    @property
+    def sync_interval_s(self) -> float: ...
+
+    @property
+    def limits(self) -> StreamLimits: ...
+
+    @property
+    def recovery_report(self) -> RecoveryReport: ...
+
+    def append(
+        self,
+        subject: str,
+        headers: bytes,
+        payload: bytes,
+        ts_ns: int,
+        *,
+        seq: int | None = None,
+    ) -> tuple[int, int]:
+        """Store one message at ``last_seq + 1`` and enforce limits.
+
+        Args:
+            subject: Literal subject (non-empty).
+            headers: Raw header block or ``b""``.
+            payload: Body.
+            ts_ns: Proposer's timestamp (ns); the store never reads a clock.
+            seq: If given, must equal ``last_seq + 1`` (replicated apply
+                check).  Gaps (mirrors, ``first_seq``) are made with
+                ``compact(seq)`` before appending.
+
+        Returns:
+            ``(seq, ts_ns)`` of the stored message.  Under ``discard: old`` the
+            message may already have been removed again by the limits (as in
+            nats-server when it alone exceeds ``max_bytes``).
+
+        Raises:
+            MaxMsgSize: headers + payload exceed ``max_msg_size``.
+            MaxMsgs, MaxBytes, MaxMsgsPerSubject: ``discard: new`` rejections.
+            SequenceMismatch: ``seq`` is not ``last_seq + 1``.
+            StoreClosed: the store is closed.
+        """
+        ...
+
+    def load(self, seq: int) -> StoredMsg:
+        """Load the live message at ``seq``.
+
+        Raises:
+            StoreEOF: ``seq > last_seq``.
+            MsgNotFound: no live message at ``seq`` (deleted, purged, lost).
+            CorruptionError: the stored record fails its checksum.
+            StoreClosed: the store is closed.
+        """
+        ...
+
+    def load_next(self, filters: Filters, start_seq: int) -> StoredMsg | None:
+        """First live message with ``seq >= start_seq`` matching any filter.
+
+        Args:
+            filters: One filter or several; ``""`` and ``">"`` match all.
+                NATS wildcards ``*`` (one token) and ``>`` (tail) are allowed.
+            start_seq: Where to start (inclusive).
+
+        Returns:
+            The message, or ``None`` if no such message exists.
+
+        Raises:
+            CorruptionError, StoreClosed.
+        """
+        ...
+
+    def load_last(self, filters: Filters) -> StoredMsg:
+        """Newest live message matching the filter(s) (literal or wildcard).
+
+        Raises:
+            MsgNotFound: nothing matches.
+            CorruptionError, StoreClosed.
+        """
+        ...
+
+    def remove(self, seq: int, *, erase: bool = False) -> None:
+        """Delete one message (``$JS.API.STREAM.MSG.DELETE``).
+
+        Args:
+            seq: Sequence to delete.
+            erase: Also overwrite the stored bytes (the default in NATS unless
+                ``no_erase``); a plain remove only marks the message deleted.
+
+        Raises:
+            StoreEOF: ``seq > last_seq`` ("stream store EOF").
+            MsgNotFound: not live ("no message found").
+            StoreClosed.
+        """
+        ...
+
+    def purge(
+        self, *, filter: str | None = None, seq: int | None = None, keep: int | None = None
+    ) -> int:
+        """Purge messages like ``$JS.API.STREAM.PURGE``.
+
+        Forms (as nats-server's ``PurgeEx``): nothing = all; ``filter`` = all
+        matching; ``seq`` = everything *below* ``seq`` (with ``filter``: the
+        matching ones below); ``keep`` = all but the newest ``keep`` (with
+        ``filter``: of the matching ones).  ``seq`` and ``keep`` together are
+        rejected by the API layer (10003), not here; if both are given the
+        store applies both bounds.
+
+        Returns:
+            Number of messages purged.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def compact(self, seq: int) -> int:
+        """Remove every message below ``seq``.
+
+        If ``seq > last_seq + 1`` the store becomes empty with
+        ``first_seq = seq`` and ``last_seq = seq - 1`` (so the next append
+        gets ``seq``): this is how ``first_seq`` and mirror gaps are made.
+
+        Returns:
+            Number of messages removed.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def truncate(self, seq: int) -> None:
+        """Drop every message above ``seq`` (Raft rollback).
+
+        Afterwards ``last_seq == seq`` and ``last_ts`` is the timestamp of the
+        newest live message ``<= seq`` (0 if none).  ``seq >= last_seq`` is a
+        no-op.  Deletions at or below ``seq`` are kept.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def state(
+        self, *, deleted_details: bool = False, subjects_filter: str | None = None
+    ) -> StreamState:
+        """Current state.
+
+        Args:
+            deleted_details: Fill ``deleted`` with the gap sequences.
+            subjects_filter: Fill ``subjects`` with counts of matching subjects.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def subject_state(self, filter: str = ">") -> dict[str, SubjectState]:
+        """Per-subject count and first/last live sequence for matching subjects.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def update_limits(self, limits: StreamLimits) -> int:
+        """Replace the limits and enforce them at once (not ``max_age``).
+
+        Returns:
+            Number of messages removed by the new limits.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def next_expiry_ns(self) -> int | None:
+        """When the oldest live message reaches ``max_age`` (None if never).
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def expire(self, now_ns: int) -> int:
+        """Remove messages older than ``max_age`` at ``now_ns``.
+
+        Messages are in timestamp order, so this only looks at the front.
+
+        Returns:
+            Number of messages removed.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def snapshot(self, out: BinaryIO) -> None:
+        """Write a portable, checksummed snapshot of all live messages and the
+        sequence bounds to ``out`` (readable by any store's ``restore``).
+
+        Raises:
+            CorruptionError, StoreClosed.
+        """
+        ...
+
+    def restore(self, src: BinaryIO) -> None:
+        """Replace the whole contents with a snapshot read from ``src``.
+
+        The snapshot is verified completely before the old contents are
+        dropped.
+
+        Raises:
+            SnapshotError: malformed or failing checksums (store unchanged).
+            StoreClosed.
+        """
+        ...
+
+    def sync(self) -> None:
+        """Make every earlier mutation durable (fsync).  No-op in memory.
+
+        Raises:
+            StoreClosed, OSError.
+        """
+        ...
+
+    def close(self) -> None:
+        """Sync, write index checkpoints and release files.  Idempotent."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An unacknowledged delivery: original consumer sequence and delivery time."""
+
+    consumer_seq: int
+    ts_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerState:
+    """Everything a consumer must remember across restarts.
+
+    Attributes:
+        delivered_consumer_seq: Last consumer sequence delivered.
+        delivered_stream_seq: Stream sequence of that delivery.
+        ack_floor_consumer_seq: All consumer sequences <= this are acked.
+        ack_floor_stream_seq: Stream sequence of the ack floor.
+        pending: stream seq -> ``Pending`` for delivered, unacked messages.
+        redelivered: stream seq -> redelivery count (deliveries - 1).
+    """
+
+    delivered_consumer_seq: int = 0
+    delivered_stream_seq: int = 0
+    ack_floor_consumer_seq: int = 0
+    ack_floor_stream_seq: int = 0
+    pending: dict[int, Pending] = field(default_factory=dict)
+    redelivered: dict[int, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ConsumerStore(Protocol):
+    """Persistent position of one consumer.
+
+    The consumer state machine decides; this only keeps its latest state.
+    ``save`` is buffered; the state is durable once ``sync`` returns.
+    """
+
+    def load(self) -> ConsumerState:
+        """The last saved state (an empty state if none was ever saved).
+
+        Raises:
+            CorruptionError: the persisted state fails its checksum.
+            StoreClosed.
+        """
+        ...
+
+    def save(self, state: ConsumerState) -> None:
+        """Replace the state (durable after ``sync``).
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def sync(self) -> None:
+        """Persist the latest saved state crash-safely (temp, fsync, rename,
+        fsync dir).  No-op if nothing changed.
+
+        Raises:
+            StoreClosed, OSError.
+        """
+        ...
+
+    def delete(self) -> None:
+        """Remove the persisted state and close."""
+        ...
+
+    def close(self) -> None:
+        """Sync and release.  Idempotent."""
+        ...

@@ -1,0 +1,352 @@
+"""Rebuilding a segment's index from its file at open.
+
+Theory of operation
+-------------------
+For each segment, recovery first tries its index checkpoint: it is used only
+if it names the same base, the same compression, and the size and CRC32 of
+the segment bytes it covers match the file (``verify=True`` checks the CRC of
+sealed segments too; the tail segment's CRC is always checked).  Bytes past
+the checkpoint (the tail segment kept growing after the checkpoint was
+written) are scanned record by record; a segment without a usable checkpoint
+is scanned whole.
+
+Scanning verifies every record's CRC (and every chunk's CRC for compressed
+segments).  At a bad record it searches forward for the next valid record
+(or chunk, by its magic).  If one is found the bad bytes are *interior
+damage*: reported as a ``DamagedRange`` with the sequences that fell into it,
+which become gaps (never served).  If none is found and this is the
+uncompressed tail segment, the bytes are a *torn tail* (a write that never
+completed), cut from the file.  Damage at the end of a sealed segment is
+reported; its lost sequences run up to the next segment's base.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lz4.block
+
+from store.api import DamagedRange
+from store.file.format import (
+    CHUNK_HDR_SIZE,
+    CHUNK_MAGIC,
+    FLAG_COMPRESSED,
+    KIND_ERASED,
+    KIND_FLOOR,
+    KIND_MSG,
+    KIND_TOMB,
+    REC_HDR,
+    REC_OVERHEAD,
+    SEG_HDR_SIZE,
+    check_record,
+    decode_chunk_header,
+    decode_seg_header,
+)
+from store.file.segment import Segment, load_checkpoint, read_file_crc
+from store.limits import Accounting, msg_size_raw
+
+__all__ = ["PendingDamage", "SegmentScan", "open_segment"]
+
+Intern = Callable[[bytes], int]
+"""subject bytes -> subject id (interning as needed)."""
+
+
+@dataclass(slots=True)
+class PendingDamage:
+    """A damaged region whose lost sequences are being determined."""
+
+    file: str
+    byte_start: int
+    byte_end: int
+    first_seq: int
+    last_seq: int
+    reason: str
+
+    def freeze(self) -> DamagedRange:
+        """As the public, immutable value."""
+        last = self.last_seq if self.last_seq >= self.first_seq else 0
+        first = self.first_seq if last else 0
+        return DamagedRange(self.file, self.byte_start, self.byte_end, first, last, self.reason)
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    """What opening one segment produced."""
+
+    seg: Segment
+    damage: list[PendingDamage]
+    torn_tail_bytes: int
+    rebuilt: bool
+
+
+def _apply_record(
+    seg: Segment, buf: bytes | memoryview, pos: int, loff: int, total: int, intern: Intern
+) -> PendingDamage | None:
+    _t, kind, seq, ts, slen, hlen = REC_HDR.unpack_from(buf, pos)
+    base_kind = kind & ~KIND_ERASED
+    if base_kind == KIND_MSG:
+        if seq < seg.next_seq:
+            return PendingDamage(seg.name, loff, loff + total, 0, -1, "order")
+        gap = seq - seg.next_seq
+        if gap:
+            add_gap(seg, gap, loff)
+        o = pos + REC_HDR.size
+        sid = intern(bytes(buf[o : o + slen]))
+        plen = total - REC_OVERHEAD - slen - hlen
+        size = msg_size_raw(slen, hlen, plen, Accounting.FILE)
+        seg.add_entry(loff, size, sid, kind == KIND_MSG)
+        seg.last_ts = ts
+    elif kind == KIND_TOMB:
+        o = pos + REC_HDR.size + slen + hlen
+        seg.tombs.frombytes(bytes(buf[o : pos + total - 4]))
+    elif kind == KIND_FLOOR:
+        seg.floor = max(seg.floor, seq)
+    seg.end = loff + total
+    return None
+
+
+def add_gap(seg: Segment, n: int, off: int) -> None:
+    """Append ``n`` dead gap entries pointing at ``off``."""
+    seg.offs.extend(array("I", [off]) * n)
+    seg.sizes.extend(array("I", [0]) * n)
+    seg.sids.extend(array("I", [0]) * n)
+    seg.live.extend(bytes(n))
+
+
+def _next_valid_record(buf: bytes, start: int) -> int:
+    """Offset of the next valid record at or after ``start``, or -1."""
+    n = len(buf)
+    kinds = (KIND_MSG, KIND_MSG | KIND_ERASED, KIND_TOMB, KIND_FLOOR)
+    q = start
+    while q + REC_OVERHEAD <= n:
+        if buf[q + 4] in kinds:
+            total = int.from_bytes(buf[q : q + 4], "little")
+            if REC_OVERHEAD <= total <= n - q and check_record(buf, q):
+                return q
+        q += 1
+    return -1
+
+
+def _scan_records(
+    seg: Segment,
+    buf: bytes,
+    loff0: int,
+    foff0: int,
+    intern: Intern,
+    damage: list[PendingDamage],
+) -> int:
+    """Scan records in ``buf`` (logical offset ``loff0``, file offset ``foff0``).
+
+    Returns the offset in ``buf`` where valid data ends (``len(buf)`` if clean
+    to the end).  Interior damage is appended to ``damage``.
+    """
+    pos = 0
+    n = len(buf)
+    open_dmg: PendingDamage | None = None
+    while pos < n:
+        total = check_record(buf, pos)
+        if total:
+            if open_dmg is not None and (buf[pos + 4] & ~KIND_ERASED) == KIND_MSG:
+                seq = int.from_bytes(buf[pos + 5 : pos + 13], "little")
+                open_dmg.last_seq = seq - 1
+                open_dmg = None
+            bad = _apply_record(seg, buf, pos, loff0 + pos, total, intern)
+            if bad is not None:
+                bad.byte_start += foff0 - loff0
+                bad.byte_end += foff0 - loff0
+                damage.append(bad)
+            pos += total
+            continue
+        q = _next_valid_record(buf, pos + 1)
+        if q < 0:
+            return pos
+        d = PendingDamage(seg.name, foff0 + pos, foff0 + q, seg.next_seq, -1, "crc")
+        damage.append(d)
+        open_dmg = d
+        pos = q
+    return n
+
+
+def _scan_chunks(seg: Segment, buf: bytes, intern: Intern, damage: list[PendingDamage]) -> int:
+    """Scan a compressed body (``buf`` = whole file).  Returns end of valid data."""
+    pos = SEG_HDR_SIZE
+    n = len(buf)
+    open_dmg: PendingDamage | None = None
+    while pos < n:
+        hdr = decode_chunk_header(buf, pos)
+        raw: bytes | None = None
+        if hdr is not None:
+            lstart, rlen, clen, dcrc = hdr
+            comp = buf[pos + CHUNK_HDR_SIZE : pos + CHUNK_HDR_SIZE + clen]
+            if len(comp) == clen and zlib.crc32(comp) == dcrc and lstart >= seg.end:
+                try:
+                    raw = lz4.block.decompress(comp, uncompressed_size=rlen)
+                except Exception:  # lz4.block.LZ4BlockError
+                    raw = None
+        if raw is None or hdr is None:
+            q = buf.find(CHUNK_MAGIC, pos + 1)
+            while q >= 0 and decode_chunk_header(buf, q) is None:
+                q = buf.find(CHUNK_MAGIC, q + 1)
+            end = q if q >= 0 else n
+            d = PendingDamage(seg.name, pos, end, seg.next_seq, -1, "chunk")
+            damage.append(d)
+            open_dmg = d
+            if q < 0:
+                return pos
+            pos = q
+            continue
+        lstart, rlen, clen, _ = hdr
+        seg.ch_lstart.append(lstart)
+        seg.ch_foff.append(pos)
+        seg.ch_rlen.append(rlen)
+        seg.ch_clen.append(clen)
+        if open_dmg is not None:
+            first_msg = _first_msg_seq(raw)
+            if first_msg:
+                open_dmg.last_seq = first_msg - 1
+                open_dmg = None
+        inner: list[PendingDamage] = []
+        end = _scan_records(seg, raw, lstart, pos, intern, inner)
+        for d in inner:
+            d.reason = "chunk-record"
+        damage.extend(inner)
+        if end < len(raw):
+            damage.append(
+                PendingDamage(
+                    seg.name, pos, pos + CHUNK_HDR_SIZE + clen, seg.next_seq, -1, "chunk-record"
+                )
+            )
+        seg.end = lstart + rlen
+        pos += CHUNK_HDR_SIZE + clen
+    return n
+
+
+def _first_msg_seq(raw: bytes) -> int:
+    pos = 0
+    while pos + REC_OVERHEAD <= len(raw):
+        total = check_record(raw, pos)
+        if not total:
+            return 0
+        if (raw[pos + 4] & ~KIND_ERASED) == KIND_MSG:
+            return int.from_bytes(raw[pos + 5 : pos + 13], "little")
+        pos += total
+    return 0
+
+
+def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
+    mapping = {int(k): intern(v.encode()) for k, v in ck["subj"].items()}
+    seg.offs.frombytes(ck["offs"])
+    seg.sizes.frombytes(ck["sizes"])
+    sids = array("I")
+    sids.frombytes(ck["sids"])
+    if any(k != v for k, v in mapping.items()):
+        sids = array("I", map(mapping.__getitem__, sids))
+    seg.sids = sids
+    seg.live = bytearray(ck["live"])
+    seg.tombs.frombytes(ck["tombs"])
+    seg.floor = int(ck["floor"])
+    seg.end = int(ck["end"])
+    seg.last_ts = int(ck["last_ts"])
+    ch = ck["ch"]
+    seg.ch_lstart.frombytes(ch[0])
+    seg.ch_foff.frombytes(ch[1])
+    seg.ch_rlen.frombytes(ch[2])
+    seg.ch_clen.frombytes(ch[3])
+    seg.stats = {mapping[int(k)]: [int(x) for x in v] for k, v in ck["stats"].items()}
+    seg.nlive = seg.live.count(1)
+    seg.lbytes = sum(v for v, alive in zip(seg.sizes, seg.live, strict=True) if alive)
+    n = len(seg.offs)
+    if not (len(seg.sizes) == len(seg.sids) == len(seg.live) == n):
+        raise ValueError("checkpoint arrays disagree")
+
+
+def _checkpoint_usable(
+    ck: dict[str, Any] | None, seg: Segment, size: int, is_last: bool, verify: bool
+) -> bool:
+    if ck is None:
+        return False
+    try:
+        if int(ck["base"]) != seg.base or bool(ck["compressed"]) != seg.compressed:
+            return False
+        ck_size = int(ck["file_size"])
+        if ck_size > size or ((seg.compressed or not is_last) and ck_size != size):
+            return False
+        if verify or is_last:
+            return read_file_crc(seg.path, ck_size) == int(ck["file_crc"])
+        return True
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def open_segment(
+    directory: Path, name: str, *, is_last: bool, intern: Intern, verify: bool
+) -> SegmentScan | None:
+    """Open one segment: checkpoint if usable, scan the rest.
+
+    Returns ``None`` if the segment header itself is unreadable.
+    """
+    path = directory / name
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(SEG_HDR_SIZE)
+    hdr = decode_seg_header(head)
+    if hdr is None:
+        return None
+    seg = Segment(directory, hdr.base_seq, hdr.prev_last_ts, hdr.floor)
+    seg.compressed = bool(hdr.flags & FLAG_COMPRESSED)
+    ck = load_checkpoint(seg.idx_path)
+    damage: list[PendingDamage] = []
+    torn = 0
+    used: dict[str, Any] | None = None
+    scanned = False
+    if ck is not None and _checkpoint_usable(ck, seg, size, is_last, verify):
+        try:
+            _from_checkpoint(seg, ck, intern)
+            used = ck
+        except (KeyError, TypeError, ValueError):
+            seg = Segment(directory, hdr.base_seq, hdr.prev_last_ts, hdr.floor)
+            seg.compressed = bool(hdr.flags & FLAG_COMPRESSED)
+    if seg.compressed:
+        if used is None:
+            with open(path, "rb") as f:
+                buf = f.read()
+            _scan_chunks(seg, buf, intern, damage)
+            seg.file_crc = zlib.crc32(buf)
+        else:
+            seg.file_crc = int(used["file_crc"])
+        seg.file_size = size
+        seg.flushed = seg.end
+    else:
+        start = seg.end if used is not None else 0
+        with open(path, "rb") as f:
+            f.seek(SEG_HDR_SIZE + start)
+            buf = f.read()
+        valid = _scan_records(seg, buf, start, SEG_HDR_SIZE + start, intern, damage)
+        crc0 = int(used["file_crc"]) if used is not None else zlib.crc32(head)
+        seg.file_crc = zlib.crc32(memoryview(buf)[:valid], crc0)
+        if valid < len(buf):
+            cut_at = SEG_HDR_SIZE + start + valid
+            if is_last:
+                torn = len(buf) - valid
+                os.truncate(path, cut_at)
+                size = cut_at
+            else:
+                damage.append(PendingDamage(name, cut_at, size, seg.next_seq, -1, "crc"))
+                seg.file_crc = None
+        seg.end = start + valid
+        seg.flushed = seg.end
+        seg.file_size = SEG_HDR_SIZE + seg.end if is_last else size
+        if buf:
+            seg.stats = None
+            scanned = True
+    seg.damaged = bool(damage)
+    if seg.damaged:
+        seg.stats = None
+    seg.idx_dirty = used is None or scanned
+    return SegmentScan(seg, damage, torn, used is None)

@@ -1,0 +1,449 @@
+"""One segment file and its compact in-memory index.
+
+Theory of operation
+-------------------
+A ``Segment`` covers the contiguous sequences ``[base, base + len(offs))``.
+Entry ``i`` (sequence ``base + i``) lives in four parallel compact arrays, not
+in an object per message:
+
+* ``offs`` (``array('I')``): logical offset of the record in the body.  A gap
+  entry (a sequence with no record: lost to damage, or skipped) holds the
+  offset of the next record, so ``offs`` is non-decreasing and bisectable.
+* ``sizes`` (``array('I')``): accounted size (nats-server file formula); 0 for gaps.
+* ``sids`` (``array('I')``): subject id (index into the store's subject table).
+* ``live`` (``bytearray``): 1 while the message is live.
+
+The active (last) segment appends into a write buffer that ``flush`` hands to
+the OS and ``sync`` fsyncs; reads of buffered records are served from the
+buffer.  A sealed segment may be rewritten compressed (independent lz4 chunks)
+and then is read chunk by chunk through a one-entry cache.  ``file_crc`` tracks
+the CRC of the bytes on disk so an index checkpoint can prove it matches the
+file it describes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import zlib
+from array import array
+from collections import Counter
+from itertools import compress
+from pathlib import Path
+from typing import Any
+
+import cbor2
+import lz4.block
+
+from store.api import StoredMsg
+from store.errors import CorruptionError
+from store.file.format import (
+    CHUNK_HDR_SIZE,
+    FLAG_COMPRESSED,
+    KIND_MSG,
+    REC_HDR,
+    SEG_HDR_SIZE,
+    SEG_VERSION,
+    SegHeader,
+    check_record,
+    decode_chunk_header,
+    encode_chunk,
+    encode_seg_header,
+    idx_name,
+    seg_name,
+)
+
+__all__ = ["Segment", "SubjectStats"]
+
+WBUF_BYTES_MAX = 256 << 10
+CHUNK_RAW_BYTES = 64 << 10
+IDX_MAGIC = b"TJIX\x01"
+
+SubjectStats = dict[int, list[int]]
+"""subject id -> [count, first_seq, last_seq] over live entries."""
+
+
+def read_file_crc(path: Path, size: int) -> int:
+    """CRC32 of the first ``size`` bytes of ``path`` (1 MiB reads)."""
+    crc = 0
+    with open(path, "rb") as f:
+        left = size
+        while left > 0:
+            b = f.read(min(left, 1 << 20))
+            if not b:
+                break
+            crc = zlib.crc32(b, crc)
+            left -= len(b)
+    return crc
+
+
+class Segment:
+    """Index and I/O of one segment file (see module docstring)."""
+
+    def __init__(self, directory: Path, base: int, prev_last_ts: int, hdr_floor: int) -> None:
+        self.dir = directory
+        self.base = base
+        self.name = seg_name(base)
+        self.path = directory / self.name
+        self.idx_path = directory / idx_name(base)
+        self.prev_last_ts = prev_last_ts
+        self.hdr_floor = hdr_floor
+        self.compressed = False
+        self.offs = array("I")
+        self.sizes = array("I")
+        self.sids = array("I")
+        self.live = bytearray()
+        self.nlive = 0
+        self.lbytes = 0
+        self.tombs = array("Q")
+        self.floor = 0
+        self.end = 0
+        self.last_ts = 0
+        self.ch_lstart = array("Q")
+        self.ch_foff = array("Q")
+        self.ch_rlen = array("I")
+        self.ch_clen = array("I")
+        self.file_size = SEG_HDR_SIZE
+        self.file_crc: int | None = 0
+        self.fd: int | None = None
+        self.wbuf = bytearray()
+        self.flushed = 0
+        self.damaged = False
+        self.idx_dirty = True
+        self.stats: SubjectStats | None = None
+
+    # ------------------------------------------------------------------ basics
+
+    @property
+    def next_seq(self) -> int:
+        """Sequence the next entry would get."""
+        return self.base + len(self.offs)
+
+    @property
+    def last_msg_seq(self) -> int:
+        """Sequence of the last entry (``base - 1`` if none)."""
+        return self.base + len(self.offs) - 1
+
+    def header(self) -> SegHeader:
+        """The header this segment was created with."""
+        flags = FLAG_COMPRESSED if self.compressed else 0
+        return SegHeader(SEG_VERSION, flags, self.base, self.prev_last_ts, self.hdr_floor)
+
+    def open_fd(self) -> int:
+        """Open (read/write) the file if needed; returns the fd."""
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDWR)
+        return self.fd
+
+    def close_fd(self) -> None:
+        """Close the fd if open."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    @classmethod
+    def create(
+        cls, directory: Path, base: int, prev_last_ts: int, floor: int, *, durable: bool = True
+    ) -> Segment:
+        """Create a new empty segment file (fsynced, directory fsynced)."""
+        seg = cls(directory, base, prev_last_ts, floor)
+        hdr = encode_seg_header(seg.header())
+        fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, hdr)
+        if durable:
+            os.fsync(fd)
+        seg.fd = fd
+        seg.file_size = len(hdr)
+        seg.file_crc = zlib.crc32(hdr)
+        if durable:
+            fsync_dir(directory)
+        return seg
+
+    # ------------------------------------------------------------------ writes
+
+    def write_record(self, rec: bytes) -> int:
+        """Append a record to the body; returns its logical offset."""
+        off = self.end
+        self.wbuf += rec
+        self.end += len(rec)
+        if len(self.wbuf) >= WBUF_BYTES_MAX:
+            self.flush()
+        return off
+
+    def add_entry(self, off: int, size: int, sid: int, live: bool) -> None:
+        """Append an index entry for sequence ``next_seq``."""
+        self.offs.append(off)
+        self.sizes.append(size)
+        self.sids.append(sid)
+        self.live.append(1 if live else 0)
+        if live:
+            self.nlive += 1
+            self.lbytes += size
+
+    def flush(self) -> None:
+        """Hand buffered records to the OS (no fsync)."""
+        if not self.wbuf:
+            return
+        fd = self.open_fd()
+        data = bytes(self.wbuf)
+        pos = SEG_HDR_SIZE + self.flushed
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, pos)
+            view = view[n:]
+            pos += n
+        if self.file_crc is not None:
+            self.file_crc = zlib.crc32(data, self.file_crc)
+        self.flushed += len(data)
+        self.file_size = SEG_HDR_SIZE + self.flushed
+        self.wbuf.clear()
+
+    def sync(self) -> None:
+        """Flush and fsync."""
+        self.flush()
+        if self.fd is not None:
+            os.fsync(self.fd)
+
+    # ------------------------------------------------------------------ reads
+
+    def _chunk_raw(self, ci: int, cache: dict[tuple[str, int], bytes]) -> bytes:
+        key = (self.name, ci)
+        raw = cache.get(key)
+        if raw is not None:
+            return raw
+        fd = self.open_fd()
+        foff = self.ch_foff[ci]
+        clen = self.ch_clen[ci]
+        buf = os.pread(fd, CHUNK_HDR_SIZE + clen, foff)
+        hdr = decode_chunk_header(buf, 0)
+        comp = buf[CHUNK_HDR_SIZE:]
+        if hdr is None or hdr[2] != clen or zlib.crc32(comp) != hdr[3]:
+            raise CorruptionError(self.name, foff, 0, "chunk")
+        try:
+            raw = bytes(lz4.block.decompress(comp, uncompressed_size=self.ch_rlen[ci]))
+        except Exception as e:  # lz4 raises LZ4BlockError
+            raise CorruptionError(self.name, foff, 0, "decompress") from e
+        cache.clear()
+        cache[key] = raw
+        return raw
+
+    def read_at(self, off: int, n: int, cache: dict[tuple[str, int], bytes]) -> bytes:
+        """Up to ``n`` body bytes at logical ``off`` (a record start)."""
+        if self.compressed:
+            ci = bisect.bisect_right(self.ch_lstart, off) - 1
+            raw = self._chunk_raw(ci, cache)
+            lo = off - self.ch_lstart[ci]
+            return raw[lo : lo + n]
+        if off >= self.flushed:
+            lo = off - self.flushed
+            return bytes(self.wbuf[lo : lo + n])
+        return os.pread(self.open_fd(), n, SEG_HDR_SIZE + off)
+
+    def read_msg(self, i: int, cache: dict[tuple[str, int], bytes]) -> StoredMsg:
+        """Read and verify the message record of entry ``i``.
+
+        Raises:
+            CorruptionError: the record fails its checksum or is not a message.
+        """
+        off = self.offs[i]
+        seq = self.base + i
+        buf = self.read_at(off, self.sizes[i] + 1, cache)
+        total = check_record(buf, 0)
+        if total == 0:
+            raise CorruptionError(self.name, off, seq, "crc")
+        _t, kind, rseq, ts, slen, hlen = REC_HDR.unpack_from(buf, 0)
+        if kind != KIND_MSG or rseq != seq:
+            raise CorruptionError(self.name, off, seq, "index")
+        o = REC_HDR.size
+        subj = buf[o : o + slen].decode()
+        return StoredMsg(
+            seq, subj, buf[o + slen : o + slen + hlen], buf[o + slen + hlen : total - 4], ts
+        )
+
+    def read_ts(self, i: int, cache: dict[tuple[str, int], bytes]) -> int:
+        """Timestamp of entry ``i`` (verified)."""
+        return self.read_msg(i, cache).ts_ns
+
+    def body(self) -> bytes:
+        """The whole logical body (decompressing if needed)."""
+        if self.compressed:
+            parts = [self._chunk_raw(ci, {}) for ci in range(len(self.ch_lstart))]
+            return b"".join(parts)
+        self.flush()
+        return os.pread(self.open_fd(), self.end, SEG_HDR_SIZE)
+
+    # ------------------------------------------------------------------ sealing
+
+    def compress_file(self) -> None:
+        """Rewrite this (sealed, flushed) segment as lz4 chunks, atomically."""
+        body = self.body()
+        out = bytearray(encode_seg_header(self._hdr_with(FLAG_COMPRESSED)))
+        lstart = array("Q")
+        foff = array("Q")
+        rlen = array("I")
+        clen = array("I")
+        pos = 0
+        while pos < len(body):
+            j = bisect.bisect_left(self.offs, pos + CHUNK_RAW_BYTES)
+            cut = self.offs[j] if j < len(self.offs) else len(body)
+            if cut <= pos:
+                cut = len(body)
+            raw = body[pos:cut]
+            comp = lz4.block.compress(raw, store_size=False)
+            lstart.append(pos)
+            foff.append(len(out))
+            rlen.append(len(raw))
+            clen.append(len(comp))
+            out += encode_chunk(pos, raw, comp)
+            pos = cut
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, out)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.close_fd()
+        os.replace(tmp, self.path)
+        fsync_dir(self.dir)
+        self.compressed = True
+        self.ch_lstart, self.ch_foff, self.ch_rlen, self.ch_clen = lstart, foff, rlen, clen
+        self.file_size = len(out)
+        self.file_crc = zlib.crc32(out)
+        self.idx_dirty = True
+
+    def _hdr_with(self, flags: int) -> SegHeader:
+        return SegHeader(SEG_VERSION, flags, self.base, self.prev_last_ts, self.hdr_floor)
+
+    def rewrite_uncompressed(self, body: bytes) -> None:
+        """Atomically replace the file with an uncompressed ``body``."""
+        out = encode_seg_header(self._hdr_with(0)) + body
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, out)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.close_fd()
+        os.replace(tmp, self.path)
+        fsync_dir(self.dir)
+        self.compressed = False
+        self.ch_lstart, self.ch_foff = array("Q"), array("Q")
+        self.ch_rlen, self.ch_clen = array("I"), array("I")
+        self.end = len(body)
+        self.flushed = len(body)
+        self.wbuf.clear()
+        self.file_size = len(out)
+        self.file_crc = zlib.crc32(out)
+        self.idx_dirty = True
+
+    # ------------------------------------------------------------------ stats
+
+    def compute_stats(self) -> SubjectStats:
+        """Per-subject [count, first, last] over live entries (C-speed where possible)."""
+        live = self.live
+        sids = self.sids
+        base = self.base
+        if self.nlive == len(sids):
+            counts = Counter(sids)
+        else:
+            counts = Counter(compress(sids, live))
+        out: SubjectStats = {}
+        if len(counts) <= 32:
+            rev = sids[::-1]
+            n = len(sids)
+            for sid, c in counts.items():
+                i = sids.index(sid)
+                while not live[i]:
+                    i = sids.index(sid, i + 1)
+                j = rev.index(sid)
+                while not live[n - 1 - j]:
+                    j = rev.index(sid, j + 1)
+                out[sid] = [c, base + i, base + n - 1 - j]
+            return out
+        for i in range(len(sids)):
+            if live[i]:
+                st = out.get(sids[i])
+                if st is None:
+                    out[sids[i]] = [1, base + i, base + i]
+                else:
+                    st[0] += 1
+                    st[2] = base + i
+        return out
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def checkpoint(self, subjects: list[str]) -> None:
+        """Write ``seg-<base>.idx`` describing the current file and index.
+
+        Not fsynced: a lost or torn checkpoint fails its CRC and the segment
+        is rescanned.  Damaged segments are never checkpointed, so their
+        damage is found (and reported) again at every open.
+        """
+        if self.damaged:
+            return
+        self.flush()
+        if self.file_crc is None:
+            self.file_crc = read_file_crc(self.path, self.file_size)
+        stats = self.compute_stats()
+        used = set(stats)
+        d: dict[str, Any] = {
+            "base": self.base,
+            "file_size": self.file_size,
+            "file_crc": self.file_crc,
+            "compressed": self.compressed,
+            "end": self.end,
+            "last_ts": self.last_ts,
+            "floor": self.floor,
+            "subj": {sid: subjects[sid] for sid in set(self.sids) | used},
+            "offs": self.offs.tobytes(),
+            "sizes": self.sizes.tobytes(),
+            "sids": self.sids.tobytes(),
+            "live": bytes(self.live),
+            "tombs": self.tombs.tobytes(),
+            "stats": {k: v for k, v in stats.items()},
+            "ch": [a.tobytes() for a in (self.ch_lstart, self.ch_foff, self.ch_rlen, self.ch_clen)],
+        }
+        body = cbor2.dumps(d)
+        data = IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
+        tmp = self.idx_path.with_suffix(".idx.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, self.idx_path)
+        self.idx_dirty = False
+
+    def drop_checkpoint(self) -> None:
+        """Remove a checkpoint that no longer matches the file."""
+        self.idx_dirty = True
+        try:
+            self.idx_path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def load_checkpoint(path: Path) -> dict[str, Any] | None:
+    """Read and verify a checkpoint file; ``None`` if missing or bad."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if len(data) < 9 or data[:5] != IDX_MAGIC:
+        return None
+    body = data[9:]
+    if zlib.crc32(body) != int.from_bytes(data[5:9], "little"):
+        return None
+    try:
+        d = cbor2.loads(body)
+    except Exception:  # any decode failure means "stale"
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so creates/renames/unlinks in it are durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
