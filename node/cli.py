@@ -16,6 +16,8 @@ commands:
   serve [flags]   start a server with the development defaults
                   (client 4222, monitoring 8222, JetStream on, data in ./data);
                   accepts every trijet-server / nats-server flag
+  cluster [-n N]  start an N-node cluster on 127.0.0.1 (ports and data dirs
+                  chosen for you, under ./data/cluster); Ctrl-C stops it
   version         print the version
 """
 
@@ -57,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = args[0], args[1:]
     if cmd == "serve":
         return _serve(rest)
+    if cmd == "cluster":
+        from node.launcher import main as cluster_main
+
+        return cluster_main(rest)
     if cmd == "version":
         from node.version import NATS_VERSION, TRIJET_VERSION
 

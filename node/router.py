@@ -38,9 +38,8 @@ class Router:
         self.rng = rng
         self.out_msgs = 0
         self.out_bytes = 0
-        # hook for interest beyond local subscriptions (routes, streams):
-        # called when nothing local matched; returns True if someone took it.
-        self.extra_interest: list[Any] = []
+        # peers' interest (node.route.RemoteSub entries), one per route/subject/queue
+        self.route_sublist: Sublist[Any] = Sublist()
 
     def publish(
         self,
@@ -49,6 +48,7 @@ class Router:
         reply: bytes | None,
         headers: bytes | None,
         payload: bytes,
+        routed_queues: tuple[bytes, ...] | None = None,
     ) -> int:
         """Deliver one message; returns the number of copies handed out.
 
@@ -58,14 +58,22 @@ class Router:
             reply: reply subject or None.
             headers: raw header block or None.
             payload: message body.
+            routed_queues: set for a message that arrived on a route: the
+                queue groups it should reach here; it is not forwarded again.
         """
         r = self.sublist.match(subject)
         psubs = r.psubs
         qsubs = r.qsubs
+        routed = 0
+        if routed_queues is None:
+            if self.route_sublist.count:
+                routed = self._to_routes(subject, reply, headers, payload, qsubs)
+        elif qsubs:
+            qsubs = [g for g in qsubs if g[0].queue in routed_queues]
         if not psubs and not qsubs:
-            if reply and src is not None and src.no_responders:
+            if not routed and reply and src is not None and src.no_responders:
                 self.no_responders(src, subject, reply)
-            return 0
+            return routed
         mid = b" " + reply + b" " if reply else b" "
         plen = len(payload)
         if headers is None:
@@ -140,6 +148,62 @@ class Router:
         self.out_msgs += n
         self.out_bytes += nbytes
         return n
+
+    def _to_routes(
+        self,
+        subject: bytes,
+        reply: bytes | None,
+        headers: bytes | None,
+        payload: bytes,
+        local_groups: list[list[Subscription]],
+    ) -> int:
+        """Send one copy to each route with interest; returns routes used."""
+        r = self.route_sublist.match(subject)
+        if not r.psubs and not r.qsubs:
+            return 0
+        targets: dict[Any, list[bytes]] = {}
+        for rs in r.psubs:
+            targets.setdefault(rs.route, [])
+        if r.qsubs:
+            local = {g[0].queue for g in local_groups}
+            for group in r.qsubs:
+                q = group[0].queue
+                if q in local:
+                    continue  # a local member takes it
+                chosen = group[0]
+                if len(group) > 1:
+                    total = sum(max(rs.weight, 1) for rs in group)
+                    pick = self.rng.randrange(total)
+                    for rs in group:
+                        pick -= max(rs.weight, 1)
+                        if pick < 0:
+                            chosen = rs
+                            break
+                targets.setdefault(chosen.route, []).append(q)
+        for route, queues in targets.items():
+            parts = [b"$G", subject]
+            if queues:
+                if reply:
+                    parts += [b"+", reply]
+                else:
+                    parts.append(b"|")
+                parts.extend(queues)
+            elif reply:
+                parts.append(reply)
+            if headers is None:
+                parts.append(str(len(payload)).encode())
+                route.send(b"RMSG " + b" ".join(parts) + CRLF + payload + CRLF)
+            else:
+                hl = len(headers)
+                parts += [str(hl).encode(), str(hl + len(payload)).encode()]
+                route.send(b"HMSG " + b" ".join(parts) + CRLF + headers + payload + CRLF)
+            route.out_msgs += 1
+            route.out_bytes += len(payload)
+        return len(targets)
+
+    def deliver_routed(self, ev: Any) -> None:
+        """Deliver a message that arrived on a route (an ``RMsg`` event)."""
+        self.publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
 
     def no_responders(self, src: Any, subject: bytes, reply: bytes) -> None:
         """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""

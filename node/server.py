@@ -30,6 +30,7 @@ import trio
 from node.auth import Authenticator
 from node.config import ServerConfig
 from node.protocol.connection import err_bytes, info_bytes
+from node.route import Interest, Route, RouteManager, parse_route_url
 from node.router import Router
 from node.session import ClientSession, ClosedReason, Subscription
 from node.sublist import Sublist
@@ -108,6 +109,14 @@ class Server:
         self._ready = trio.Event()
         self._client_nursery: trio.Nursery | None = None
         self.connect_urls: list[str] = []
+        # cluster
+        self.interest = Interest()
+        self.routes = RouteManager(self, self.rng)
+        self.cluster_port = 0
+        self._next_rid = 0
+        self._route_nursery: trio.Nursery | None = None
+        self.client_urls_by_server: dict[str, list[str]] = {}
+        self.raft_links: Any = None  # set by the composition root when Raft runs
         # JetStream is switched on by a later issue; until its API answers, the
         # server must not advertise it (clients would wait on a silent API).
         self.jetstream_enabled = False
@@ -169,6 +178,234 @@ class Server:
         info["connect_info"] = True
         info["remote_account"] = "$G"
         return info
+
+    # -- subscriptions (local interest, announced to routes) ----------------
+
+    def add_sub(self, sub: Subscription) -> None:
+        """Insert a local subscription and announce new interest to routes."""
+        self.sublist.insert(sub)
+        line = self.interest.add(sub.subject, sub.queue)
+        if line is not None and self.routes.by_id:
+            for route in self.routes.by_id.values():
+                route.send(line)
+
+    def remove_sub(self, sub: Subscription) -> None:
+        """Remove a local subscription and withdraw interest from routes."""
+        if not self.sublist.remove(sub):
+            return
+        line = self.interest.remove(sub.subject, sub.queue)
+        if line is not None and self.routes.by_id:
+            for route in self.routes.by_id.values():
+                route.send(line)
+
+    # -- routes ------------------------------------------------------------
+
+    def next_rid(self) -> int:
+        self._next_rid += 1
+        return self._next_rid
+
+    def my_client_urls(self) -> list[str]:
+        """This server's client URLs as advertised to clients (host:port)."""
+        cfg = self.cfg
+        if cfg.client_advertise:
+            return [cfg.client_advertise]
+        host = cfg.host
+        if host in ("0.0.0.0", "::", ""):
+            host = _primary_ip()
+        return [_hostport(host, self.client_port)]
+
+    def route_url(self) -> str:
+        cluster = self.cfg.cluster
+        assert cluster is not None
+        host = cluster.advertise or cluster.host
+        if host in ("0.0.0.0", "::", ""):
+            host = _primary_ip()
+        if ":" in host and not host.startswith("["):
+            return f"nats-route://{host}/"
+        return f"nats-route://{host}:{self.cluster_port}/"
+
+    def route_info(self) -> dict[str, Any]:
+        """The INFO this server sends on a route."""
+        cfg = self.cfg
+        cluster = cfg.cluster
+        assert cluster is not None
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": NATS_VERSION,
+            "proto": 3,
+            "go": f"python{sys.version_info.major}.{sys.version_info.minor}",
+            "host": cluster.host,
+            "port": self.cluster_port,
+            "headers": not cfg.no_header_support,
+            "max_payload": cfg.max_payload,
+            "cluster": cluster.name or "",
+            "connect_urls": [] if cluster.no_advertise else self.my_client_urls(),
+            "ip": self.route_url(),
+            "lnoc": True,
+        }
+        if self.jetstream_enabled:
+            info["jetstream"] = True
+        if cluster.user is not None:
+            info["auth_required"] = True
+        return info
+
+    def route_connect_bytes(self, url: str | None) -> bytes:
+        cluster = self.cfg.cluster
+        assert cluster is not None
+        user, password = cluster.user, cluster.password
+        if url:
+            _, _, u, p = parse_route_url(url)
+            if u is not None:
+                user, password = u, p
+        fields: dict[str, Any] = {
+            "echo": True,
+            "verbose": False,
+            "pedantic": False,
+            "tls_required": False,
+            "headers": True,
+            "name": self.server_id,
+            "cluster": cluster.name or "",
+            "lnoc": True,
+        }
+        if user is not None:
+            fields["user"] = user
+            fields["pass"] = password or ""
+        return b"CONNECT " + json.dumps(fields, separators=(",", ":")).encode() + b"\r\n"
+
+    def register_route(self, route: Route) -> bool:
+        """Register a handshaken route; False when it duplicates one we keep."""
+        by_id = self.routes.by_id
+        existing = by_id.get(route.remote_id)
+        if existing is not None:
+            # keep the route solicited by the smaller server id, on both ends
+            mine_smaller = self.server_id < route.remote_id
+            new_wins = route.solicited == mine_smaller and existing.solicited != mine_smaller
+            if not new_wins:
+                log.debug("rid=%d event=duplicate_route remote=%s", route.rid, route.remote_id)
+                return False
+            existing.close("Duplicate Route")
+            existing.drop_interest()
+        by_id[route.remote_id] = route
+        # tell the other routes about the newcomer (gossip) and vice versa
+        newcomer = route.remote_info
+        if newcomer.get("ip"):
+            gossip = info_bytes(
+                {
+                    "server_id": route.remote_id,
+                    "server_name": route.remote_name,
+                    "cluster": newcomer.get("cluster", ""),
+                    "ip": newcomer["ip"],
+                    "connect_urls": newcomer.get("connect_urls", []),
+                }
+            )
+            for other in by_id.values():
+                if other is not route:
+                    other.send(gossip)
+        self._set_client_urls(route.remote_id, newcomer.get("connect_urls") or [])
+        return True
+
+    def route_info_updated(self, route: Route) -> None:
+        self._set_client_urls(route.remote_id, route.remote_info.get("connect_urls") or [])
+
+    def learn_route(self, server_id: str, info: dict[str, Any]) -> None:
+        """Gossip about ``server_id``: dial it unless connected or it is us."""
+        if server_id == self.server_id or server_id in self.routes.by_id:
+            return
+        url = info.get("ip")
+        if not isinstance(url, str) or not url or url in self.routes.dialing:
+            return
+        if self._route_nursery is None:
+            return
+        self.routes.dialing.add(url)
+
+        async def dial() -> None:
+            try:
+                await self.routes.solicit_forever(url, configured=False)
+            finally:
+                self.routes.dialing.discard(url)
+
+        self._route_nursery.start_soon(dial)
+
+    def route_closed(self, route: Route) -> None:
+        if self.routes.by_id.get(route.remote_id) is route:
+            del self.routes.by_id[route.remote_id]
+            route.drop_interest()
+            self._set_client_urls(route.remote_id, [])
+            log.info(
+                "%s:%d - rid:%d - Router connection closed: %s",
+                route.ip,
+                route.port,
+                route.rid,
+                route.closing,
+            )
+
+    def _set_client_urls(self, server_id: str, urls: list[str]) -> None:
+        if urls:
+            self.client_urls_by_server[server_id] = list(urls)
+        else:
+            self.client_urls_by_server.pop(server_id, None)
+        cluster = self.cfg.cluster
+        if cluster is None or cluster.no_advertise:
+            return
+        merged = list(self.my_client_urls())
+        for sid in sorted(self.client_urls_by_server):
+            for u in self.client_urls_by_server[sid]:
+                if u not in merged:
+                    merged.append(u)
+        if merged != self.connect_urls:
+            self.connect_urls = merged
+            for session in self.clients.values():
+                if session.protocol >= 1 and session.connected:
+                    session.send_info_update()
+
+    async def _serve_cluster_conn(self, stream: trio.SocketStream) -> None:
+        """The cluster port: sniff the first bytes; raft links or a route."""
+        try:
+            peer = stream.socket.getpeername()
+            ip, port = str(peer[0]), int(peer[1])
+        except OSError:
+            ip, port = "", 0
+        first = b""
+        with trio.move_on_after(self.cfg.auth.timeout_s):
+            try:
+                first = await stream.receive_some(4096)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await trio.aclose_forcefully(stream)
+                return
+        if first and first.startswith(RAFT_MAGIC_PREFIX) and self.raft_links is not None:
+            await self.raft_links.serve_stream(stream, bytes(first))
+            return
+        route = Route(self, stream, solicited=False, url=None, peer=(ip, port), initial=first)
+        if not first:
+            # nothing said: send our INFO like nats-server would, then wait
+            route.send(info_bytes(self.route_info()))
+        await route.run()
+
+    async def _run_cluster(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        cluster = self.cfg.cluster
+        assert cluster is not None
+        port = 0 if cluster.port == -1 else cluster.port
+        listeners = await trio.open_tcp_listeners(port, host=cluster.host)
+        self.cluster_port = int(listeners[0].socket.getsockname()[1])
+        log.info("Cluster name is %s", cluster.name)
+        log.info(
+            "Listening for route connections on %s", _hostport(cluster.host, self.cluster_port)
+        )
+        self._set_client_urls(self.server_id, [])
+        async with trio.open_nursery() as nursery:
+            self._route_nursery = nursery
+            nursery.start_soon(trio.serve_listeners, self._serve_cluster_conn, listeners)
+            task_status.started()
+            for url in cluster.routes:
+                nursery.start_soon(self._solicit_configured, url)
+
+    async def _solicit_configured(self, url: str) -> None:
+        self.routes.dialing.add(url)
+        try:
+            await self.routes.solicit_forever(url, configured=True)
+        finally:
+            self.routes.dialing.discard(url)
 
     def client_closed(self, session: ClientSession) -> None:
         if self.clients.pop(session.cid, None) is not None:
@@ -251,6 +488,8 @@ class Server:
                     from node.monitor import serve_monitor
 
                     await nursery.start(serve_monitor, self)
+                if cfg.cluster is not None:
+                    await nursery.start(self._run_cluster)
                 self._write_ports_file()
                 log.info("Server is ready")
                 self._ready.set()
@@ -289,6 +528,10 @@ class Server:
         out: dict[str, list[str]] = {"nats": [f"nats://{_hostport(shown, self.client_port)}"]}
         if self.http_port:
             out["monitoring"] = [f"http://{_hostport(shown, self.http_port)}"]
+        if self.cluster_port and self.cfg.cluster is not None:
+            ch = self.cfg.cluster.host
+            ch = ch if ch not in ("0.0.0.0", "::", "") else "127.0.0.1"
+            out["cluster"] = [f"nats://{_hostport(ch, self.cluster_port)}"]
         return out
 
     def _ports_path(self) -> str | None:
@@ -313,6 +556,19 @@ class Server:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+RAFT_MAGIC_PREFIX = b"TJRAFT"
+
+
+def _primary_ip() -> str:
+    """The address other hosts most likely reach us on (no traffic is sent)."""
+    import socket
+
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
 
 
 def _hostport(host: str, port: int) -> str:

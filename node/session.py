@@ -133,6 +133,7 @@ class ClientSession:
         self.tls_info: dict[str, Any] | None = None
         # subscriptions
         self.subs: dict[bytes, Subscription] = {}
+        self.final_subs: list[Subscription] = []  # set at close, for /connz
         # stats
         self.in_msgs = 0
         self.in_bytes = 0
@@ -255,9 +256,10 @@ class ClientSession:
         await self._closed.wait()
 
     def _drop_subs(self) -> None:
-        sl = self.server.sublist
+        self.final_subs = list(self.subs.values())  # what /connz shows once closed
+        remove = self.server.remove_sub
         for sub in self.subs.values():
-            sl.remove(sub)
+            remove(sub)
         self.subs.clear()
 
     # -- outbound ---------------------------------------------------------
@@ -272,10 +274,17 @@ class ClientSession:
         self._out.append(data)
         self.pending_bytes += len(data)
         self.out_msgs += 1
+        self.out_bytes += len(data) - data.find(b"\r\n") - 4  # message bytes, as nats-server
         if self.pending_bytes > self._max_pending:
             self.close(ClosedReason.SLOW_CONSUMER_PENDING, flush=False)
             return
         self._wake.set()
+
+    def send_info_update(self) -> None:
+        """Send an async INFO (cluster topology changed: new connect_urls)."""
+        info = self.server.client_info(self)
+        info.pop("nonce", None)
+        self._send_proto(info_bytes(info))
 
     def _send_proto(self, data: bytes) -> None:
         if self.closing is not None:
@@ -297,7 +306,6 @@ class ClientSession:
                     data = out[0] if len(out) == 1 else b"".join(out)
                     out.clear()
                     self.pending_bytes = 0
-                    self.out_bytes += len(data)
                     try:
                         with trio.fail_after(deadline_s):
                             await stream.send_all(data)
@@ -368,10 +376,11 @@ class ClientSession:
                 in_bytes += len(ev.payload)
                 if self.pedantic and not valid_literal_subject(ev.subject):
                     self._send_proto(err_bytes("Invalid Publish Subject"))
+                # nats-server: permission check, then +OK, then delivery
                 if self.perms is None or self._pub_permitted(ev.subject):
+                    if self.verbose:
+                        self._send_proto(OK_BYTES)
                     publish(self, ev.subject, ev.reply, None, ev.payload)
-                if self.verbose:
-                    self._send_proto(OK_BYTES)
             elif t is HPub:
                 if not self.connected and self._auth_deadline != float("inf"):
                     self._auth_violation()
@@ -380,10 +389,11 @@ class ClientSession:
                 in_bytes += len(ev.headers) + len(ev.payload)
                 if self.pedantic and not valid_literal_subject(ev.subject):
                     self._send_proto(err_bytes("Invalid Publish Subject"))
+                # nats-server: permission check, then +OK, then delivery
                 if self.perms is None or self._pub_permitted(ev.subject):
+                    if self.verbose:
+                        self._send_proto(OK_BYTES)
                     publish(self, ev.subject, ev.reply, ev.headers, ev.payload)
-                if self.verbose:
-                    self._send_proto(OK_BYTES)
             elif t is Ping:
                 if not self.connected and self._auth_deadline != float("inf"):
                     self._auth_violation()
@@ -495,7 +505,7 @@ class ClientSession:
         if ev.sid not in self.subs:
             sub = Subscription(self, subject, ev.queue, ev.sid)
             self.subs[ev.sid] = sub
-            self.server.sublist.insert(sub)
+            self.server.add_sub(sub)
             if self.perms is not None and self.perms.wildcard_needs_filter(subject):
                 self.deliver_filter = self.perms.deliver_allowed
         if self.verbose:
@@ -515,7 +525,7 @@ class ClientSession:
         """Remove one of this client's subscriptions."""
         if self.subs.get(sub.sid) is sub:
             del self.subs[sub.sid]
-            self.server.sublist.remove(sub)
+            self.server.remove_sub(sub)
 
     # -- permissions ------------------------------------------------------
 

@@ -1,0 +1,127 @@
+"""A local N-node cluster on 127.0.0.1, for users and tests.
+
+``trijet cluster --nodes 3`` picks free ports, writes one config file per node
+under a data directory (``./data/cluster`` by default), starts one
+``trijet-server`` process per node, prints the client URLs, and stops them all
+on Ctrl-C/SIGTERM.  ``plan_cluster`` is the pure part: it returns the config
+text of each node, so tests can start the same cluster through their own
+process helpers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One node of a planned cluster."""
+
+    name: str
+    client_port: int
+    cluster_port: int
+    http_port: int
+    store_dir: str
+    config: str
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that were free a moment ago."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def plan_cluster(
+    n: int,
+    base_dir: str | Path,
+    *,
+    name: str = "C1",
+    host: str = "127.0.0.1",
+    jetstream: bool = True,
+    monitoring: bool = True,
+    extra: str = "",
+) -> list[NodePlan]:
+    """Plan an ``n``-node full-mesh cluster: ports, data dirs and configs."""
+    ports = free_ports(3 * n, host)
+    nodes = []
+    routes = ", ".join(f"nats-route://{host}:{ports[n + i]}" for i in range(n))
+    for i in range(n):
+        node = f"n{i + 1}"
+        store = str(Path(base_dir) / node)
+        http = ports[2 * n + i] if monitoring else 0
+        js = f'jetstream {{ store_dir: "{store}" }}\n' if jetstream else ""
+        config = (
+            f"server_name: {node}\n"
+            f"listen: {host}:{ports[i]}\n"
+            + (f"http: {host}:{http}\n" if monitoring else "")
+            + js
+            + f"cluster {{\n  name: {name}\n  listen: {host}:{ports[n + i]}\n"
+            f"  routes: [{routes}]\n}}\n" + extra
+        )
+        nodes.append(NodePlan(node, ports[i], ports[n + i], http, store, config))
+    return nodes
+
+
+def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
+    """Start and supervise a planned cluster until interrupted."""
+    base = Path(base_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    plans = plan_cluster(n, base)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for p in plans:
+            conf = base / f"{p.name}.conf"
+            conf.write_text(p.config)
+            log = open(base / f"{p.name}.log", "ab")
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "node", "-c", str(conf), *extra_args],
+                    stdout=log,
+                    stderr=log,
+                )
+            )
+        for p in plans:
+            mon = f", monitoring http://127.0.0.1:{p.http_port}" if p.http_port else ""
+            print(f"{p.name}: nats://127.0.0.1:{p.client_port}{mon}, log {base}/{p.name}.log")
+        print("Ctrl-C stops the cluster.")
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return 0
+
+
+def block_signals() -> None:
+    """Block SIGINT/SIGTERM so ``sigwait`` receives them (main thread only)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def main(args: list[str]) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="trijet cluster", description=__doc__)
+    ap.add_argument("-n", "--nodes", type=int, default=3)
+    ap.add_argument("--dir", default=os.path.join("data", "cluster"))
+    ns, rest = ap.parse_known_args(args)
+    block_signals()
+    return run_cluster(ns.nodes, ns.dir, rest)

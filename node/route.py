@@ -1,0 +1,460 @@
+"""Cluster routes: core NATS across nodes.
+
+Theory of operation: every pair of nodes keeps one route connection (a full
+mesh).  A node solicits the routes it is configured with and the ones it
+learns by gossip (a peer's INFO names the route URL of a newly joined node);
+the cluster port accepts routes from everyone.  The handshake: the soliciting
+side sends ``CONNECT`` (cluster name, credentials) and its ``INFO`` at once;
+the accepting side checks the name and credentials — with nats-server's
+``-ERR`` text on failure — and answers with its ``INFO``.  A route is
+registered once the peer's ``server_id`` is known; a second route to the same
+peer (both sides dialled at once) is resolved deterministically: the route
+solicited by the smaller server id survives, on both ends.
+
+Interest: ``Interest`` aggregates local subscriptions per (subject, queue);
+the first local subscription on a subject sends ``RS+ $G subject`` to every
+route, the last removal ``RS-``; queue groups are announced with their member
+count as weight.  A new route receives the whole local interest at once.  The
+peer's interest lands in the router's route sublist (one entry per route,
+subject and queue).
+
+Messages: a local publish is sent once to each route that has interest
+(``RMSG``, or ``HMSG`` with headers), carrying the queue groups that this
+route should serve because no local member exists; a message that arrived on
+a route is never sent to another route (one hop).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import trio
+
+from node.protocol.connection import (
+    PING_BYTES,
+    PONG_BYTES,
+    ProtocolConnection,
+    ProtocolViolation,
+    Role,
+    err_bytes,
+    info_bytes,
+)
+from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
+
+if TYPE_CHECKING:
+    from node.server import Server
+
+log = logging.getLogger(__name__)
+
+ACCOUNT = b"$G"
+RECV_BYTES_MAX = 65536
+ROUTE_PING_INTERVAL_S = 10.0
+RECONNECT_DELAY_S_MIN = 0.05
+RECONNECT_DELAY_S_MAX = 2.0
+HANDSHAKE_S_MAX = 5.0
+
+
+class RemoteSub:
+    """A peer's interest, stored in the router's route sublist."""
+
+    __slots__ = ("queue", "route", "subject", "weight")
+
+    def __init__(self, route: Route, subject: bytes, queue: bytes | None, weight: int) -> None:
+        self.route = route
+        self.subject = subject
+        self.queue = queue
+        self.weight = weight
+
+
+class Interest:
+    """Counts of local subscriptions per (subject, queue), for RS+/RS-."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[bytes, bytes | None], int] = {}
+
+    def add(self, subject: bytes, queue: bytes | None) -> bytes | None:
+        """Count one more; return the RS+ line to broadcast, if any."""
+        key = (subject, queue)
+        n = self.counts.get(key, 0) + 1
+        self.counts[key] = n
+        if queue is None:
+            return b"RS+ $G " + subject + b"\r\n" if n == 1 else None
+        return b"RS+ $G %s %s %d\r\n" % (subject, queue, n)
+
+    def remove(self, subject: bytes, queue: bytes | None) -> bytes | None:
+        """Count one less; return the RS-/RS+ line to broadcast, if any."""
+        key = (subject, queue)
+        n = self.counts.get(key, 0) - 1
+        if n <= 0:
+            self.counts.pop(key, None)
+            if queue is None:
+                return b"RS- $G " + subject + b"\r\n"
+            return b"RS- $G %s %s\r\n" % (subject, queue)
+        self.counts[key] = n
+        if queue is None:
+            return None
+        return b"RS+ $G %s %s %d\r\n" % (subject, queue, n)
+
+    def snapshot(self) -> bytes:
+        """Every current interest as RS+ lines (for a new route)."""
+        out = []
+        for (subject, queue), n in self.counts.items():
+            if queue is None:
+                out.append(b"RS+ $G " + subject + b"\r\n")
+            else:
+                out.append(b"RS+ $G %s %s %d\r\n" % (subject, queue, n))
+        return b"".join(out)
+
+
+class Route:
+    """One route connection (either direction).
+
+    Args:
+        server: the owning server.
+        stream: the connected stream.
+        solicited: True when this node dialled.
+        url: the route URL dialled (solicited routes).
+        peer: (ip, port) of the remote end.
+        initial: bytes already read from the stream (the cluster port sniffs).
+    """
+
+    def __init__(
+        self,
+        server: Server,
+        stream: trio.abc.Stream,
+        *,
+        solicited: bool,
+        url: str | None,
+        peer: tuple[str, int],
+        initial: bytes = b"",
+        configured: bool = False,
+    ) -> None:
+        self.server = server
+        self.stream = stream
+        self.solicited = solicited
+        self.configured = configured
+        self.url = url
+        self.ip, self.port = peer
+        self.initial = initial
+        self.rid = server.next_rid()
+        self.remote_id = ""
+        self.remote_name = ""
+        self.remote_info: dict[str, Any] = {}
+        self.start_wall = server.wall_time()
+        self.last_activity_wall = self.start_wall
+        self.rtt_s = 0.0
+        self._ping_sent_at = 0.0
+        self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
+        self.remote_subs: dict[tuple[bytes, bytes | None], RemoteSub] = {}
+        self.registered = False
+        self.closing: str | None = None
+        self._out: list[bytes] = []
+        self.pending_bytes = 0
+        self._wake = trio.Event()
+        self._closed = trio.Event()
+        self._writer_done = trio.Event()
+        self._connect_seen = False
+        self._proto = ProtocolConnection(
+            Role.ROUTE,
+            max_payload=server.cfg.max_payload,
+            max_control_line=max(server.cfg.max_control_line, 4096),
+        )
+
+    # -- outbound ---------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        if self.closing is not None:
+            return
+        self._out.append(data)
+        self.pending_bytes += len(data)
+        if self.pending_bytes > self.server.cfg.max_pending:
+            self.close("Slow Consumer (Pending Bytes)")
+            return
+        self._wake.set()
+
+    def close(self, reason: str, err: str | None = None) -> None:
+        if self.closing is not None:
+            return
+        self.closing = reason
+        if err is not None:
+            self._out.append(err_bytes(err))
+        self._wake.set()
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        """Return once the route has begun closing."""
+        await self._closed.wait()
+
+    async def _writer(self) -> None:
+        try:
+            await self._write_loop()
+        finally:
+            self._writer_done.set()
+
+    async def _write_loop(self) -> None:
+        next_ping = trio.current_time() + ROUTE_PING_INTERVAL_S
+        while True:
+            with trio.move_on_at(next_ping):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            if self._out:
+                data = b"".join(self._out)
+                self._out.clear()
+                self.pending_bytes = 0
+                try:
+                    with trio.fail_after(self.server.cfg.write_deadline_s):
+                        await self.stream.send_all(data)
+                except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.close("Write Error")
+                    return
+                continue
+            if self.closing is not None:
+                return
+            now = trio.current_time()
+            if now >= next_ping:
+                self._ping_sent_at = now
+                self.send(PING_BYTES)
+                next_ping = now + ROUTE_PING_INTERVAL_S
+
+    # -- lifecycle --------------------------------------------------------
+
+    async def run(self) -> None:
+        """Handshake, then serve the route until it closes."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._reader)
+                if self.solicited:
+                    self.send(self.server.route_connect_bytes(self.url))
+                    self.send(info_bytes(self.server.route_info()))
+                await self._closed.wait()
+                with trio.move_on_after(1):
+                    await self._writer_done.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            if self.closing is None:
+                self.closing = "Server Shutdown"
+            self.server.route_closed(self)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await trio.aclose_forcefully(self.stream)
+
+    async def _reader(self) -> None:
+        data = self.initial
+        handshake_deadline = trio.current_time() + HANDSHAKE_S_MAX
+        while self.closing is None:
+            if data:
+                self.last_activity_wall = self.server.wall_time()
+                self._handle(self._proto.receive_data(bytes(data)))
+                if self.closing is not None:
+                    return
+            if not self.registered and trio.current_time() > handshake_deadline:
+                self.close("Authentication Timeout", "Authentication Timeout")
+                return
+            try:
+                with trio.move_on_at(handshake_deadline if not self.registered else float("inf")):
+                    data = await self.stream.receive_some(RECV_BYTES_MAX)
+                    if not data:
+                        self.close("Client Closed")
+                        return
+                    continue
+                data = b""
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.close("Read Error")
+                return
+
+    def _handle(self, events: list[Any]) -> None:
+        server = self.server
+        for ev in events:
+            if self.closing is not None:
+                return
+            t = type(ev)
+            if t is RMsg:
+                if not self.registered:
+                    self.close("Protocol Violation")
+                    return
+                self.in_msgs += 1
+                self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
+                server.router.deliver_routed(ev)
+            elif t is RSub:
+                self._on_rsub(ev)
+            elif t is RUnsub:
+                self._on_runsub(ev)
+            elif t is Ping:
+                self.send(PONG_BYTES)
+            elif t is Pong:
+                if self._ping_sent_at:
+                    self.rtt_s = trio.current_time() - self._ping_sent_at
+            elif t is Connect:
+                self._on_connect(ev.fields)
+            elif t is Info:
+                self._on_info(ev.fields)
+            elif t is Err:
+                log.error("rid=%d event=route_error text=%r", self.rid, ev.text)
+                self.close("Protocol Violation")
+            elif t is ProtocolViolation:
+                self.close("Parse Error", ev.err)
+
+    def _on_connect(self, f: dict[str, Any]) -> None:
+        server = self.server
+        cluster = server.cfg.cluster
+        assert cluster is not None
+        if cluster.user is not None:
+            if f.get("user") != cluster.user or f.get("pass") != cluster.password:
+                log.error("rid=%d event=route_auth_failed ip=%s", self.rid, self.ip)
+                self.close("Authentication Failure", "Authorization Violation")
+                return
+        theirs = f.get("cluster")
+        if isinstance(theirs, str) and cluster.name and theirs != cluster.name:
+            msg = f'Rejecting connection, cluster name "{theirs}" does not match "{cluster.name}"'
+            log.error("rid=%d %s", self.rid, msg)
+            self.close("Cluster Name Conflict", msg)
+            return
+        self._connect_seen = True
+        if not self.solicited:
+            self.send(info_bytes(server.route_info()))
+
+    def _on_info(self, f: dict[str, Any]) -> None:
+        server = self.server
+        sid = f.get("server_id")
+        if not isinstance(sid, str) or not sid:
+            self.close("Protocol Violation")
+            return
+        if not self.solicited and not self._connect_seen:
+            self.close("Authentication Failure", "Authorization Violation")
+            return
+        if self.registered:
+            if sid != self.remote_id:
+                # gossip: another server joined; make sure we have a route to it
+                server.learn_route(sid, f)
+            else:
+                self.remote_info.update(f)
+                server.route_info_updated(self)
+            return
+        cluster = server.cfg.cluster
+        assert cluster is not None
+        theirs = f.get("cluster")
+        if self.solicited and isinstance(theirs, str) and cluster.name and theirs != cluster.name:
+            log.error(
+                "rid=%d event=cluster_name_mismatch remote=%s local=%s",
+                self.rid,
+                theirs,
+                cluster.name,
+            )
+            self.close("Cluster Name Conflict")
+            return
+        if sid == server.server_id:
+            self.close("Duplicate Route")  # a route to ourselves
+            if self.solicited and self.url:
+                server.routes.self_urls.add(self.url)
+            return
+        if self.solicited and self.url:
+            server.routes.url_ids[self.url] = sid
+        self.remote_id = sid
+        self.remote_name = str(f.get("server_name") or f.get("name") or sid)
+        self.remote_info = dict(f)
+        if not server.register_route(self):
+            self.close("Duplicate Route")
+            return
+        self.registered = True
+        log.info(
+            "%s:%d - rid:%d - Route connection created (%s)",
+            self.ip,
+            self.port,
+            self.rid,
+            self.remote_name,
+        )
+        snapshot = server.interest.snapshot()
+        if snapshot:
+            self.send(snapshot)
+        self.send(PING_BYTES)
+
+    def _on_rsub(self, ev: RSub) -> None:
+        if not self.registered:
+            self.close("Protocol Violation")
+            return
+        key = (ev.subject, ev.queue)
+        existing = self.remote_subs.get(key)
+        if existing is not None:
+            existing.weight = ev.weight
+            return
+        rs = RemoteSub(self, ev.subject, ev.queue, ev.weight)
+        self.remote_subs[key] = rs
+        self.server.router.route_sublist.insert(rs)
+
+    def _on_runsub(self, ev: RUnsub) -> None:
+        rs = self.remote_subs.pop((ev.subject, ev.queue), None)
+        if rs is not None:
+            self.server.router.route_sublist.remove(rs)
+
+    def drop_interest(self) -> None:
+        sl = self.server.router.route_sublist
+        for rs in self.remote_subs.values():
+            sl.remove(rs)
+        self.remote_subs.clear()
+
+
+def parse_route_url(url: str) -> tuple[str, int, str | None, str | None]:
+    """``nats-route://user:pass@host:port`` → (host, port, user, password)."""
+    parts = urlsplit(url if "://" in url else "nats-route://" + url)
+    if parts.hostname is None or parts.port is None:
+        raise ValueError(f"invalid route URL {url!r}")
+    return parts.hostname, parts.port, parts.username, parts.password
+
+
+class RouteManager:
+    """Solicits configured and gossiped routes, with backoff and jitter."""
+
+    def __init__(self, server: Server, rng: random.Random) -> None:
+        self.server = server
+        self.rng = rng
+        self.dialing: set[str] = set()
+        self.self_urls: set[str] = set()
+        self.url_ids: dict[str, str] = {}
+        self.by_id: dict[str, Route] = {}
+
+    async def solicit_forever(self, url: str, *, configured: bool) -> None:
+        """Keep a route to ``url`` up (configured) or try ``connect_retries`` times."""
+        server = self.server
+        cluster = server.cfg.cluster
+        assert cluster is not None
+        delay = RECONNECT_DELAY_S_MIN
+        attempts = 0
+        while url not in self.self_urls:
+            known = self.by_id.get(self.url_ids.get(url, ""))
+            if known is not None:
+                # already connected to that server (perhaps it dialled us)
+                await known.wait_closed()
+                continue
+            host, port, _, _ = parse_route_url(url)
+            try:
+                stream = await trio.open_tcp_stream(host, port)
+            except OSError:
+                stream = None
+            if stream is not None:
+                route = Route(
+                    server,
+                    stream,
+                    solicited=True,
+                    url=url,
+                    peer=(host, port),
+                    configured=configured,
+                )
+                await route.run()
+                if route.registered:
+                    delay = RECONNECT_DELAY_S_MIN
+                    attempts = 0
+                if route.closing == "Duplicate Route" and not configured:
+                    return
+            attempts += 1
+            if not configured and attempts > max(cluster.connect_retries, 0):
+                return
+            await trio.sleep(delay * (0.5 + self.rng.random()))
+            delay = min(delay * 2, RECONNECT_DELAY_S_MAX)
+
+
+def route_info_json(fields: dict[str, Any]) -> bytes:
+    return json.dumps(fields, separators=(",", ":")).encode()
