@@ -250,7 +250,7 @@ class ProtocolConnection:
         line that produces nothing.
         """
         parts = line.split(None, 1)
-        if not parts:
+        if not parts or line[:1] in (b" ", b"\t"):
             return ProtocolViolation(ERR_UNKNOWN_OP, "empty line")
         verb = parts[0].upper()
         rest = parts[1] if len(parts) > 1 else b""
@@ -299,7 +299,16 @@ class ProtocolConnection:
                 return Unsub(args[0], int(mx) if mx.isdigit() else 0)
             return ProtocolViolation(None, "UNSUB arguments")
         if verb == b"CONNECT":
-            return _json_event(Connect, rest)
+            ev = _json_event(Connect, rest)
+            if type(ev) is Connect and isinstance(ev.fields.get("headers"), bool):
+                # nats-server applies CONNECT as it parses: an HPUB later in
+                # the same chunk already sees the client's headers support
+                self.headers = ev.fields["headers"]
+            return ev
+        if verb == b"INFO":
+            # a client's INFO is ignored when it is a JSON object, else fatal (silent)
+            ev = _json_event(Info, rest)
+            return None if type(ev) is Info else ev
         if verb == b"+OK":
             return OK
         if verb == b"-ERR":
