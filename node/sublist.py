@@ -243,6 +243,10 @@ class Sublist(Generic[S]):
         """Number of cached match results."""
         return len(self._cache)
 
+    def cached_results(self) -> list[SublistResult[S]]:
+        """The cached match results (for /subsz fanout statistics)."""
+        return list(self._cache.values())
+
     def stats(self) -> dict[str, Any]:
         """Counters in /subsz's vocabulary."""
         hit_rate = self.cache_hits / self.matches if self.matches else 0.0
