@@ -1,0 +1,562 @@
+"""The monitoring documents other than ``/connz``: pure functions of server state.
+
+Theory of operation: each endpoint is ``f(server, query, *, now=...) -> dict``
+(``varz`` also takes a :class:`ProcStats` sample) built in nats-server's key
+order, with Go spellings from :mod:`node.monitor.gofmt`.  They read the
+server's fields and never mutate it; counting requests and sampling the
+process are the HTTP shell's business.  What does not exist in trijet yet
+(routes, leaf nodes, gateways, MQTT, websockets) is reported the way
+nats-server reports it when unconfigured.
+
+JetStream: until the JetStream room exists these documents report the
+configuration from ``cfg.jetstream`` and zero usage.  The hook for real values
+is an optional ``server.jetstream_stats()`` returning a dict that may hold
+``stats`` (JetStreamStats: memory, storage, reserved_memory,
+reserved_storage, accounts, ha_assets, api{level,total,errors}),
+``streams``, ``consumers``, ``messages``, ``bytes``, ``total`` (accounts),
+``meta`` (MetaClusterInfo) and ``limits``; whatever it returns overrides the
+zeros here.
+
+Keys deliberately left out of ``/varz`` (they describe the Go runtime or
+features trijet lacks): ``feature_flags`` (nats-server-internal JetStream
+switches), ``gomemlimit``, ``trusted_operators_*``, ``ocsp_peer_cache``,
+``proxies``, ``tls_cert_not_after``, ``pinned_account_fails``.
+``gomaxprocs`` is reported as the number of usable cores.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from node.monitor.connz import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, account_name, sub_detail
+from node.monitor.gofmt import NS_PER_S, go_time, uptime
+from node.monitor.query import MonitorError, Query
+from node.subjects import valid_literal_subject
+from node.version import NATS_VERSION
+
+SUB_LIST_SIZE_DEFAULT = 1024
+TLS_TIMEOUT_S_DEFAULT = 2.0
+JS_MEMORY_DEFAULT_FRACTION = 0.75  # nats-server: 75% of physical memory
+JS_STORAGE_DEFAULT_FRACTION = 0.75  # nats-server: 75% of free disk at the store dir
+JS_API_LEVEL = 0  # API level of NATS_VERSION 2.10 (2.11 → 1, 2.12 → 2 …)
+
+
+# -- process sampling -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcStats:
+    """One sample of the process for ``/varz``: resident bytes, CPU percent, usable cores."""
+
+    rss_bytes: int = 0
+    cpu_percent: float = 0.0
+    cores: int = 1
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class ProcSampler:
+    """CPU percent between successive samples (nats-server samples once a second).
+
+    Args:
+        cpu_clock: process CPU seconds (``time.process_time``).
+        wall_clock: monotonic seconds.
+    """
+
+    def __init__(self, cpu_clock: Any = time.process_time, wall_clock: Any = time.monotonic):
+        self._cpu = cpu_clock
+        self._wall = wall_clock
+        self._last = (self._cpu(), self._wall())
+        self._pct = 0.0
+
+    def sample(self) -> ProcStats:
+        cpu, wall = self._cpu(), self._wall()
+        dcpu, dwall = cpu - self._last[0], wall - self._last[1]
+        if dwall >= 0.05:  # too short a window says nothing
+            self._pct = round(100.0 * dcpu / dwall, 1)
+            self._last = (cpu, wall)
+        return ProcStats(rss_bytes=_rss_bytes(), cpu_percent=self._pct, cores=_cores())
+
+
+# -- shared helpers ---------------------------------------------------------------------------
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * NS_PER_S)
+
+
+def _now(server: Any, now: float | None) -> float:
+    return server.wall_time() if now is None else now
+
+
+def _js_hook(server: Any) -> dict[str, Any]:
+    fn = getattr(server, "jetstream_stats", None)
+    return dict(fn()) if callable(fn) else {}
+
+
+def _js_config(server: Any) -> dict[str, Any]:
+    """JetStreamConfig as nats-server reports it (defaults resolved like nats-server)."""
+    js = server.cfg.jetstream
+    store_dir = js.jetstream_dir
+    max_mem = js.max_memory_store
+    if max_mem is None or max_mem < 0:
+        try:
+            max_mem = int(
+                os.sysconf("SC_PAGE_SIZE")
+                * os.sysconf("SC_PHYS_PAGES")
+                * JS_MEMORY_DEFAULT_FRACTION
+            )
+        except (ValueError, OSError, AttributeError):
+            max_mem = 0
+    max_store = js.max_file_store
+    if max_store is None or max_store < 0:
+        probe = store_dir
+        while probe and not os.path.exists(probe):
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                break
+            probe = parent
+        try:
+            max_store = int(shutil.disk_usage(probe or ".").free * JS_STORAGE_DEFAULT_FRACTION)
+        except OSError:
+            max_store = 0
+    cfg: dict[str, Any] = {"max_memory": max_mem, "max_storage": max_store, "store_dir": store_dir}
+    if js.sync_interval == "always":
+        cfg["sync_always"] = True
+    elif js.sync_interval:
+        cfg["sync_interval"] = _ns(float(js.sync_interval))
+    if js.domain:
+        cfg["domain"] = js.domain
+    if js.unique_tag:
+        cfg["unique_tag"] = js.unique_tag
+    if js.strict:
+        cfg["strict"] = True
+    return cfg
+
+
+def _js_stats(hook: dict[str, Any]) -> dict[str, Any]:
+    stats: dict[str, Any] = {
+        "memory": 0,
+        "storage": 0,
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "accounts": 0,
+        "ha_assets": 0,
+        "api": {"level": JS_API_LEVEL, "total": 0, "errors": 0},
+    }
+    stats.update(hook.get("stats") or {})
+    return stats
+
+
+def _js_limits(server: Any, hook: dict[str, Any]) -> dict[str, Any]:
+    limits = dict(server.cfg.jetstream.limits or {})
+    limits.update(hook.get("limits") or {})
+    return limits
+
+
+# -- /varz ------------------------------------------------------------------------------------
+
+
+def _cluster_varz(server: Any) -> dict[str, Any]:
+    cl = server.cfg.cluster
+    if cl is None:
+        return {}
+    out: dict[str, Any] = {}
+    if cl.name:
+        out["name"] = cl.name
+    if cl.host:
+        out["addr"] = cl.host
+    port = getattr(server, "cluster_port", 0) or cl.port
+    if port and port > 0:
+        out["cluster_port"] = port
+    if cl.auth_timeout_s:
+        out["auth_timeout"] = cl.auth_timeout_s
+    urls = [_route_hostport(u) for u in cl.routes]
+    if urls:
+        out["urls"] = urls
+    out["tls_timeout"] = TLS_TIMEOUT_S_DEFAULT
+    if cl.pool_size:
+        out["pool_size"] = cl.pool_size
+    return out
+
+
+def _route_hostport(url: str) -> str:
+    """``nats://user:pw@host:port`` → ``host:port`` (Go's ``url.Host``)."""
+    rest = url.split("://", 1)[-1]
+    rest = rest.rsplit("@", 1)[-1]
+    return rest.split("/", 1)[0]
+
+
+def _jetstream_varz(server: Any) -> dict[str, Any]:
+    if not server.cfg.jetstream.enabled:
+        return {}
+    hook = _js_hook(server)
+    out: dict[str, Any] = {"config": _js_config(server), "stats": _js_stats(hook)}
+    if hook.get("meta"):
+        out["meta"] = hook["meta"]
+    out["limits"] = _js_limits(server, hook)
+    return out
+
+
+def varz(
+    server: Any,
+    query: Query | None = None,
+    *,
+    now: float | None = None,
+    proc: ProcStats | None = None,
+) -> dict[str, Any]:
+    """The ``/varz`` document (general server information and counters)."""
+    del query  # /varz takes no parameters
+    now = _now(server, now)
+    proc = proc or ProcStats(cores=_cores())
+    cfg = server.cfg
+    info = server.base_info()
+    stats = server.stats
+    tls_timeout = cfg.tls.timeout_s if cfg.tls is not None else TLS_TIMEOUT_S_DEFAULT
+    v: dict[str, Any] = {
+        "server_id": server.server_id,
+        "server_name": server.server_name,
+        "version": NATS_VERSION,
+        "proto": info.get("proto", 1),
+        "git_commit": info.get("git_commit", ""),
+        "go": info.get("go", ""),
+        "host": server.client_host,
+        "port": server.client_port,
+    }
+    for key in ("auth_required", "tls_required", "tls_verify"):
+        if info.get(key):
+            v[key] = True
+    if info.get("connect_urls"):
+        v["connect_urls"] = list(info["connect_urls"])
+    v["max_connections"] = cfg.max_connections
+    if cfg.max_subscriptions:
+        v["max_subscriptions"] = cfg.max_subscriptions
+    v.update(
+        {
+            "ping_interval": _ns(cfg.ping_interval_s),
+            "ping_max": cfg.ping_max,
+            "http_host": server.http_host or cfg.monitor_host,
+            "http_port": server.http_port,
+            "http_base_path": cfg.http_base_path,
+            "https_port": cfg.https_port,
+            "auth_timeout": cfg.auth.timeout_s,
+            "max_control_line": cfg.max_control_line,
+            "max_payload": cfg.max_payload,
+            "max_pending": cfg.max_pending,
+            "cluster": _cluster_varz(server),
+            "gateway": {},
+            "leaf": {},
+            "mqtt": {},
+            "websocket": {},
+            "jetstream": _jetstream_varz(server),
+            "tls_timeout": tls_timeout,
+            "write_deadline": _ns(cfg.write_deadline_s),
+            "start": go_time(server.start_wall),
+            "now": go_time(now),
+            "uptime": uptime(now - server.start_wall),
+            "mem": proc.rss_bytes,
+            "cores": proc.cores,
+            "gomaxprocs": proc.cores,
+            "cpu": proc.cpu_percent,
+            "connections": len(server.clients),
+            "total_connections": stats.total_connections,
+            "routes": 0,
+            "remotes": 0,
+            "leafnodes": 0,
+            "in_msgs": stats.in_msgs,
+            "in_bytes": stats.in_bytes,
+            "in_client_msgs": stats.in_msgs,
+            "in_client_bytes": stats.in_bytes,
+            "out_msgs": server.router.out_msgs,
+            "out_bytes": server.router.out_bytes,
+            "out_client_msgs": server.router.out_msgs,
+            "out_client_bytes": server.router.out_bytes,
+            "slow_consumers": stats.slow_consumers,
+            "stale_connections": stats.stale_connections,
+            "stalled_clients": 0,
+            "subscriptions": server.sublist.count,
+            "http_req_stats": dict(server.http_req_stats),
+            "config_load_time": go_time(server.config_load_time),
+            "config_digest": cfg.config_digest or "",
+        }
+    )
+    if cfg.server_tags:
+        v["tags"] = list(cfg.server_tags)
+    v["system_account"] = SYSTEM_ACCOUNT
+    v["slow_consumer_stats"] = {
+        "clients": stats.slow_consumers,
+        "routes": 0,
+        "gateways": 0,
+        "leafs": 0,
+    }
+    v["stale_connection_stats"] = {
+        "clients": stats.stale_connections,
+        "routes": 0,
+        "gateways": 0,
+        "leafs": 0,
+    }
+    v["disk_io_wait_stats"] = {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0}
+    return v
+
+
+# -- /subsz -----------------------------------------------------------------------------------
+
+
+def sublist_stats(sublist: Any) -> dict[str, Any]:
+    """SublistStats: counters plus fanout computed from the match cache, as nats-server does."""
+    st = dict(sublist.stats())
+    results = list(sublist.cached_results()) if hasattr(sublist, "cached_results") else []
+    tot = mx = 0
+    for r in results:
+        n = len(r.psubs) + len(r.qsubs)
+        tot += n
+        mx = max(mx, n)
+    return {
+        "num_subscriptions": st["num_subscriptions"],
+        "num_cache": st["num_cache"],
+        "num_inserts": st["num_inserts"],
+        "num_removes": st["num_removes"],
+        "num_matches": st["num_matches"],
+        "cache_hit_rate": float(st["cache_hit_rate"]),
+        "max_fanout": mx,
+        "avg_fanout": tot / len(results) if tot else 0.0,
+    }
+
+
+def subsz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
+    """The ``/subsz`` document (``subs``, ``offset``, ``limit``, ``test``, ``acc``).
+
+    Raises:
+        MonitorError: 400 for a bad parameter or a non-literal ``test`` subject.
+    """
+    q = query or Query()
+    subs = q.bool("subs")
+    offset = max(q.int("offset"), 0)
+    limit = q.int("limit")
+    if limit <= 0:
+        limit = SUB_LIST_SIZE_DEFAULT
+    test = q.get("test")
+    if test and not valid_literal_subject(test.encode()):
+        raise MonitorError(400, f"invalid test subject, must be valid publish subject: {test}")
+    acc = q.get("acc")
+    now = _now(server, now)
+    counted = not acc or acc == GLOBAL_ACCOUNT
+    stats = (
+        sublist_stats(server.sublist)
+        if counted
+        else {
+            "num_subscriptions": 0,
+            "num_cache": 0,
+            "num_inserts": 0,
+            "num_removes": 0,
+            "num_matches": 0,
+            "cache_hit_rate": 0.0,
+            "max_fanout": 0,
+            "avg_fanout": 0.0,
+        }
+    )
+    doc: dict[str, Any] = {"server_id": server.server_id, "now": go_time(now), **stats}
+    doc.update({"total": 0, "offset": offset, "limit": limit})
+    if subs:
+        all_subs = list(server.sublist.all()) if counted else []
+        if test:
+            interested = server.sublist.match(test.encode())
+            keep = {id(s) for s in interested.psubs}
+            keep.update(id(s) for g in interested.qsubs for s in g)
+            all_subs = [s for s in all_subs if id(s) in keep]
+        details = []
+        for s in all_subs:
+            client = getattr(s, "client", None)
+            if client is None:
+                continue
+            details.append(sub_detail(s, client.cid, with_account=account_name(client)))
+        lo = min(offset, len(details))
+        hi = lo + min(limit, len(details) - lo)
+        doc["total"] = len(details)
+        if details[lo:hi]:
+            doc["subscriptions_list"] = details[lo:hi]
+    return doc
+
+
+# -- small documents --------------------------------------------------------------------------
+
+
+def routez(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
+    """The ``/routez`` document (no routes yet)."""
+    q = query or Query()
+    q.subs()  # validated like nats-server, nothing to list
+    return {
+        "server_id": server.server_id,
+        "server_name": server.server_name,
+        "now": go_time(_now(server, now)),
+        "num_routes": 0,
+        "routes": [],
+    }
+
+
+def leafz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
+    """The ``/leafz`` document (no leaf nodes)."""
+    q = query or Query()
+    q.bool("subs")
+    return {
+        "server_id": server.server_id,
+        "now": go_time(_now(server, now)),
+        "leafnodes": 0,
+        "leafs": [],
+    }
+
+
+def gatewayz(
+    server: Any, query: Query | None = None, *, now: float | None = None
+) -> dict[str, Any]:
+    """The ``/gatewayz`` document (no gateways)."""
+    q = query or Query()
+    q.bool("accs")
+    q.bool("subs")
+    return {
+        "server_id": server.server_id,
+        "now": go_time(_now(server, now)),
+        "outbound_gateways": {},
+        "inbound_gateways": {},
+    }
+
+
+def accountz(
+    server: Any, query: Query | None = None, *, now: float | None = None
+) -> dict[str, Any]:
+    """The ``/accountz`` document; ``acc=`` adds a short ``account_detail``."""
+    q = query or Query()
+    now = _now(server, now)
+    doc: dict[str, Any] = {
+        "server_id": server.server_id,
+        "now": go_time(now),
+        "system_account": SYSTEM_ACCOUNT,
+    }
+    acc = q.get("acc")
+    if not acc:
+        doc["accounts"] = [GLOBAL_ACCOUNT, SYSTEM_ACCOUNT]
+        return doc
+    if acc not in (GLOBAL_ACCOUNT, SYSTEM_ACCOUNT):
+        raise MonitorError(400, f"Account {acc} does not exist")
+    is_global = acc == GLOBAL_ACCOUNT
+    detail: dict[str, Any] = {
+        "account_name": acc,
+        "update_time": go_time(server.start_wall),
+    }
+    if not is_global:
+        detail["is_system"] = True
+    detail.update(
+        {
+            "expired": False,
+            "complete": True,
+            "jetstream_enabled": bool(is_global and server.cfg.jetstream.enabled),
+            "leafnode_connections": 0,
+            "client_connections": len(server.clients) if is_global else 0,
+            "subscriptions": server.sublist.count if is_global else 0,
+        }
+    )
+    doc["account_detail"] = detail
+    return doc
+
+
+def healthz(server: Any, query: Query | None = None) -> tuple[int, dict[str, Any]]:
+    """``/healthz``: (HTTP status, body).
+
+    Without JetStream configured every check passes (nats-server stops there,
+    whatever ``js-enabled-only`` says).  With it, the optional
+    ``server.jetstream_health(opts)`` hook decides; until JetStream exists
+    the answer is ok.
+    """
+    q = query or Query()
+    opts = {
+        "js-enabled": q.bool("js-enabled"),
+        "js-enabled-only": q.bool("js-enabled-only"),
+        "js-server-only": q.bool("js-server-only"),
+        "js-meta-only": q.bool("js-meta-only"),
+        "details": q.bool("details"),
+        "account": q.get("account"),
+        "stream": q.get("stream"),
+        "consumer": q.get("consumer"),
+    }
+    details = opts["details"]
+
+    def bad(msg: str) -> tuple[int, dict[str, Any]]:
+        if details:
+            return 400, {"status": "error", "errors": [{"type": "BAD_REQUEST", "error": msg}]}
+        return 400, {"status": "error", "error": msg}
+
+    if not opts["account"] and opts["stream"]:
+        return bad('"account" must not be empty when checking stream health')
+    if not opts["stream"] and opts["consumer"]:
+        return bad('"stream" must not be empty when checking consumer health')
+    ok: dict[str, Any] = {"status": "ok"}
+    if opts["js-server-only"] or not server.cfg.jetstream.enabled:
+        return 200, ok
+    hook = getattr(server, "jetstream_health", None)
+    if callable(hook):
+        status, body = hook(opts)
+        return int(status), dict(body)
+    return 200, ok
+
+
+def jsz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
+    """The ``/jsz`` document: nats-server's disabled shape, or config with (hooked) usage."""
+    q = query or Query()
+    for name in (
+        "accounts",
+        "streams",
+        "consumers",
+        "direct-consumers",
+        "config",
+        "leader-only",
+        "raft",
+        "stream-leader-only",
+    ):
+        q.bool(name)
+    q.int("offset")
+    q.int("limit")
+    now = _now(server, now)
+    enabled = server.cfg.jetstream.enabled
+    hook = _js_hook(server) if enabled else {}
+    doc: dict[str, Any] = _js_stats(hook)
+    if not enabled:
+        doc["api"]["level"] = 0
+    doc["server_id"] = server.server_id
+    doc["now"] = go_time(now)
+    if not enabled:
+        doc["disabled"] = True
+        doc["config"] = {"max_memory": 0, "max_storage": 0}
+    else:
+        doc["config"] = _js_config(server)
+        doc["limits"] = _js_limits(server, hook)
+    doc["streams"] = int(hook.get("streams", 0))
+    doc["consumers"] = int(hook.get("consumers", 0))
+    doc["messages"] = int(hook.get("messages", 0))
+    doc["bytes"] = int(hook.get("bytes", 0))
+    if hook.get("meta"):
+        doc["meta_cluster"] = hook["meta"]
+    if hook.get("account_details"):
+        doc["account_details"] = hook["account_details"]
+    doc["total"] = int(hook.get("total", 0))
+    return doc
