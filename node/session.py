@@ -315,6 +315,8 @@ class ClientSession:
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         self.close(ClosedReason.WRITE_ERROR, flush=False)
                         return
+                    if self.closing is not None and not self._out:
+                        return  # the final -ERR is out: close now, not at the flush bound
                     continue  # drain again before looking at timers
                 if self.closing is not None:
                     return
