@@ -1,0 +1,60 @@
+"""Run nats-py (asyncio) code from sync tests (pytest-trio owns ``async def`` tests).
+
+``run(coro_fn, timeout)`` runs ``coro_fn()`` under ``asyncio.run`` with an overall
+bound; ``ErrorLog`` collects the errors nats-py hands to ``error_cb`` and lets a
+coroutine await the next one (an event, not a poll).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+RUN_TIMEOUT_S = 60.0
+
+
+def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = RUN_TIMEOUT_S) -> T:
+    """``asyncio.run(coro_fn())`` bounded by ``timeout`` seconds."""
+
+    async def main() -> T:
+        return await asyncio.wait_for(coro_fn(), timeout)
+
+    return asyncio.run(main())
+
+
+class ErrorLog:
+    """An ``error_cb`` for nats-py that records errors and wakes waiters."""
+
+    def __init__(self) -> None:
+        self.errors: list[Exception] = []
+        self._cond: asyncio.Condition | None = None
+
+    async def __call__(self, exc: Exception) -> None:
+        self.errors.append(exc)
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        async with self._cond:
+            self._cond.notify_all()
+
+    async def wait_for(self, pred: Callable[[Exception], bool], within_s: float = 5.0) -> Exception:
+        """The first recorded error satisfying ``pred`` (waits, bounded)."""
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+
+        def found() -> Exception | None:
+            return next((e for e in self.errors if pred(e)), None)
+
+        async with self._cond:
+            await asyncio.wait_for(self._cond.wait_for(lambda: found() is not None), within_s)
+        e = found()
+        assert e is not None
+        return e
+
+    def texts(self) -> list[str]:
+        return [str(e) for e in self.errors]
+
+
+async def noop_cb(*_: Any) -> None:
+    """A callback that does nothing (silences nats-py's default printing)."""
