@@ -230,7 +230,8 @@ class Route:
                 nursery.start_soon(self._reader)
                 if self.solicited:
                     self.send(self.server.route_connect_bytes(self.url))
-                    self.send(info_bytes(self.server.route_info()))
+                # both sides announce themselves at once, as nats-server does
+                self.send(info_bytes(self.server.route_info()))
                 await self._closed.wait()
                 with trio.move_on_after(1):
                     await self._writer_done.wait()
@@ -272,6 +273,10 @@ class Route:
             if self.closing is not None:
                 return
             t = type(ev)
+            if not self.solicited and not self._connect_seen and t is not Connect:
+                # the first thing an accepted route must say is CONNECT
+                self.close("Authentication Failure", "Authorization Violation")
+                return
             if t is RMsg:
                 if not self.registered:
                     self.close("Protocol Violation")
@@ -314,8 +319,6 @@ class Route:
             self.close("Cluster Name Conflict", msg)
             return
         self._connect_seen = True
-        if not self.solicited:
-            self.send(info_bytes(server.route_info()))
 
     def _on_info(self, f: dict[str, Any]) -> None:
         server = self.server

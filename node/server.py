@@ -377,9 +377,6 @@ class Server:
             await self.raft_links.serve_stream(stream, bytes(first))
             return
         route = Route(self, stream, solicited=False, url=None, peer=(ip, port), initial=first)
-        if not first:
-            # nothing said: send our INFO like nats-server would, then wait
-            route.send(info_bytes(self.route_info()))
         await route.run()
 
     async def _run_cluster(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
