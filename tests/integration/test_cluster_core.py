@@ -117,7 +117,7 @@ def test_pubsub_across_nodes_with_wildcards(cluster: Cluster) -> None:
         a, b, c = [await connect(cluster.url(i)) for i in range(3)]
         got: dict[str, list[str]] = {"star": [], "gt": [], "lit": []}
 
-        def collect(key: str):  # noqa: ANN202
+        def collect(key: str):
             async def cb(m: nats.aio.msg.Msg) -> None:
                 got[key].append(f"{m.subject}:{m.data.decode()}")
 
@@ -182,7 +182,7 @@ def test_queue_groups_one_member_cluster_wide(cluster: Cluster) -> None:
         a, b, c = [await connect(cluster.url(i)) for i in range(3)]
         counts = {"a": 0, "b": 0}
 
-        def member(key: str):  # noqa: ANN202
+        def member(key: str):
             async def cb(m: nats.aio.msg.Msg) -> None:
                 counts[key] += 1
 
