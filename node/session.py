@@ -56,6 +56,20 @@ RTT_MEASUREMENT_INTERVAL_S = 3600.0
 CLOSE_FLUSH_S_MAX = 1.0
 
 
+_LITERAL_OK_CACHE: dict[bytes, bool] = {}
+_LITERAL_OK_CACHE_MAX = 4096
+
+
+def _literal_ok(subject: bytes) -> bool:
+    """``valid_literal_subject`` with a bounded cache (pedantic publishers)."""
+    ok = _LITERAL_OK_CACHE.get(subject)
+    if ok is None:
+        if len(_LITERAL_OK_CACHE) >= _LITERAL_OK_CACHE_MAX:
+            _LITERAL_OK_CACHE.clear()
+        ok = _LITERAL_OK_CACHE[subject] = valid_literal_subject(subject)
+    return ok
+
+
 class ClosedReason(enum.Enum):
     """Why a connection ended (strings as nats-server's /connz reports them)."""
 
@@ -358,6 +372,15 @@ class ClientSession:
             if type(data) is not bytes:  # TLS and memory streams give bytearray
                 data = bytes(data)
             self.last_in = trio.current_time()
+            if (
+                not self.connected
+                and self._auth_deadline != float("inf")
+                and not proto.buffered_bytes()
+                and data[:1] not in (b"C", b"c")
+            ):
+                # nats-server: before authenticating, an op must start with 'C'
+                self._auth_violation()
+                return
             self._handle(proto.receive_data(data))
 
     def _handle(self, events: list[Any]) -> None:
@@ -376,7 +399,7 @@ class ClientSession:
                     break
                 in_msgs += 1
                 in_bytes += len(ev.payload)
-                if self.pedantic and not valid_literal_subject(ev.subject):
+                if self.pedantic and not _literal_ok(ev.subject):
                     self._send_proto(err_bytes("Invalid Publish Subject"))
                 # nats-server: permission check, then +OK, then delivery
                 if self.perms is None or self._pub_permitted(ev.subject):
@@ -389,7 +412,7 @@ class ClientSession:
                     break
                 in_msgs += 1
                 in_bytes += len(ev.headers) + len(ev.payload)
-                if self.pedantic and not valid_literal_subject(ev.subject):
+                if self.pedantic and not _literal_ok(ev.subject):
                     self._send_proto(err_bytes("Invalid Publish Subject"))
                 # nats-server: permission check, then +OK, then delivery
                 if self.perms is None or self._pub_permitted(ev.subject):
