@@ -25,13 +25,14 @@ def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = RUN_TIMEOUT_S) -> 
 
 
 class ErrorLog:
-    """An ``error_cb`` for nats-py that records errors and wakes waiters."""
+    """Collects the errors nats-py reports to ``error_cb`` and wakes waiters."""
 
     def __init__(self) -> None:
         self.errors: list[Exception] = []
         self._cond: asyncio.Condition | None = None
 
-    async def __call__(self, exc: Exception) -> None:
+    async def cb(self, exc: Exception) -> None:
+        """Pass as ``error_cb=log.cb`` (nats-py wants a coroutine function)."""
         self.errors.append(exc)
         if self._cond is None:
             self._cond = asyncio.Condition()
