@@ -1,0 +1,487 @@
+"""Deterministic simulator of a pysyncobj Raft group, with Raft safety checks.
+
+Theory of operation
+-------------------
+N members (:class:`raft.core.RaftCore`, the same code the trio driver runs)
+live in one thread on a fake clock. The network is :class:`chaos.net.SimNetwork`
+carrying the *encoded* frames; disks are :class:`raft.storage.MemoryDisk`.
+Everything random — election timeouts, delays, faults, the client workload —
+is drawn from RNGs derived from one seed, so a seed replays exactly.
+
+Each step jumps the clock to the next event (a frame arriving, a member's
+timer, a scheduled fault or client request), delivers due frames, runs one
+cycle on every member that has work or a due timer (``cycle``, fsync,
+send, release — the driver's order), then checks:
+
+* **election safety** — at most one leader per term;
+* **leader completeness** — a new leader holds every committed entry;
+* **committed entries never change** — an entry at or below a member's
+  commit index equals the one recorded as committed at that index;
+* **log matching** — entries with equal (index, term) have equal commands and
+  equal previous terms (inductively: equal prefixes);
+* **state machine safety** — equal applied index ⇒ equal state (hash chain).
+
+At the end the network heals, crashed members restart, the workload stops and
+the group settles; then every *acknowledged* proposal must sit at its
+acknowledged position on the most advanced member, and every member's applied
+values must be a prefix of it.
+
+Faults, as data: drop, duplicate, delay/reorder, partitions (isolate one,
+one-way), crash (optionally in the middle of a cycle: the cycle's un-synced
+journal records are lost, torn at a random byte) and restart from durable
+state, leadership transfer, forced log compaction.
+
+``--stock`` turns off raft/'s pysyncobj workarounds to show what they fix;
+``--unsafe-send-before-fsync`` seeds the "acknowledge before fsync" bug to
+show the checker catches it.
+
+CLI: ``python -m chaos.sim --seeds 200`` (ends with ``N seeds, V violations``),
+``python -m chaos.sim --seed 1234`` replays one seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from chaos.net import Faults, SimNetwork, decode_one_frame
+from chaos.toyfsm import ToyStateMachine
+from raft.core import PATCHES, Proposal, RaftConfig, RaftCore
+from raft.errors import RaftError
+from raft.storage import MemoryDisk
+
+__all__ = ["SimConfig", "SimResult", "Simulation", "main", "run_seed", "run_seeds"]
+
+GROUP = "sim"
+
+
+@dataclass
+class SimConfig:
+    nodes: int = 3
+    duration_s: float = 3.0
+    settle_s: float = 3.0
+    stock: bool = False
+    without: frozenset[str] = frozenset()  # individual workarounds to disable
+    unsafe_send_before_fsync: bool = False
+    compaction_entries: int = 40
+    client_interval_s: float = 0.02
+    fault_interval_s: tuple[float, float] = (0.15, 0.6)
+
+
+@dataclass
+class SimResult:
+    seed: int
+    violations: list[str] = field(default_factory=list)
+    liveness: list[str] = field(default_factory=list)
+    acked: int = 0
+    steps: int = 0
+    elections: int = 0
+    crashes: int = 0
+    snapshots: int = 0
+
+    def replay(self, cfg: SimConfig) -> str:
+        flags = " --stock" if cfg.stock else ""
+        flags += "".join(f" --without {p}" for p in sorted(cfg.without))
+        if cfg.unsafe_send_before_fsync:
+            flags += " --unsafe-send-before-fsync"
+        return f"python -m chaos.sim --seed {self.seed}{flags}"
+
+
+class Simulation:
+    """One seeded run."""
+
+    def __init__(self, seed: int, cfg: SimConfig | None = None) -> None:
+        self.seed = seed
+        self.cfg = cfg or SimConfig()
+        self.rng = random.Random(seed)
+        self.fault_rng = random.Random(self.rng.getrandbits(64))
+        self.client_rng = random.Random(self.rng.getrandbits(64))
+        self.net = SimNetwork(random.Random(self.rng.getrandbits(64)), Faults())
+        self.ids = [f"n{i}" for i in range(self.cfg.nodes)]
+        self.t = 0.0
+        self.disks = {i: MemoryDisk() for i in self.ids}
+        self.cores: dict[str, RaftCore | None] = {i: None for i in self.ids}
+        self.restart_at: dict[str, float] = {}
+        self.raft_config = RaftConfig(
+            log_compaction_entries_min=self.cfg.compaction_entries,
+            log_compaction_s_min=1e9,
+            patches=frozenset() if self.cfg.stock else RaftConfig().patches - self.cfg.without,
+            snapshot_chunk_bytes=512,
+        )
+        self.result = SimResult(seed)
+        # checker state
+        self.leaders: dict[int, str] = {}
+        self.completeness_checked: set[tuple[int, str]] = set()
+        self.logmap: dict[tuple[int, int], tuple[bytes, int | None]] = {}
+        self.committed: dict[int, tuple[int, bytes]] = {}
+        self.checked_commit: dict[str, int] = {}
+        self.applied: dict[int, tuple[int, bytes]] = {}
+        self.acked: dict[bytes, int] = {}
+        self.value_counter = 0
+        self.next_client = 0.05
+        self.next_fault = self.fault_rng.uniform(*self.cfg.fault_interval_s)
+        self.clients_on = True
+        self.faults_on = True
+        self.lazy: dict[str, int] = {}
+        for i in self.ids:
+            self.start(i)
+
+    # ------------------------------------------------------------ members
+
+    def start(self, nid: str) -> None:
+        core = RaftCore(
+            GROUP,
+            nid,
+            self.ids,
+            ToyStateMachine(),
+            self.disks[nid],
+            self.raft_config,
+            now=lambda: self.t,
+            rng=random.Random(self.rng.getrandbits(64)),
+        )
+        self.cores[nid] = core
+        self.checked_commit[nid] = 0
+        core.journal.take_changed_from()
+        self.check_log_matching(nid, core, from_idx=core.journal.first_index)
+
+    def crash(self, nid: str, mid_cycle: bool) -> None:
+        core = self.cores[nid]
+        if core is None:
+            return
+        if mid_cycle:
+            ready = core.cycle()  # journal records of this cycle are never synced
+            if self.cfg.unsafe_send_before_fsync:
+                self.send(nid, ready.outbox)
+        self.disks[nid].crash(self.fault_rng)
+        self.cores[nid] = None
+        self.result.crashes += 1
+        self.restart_at[nid] = self.t + self.fault_rng.uniform(0.05, 1.0)
+
+    def up(self) -> list[tuple[str, RaftCore]]:
+        return [(i, c) for i, c in self.cores.items() if c is not None]
+
+    def leader(self) -> RaftCore | None:
+        for _, c in self.up():
+            if c.is_leader:
+                return c
+        return None
+
+    def send(self, src: str, outbox: Iterable[tuple[str, bytes]]) -> None:
+        from raft.wire import encode_frame
+
+        for peer, payload in outbox:
+            self.net.send(src, peer, encode_frame(GROUP, payload), self.t)
+
+    def run_cycle(self, nid: str, core: RaftCore) -> None:
+        for _ in range(8):
+            ready = core.cycle()
+            if self.cfg.unsafe_send_before_fsync:
+                # seeded bug: acknowledge before fsync, fsync lazily (every 10th cycle)
+                self.send(nid, ready.outbox)
+                self.lazy[nid] = self.lazy.get(nid, 0) + 1
+                if self.lazy[nid] % 10 == 0:
+                    ready.sync()
+            else:
+                ready.sync()
+                self.send(nid, ready.outbox)
+            ready.release()
+            if ready.leadership is not None and ready.leadership.is_leader:
+                self.result.elections += 1
+            if not ready.more:
+                break
+
+    # ------------------------------------------------------------ workload and faults
+
+    def client(self) -> None:
+        up = self.up()
+        if not up:
+            return
+        n = 1 if self.client_rng.random() < 0.8 else self.client_rng.randint(2, 12)
+        _nid, core = up[self.client_rng.randrange(len(up))]
+        for _ in range(n):
+            self.value_counter += 1
+            v = f"{self.seed}-{self.value_counter}".encode()
+            try:
+                p = core.propose(v)
+            except RaftError:
+                continue
+            p.on_done = self._on_done
+
+    def _on_done(self, p: Proposal) -> None:
+        if p.error is None and isinstance(p.result, int):
+            self.acked[p.data] = p.result
+
+    def fault(self) -> None:
+        r = self.fault_rng
+        up = self.up()
+        choice = r.random()
+        leader = self.leader()
+        if choice < 0.04 and up:
+            for nid, _ in up:  # coordinated power loss
+                self.crash(nid, mid_cycle=r.random() < 0.5)
+        elif choice < 0.18 and up:
+            nid = leader.node_id if (leader is not None and r.random() < 0.6) else r.choice(up)[0]
+            self.crash(nid, mid_cycle=r.random() < 0.5)
+        elif choice < 0.33:
+            victim = (
+                leader.node_id if (leader is not None and r.random() < 0.5) else r.choice(self.ids)
+            )
+            self.net.isolate(victim, self.ids)
+        elif choice < 0.40:
+            a, b = r.sample(self.ids, 2)
+            self.net.block(a, b)
+        elif choice < 0.58:
+            self.net.heal()
+        elif choice < 0.75:
+            f = self.net.faults
+            f.drop = r.choice([0.0, 0.0, 0.02, 0.1, 0.25])
+            f.duplicate = r.choice([0.0, 0.05, 0.2])
+            f.reorder = r.choice([0.0, 0.1, 0.3])
+            f.delay_s_max = r.choice([0.002, 0.01, 0.05])
+        elif choice < 0.85 and leader is not None:
+            p = leader.transfer_leadership()
+            p.on_done = None
+        elif up:
+            r.choice(up)[1].force_log_compaction()
+
+    # ------------------------------------------------------------ checks
+
+    def violation(self, msg: str) -> None:
+        if len(self.result.violations) < 20:
+            self.result.violations.append(f"t={self.t:.4f}: {msg}")
+
+    def check_log_matching(self, nid: str, core: RaftCore, from_idx: int) -> None:
+        j = core.journal
+        start = max(from_idx, j.first_index)
+        for idx in range(start, j.last_index + 1):
+            e = j.entry_at(idx)
+            assert e is not None
+            cmd, _, term = e
+            prev_term = j.term_at(idx - 1)
+            key = (idx, term)
+            known = self.logmap.get(key)
+            if known is None:
+                self.logmap[key] = (cmd, prev_term)
+                continue
+            if known[0] != cmd:
+                self.violation(f"log matching: {nid} idx={idx} term={term} has a different command")
+            elif prev_term is not None and known[1] is not None and known[1] != prev_term:
+                self.violation(
+                    f"log matching: {nid} idx={idx} term={term} prev term {prev_term} != {known[1]}"
+                )
+            elif known[1] is None and prev_term is not None:
+                self.logmap[key] = (cmd, prev_term)
+
+    def check(self) -> None:
+        for nid, core in self.up():
+            j = core.journal
+            term = core.term
+            if core.is_leader:
+                other = self.leaders.setdefault(term, nid)
+                if other != nid:
+                    self.violation(f"two leaders in term {term}: {other} and {nid}")
+                if (term, nid) not in self.completeness_checked:
+                    self.completeness_checked.add((term, nid))
+                    for idx, (cterm, cmd) in self.committed.items():
+                        if idx < j.first_index:
+                            continue
+                        e = j.entry_at(idx)
+                        if e is None or e[2] != cterm or e[0] != cmd:
+                            self.violation(
+                                f"leader completeness: {nid} leads term {term} "
+                                f"without committed entry {idx}"
+                            )
+                            break
+            cf = j.take_changed_from()
+            if cf is not None:
+                self.check_log_matching(nid, core, cf)
+                self.checked_commit[nid] = min(self.checked_commit[nid], cf - 1)
+            commit = min(core.commit_index, j.last_index)
+            for idx in range(max(self.checked_commit[nid] + 1, j.first_index), commit + 1):
+                e = j.entry_at(idx)
+                assert e is not None
+                rec = self.committed.get(idx)
+                if rec is None:
+                    self.committed[idx] = (e[2], e[0])
+                elif rec != (e[2], e[0]):
+                    self.violation(
+                        f"committed entry changed: {nid} idx={idx} term={e[2]} "
+                        f"(committed term {rec[0]})"
+                    )
+            self.checked_commit[nid] = max(self.checked_commit[nid], commit)
+            fsm = core.fsm
+            assert isinstance(fsm, ToyStateMachine)
+            la = core.last_applied
+            state = (len(fsm.values), fsm.chain)
+            rec2 = self.applied.setdefault(la, state)
+            if rec2 != state:
+                self.violation(
+                    f"state machine safety: {nid} applied={la} has {state[0]} values, "
+                    f"another member had {rec2[0]}"
+                )
+
+    def final_checks(self) -> None:
+        up = self.up()
+        best = max(up, key=lambda ic: ic[1].last_applied)[1]
+        fsm = best.fsm
+        assert isinstance(fsm, ToyStateMachine)
+        values = fsm.values
+        for v, pos in sorted(self.acked.items(), key=lambda kv: kv[1]):
+            if pos > len(values) or values[pos - 1] != v:
+                got = values[pos - 1] if pos <= len(values) else None
+                self.violation(f"acknowledged value {v!r} at {pos} lost (found {got!r})")
+                break
+        for nid, core in up:
+            f2 = core.fsm
+            assert isinstance(f2, ToyStateMachine)
+            if f2.values != values[: len(f2.values)]:
+                self.violation(f"applied values of {nid} are not a prefix of {best.node_id}'s")
+            if len(f2.values) != len(values) or core.last_applied != best.last_applied:
+                self.result.liveness.append(
+                    f"{nid} applied {core.last_applied} != {best.last_applied} after settling"
+                )
+        self.result.acked = len(self.acked)
+        self.result.snapshots = sum(c.snapshots.taken + c.snapshots.installed for _, c in up)
+
+    # ------------------------------------------------------------ main loop
+
+    def step(self, end: float) -> None:
+        cands = [end]
+        nt = self.net.next_time()
+        if nt is not None:
+            cands.append(nt)
+        if self.clients_on:
+            cands.append(self.next_client)
+        if self.faults_on:
+            cands.append(self.next_fault)
+        cands.extend(self.restart_at.values())
+        for _, core in self.up():
+            cands.append(core.next_deadline())
+        self.t = max(self.t + 1e-6, min(cands))
+        for src, dst, frame in self.net.pop_due(self.t):
+            core = self.cores.get(dst)
+            if core is not None:
+                _gid, payload = decode_one_frame(frame)
+                core.receive(src, payload)
+        for nid, at in sorted(self.restart_at.items()):
+            if at <= self.t:
+                del self.restart_at[nid]
+                self.start(nid)
+        if self.clients_on and self.next_client <= self.t:
+            self.client()
+            self.next_client = self.t + self.client_rng.expovariate(1 / self.cfg.client_interval_s)
+        if self.faults_on and self.next_fault <= self.t:
+            self.fault()
+            self.next_fault = self.t + self.fault_rng.uniform(*self.cfg.fault_interval_s)
+        for nid, core in self.up():
+            if core.has_work or core.next_deadline() <= self.t:
+                self.run_cycle(nid, core)
+        self.result.steps += 1
+        self.check()
+
+    def run(self) -> SimResult:
+        end = self.cfg.duration_s
+        while self.t < end and len(self.result.violations) < 20:
+            self.step(end)
+        # settle: heal, restart, stop faults and clients
+        self.faults_on = False
+        self.clients_on = False
+        self.net.heal()
+        self.net.faults = Faults()
+        for nid in self.ids:
+            if self.cores[nid] is None:
+                self.restart_at[nid] = self.t
+        end = self.t + self.cfg.settle_s
+        while self.t < end and len(self.result.violations) < 20:
+            self.step(end)
+        self.final_checks()
+        return self.result
+
+
+def run_seed(seed: int, cfg: SimConfig | None = None) -> SimResult:
+    """Run one seed and return its result (violations are in ``result.violations``)."""
+    try:
+        return Simulation(seed, cfg).run()
+    except Exception as e:  # a crash inside pysyncobj/raft is a finding too
+        r = SimResult(seed)
+        r.violations.append(f"exception: {e!r}")
+        return r
+
+
+def _run_seed_star(args: tuple[int, SimConfig]) -> SimResult:
+    return run_seed(*args)
+
+
+def run_seeds(seeds: Iterable[int], cfg: SimConfig | None = None, jobs: int = 1) -> list[SimResult]:
+    cfg = cfg or SimConfig()
+    work = [(s, cfg) for s in seeds]
+    if jobs <= 1:
+        return [_run_seed_star(w) for w in work]
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        return pool.map(_run_seed_star, work, chunksize=4)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m chaos.sim", description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=None, help="run seeds start..start+N-1")
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=None, help="replay one seed")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=SimConfig.duration_s)
+    ap.add_argument("--stock", action="store_true", help="disable raft/ pysyncobj workarounds")
+    ap.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=sorted(PATCHES),
+        help="disable one raft/ workaround (repeatable)",
+    )
+    ap.add_argument("--unsafe-send-before-fsync", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if a.verbose else logging.CRITICAL)
+    cfg = SimConfig(
+        nodes=a.nodes,
+        duration_s=a.duration,
+        stock=a.stock,
+        without=frozenset(a.without),
+        unsafe_send_before_fsync=a.unsafe_send_before_fsync,
+    )
+    seeds = [a.seed] if a.seed is not None else list(range(a.start, a.start + (a.seeds or 20)))
+    t0 = time.monotonic()
+    results = run_seeds(seeds, cfg, a.jobs)
+    bad = 0
+    live = 0
+    for r in results:
+        if a.verbose or a.seed is not None:
+            print(
+                f"seed={r.seed} steps={r.steps} acked={r.acked} elections={r.elections} "
+                f"crashes={r.crashes} snapshots={r.snapshots} liveness_issues={len(r.liveness)}"
+            )
+        if r.liveness:
+            live += 1
+            if a.verbose or a.seed is not None:
+                for m in r.liveness:
+                    print(f"  liveness: {m}")
+        if r.violations:
+            bad += 1
+            print(f"VIOLATION seed={r.seed}:")
+            for m in r.violations:
+                print(f"  {m}")
+            print(f"  replay: {r.replay(cfg)}")
+    dt = time.monotonic() - t0
+    print(f"({dt:.1f} s; {live} seeds did not fully converge while settling)", file=sys.stderr)
+    print(f"{len(results)} seeds, {bad} violations")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The one place that points pysyncobj's module-level clock and RNG at ours.
+
+Theory of operation
+-------------------
+pysyncobj reads time through the module global ``pysyncobj.syncobj.monotonicTime``
+and draws election timeouts from the module global ``random``. Both are
+process-wide, but trijet runs many groups per process (and ``chaos.sim`` runs
+many simulated nodes on one fake clock), each with its own injected clock and
+seeded RNG (DESIGN rule 7).
+
+:func:`install` replaces the two globals once with dispatchers. Every call
+into a ``SyncObj`` is made inside :func:`bound` (``with bound(now, rng): ...``),
+which sets the clock and RNG the dispatchers forward to for the duration of
+that synchronous call. Calls are synchronous and single-threaded (one driver
+at a time runs pysyncobj code), so a plain module global is enough; bindings
+nest and restore. Outside any binding the dispatchers fall back to
+``time.monotonic`` and the stdlib RNG (the stock behaviour), so the stock
+threaded ``SyncObj`` used by the benchmark still works in the same process.
+"""
+
+from __future__ import annotations
+
+import random as _stdlib_random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pysyncobj.syncobj as _syncobj_module
+
+__all__ = ["bound", "install"]
+
+_now: Callable[[], float] | None = None
+_rng: _stdlib_random.Random | None = None
+_installed = False
+
+
+def _monotonic() -> float:
+    f = _now
+    return f() if f is not None else time.monotonic()
+
+
+class _RandomDispatch:
+    """Stands in for the ``random`` module inside pysyncobj.syncobj."""
+
+    def random(self) -> float:
+        r = _rng
+        return r.random() if r is not None else _stdlib_random.random()
+
+    def __getattr__(self, name: str) -> object:
+        r = _rng if _rng is not None else _stdlib_random
+        return getattr(r, name)
+
+
+def install() -> None:
+    """Install the dispatchers into pysyncobj (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _syncobj_module.monotonicTime = _monotonic  # type: ignore[attr-defined]
+    _syncobj_module.random = _RandomDispatch()  # type: ignore[assignment]
+    _installed = True
+
+
+@contextmanager
+def bound(now: Callable[[], float], rng: _stdlib_random.Random) -> Iterator[None]:
+    """Route pysyncobj's clock and RNG to ``now`` and ``rng`` inside the block."""
+    global _now, _rng
+    install()
+    prev = _now, _rng
+    _now, _rng = now, rng
+    try:
+        yield
+    finally:
+        _now, _rng = prev

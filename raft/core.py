@@ -1,0 +1,844 @@
+"""Synchronous core of one Raft group member: a pysyncobj SyncObj, tamed.
+
+Theory of operation
+-------------------
+:class:`RaftCore` is the sans-IO heart shared by the trio driver
+(:mod:`raft.driver`) and the deterministic simulator (:mod:`chaos.sim`). It
+owns one :class:`TrijetSyncObj` (a ``SyncObj`` with ``autoTick=False``,
+``useFork=False``, dynamic membership, no poller, no pipe, no threads) and
+drives it in *cycles* — etcd's Ready/Advance rebuilt around a library that
+lacks it::
+
+    core.receive(peer, payload)   # any number of times, buffered (bounded)
+    core.propose(entry)           # buffered (bounded), batched per cycle
+    ready = core.cycle()          # feed inbound, submit batches, doTick(0)
+    ready.sync()                  # journal: one append + one fsync (group commit)
+    send ready.outbox             # only now may messages leave the node
+    ready.release()               # resolve proposals whose entries applied
+
+``cycle`` never blocks and never does network I/O. Nothing leaves the node
+before ``sync``: votes, append-entries responses and commits are covered by
+the fsync of the cycle that produced them. pysyncobj reads time and draws
+randomness only inside :func:`raft.clock.bound`, with the clock and RNG this
+core was given.
+
+Proposals arriving together become one Raft entry (a *batch*: ``0x01 | u32
+count | (u32 len | bytes)*``, prefixed by pysyncobj's command-type byte);
+``apply`` unpacks it, calls the StateMachine once per proposal and the batch
+callback resolves each proposal with its own result.
+
+pysyncobj bugs worked around here (each can be disabled for the simulator's
+``--stock`` mode, see :data:`PATCHES`):
+
+* ``ae_truncate``: a follower truncates its log after ``prevLogIdx`` on *every*
+  append-entries, even a stale/duplicated one whose entries it already has,
+  losing entries it acknowledged; and it then sets its commit index to
+  ``min(leaderCommit, lastLogIndex)``. We only truncate on a real conflict
+  (Raft §5.3) and cap the commit index at the last entry the message verified.
+* ``vote_dedupe``: a candidate counts every ``response_vote`` of its term, so a
+  duplicated vote counts twice. We count each voter once per term.
+* ``response_term``: ``next_node_idx`` carries no term, so a response from an
+  earlier term can raise a leader's match index. We stamp and check the term.
+* ``snapshot_keep``: installing a snapshot clears the whole journal even when
+  the follower's log already extends past it (a stale install after a
+  duplicated reset) and at start-up a snapshot newer than the journal's first
+  entries wipes entries after it. We keep entries that follow a matching
+  snapshot base and report a match index no higher than the snapshot.
+* ``fallback``: ``leaderFallbackTimeout`` defaults to 30 s; we set it to the
+  minimum election timeout.
+
+Membership commands are CBOR (``['add'|'rem', node_id]``), not pickled Node
+objects; VERSION commands are ignored; regular commands never go through
+pickle.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import struct
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cbor2
+import pysyncobj.syncobj as _so
+from pysyncobj.config import FAIL_REASON, SyncObjConf
+from pysyncobj.journal import Journal
+from pysyncobj.node import Node
+
+from raft import clock
+from raft.errors import (
+    ApplyFailed,
+    NoLeader,
+    NotLeader,
+    ProposalDropped,
+    QueueFull,
+    RaftError,
+)
+from raft.fsm import StateMachine
+from raft.journal import DurableJournal
+from raft.snapshot import ChunkedSerializer, SnapshotStore
+from raft.storage import Disk
+from raft.transport import OutboxTransport, message_size_estimate
+from raft.wire import WireError, decode_messages, encode_messages
+
+__all__ = ["PATCHES", "Proposal", "RaftConfig", "RaftCore", "Ready"]
+
+log = logging.getLogger(__name__)
+
+PATCHES = frozenset({"ae_truncate", "vote_dedupe", "response_term", "snapshot_keep", "fallback"})
+
+_REGULAR = 0
+_NO_OP = 1
+_MEMBERSHIP = 2
+_STATE_FOLLOWER, _STATE_CANDIDATE, _STATE_LEADER = 0, 1, 2
+_U32 = struct.Struct(">I")
+
+
+# --------------------------------------------------------------------- hooks
+
+
+class _NullPoller:
+    def subscribe(self, *a: Any, **k: Any) -> None:
+        return None
+
+    def unsubscribe(self, *a: Any, **k: Any) -> None:
+        return None
+
+    def poll(self, timeout: float) -> None:
+        return None
+
+
+class _NullNotifier:
+    def __init__(self, *a: Any, **k: Any) -> None:
+        return None
+
+    def notify(self) -> None:
+        return None
+
+
+_orig_create_journal = _so.createJournal
+_orig_create_poller = _so.createPoller
+_orig_serializer = _so.Serializer
+_orig_pipe_notifier = getattr(_so, "PipeNotifier", None)
+
+
+def _create_journal(journal_file: Any) -> Any:
+    if isinstance(journal_file, Journal):
+        return journal_file
+    return _orig_create_journal(journal_file)
+
+
+def _create_poller(poller_type: Any) -> Any:
+    if poller_type == "trijet-none":
+        return _NullPoller()
+    return _orig_create_poller(poller_type)
+
+
+def _make_serializer(file_name: Any, batch: Any, use_fork: Any, ser: Any, de: Any, chk: Any) -> Any:
+    store = getattr(ser, "__self__", None)
+    if isinstance(store, SnapshotStore):
+        return ChunkedSerializer(store, batch)
+    return _orig_serializer(file_name, batch, use_fork, ser, de, chk)
+
+
+def _make_pipe_notifier(poller: Any, *a: Any) -> Any:
+    if isinstance(poller, _NullPoller) or _orig_pipe_notifier is None:
+        return _NullNotifier()
+    return _orig_pipe_notifier(poller, *a)
+
+
+def _install_hooks() -> None:
+    clock.install()
+    _so.createJournal = _create_journal
+    _so.createPoller = _create_poller
+    _so.Serializer = _make_serializer
+    _so.PipeNotifier = _make_pipe_notifier
+    _so.PIPE_NOTIFIER_ENABLED = True
+
+
+_install_hooks()
+
+
+# --------------------------------------------------------------------- config
+
+
+@dataclass
+class RaftConfig:
+    """Tuning of one group member. Every bound is named; defaults suit loopback/LAN."""
+
+    election_timeout_s_min: float = 0.3
+    election_timeout_s_max: float = 0.6
+    heartbeat_s: float = 0.075
+    leader_fallback_s: float | None = None  # None: election_timeout_s_min
+    entry_bytes_max: int = 1024 * 1024  # one (batch) Raft entry
+    batch_proposals_max: int = 4096
+    proposals_pending_max: int = 20_000
+    inbound_messages_max: int = 50_000
+    commands_queue_max: int = 4096  # pysyncobj's queue (forwarded commands)
+    send_bytes_per_cycle_max: int = 4 * 1024 * 1024  # per peer
+    payload_bytes_max: int = 2 * 1024 * 1024  # per frame payload (< frame_bytes_max)
+    log_compaction_entries_min: int = 100_000
+    log_compaction_s_min: float = 24 * 3600.0
+    snapshot_chunk_bytes: int = 256 * 1024
+    forward_proposals: bool = True
+    patches: frozenset[str] = PATCHES
+
+    @property
+    def proposal_bytes_max(self) -> int:
+        return self.entry_bytes_max - 16
+
+    def syncobj_conf(self, journal: Journal, store: SnapshotStore) -> SyncObjConf:
+        fallback = self.leader_fallback_s
+        if fallback is None:
+            fallback = self.election_timeout_s_min if "fallback" in self.patches else 30.0
+        return SyncObjConf(
+            autoTick=False,
+            useFork=False,
+            dynamicMembershipChange=True,
+            pollerType="trijet-none",
+            appendEntriesUseBatch=False,
+            commandsWaitLeader=False,
+            raftMinTimeout=self.election_timeout_s_min,
+            raftMaxTimeout=self.election_timeout_s_max,
+            appendEntriesPeriod=self.heartbeat_s,
+            leaderFallbackTimeout=fallback,
+            connectionTimeout=max(3.5, self.election_timeout_s_max),
+            appendEntriesBatchSizeBytes=self.entry_bytes_max + 1,
+            commandsQueueSize=self.commands_queue_max,
+            logCompactionMinEntries=self.log_compaction_entries_min,
+            logCompactionMinTime=self.log_compaction_s_min,
+            logCompactionBatchSize=self.snapshot_chunk_bytes,
+            journalFile=journal,
+            fullDumpFile=store.name,
+            serializer=store.write_hook,
+            deserializer=store.read_hook,
+        )
+
+
+# --------------------------------------------------------------------- proposals
+
+
+class Proposal:
+    """A proposal's outcome, filled in by :meth:`Ready.release`.
+
+    ``on_done`` (if set) is called once, at release.
+    """
+
+    __slots__ = ("data", "done", "error", "on_done", "result")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.done = False
+        self.result: object = None
+        self.error: RaftError | None = None
+        self.on_done: Callable[[Proposal], None] | None = None
+
+    def _finish(self, result: object, error: RaftError | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.result = result
+        self.error = error
+        if self.on_done is not None:
+            self.on_done(self)
+
+
+def encode_batch(items: list[bytes]) -> bytes:
+    parts = [b"\x01", _U32.pack(len(items))]
+    for it in items:
+        parts.append(_U32.pack(len(it)))
+        parts.append(it)
+    return b"".join(parts)
+
+
+def decode_batch(data: bytes) -> list[bytes]:
+    if not data or data[0] != 1 or len(data) < 5:
+        raise ValueError("not a batch")
+    (n,) = _U32.unpack_from(data, 1)
+    pos, out = 5, []
+    for _ in range(n):
+        (ln,) = _U32.unpack_from(data, pos)
+        pos += 4
+        if pos + ln > len(data):
+            raise ValueError("truncated batch")
+        out.append(data[pos : pos + ln])
+        pos += ln
+    if pos != len(data):
+        raise ValueError("trailing bytes in batch")
+    return out
+
+
+@dataclass
+class LeaderState:
+    term: int
+    leader_id: str | None
+    is_leader: bool
+
+
+@dataclass
+class Ready:
+    """What one cycle produced; see the module docstring for the order of use."""
+
+    core: RaftCore
+    outbox: list[tuple[str, bytes]] = field(default_factory=list)
+    completions: list[tuple[Proposal, object, RaftError | None]] = field(default_factory=list)
+    leadership: LeaderState | None = None
+    more: bool = False
+
+    def sync(self) -> None:
+        self.core.journal.flush()
+
+    def release(self) -> None:
+        for p, res, err in self.completions:
+            p._finish(res, err)
+        self.completions = []
+
+
+# --------------------------------------------------------------------- SyncObj subclass
+
+
+class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
+    """SyncObj with trijet's apply, membership encoding and bug workarounds."""
+
+    def __init__(self, core: RaftCore, *args: Any, **kwargs: Any) -> None:
+        self._trijet = core
+        self._votes: tuple[int, set[str]] = (-1, set())
+        self._snap_next: int | None = None
+        self._snap_base: int | None = None
+        super().__init__(*args, **kwargs)
+
+    # -- commands
+
+    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> list[str] | None:
+        if not command or command[0] != _MEMBERSHIP:
+            return None
+        try:
+            req = cbor2.loads(command[1:])
+        except Exception:
+            return None
+        if (
+            isinstance(req, list)
+            and len(req) == 2
+            and req[0] in ("add", "rem")
+            and type(req[1]) is str
+        ):
+            return req
+        return None
+
+    def _SyncObj__doApplyCommand(self, command: bytes) -> object:
+        kind = command[0] if command else -1
+        if kind == _MEMBERSHIP:
+            req = self._SyncObj__parseChangeClusterRequest(command)
+            if req is not None:
+                self._SyncObj__doChangeCluster(req)
+                self._trijet._on_membership_applied(req)
+            return None
+        if kind != _REGULAR:
+            return None
+        return self._trijet._apply_batch(command[1:])
+
+    # -- inbound messages
+
+    def _SyncObj__onMessageReceived(self, node: Node, message: dict[str, Any]) -> None:
+        patches = self._trijet.config.patches
+        t = message["type"]
+        if t == "append_entries":
+            if "ae_truncate" in patches and "prevLogIdx" in message:
+                if self._ae_rewrite(node, message):
+                    return
+            elif "snapshot_keep" in patches and "serialized" in message:
+                self._snapshot_message(node, message)
+                return
+        elif t == "response_vote" and "vote_dedupe" in patches:
+            term, voters = self._votes
+            if term != self.raftCurrentTerm:
+                voters = set()
+                self._votes = (self.raftCurrentTerm, voters)
+            if node.id in voters:
+                return
+            voters.add(node.id)
+        elif t == "next_node_idx" and "response_term" in patches:
+            mt = message.get("term")
+            if mt is not None and mt != self.raftCurrentTerm:
+                return
+        _so.SyncObj._SyncObj__onMessageReceived(self, node, message)
+
+    def _ae_rewrite(self, node: Node, m: dict[str, Any]) -> bool:
+        """Raft §5.3 append-entries on top of pysyncobj. True if fully handled here."""
+        if m["term"] < self.raftCurrentTerm:
+            return False
+        j: DurableJournal = self._trijet.journal
+        prev, prev_term = m["prevLogIdx"], m["prevLogTerm"]
+        entries = m["entries"]
+        i = 0
+        while i < len(entries) and j.term_at(entries[i][1]) == entries[i][2]:
+            i += 1
+        if i:
+            prev, prev_term = entries[i - 1][1], entries[i - 1][2]
+            entries = entries[i:]
+        if entries or j.last_index <= (prev or 0) or j.term_at(prev) != prev_term:
+            if i:
+                m = dict(m, prevLogIdx=prev, prevLogTerm=prev_term, entries=entries)
+            _so.SyncObj._SyncObj__onMessageReceived(self, node, m)
+            return True
+        # Everything in the message is already in our log and our log goes further:
+        # pysyncobj would truncate after prev. Handle term/leader/timer through it with
+        # an entry-less message, cap the commit index at what the message verified.
+        hb = {
+            "type": "append_entries",
+            "term": m["term"],
+            "commit_index": min(m["commit_index"], prev),
+        }
+        _so.SyncObj._SyncObj__onMessageReceived(self, node, hb)
+        self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=prev + 1, success=True)
+        return True
+
+    def _snapshot_message(self, node: Node, m: dict[str, Any]) -> None:
+        if m["term"] < self.raftCurrentTerm:
+            return
+        before = self._SyncObj__raftCommitIndex
+        self._snap_next = None
+        self._snap_base = None
+        _so.SyncObj._SyncObj__onMessageReceived(self, node, m)
+        base = self._snap_base
+        if base is not None:
+            # pysyncobj set commit = min(leaderCommit, lastLogIndex); entries after the
+            # snapshot base that we kept are not verified by this message.
+            commit = max(before, min(m["commit_index"], base))
+            commit = max(commit, self._SyncObj__raftLastApplied)
+            self._SyncObj__raftCommitIndex = commit
+            self._trijet.journal.setRaftCommitIndex(commit)
+
+    def _SyncObj__sendNextNodeIdx(
+        self,
+        node: Node,
+        reset: bool = False,
+        nextNodeIdx: int | None = None,
+        success: bool = False,
+    ) -> None:
+        if self._snap_next is not None and success and nextNodeIdx is None:
+            nextNodeIdx, self._snap_next = self._snap_next, None
+        _so.SyncObj._SyncObj__sendNextNodeIdx(self, node, reset, nextNodeIdx, success)
+
+    # -- snapshots
+
+    def _SyncObj__loadDumpFile(self, clearJournal: bool) -> None:
+        if "snapshot_keep" not in self._trijet.config.patches:
+            _so.SyncObj._SyncObj__loadDumpFile(self, clearJournal)
+            return
+        core = self._trijet
+        snap = core.snapshots.load()
+        if snap is None:
+            return
+        j = core.journal
+        last, prev = snap.last, snap.prev
+        applied = self._SyncObj__raftLastApplied
+        self._snap_base = last[1]
+        if clearJournal and last[1] <= applied:
+            self._snap_next = last[1] + 1
+            return
+        keep = j.term_at(last[1]) == last[2] and j.term_at(prev[1]) == prev[2]
+        if keep:
+            pos = prev[1] - j.first_index
+            if pos > 0:
+                j.deleteEntriesTo(pos)
+        else:
+            j.clear()
+            j.add(*prev)
+            j.add(*last)
+        core.snapshots.restore(snap)
+        self._SyncObj__raftLastApplied = last[1]
+        commit = max(self._SyncObj__raftCommitIndex, last[1])
+        commit = min(commit, j.last_index)
+        self._SyncObj__raftCommitIndex = commit
+        j.setRaftCommitIndex(commit)
+        if not keep:
+            self._SyncObj__updateClusterConfiguration(
+                [Node(m) for m in snap.members if m != core.node_id]
+            )
+        if clearJournal:
+            self._snap_next = last[1] + 1
+
+
+# --------------------------------------------------------------------- the core
+
+
+def safe_file_stem(group_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", lambda mo: f"%{ord(mo.group()):02X}", group_id)
+
+
+class RaftCore:
+    """One member of one Raft group, driven in cycles (see module docstring).
+
+    Args:
+        group_id: the group's name (never reused).
+        node_id: this member's id (the links' node id).
+        peers: the other members at creation (ignored in favour of the log and
+            snapshot once they hold a configuration).
+        fsm: a fresh StateMachine; rebuilt here from snapshot + journal.
+        disk: where the journal ``<group>.journal`` and snapshot ``<group>.snap`` live.
+        config: tuning.
+        now: clock (seconds, monotonic) pysyncobj reads.
+        rng: seeded RNG for election timeouts.
+    """
+
+    def __init__(
+        self,
+        group_id: str,
+        node_id: str,
+        peers: list[str],
+        fsm: StateMachine,
+        disk: Disk,
+        config: RaftConfig | None = None,
+        *,
+        now: Callable[[], float],
+        rng: random.Random,
+    ) -> None:
+        self.group_id = group_id
+        self.node_id = node_id
+        self._membership_requests: list[tuple[Proposal, str, str]] = []
+        self._transfer_requests: list[tuple[Proposal, str | None]] = []
+        self.config = config or RaftConfig()
+        self.fsm = fsm
+        self.now = now
+        self.rng = rng
+        stem = safe_file_stem(group_id)
+        self.journal = DurableJournal(disk, stem + ".journal")
+        self.snapshots = SnapshotStore(disk, stem + ".snap", fsm)
+        self.transport = OutboxTransport(self.config.send_bytes_per_cycle_max)
+        self._inbound: deque[tuple[str, list[dict[str, Any]]]] = deque()
+        self._inbound_count = 0
+        self._pending: deque[Proposal] = deque()
+        self._completions: list[tuple[Proposal, object, RaftError | None]] = []
+        self._applied_results: list[object] | None = None
+        self.removed = False
+        self.dropped_inbound = 0
+        self.bad_payloads = 0
+        self.last_seen: dict[str, float] = {}
+        self._last_leader: LeaderState | None = None
+        conf = self.config.syncobj_conf(self.journal, self.snapshots)
+        with clock.bound(now, rng):
+            self.obj = TrijetSyncObj(
+                self,
+                Node(node_id),
+                [Node(p) for p in peers if p != node_id],
+                conf,
+                nodeClass=Node,
+                transport=self.transport,
+            )
+            self.transport.syncobj = self.obj
+            self.obj._SyncObj__needLoadDumpFile = False
+            self.obj._SyncObj__loadDumpFile(clearJournal=False)
+            self._replay_membership()
+            self.transport.connect_initial(self.obj._SyncObj__otherNodes)
+
+    def _replay_membership(self) -> None:
+        """Raft: a member uses the latest configuration in its log, committed or not."""
+        obj = self.obj
+        applied = obj._SyncObj__raftLastApplied
+        for cmd, idx, _term in list(self.journal.entries()):
+            if idx > applied and cmd[:1] == bytes((_MEMBERSHIP,)):
+                req = obj._SyncObj__parseChangeClusterRequest(cmd)
+                if req is not None:
+                    obj._SyncObj__doChangeCluster(req)
+
+    # ------------------------------------------------------------ inputs
+
+    def receive(self, peer_id: str, payload: bytes) -> None:
+        """Buffer one inbound payload from ``peer_id`` (dropped if the buffer is full or invalid)."""
+        try:
+            msgs = decode_messages(payload)
+        except WireError as e:
+            self.bad_payloads += 1
+            log.warning("event=bad_payload group=%s peer=%s error=%s", self.group_id, peer_id, e)
+            return
+        if self._inbound_count + len(msgs) > self.config.inbound_messages_max:
+            self.dropped_inbound += len(msgs)
+            return
+        self._inbound.append((peer_id, msgs))
+        self._inbound_count += len(msgs)
+        self.last_seen[peer_id] = self.now()
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self._inbound or self._pending)
+
+    def propose(self, data: bytes) -> Proposal:
+        """Queue a proposal for the next cycle.
+
+        Raises:
+            QueueFull: ``proposals_pending_max`` reached.
+            NotLeader / NoLeader: not leader and ``forward_proposals`` is off.
+            ValueError: ``data`` larger than ``proposal_bytes_max``.
+        """
+        if len(data) > self.config.proposal_bytes_max:
+            raise ValueError(f"proposal of {len(data)} bytes > {self.config.proposal_bytes_max}")
+        if not self.config.forward_proposals and not self.is_leader:
+            lid = self.leader_id
+            if lid is None:
+                raise NoLeader("no leader known")
+            raise NotLeader(lid)
+        if len(self._pending) >= self.config.proposals_pending_max:
+            raise QueueFull(f"{len(self._pending)} proposals pending")
+        p = Proposal(data)
+        self._pending.append(p)
+        return p
+
+    def change_membership(self, op: str, peer_id: str) -> Proposal:
+        """Propose adding (``op='add'``) or removing (``'rem'``) a member; leader only."""
+        if op not in ("add", "rem"):
+            raise ValueError(op)
+        p = Proposal(b"")
+        self._membership_requests.append((p, op, peer_id))
+        return p
+
+    def transfer_leadership(self, target: str | None = None) -> Proposal:
+        """Ask pysyncobj to hand leadership to ``target`` (None: most caught-up follower)."""
+        p = Proposal(b"")
+        self._transfer_requests.append((p, target))
+        return p
+
+    # ------------------------------------------------------------ the cycle
+
+    def _callback(self, props: list[Proposal]) -> Callable[[Any, int], None]:
+        def cb(res: Any, err: int) -> None:
+            if err == FAIL_REASON.SUCCESS:
+                if props and (not isinstance(res, list) or len(res) != len(props)):
+                    for p in props:
+                        self._completions.append(
+                            (p, None, ProposalDropped("result mismatch", maybe_committed=True))
+                        )
+                    return
+                for p, r in zip(props, res or [None] * len(props), strict=False):
+                    if isinstance(r, ApplyFailed):
+                        self._completions.append((p, None, r))
+                    else:
+                        self._completions.append((p, r, None))
+                return
+            error = self._map_error(err)
+            for p in props:
+                self._completions.append((p, None, error))
+
+        return cb
+
+    def _map_error(self, err: int) -> RaftError:
+        if err == FAIL_REASON.QUEUE_FULL:
+            return QueueFull("pysyncobj command queue full")
+        if err == FAIL_REASON.MISSING_LEADER:
+            return NoLeader("no leader known")
+        if err == FAIL_REASON.NOT_LEADER:
+            return NotLeader(self.leader_id)
+        if err == FAIL_REASON.DISCARDED:
+            return ProposalDropped("entry overwritten by a new leader", maybe_committed=False)
+        if err == FAIL_REASON.REQUEST_DENIED:
+            return ProposalDropped("request denied", maybe_committed=False)
+        if err == FAIL_REASON.LEADER_CHANGED:
+            return ProposalDropped("leader changed while forwarded", maybe_committed=True)
+        return ProposalDropped(f"unknown outcome ({err})", maybe_committed=True)
+
+    def _submit_pending(self) -> None:
+        obj = self.obj
+        cap_bytes = self.config.entry_bytes_max - 16
+        cap_n = self.config.batch_proposals_max
+        while self._pending:
+            batch: list[Proposal] = []
+            size = 5
+            while self._pending and len(batch) < cap_n:
+                nxt = self._pending[0]
+                if batch and size + 4 + len(nxt.data) > cap_bytes:
+                    break
+                batch.append(self._pending.popleft())
+                size += 4 + len(nxt.data)
+            cmd = encode_batch([p.data for p in batch])
+            obj._applyCommand(cmd, self._callback(batch), _REGULAR)
+
+    def _submit_admin(self) -> None:
+        obj = self.obj
+        for p, op, peer in self._membership_requests:
+            cmd = cbor2.dumps([op, peer])
+
+            def cb(res: Any, err: int, p: Proposal = p) -> None:
+                self._completions.append(
+                    (p, None, None if err == FAIL_REASON.SUCCESS else self._map_error(err))
+                )
+
+            if not self.is_leader:
+                self._completions.append((p, None, NotLeader(self.leader_id)))
+                continue
+            obj._applyCommand(cmd, cb, _MEMBERSHIP)
+        self._membership_requests.clear()
+        for p, target in self._transfer_requests:
+
+            def tcb(res: Any, err: int, p: Proposal = p) -> None:
+                self._completions.append(
+                    (p, None, None if err == FAIL_REASON.SUCCESS else self._map_error(err))
+                )
+
+            obj.transferLeadership(Node(target) if target else None, tcb)
+        self._transfer_requests.clear()
+
+    def cycle(self) -> Ready:
+        """Run one cycle: feed inbound, submit proposals, ``doTick(0)``.
+
+        Returns:
+            A :class:`Ready`; the caller must ``sync()`` it before sending its
+            outbox, then ``release()`` it.
+        """
+        obj = self.obj
+        with clock.bound(self.now, self.rng):
+            self.transport.reconnect_all()
+            members = obj._SyncObj__otherNodes
+            inbound, self._inbound = self._inbound, deque()
+            self._inbound_count = 0
+            for peer_id, msgs in inbound:
+                node = Node(peer_id)
+                if node not in members:
+                    continue
+                for m in msgs:
+                    self.transport.deliver(node, m)
+            if self._membership_requests or self._transfer_requests:
+                self._submit_admin()
+            if self._pending:
+                self._submit_pending()
+            obj.doTick(0)
+        ready = Ready(self)
+        ready.outbox = self._encode_outbox()
+        ready.completions, self._completions = self._completions, []
+        state = self.leader_state()
+        if state != self._last_leader:
+            self._last_leader = state
+            ready.leadership = state
+        # A single-member group commits what it appended in the following tick.
+        ready.more = bool(
+            self._pending
+            or self._inbound
+            or (
+                self.is_leader
+                and not obj._SyncObj__otherNodes
+                and obj._SyncObj__raftCommitIndex < self.journal.last_index
+            )
+        )
+        return ready
+
+    def _encode_outbox(self) -> list[tuple[str, bytes]]:
+        out: list[tuple[str, bytes]] = []
+        limit = self.config.payload_bytes_max
+        for pid, msgs in self.transport.take_outbox().items():
+            chunk: list[dict[str, Any]] = []
+            size = 0
+            for m in msgs:
+                s = message_size_estimate(m)
+                if chunk and size + s > limit:
+                    out.append((pid, encode_messages(chunk)))
+                    chunk, size = [], 0
+                chunk.append(m)
+                size += s
+            if chunk:
+                out.append((pid, encode_messages(chunk)))
+        return out
+
+    def next_deadline(self) -> float:
+        """Clock time at which the next cycle is due if nothing arrives.
+
+        pysyncobj compares ``now > deadline`` strictly, so we wake a hair later.
+        """
+        obj = self.obj
+        if obj._SyncObj__raftState == _STATE_LEADER:
+            return float(obj._SyncObj__newAppendEntriesTime) + 1e-6
+        return float(obj._SyncObj__raftElectionDeadline) + 1e-6
+
+    # ------------------------------------------------------------ apply (called by pysyncobj)
+
+    def _apply_batch(self, data: bytes) -> list[object] | None:
+        try:
+            items = decode_batch(data)
+        except ValueError as e:
+            log.error("event=bad_batch group=%s error=%s", self.group_id, e)
+            return None
+        results: list[object] = []
+        for it in items:
+            try:
+                results.append(self.fsm.apply(it))
+            except Exception as e:
+                log.exception("event=apply_raised group=%s", self.group_id)
+                results.append(ApplyFailed(e))
+        return results
+
+    def _on_membership_applied(self, req: list[str]) -> None:
+        if req[0] == "rem" and req[1] == self.node_id:
+            self.removed = True
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.obj._SyncObj__raftState == _STATE_LEADER)
+
+    @property
+    def leader_id(self) -> str | None:
+        n = self.obj._SyncObj__raftLeader
+        return None if n is None else str(n.id)
+
+    @property
+    def term(self) -> int:
+        return int(self.obj._SyncObj__raftCurrentTerm)
+
+    @property
+    def commit_index(self) -> int:
+        return int(self.obj._SyncObj__raftCommitIndex)
+
+    @property
+    def last_applied(self) -> int:
+        return int(self.obj._SyncObj__raftLastApplied)
+
+    @property
+    def members(self) -> list[str]:
+        return sorted([self.node_id, *(n.id for n in self.obj._SyncObj__otherNodes)])
+
+    def leader_state(self) -> LeaderState:
+        return LeaderState(self.term, self.leader_id, self.is_leader)
+
+    def status(self) -> dict[str, Any]:
+        obj = self.obj
+        now = self.now()
+        match = obj._SyncObj__raftMatchIndex
+        nxt = obj._SyncObj__raftNextIndex
+        peers = {}
+        for n in sorted(obj._SyncObj__otherNodes, key=lambda n: n.id):
+            seen = self.last_seen.get(n.id)
+            peers[n.id] = {
+                "match_index": match.get(n) if self.is_leader else None,
+                "next_index": nxt.get(n) if self.is_leader else None,
+                "last_seen_s_ago": None if seen is None else round(now - seen, 3),
+            }
+        state = {0: "follower", 1: "candidate", 2: "leader"}[obj._SyncObj__raftState]
+        return {
+            "group": self.group_id,
+            "node": self.node_id,
+            "state": state,
+            "term": self.term,
+            "leader": self.leader_id,
+            "voted_for": self.journal.getVotedForNodeId(),
+            "commit_index": self.commit_index,
+            "applied": self.last_applied,
+            "last_index": self.journal.last_index,
+            "first_index": self.journal.first_index,
+            "pending_proposals": len(self._pending),
+            "peers": peers,
+            "fsyncs": self.journal.fsyncs,
+            "snapshots_taken": self.snapshots.taken,
+            "snapshots_installed": self.snapshots.installed,
+            "removed": self.removed,
+        }
+
+    def force_log_compaction(self) -> None:
+        self.obj.forceLogCompaction()
+
+    def fail_all(self, error: RaftError) -> None:
+        """Fail every queued proposal (group closing)."""
+        while self._pending:
+            self._pending.popleft()._finish(None, error)

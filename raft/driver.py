@@ -1,0 +1,125 @@
+"""The trio task that owns one group member's RaftCore (and so its SyncObj).
+
+Theory of operation
+-------------------
+One driver task per group member (DESIGN rule 3). It sleeps until something
+happens — a frame from the links, a proposal, an admin request — or until
+pysyncobj's next timer (election deadline for followers/candidates, next
+heartbeat for a leader), then runs one cycle:
+
+1. ``core.cycle()``: feed inbound messages, submit batched proposals,
+   ``doTick(0)``. Synchronous, no I/O except a snapshot write.
+2. Group commit: the journal's records from this cycle are appended and
+   fsynced once (in a worker thread via ``trio.to_thread`` if
+   ``fsync_in_thread``; the driver awaits it, nothing else touches the core
+   meanwhile). An fsync error propagates and ends the driver: nothing of that
+   cycle was sent, so the member stops voting and acknowledging.
+3. Send the outbox through the :class:`~raft.links.PeerLinks` (non-blocking;
+   full per-peer queues drop, Raft retries).
+4. Release finished proposals and publish leadership changes.
+
+Proposals that pile up while a cycle's fsync runs are batched into the next
+cycle's entry, so batching grows with load by itself. No fixed tick: an idle
+follower only wakes for heartbeats (each heartbeat is a message) or its
+election deadline.
+
+The driver never holds the core across an ``await`` other than the fsync.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from raft.core import LeaderState, RaftCore
+from raft.links import PeerLinks
+
+__all__ = ["RaftDriver"]
+
+log = logging.getLogger(__name__)
+
+
+class RaftDriver:
+    """Runs ``core`` over ``links`` until cancelled.
+
+    Args:
+        core: the member's core (built inside trio, with ``now=trio.current_time``).
+        links: peer links shared by all groups of this node.
+        fsync_in_thread: run the per-cycle fsync in a worker thread.
+        on_leadership: called (synchronously) with each new :class:`LeaderState`.
+    """
+
+    def __init__(
+        self,
+        core: RaftCore,
+        links: PeerLinks,
+        *,
+        fsync_in_thread: bool = True,
+        on_leadership: Callable[[LeaderState], None] | None = None,
+    ) -> None:
+        self.core = core
+        self.links = links
+        self.fsync_in_thread = fsync_in_thread
+        self.on_leadership = on_leadership
+        self._wake = trio.Event()
+        self._kicked = True
+        self._cycle_done = trio.Event()
+        self.cycles = 0
+
+    def kick(self) -> None:
+        """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
+        self._kicked = True
+        self._wake.set()
+
+    def _on_frame(self, peer_id: str, payload: bytes) -> None:
+        self.core.receive(peer_id, payload)
+        self._kicked = True
+        self._wake.set()
+
+    async def wait_cycle(self) -> None:
+        """Wait until the next cycle has completed."""
+        await self._cycle_done.wait()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Drive the core until cancelled.
+
+        Cancellation: stops between cycles or during the fsync wait (the fsync
+        itself completes); the outbox of an interrupted cycle is not sent.
+        """
+        core = self.core
+        gid = core.group_id
+        self.links.register(gid, self._on_frame)
+        try:
+            task_status.started()
+            while True:
+                if not self._kicked:
+                    # never spin: a timer that pysyncobj did not advance waits 0.5 ms
+                    deadline = max(core.next_deadline(), trio.current_time() + 0.0005)
+                    with trio.move_on_at(deadline):
+                        await self._wake.wait()
+                self._wake = trio.Event()
+                self._kicked = False
+                ready = core.cycle()
+                journal = core.journal
+                if journal.dirty:
+                    data = journal.take_pending()
+                    if self.fsync_in_thread:
+                        await trio.to_thread.run_sync(journal.write_pending, data)
+                    else:
+                        journal.write_pending(data)
+                send = self.links.send
+                for peer, payload in ready.outbox:
+                    send(peer, gid, payload)
+                ready.release()
+                if ready.leadership is not None and self.on_leadership is not None:
+                    self.on_leadership(ready.leadership)
+                if ready.more:
+                    self._kicked = True
+                self.cycles += 1
+                done, self._cycle_done = self._cycle_done, trio.Event()
+                done.set()
+                await trio.lowlevel.checkpoint()
+        finally:
+            self.links.unregister(gid)

@@ -1,0 +1,269 @@
+"""Durable Raft journal for pysyncobj: entries, term and vote, group-committed.
+
+Theory of operation
+-------------------
+pysyncobj's own ``FileJournal`` writes entries through an mmap that is never
+fsynced (``flush`` only at destroy) and stores term/vote in a side file that
+is renamed without fsync, so an acknowledged entry or a granted vote can
+vanish at power loss. :class:`DurableJournal` replaces it.
+
+* In memory it is a list of ``(command: bytes, idx: int, term: int)`` tuples,
+  exactly what pysyncobj indexes and slices.
+* Every mutation appends a *record* to an in-memory buffer; :meth:`flush`
+  (called by the driver once per cycle, before any message of that cycle
+  leaves the node) appends the buffer to the file and fsyncs it. That is the
+  group commit: all entries, the term and the vote a cycle produced become
+  durable with one fsync, before the responses/votes that depend on them are
+  sent.
+* Records: ``u32 body_len | u32 crc32(body) | body`` where body starts with a
+  kind byte: ENTRY(idx, term, command), TRUNCATE(from idx), STATE(term,
+  voted_for), COMMIT(idx), CLEAR. Replay applies them in order; a record whose
+  length or checksum is bad ends the replay and the file is cut there (a torn
+  tail from a crash during a write). The cut is logged with the byte count.
+* Compaction (``deleteEntriesTo``, after a durable snapshot) rewrites the
+  whole file atomically (temp file, fsync, rename, directory fsync); pending
+  records are folded into the rewrite.
+
+``changed_from`` records the lowest Raft index touched since the last
+:meth:`take_changed_from` (used by the simulator's incremental safety checks).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from pysyncobj.journal import Journal
+
+from raft.storage import Disk
+
+__all__ = ["DurableJournal", "JournalEntry"]
+
+log = logging.getLogger(__name__)
+
+JournalEntry = tuple[bytes, int, int]
+
+_REC = struct.Struct(">II")
+_K_ENTRY = 1
+_K_TRUNCATE = 2
+_K_STATE = 3
+_K_COMMIT = 4
+_K_CLEAR = 5
+_QQ = struct.Struct(">QQ")
+_Q = struct.Struct(">Q")
+
+
+def _record(body: bytes) -> bytes:
+    return _REC.pack(len(body), zlib.crc32(body)) + body
+
+
+def _entry_rec(cmd: bytes, idx: int, term: int) -> bytes:
+    return _record(bytes((_K_ENTRY,)) + _QQ.pack(idx, term) + cmd)
+
+
+def _state_rec(term: int, voted_for: str | None) -> bytes:
+    vf = b"\x00" if voted_for is None else b"\x01" + voted_for.encode("utf-8")
+    return _record(bytes((_K_STATE,)) + _Q.pack(term) + vf)
+
+
+class DurableJournal(Journal):  # type: ignore[misc]
+    """pysyncobj ``Journal`` on a :class:`~raft.storage.Disk` file, fsynced per cycle."""
+
+    def __init__(self, disk: Disk, name: str) -> None:
+        self._disk = disk
+        self._name = name
+        self._entries: list[JournalEntry] = []
+        self._term = 0
+        self._voted_for: str | None = None
+        self._commit = 1
+        self._buf = bytearray()
+        self.changed_from: int | None = None
+        self.fsyncs = 0
+        self._replay()
+
+    # ------------------------------------------------------------ replay
+
+    def _replay(self) -> None:
+        data = self._disk.read(self._name)
+        if not data:
+            return
+        pos, n = 0, len(data)
+        entries = self._entries
+        while pos < n:
+            if n - pos < _REC.size:
+                break
+            blen, crc = _REC.unpack_from(data, pos)
+            end = pos + _REC.size + blen
+            if blen == 0 or end > n:
+                break
+            body = data[pos + _REC.size : end]
+            if zlib.crc32(body) != crc:
+                break
+            kind = body[0]
+            if kind == _K_ENTRY:
+                idx, term = _QQ.unpack_from(body, 1)
+                entries.append((bytes(body[17:]), idx, term))
+            elif kind == _K_TRUNCATE:
+                (idx,) = _Q.unpack_from(body, 1)
+                while entries and entries[-1][1] >= idx:
+                    entries.pop()
+            elif kind == _K_STATE:
+                (self._term,) = _Q.unpack_from(body, 1)
+                self._voted_for = None if body[9] == 0 else bytes(body[10:]).decode("utf-8")
+            elif kind == _K_COMMIT:
+                (self._commit,) = _Q.unpack_from(body, 1)
+            elif kind == _K_CLEAR:
+                entries.clear()
+            else:
+                break
+            pos = end
+        if pos < n:
+            log.warning(
+                "event=journal_tail_cut file=%s kept_bytes=%d dropped_bytes=%d",
+                self._name,
+                pos,
+                n - pos,
+            )
+            self._disk.truncate(self._name, pos)
+        if entries and self._commit > entries[-1][1]:
+            self._commit = entries[-1][1]
+
+    # ------------------------------------------------------------ durability
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dirty(self) -> bool:
+        """True if records are waiting for :meth:`flush`."""
+        return bool(self._buf)
+
+    def take_pending(self) -> bytes:
+        """Hand the pending records to the caller, who must append+sync them in order."""
+        data = bytes(self._buf)
+        self._buf.clear()
+        return data
+
+    def write_pending(self, data: bytes) -> None:
+        """Append and fsync records taken by :meth:`take_pending` (may run in a thread)."""
+        if data:
+            self._disk.append(self._name, data)
+            self._disk.sync(self._name)
+            self.fsyncs += 1
+
+    def flush(self) -> None:
+        """Make every mutation so far durable (one append + one fsync; no-op if clean)."""
+        self.write_pending(self.take_pending())
+
+    def _mark(self, idx: int) -> None:
+        if self.changed_from is None or idx < self.changed_from:
+            self.changed_from = idx
+
+    def take_changed_from(self) -> int | None:
+        c, self.changed_from = self.changed_from, None
+        return c
+
+    # ------------------------------------------------------------ pysyncobj Journal API
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        if type(command) is not bytes:
+            command = bytes(command)
+        self._entries.append((command, idx, term))
+        self._buf += _entry_rec(command, idx, term)
+        self._mark(idx)
+
+    def clear(self) -> None:
+        if self._entries:
+            self._mark(self._entries[0][1])
+        self._entries = []
+        self._buf += _record(bytes((_K_CLEAR,)))
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
+        if entryFrom >= len(self._entries):
+            return
+        idx = self._entries[entryFrom][1]
+        del self._entries[entryFrom:]
+        self._buf += _record(bytes((_K_TRUNCATE,)) + _Q.pack(idx))
+        self._mark(idx)
+
+    def deleteEntriesTo(self, entryTo: int) -> None:
+        if entryTo <= 0:
+            return
+        self._entries = self._entries[entryTo:]
+        self.rewrite()
+
+    def rewrite(self) -> None:
+        """Rewrite the whole file atomically from memory (compaction)."""
+        parts = [_state_rec(self._term, self._voted_for)]
+        parts.append(_record(bytes((_K_COMMIT,)) + _Q.pack(self._commit)))
+        parts.extend(_entry_rec(c, i, t) for c, i, t in self._entries)
+        self._buf.clear()
+        self._disk.write_atomic(self._name, b"".join(parts))
+        self.fsyncs += 1
+
+    def __getitem__(self, item: Any) -> Any:
+        return self._entries[item]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _destroy(self) -> None:
+        pass
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
+        if raftCommitIndex != self._commit:
+            self._commit = raftCommitIndex
+            self._buf += _record(bytes((_K_COMMIT,)) + _Q.pack(raftCommitIndex))
+
+    def getRaftCommitIndex(self) -> int:
+        return self._commit
+
+    def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:
+        if term == self._term and votedForNodeId == self._voted_for:
+            return
+        self._term = term
+        self._voted_for = votedForNodeId
+        self._buf += _state_rec(term, votedForNodeId)
+
+    def getCurrentTerm(self) -> int:
+        return self._term
+
+    def getVotedForNodeId(self) -> str | None:
+        return self._voted_for
+
+    def onOneSecondTimer(self) -> None:
+        pass
+
+    # ------------------------------------------------------------ helpers for raft.core
+
+    @property
+    def first_index(self) -> int:
+        return self._entries[0][1] if self._entries else 0
+
+    @property
+    def last_index(self) -> int:
+        return self._entries[-1][1] if self._entries else 0
+
+    def term_at(self, idx: int) -> int | None:
+        """Term of the entry at Raft index ``idx``, or None if not in the log."""
+        if not self._entries:
+            return None
+        pos = idx - self._entries[0][1]
+        if 0 <= pos < len(self._entries):
+            return self._entries[pos][2]
+        return None
+
+    def entry_at(self, idx: int) -> JournalEntry | None:
+        if not self._entries:
+            return None
+        pos = idx - self._entries[0][1]
+        if 0 <= pos < len(self._entries):
+            return self._entries[pos]
+        return None
+
+    def entries(self) -> Sequence[JournalEntry]:
+        return self._entries

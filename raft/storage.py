@@ -1,0 +1,180 @@
+"""File layer under the Raft journal and snapshots, with a crash-simulating twin.
+
+Theory of operation
+-------------------
+Everything Raft keeps on disk goes through a :class:`Disk`: named files that
+are appended to (not durable until :meth:`Disk.sync`) or replaced atomically
+and durably (:meth:`Disk.write_atomic`). Two implementations:
+
+* :class:`OsDisk` — real files in one directory; ``sync`` is ``fsync``;
+  ``write_atomic`` writes a temp file, fsyncs it, renames it over the target
+  and fsyncs the directory.
+* :class:`MemoryDisk` — in memory, keeping *durable* and *pending* bytes apart.
+  :meth:`MemoryDisk.crash` models power loss: pending (un-synced) appends are
+  dropped, optionally keeping a random prefix (a torn write). Used by the
+  deterministic simulator and by the durability tests.
+
+Both are synchronous; the trio driver calls ``sync`` through
+``trio.to_thread`` when configured to.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Protocol
+
+__all__ = ["Disk", "MemoryDisk", "OsDisk"]
+
+
+class Disk(Protocol):
+    """Named files for the journal and snapshots."""
+
+    def read(self, name: str) -> bytes | None:
+        """Whole contents (durable + pending), or None if the file does not exist."""
+
+    def append(self, name: str, data: bytes) -> None:
+        """Append bytes, creating the file; not durable until :meth:`sync`."""
+
+    def sync(self, name: str) -> None:
+        """Make every append to ``name`` so far durable (fsync)."""
+
+    def truncate(self, name: str, size: int) -> None:
+        """Cut the file to ``size`` bytes, durably."""
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        """Replace the file's contents atomically and durably."""
+
+    def remove(self, name: str) -> None:
+        """Delete the file if it exists."""
+
+
+class OsDisk:
+    """Real files in ``root`` (created if missing)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.fspath(root)
+        os.makedirs(self.root, exist_ok=True)
+        self._fds: dict[str, int] = {}
+
+    def _path(self, name: str) -> str:
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"bad file name {name!r}")
+        return os.path.join(self.root, name)
+
+    def _fd(self, name: str) -> int:
+        fd = self._fds.get(name)
+        if fd is None:
+            fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fds[name] = fd
+        return fd
+
+    def _close(self, name: str) -> None:
+        fd = self._fds.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            with open(self._path(name), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def append(self, name: str, data: bytes) -> None:
+        fd = self._fd(name)
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def sync(self, name: str) -> None:
+        os.fsync(self._fd(name))
+
+    def truncate(self, name: str, size: int) -> None:
+        fd = self._fd(name)
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+
+    def _sync_dir(self) -> None:
+        dfd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        path = self._path(name)
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._close(name)
+        os.replace(tmp, path)
+        self._sync_dir()
+
+    def remove(self, name: str) -> None:
+        self._close(name)
+        try:
+            os.unlink(self._path(name))
+        except FileNotFoundError:
+            return
+        self._sync_dir()
+
+    def close(self) -> None:
+        """Close open file descriptors (contents stay)."""
+        for name in list(self._fds):
+            self._close(name)
+
+
+class MemoryDisk:
+    """In-memory files that lose un-synced appends at :meth:`crash`."""
+
+    def __init__(self) -> None:
+        self.durable: dict[str, bytes] = {}
+        self.pending: dict[str, bytearray] = {}
+        self.syncs = 0
+
+    def read(self, name: str) -> bytes | None:
+        if name not in self.durable and name not in self.pending:
+            return None
+        return self.durable.get(name, b"") + bytes(self.pending.get(name, b""))
+
+    def append(self, name: str, data: bytes) -> None:
+        self.pending.setdefault(name, bytearray()).extend(data)
+
+    def sync(self, name: str) -> None:
+        self.syncs += 1
+        p = self.pending.pop(name, None)
+        if p is not None:
+            self.durable[name] = self.durable.get(name, b"") + bytes(p)
+        else:
+            self.durable.setdefault(name, b"")
+
+    def truncate(self, name: str, size: int) -> None:
+        whole = self.read(name) or b""
+        self.pending.pop(name, None)
+        self.durable[name] = whole[:size]
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        self.pending.pop(name, None)
+        self.durable[name] = bytes(data)
+
+    def remove(self, name: str) -> None:
+        self.pending.pop(name, None)
+        self.durable.pop(name, None)
+
+    def crash(self, rng: random.Random | None = None) -> None:
+        """Power loss: drop un-synced appends (with ``rng``, keep a random torn prefix)."""
+        if rng is not None:
+            for name, p in sorted(self.pending.items()):
+                keep = rng.randrange(len(p) + 1) if p else 0
+                if keep:
+                    self.durable[name] = self.durable.get(name, b"") + bytes(p[:keep])
+        self.pending.clear()

@@ -1,0 +1,182 @@
+"""Three-member groups in one process over FakePeerLinks, on trio's MockClock."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from raft.core import RaftConfig
+from raft.errors import NoLeader, NotLeader
+from tests.raft.cluster_helpers import Cluster
+
+IDS = ["a", "b", "c"]
+
+
+async def test_elects_a_leader_and_replicates(mock_clock: trio.testing.MockClock) -> None:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        with trio.fail_after(5):
+            leader = await c.wait_leader()
+        assert await leader.g.propose(b"one") == 1
+        assert await leader.g.propose(b"two") == 2
+        with trio.fail_after(5):
+            await c.wait_applied(2)
+        for m in c.live():
+            assert m.g.core.fsm.values == [b"one", b"two"]
+            assert m.g.leader_id == leader.node_id
+        st = leader.g.status()
+        assert st["state"] == "leader" and st["commit_index"] >= 3
+        assert set(st["peers"]) == {"a", "b", "c"} - {leader.node_id}
+        assert all(p["match_index"] >= 3 for p in st["peers"].values())
+        nursery.cancel_scope.cancel()
+
+
+async def test_concurrent_proposals_are_batched(mock_clock: trio.testing.MockClock) -> None:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        before = leader.g.core.journal.last_index
+        results: list[object] = []
+
+        async def one(i: int) -> None:
+            results.append(await leader.g.propose(b"v%d" % i))
+
+        async with trio.open_nursery() as inner:
+            for i in range(200):
+                inner.start_soon(one, i)
+        assert sorted(results) == list(range(1, 201))  # type: ignore[type-var]
+        entries = leader.g.core.journal.last_index - before
+        assert entries < 20, entries  # 200 proposals, a handful of Raft entries
+        nursery.cancel_scope.cancel()
+
+
+async def test_follower_forwards_and_non_forwarding_raises(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        follower = next(m for m in c.live() if m is not leader)
+        await follower.g.wait_leader()
+        assert await follower.g.propose(b"via-follower") == 1
+        follower.g.config.forward_proposals = False
+        try:
+            await follower.g.propose(b"x")
+        except NotLeader as e:
+            assert e.leader_id == leader.node_id
+        else:
+            raise AssertionError("expected NotLeader")
+        nursery.cancel_scope.cancel()
+
+
+async def test_leader_crash_new_leader_within_a_second(mock_clock: trio.testing.MockClock) -> None:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        old = await c.wait_leader()
+        await old.g.propose(b"before")
+        await c.wait_applied(1)
+        t0 = trio.current_time()
+        await old.crash()
+        with trio.fail_after(5):
+            new = await c.wait_leader(exclude={old.node_id})
+        took = trio.current_time() - t0
+        assert took < 1.0, took
+        assert await new.g.propose(b"after") == 2
+        await old.start()
+        with trio.fail_after(5):
+            await c.wait_applied(2)
+        assert old.g.core.fsm.values == [b"before", b"after"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_partitioned_leader_steps_down_within_election_timeout(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        cfg = RaftConfig()
+        c = Cluster(nursery, IDS, config=cfg)
+        await c.start()
+        old = await c.wait_leader()
+        await old.g.propose(b"x")
+        changes = old.g.subscribe_leadership()
+        c.net.sim.isolate(old.node_id, IDS)
+        t0 = trio.current_time()
+        with trio.fail_after(5):
+            async for state in changes:
+                if not state.is_leader:
+                    break
+        assert trio.current_time() - t0 <= cfg.election_timeout_s_max + cfg.heartbeat_s
+        with trio.fail_after(5):
+            new = await c.wait_leader(exclude={old.node_id})
+        await new.g.propose(b"majority side")
+        # the deposed leader cannot commit
+        with trio.move_on_after(1.0):
+            try:
+                await old.g.propose(b"minority side")
+            except (NoLeader, NotLeader):
+                pass
+        c.net.sim.heal()
+        with trio.fail_after(5):
+            await c.wait_applied(2)
+        for m in c.live():
+            assert m.g.core.fsm.values[:2] == [b"x", b"majority side"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_step_down_transfers_leadership(mock_clock: trio.testing.MockClock) -> None:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        old = await c.wait_leader()
+        changes = old.g.subscribe_leadership()
+        first = changes.receive_nowait()
+        assert first.is_leader
+        await old.g.propose(b"x")
+        with trio.fail_after(3):
+            await old.g.step_down()
+        assert not old.g.is_leader
+        with trio.fail_after(3):
+            new = await c.wait_leader()
+        assert new is not old
+        seen = [changes.receive_nowait() for _ in range(changes.statistics().current_buffer_used)]
+        assert any(not s.is_leader for s in seen)
+        try:
+            await old.g.step_down()
+        except NotLeader:
+            pass
+        else:
+            raise AssertionError("expected NotLeader")
+        nursery.cancel_scope.cancel()
+
+
+async def test_add_and_remove_member(mock_clock: trio.testing.MockClock) -> None:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        await leader.g.propose(b"v1")
+        # remove a follower
+        gone = next(m for m in c.live() if m is not leader)
+        with trio.fail_after(5):
+            await leader.g.remove_member(gone.node_id)
+        assert gone.node_id not in leader.g.members
+        await gone.crash(lose_unsynced=False)
+        assert await leader.g.propose(b"v2") == 2
+        # add a brand-new member d
+        from tests.raft.cluster_helpers import Member
+
+        d = Member(c, "d", [m.node_id for m in c.live()])
+        c.members["d"] = d
+        await d.start()
+        with trio.fail_after(5):
+            await leader.g.add_member("d")
+        assert "d" in leader.g.members
+        assert await leader.g.propose(b"v3") == 3
+        with trio.fail_after(5):
+            await c.wait_applied(3)
+        assert d.g.core.fsm.values == [b"v1", b"v2", b"v3"]
+        nursery.cancel_scope.cancel()
