@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.monitor.connz import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, account_name, sub_detail
-from node.monitor.gofmt import NS_PER_S, go_time, uptime
+from node.monitor.gofmt import NS_PER_S, go_time, rtt_string, uptime
 from node.monitor.query import MonitorError, Query
 from node.subjects import valid_literal_subject
 from node.version import NATS_VERSION
@@ -281,8 +281,8 @@ def varz(
             "cpu": proc.cpu_percent,
             "connections": len(server.clients),
             "total_connections": stats.total_connections,
-            "routes": 0,
-            "remotes": 0,
+            "routes": len(_routes(server)),
+            "remotes": len(server.cfg.cluster.routes) if server.cfg.cluster else 0,
             "leafnodes": 0,
             "in_msgs": stats.in_msgs,
             "in_bytes": stats.in_bytes,
@@ -402,16 +402,58 @@ def subsz(server: Any, query: Query | None = None, *, now: float | None = None) 
 # -- small documents --------------------------------------------------------------------------
 
 
+def _routes(server: Any) -> list[Any]:
+    """Registered routes (``server.routes.by_id``), by rid; empty when not clustered."""
+    by_id = getattr(getattr(server, "routes", None), "by_id", None) or {}
+    return sorted(by_id.values(), key=lambda r: r.rid)
+
+
+def _route_info(route: Any, now: float, subs: bool, subs_detail: bool) -> dict[str, Any]:
+    start = float(route.start_wall)
+    last = float(getattr(route, "last_activity_wall", start) or start)
+    remote = list(getattr(route, "remote_subs", {}).values())
+    info: dict[str, Any] = {
+        "rid": route.rid,
+        "remote_id": route.remote_id,
+        "remote_name": route.remote_name,
+        "did_solicit": bool(route.solicited),
+        "is_configured": bool(getattr(route, "configured", False)),
+        "ip": route.ip,
+        "port": route.port,
+        "start": go_time(start),
+        "last_activity": go_time(last),
+        "rtt": rtt_string(float(getattr(route, "rtt_s", 0.0))),
+        "uptime": uptime(now - start),
+        "idle": uptime(now - last),
+        "pending_size": int(getattr(route, "pending_bytes", 0)),
+        "in_msgs": int(route.in_msgs),
+        "out_msgs": int(route.out_msgs),
+        "in_bytes": int(route.in_bytes),
+        "out_bytes": int(route.out_bytes),
+        "subscriptions": len(remote),
+    }
+    if remote and subs_detail:
+        info["subscriptions_list_detail"] = [
+            {"subject": rs.subject.decode(errors="replace"), "sid": "", "msgs": 0, "cid": route.rid}
+            for rs in remote
+        ]
+    elif remote and subs:
+        info["subscriptions_list"] = [rs.subject.decode(errors="replace") for rs in remote]
+    return info
+
+
 def routez(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
-    """The ``/routez`` document (no routes yet)."""
+    """The ``/routez`` document (``subs=true|detail``)."""
     q = query or Query()
-    q.subs()  # validated like nats-server, nothing to list
+    subs, subs_detail = q.subs()
+    now = _now(server, now)
+    routes = [_route_info(r, now, subs, subs_detail) for r in _routes(server)]
     return {
         "server_id": server.server_id,
         "server_name": server.server_name,
-        "now": go_time(_now(server, now)),
-        "num_routes": 0,
-        "routes": [],
+        "now": go_time(now),
+        "num_routes": len(routes),
+        "routes": routes,
     }
 
 

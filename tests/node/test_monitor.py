@@ -696,3 +696,19 @@ async def test_server_run_with_monitor() -> None:
 
             await c1.aclose()
             server.shutdown()
+
+
+def test_routez_lists_registered_routes(populated: Server) -> None:
+    class FakeRoute:
+        rid, remote_id, remote_name, solicited, configured = 1, "NABC", "srvB", True, True
+        ip, port, start_wall, last_activity_wall, rtt_s = "10.0.0.2", 6222, T0, T0 + 10, 0.0005
+        pending_bytes, in_msgs, out_msgs, in_bytes, out_bytes = 0, 3, 4, 30, 40
+        remote_subs: dict[Any, Any] = {}
+
+    populated.routes.by_id = {"NABC": FakeRoute()}  # type: ignore[dict-item]
+    doc = routez(populated, now=T0 + 70)
+    assert doc["num_routes"] == 1
+    (r,) = doc["routes"]
+    assert (r["rid"], r["remote_name"], r["did_solicit"], r["rtt"]) == (1, "srvB", True, "500µs")
+    assert (r["uptime"], r["idle"], r["in_msgs"], r["subscriptions"]) == ("1m10s", "1m0s", 3, 0)
+    assert varz(populated, now=T0)["routes"] == 1
