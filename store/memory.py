@@ -358,7 +358,9 @@ class MemoryStreamStore:
         num_deleted = max(0, self._last_seq - first + 1 - n) if n else 0
         deleted: tuple[int, ...] | None = None
         if deleted_details:
-            deleted = tuple(s for s in range(first, self._last_seq + 1) if s not in self._msgs)
+            deleted = tuple(
+                s for s in range(first, self._last_seq + 1) if n and s not in self._msgs
+            )
         subjects: dict[str, int] | None = None
         if subjects_filter is not None:
             subjects = {k: v.msgs for k, v in self.subject_state(subjects_filter).items()}

@@ -1,0 +1,193 @@
+"""The file store against the memory store as a model, over random operations.
+
+A hypothesis ``RuleBasedStateMachine`` drives both stores with the same
+operations (including limits changes, purges, truncates, snapshot/restore and
+close+reopen of the file store) and checks after each step that everything
+observable is equal.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+from pathlib import Path
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from store.errors import LimitExceeded, MsgNotFound, StoreEOF
+from store.file import FileStreamStore
+from store.limits import Accounting, Discard, StreamLimits
+from store.memory import MemoryStreamStore
+
+SUBJECTS = ["a.1", "a.2", "b.1", "b.x.y", "c"]
+FILTERS = [">", "a.*", "a.1", "b.>", "*.1", "c", "zz", "*.x.*"]
+
+limits_st = st.builds(
+    StreamLimits,
+    max_msgs=st.sampled_from([-1, -1, 3, 8, 20]),
+    max_bytes=st.sampled_from([-1, -1, 300, 1000]),
+    max_age_ns=st.sampled_from([0, 0, 50]),
+    max_msgs_per_subject=st.sampled_from([-1, -1, 1, 2, 4]),
+    max_msg_size=st.sampled_from([-1, -1, 40]),
+    discard=st.sampled_from([Discard.OLD, Discard.NEW]),
+    discard_new_per_subject=st.booleans(),
+)
+
+
+class FileVsMemory(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="tjmodel-"))
+        self.now = 1000
+        self.opts: dict[str, object] = {}
+        self.model = MemoryStreamStore(accounting=Accounting.FILE)
+        self.file: FileStreamStore | None = None
+
+    @initialize(
+        seg=st.sampled_from([150, 400, 4096]),
+        compression=st.booleans(),
+        limits=limits_st,
+    )
+    def setup(self, seg: int, compression: bool, limits: StreamLimits) -> None:
+        self.opts = {"segment_bytes_max": seg, "compression": compression}
+        self.file = FileStreamStore(self.dir, limits, **self.opts)  # type: ignore[arg-type]
+        self.model.update_limits(limits)
+
+    @property
+    def fs(self) -> FileStreamStore:
+        assert self.file is not None
+        return self.file
+
+    def both(self, fn):  # type: ignore[no-untyped-def]
+        outs = []
+        for s in (self.model, self.fs):
+            try:
+                outs.append(("ok", fn(s)))
+            except (LimitExceeded, MsgNotFound) as e:
+                outs.append(("err", type(e)))
+        assert outs[0] == outs[1], outs
+        return outs[0]
+
+    @rule(
+        subj=st.sampled_from(SUBJECTS),
+        hdr=st.booleans(),
+        n=st.integers(0, 30),
+        dt=st.integers(0, 20),
+    )
+    def append(self, subj: str, hdr: bool, n: int, dt: int) -> None:
+        self.now += dt
+        h = b"NATS/1.0\r\nK: v\r\n\r\n" if hdr else b""
+        p = bytes([65 + n % 26]) * n
+        self.both(lambda s: s.append(subj, h, p, self.now))
+
+    @rule(k=st.integers(1, 15), subj=st.sampled_from(SUBJECTS))
+    def append_many(self, k: int, subj: str) -> None:
+        for i in range(k):
+            self.now += 1
+            self.both(lambda s, i=i: s.append(subj, b"", b"x" * i, self.now))
+
+    @rule(back=st.integers(0, 12), erase=st.booleans())
+    def remove(self, back: int, erase: bool) -> None:
+        seq = max(1, self.model.state().last_seq - back)
+        self.both(lambda s: s.remove(seq, erase=erase))
+
+    @rule(
+        filt=st.sampled_from([None, ">", "a.*", "c", "b.x.y"]),
+        back=st.one_of(st.none(), st.integers(0, 10)),
+        keep=st.one_of(st.none(), st.integers(0, 4)),
+    )
+    def purge(self, filt: str | None, back: int | None, keep: int | None) -> None:
+        seq = None if back is None else max(0, self.model.state().last_seq - back)
+        if seq is not None and keep:
+            keep = None
+        self.both(lambda s: s.purge(filter=filt, seq=seq, keep=keep))
+
+    @rule(delta=st.integers(-10, 5))
+    def compact(self, delta: int) -> None:
+        seq = self.model.state().last_seq + delta
+        self.both(lambda s: s.compact(seq))
+
+    @rule(back=st.integers(0, 12))
+    def truncate(self, back: int) -> None:
+        seq = max(0, self.model.state().last_seq - back)
+        self.both(lambda s: s.truncate(seq))
+
+    @rule(dt=st.integers(0, 100))
+    def expire(self, dt: int) -> None:
+        self.now += dt
+        self.both(lambda s: s.expire(self.now))
+
+    @rule(limits=limits_st)
+    def update_limits(self, limits: StreamLimits) -> None:
+        self.both(lambda s: s.update_limits(limits))
+
+    @rule()
+    def reopen(self) -> None:
+        self.fs.close()
+        self.file = FileStreamStore(self.dir, self.model.limits, **self.opts)  # type: ignore[arg-type]
+        assert self.fs.recovery_report.clean
+        assert self.fs.recovery_report.torn_tail_bytes == 0
+
+    @rule()
+    def sync(self) -> None:
+        self.fs.sync()
+
+    @precondition(lambda self: self.file is not None)
+    @rule(to_model=st.booleans())
+    def snapshot_restore(self, to_model: bool) -> None:
+        buf = io.BytesIO()
+        (self.fs if to_model else self.model).snapshot(buf)
+        buf.seek(0)
+        (self.model if to_model else self.fs).restore(buf)
+
+    @rule(filt=st.sampled_from(FILTERS), back=st.integers(0, 40))
+    def load_next(self, filt: str, back: int) -> None:
+        start = max(0, self.model.state().last_seq - back)
+        self.both(lambda s: s.load_next(filt, start))
+
+    @rule(filt=st.sampled_from(FILTERS))
+    def load_last(self, filt: str) -> None:
+        self.both(lambda s: s.load_last(filt))
+
+    @rule(back=st.integers(0, 20))
+    def load(self, back: int) -> None:
+        seq = max(1, self.model.state().last_seq - back)
+        self.both(lambda s: s.load(seq))
+
+    @invariant()
+    def same_state(self) -> None:
+        if self.file is None:
+            return
+        a = self.model.state(deleted_details=True, subjects_filter=">")
+        b = self.fs.state(deleted_details=True, subjects_filter=">")
+        assert a == b
+        assert self.model.subject_state() == self.fs.subject_state()
+        assert self.model.next_expiry_ns() == self.fs.next_expiry_ns()
+
+    def teardown(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            # final check: what is on disk matches the model
+            again = FileStreamStore(self.dir, self.model.limits, **self.opts)  # type: ignore[arg-type]
+            try:
+                assert again.state(deleted_details=True) == self.model.state(deleted_details=True)
+                assert list(again.iter_live()) == list(self.model._msgs.values())
+            finally:
+                again.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+FileVsMemory.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestFileVsMemory = FileVsMemory.TestCase
+
+
+def test_store_error_types_cover_eof() -> None:
+    assert issubclass(StoreEOF, MsgNotFound)
