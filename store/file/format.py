@@ -19,7 +19,9 @@ The *body* is a log of records, each self-checking::
     | subject | headers | payload | u32 crc32(all previous bytes)
 
 ``kind`` is MSG (a message; bit 0x80 = erased), TOMB (payload = u64 target
-sequences now deleted) or FLOOR (``seq`` = every sequence below is deleted).
+sequences now deleted), FLOOR (``seq`` = every sequence below is deleted) or
+SEAL (the last record of a sealed segment: a segment that is not the last one
+but lacks it was cut, which recovery reports).
 Record positions are *logical* offsets into the body.  An uncompressed body
 is stored as is.  A sealed segment may be stored compressed (flag bit 0) as
 a run of independent lz4 chunks, each holding whole records::
@@ -47,6 +49,7 @@ __all__ = [
     "KIND_ERASED",
     "KIND_FLOOR",
     "KIND_MSG",
+    "KIND_SEAL",
     "KIND_TOMB",
     "NONE_OFF",
     "REC_HDR",
@@ -71,8 +74,9 @@ SEG_HDR_SIZE = SEG_HDR.size + 4  # + crc
 KIND_MSG = 1
 KIND_TOMB = 2
 KIND_FLOOR = 3
+KIND_SEAL = 4
 KIND_ERASED = 0x80
-_KINDS = frozenset({KIND_MSG, KIND_MSG | KIND_ERASED, KIND_TOMB, KIND_FLOOR})
+_KINDS = frozenset({KIND_MSG, KIND_MSG | KIND_ERASED, KIND_TOMB, KIND_FLOOR, KIND_SEAL})
 
 REC_HDR = struct.Struct("<IBQqHI")
 REC_OVERHEAD = REC_HDR.size + 4

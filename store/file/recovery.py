@@ -40,6 +40,7 @@ from store.file.format import (
     KIND_ERASED,
     KIND_FLOOR,
     KIND_MSG,
+    KIND_SEAL,
     KIND_TOMB,
     REC_HDR,
     REC_OVERHEAD,
@@ -107,6 +108,8 @@ def _apply_record(
         seg.tombs.frombytes(bytes(buf[o : pos + total - 4]))
     elif kind == KIND_FLOOR:
         seg.floor = max(seg.floor, seq)
+    elif kind == KIND_SEAL:
+        seg.sealed = True
     seg.end = loff + total
     return None
 
@@ -122,7 +125,7 @@ def add_gap(seg: Segment, n: int, off: int) -> None:
 def _next_valid_record(buf: bytes, start: int) -> int:
     """Offset of the next valid record at or after ``start``, or -1."""
     n = len(buf)
-    kinds = (KIND_MSG, KIND_MSG | KIND_ERASED, KIND_TOMB, KIND_FLOOR)
+    kinds = (KIND_MSG, KIND_MSG | KIND_ERASED, KIND_TOMB, KIND_FLOOR, KIND_SEAL)
     q = start
     while q + REC_OVERHEAD <= n:
         if buf[q + 4] in kinds:
@@ -249,6 +252,7 @@ def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
         sids = array("I", map(mapping.__getitem__, sids))
     seg.sids = sids
     seg.live = bytearray(ck["live"])
+    seg.sealed = bool(ck.get("sealed", False))
     seg.tombs.frombytes(ck["tombs"])
     seg.floor = int(ck["floor"])
     seg.end = int(ck["end"])

@@ -41,6 +41,7 @@ from store.file.format import (
     CHUNK_HDR_SIZE,
     FLAG_COMPRESSED,
     KIND_MSG,
+    KIND_SEAL,
     REC_HDR,
     SEG_HDR_SIZE,
     SEG_VERSION,
@@ -48,6 +49,7 @@ from store.file.format import (
     check_record,
     decode_chunk_header,
     encode_chunk,
+    encode_record,
     encode_seg_header,
     idx_name,
     seg_name,
@@ -109,6 +111,7 @@ class Segment:
         self.wbuf = bytearray()
         self.flushed = 0
         self.damaged = False
+        self.sealed = False
         self.idx_dirty = True
         self.stats: SubjectStats | None = None
 
@@ -274,6 +277,13 @@ class Segment:
 
     # ------------------------------------------------------------------ sealing
 
+    def seal(self) -> None:
+        """Append the SEAL record (once) and fsync."""
+        if not self.sealed:
+            self.write_record(encode_record(KIND_SEAL, self.last_msg_seq, 0, b"", b"", b""))
+            self.sealed = True
+        self.sync()
+
     def compress_file(self) -> None:
         """Rewrite this (sealed, flushed) segment as lz4 chunks, atomically."""
         body = self.body()
@@ -396,6 +406,7 @@ class Segment:
             "end": self.end,
             "last_ts": self.last_ts,
             "floor": self.floor,
+            "sealed": self.sealed,
             "subj": {sid: subjects[sid] for sid in set(self.sids) | used},
             "offs": self.offs.tobytes(),
             "sizes": self.sizes.tobytes(),

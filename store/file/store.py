@@ -76,6 +76,7 @@ from store.file.format import (
     KIND_ERASED,
     KIND_FLOOR,
     KIND_MSG,
+    KIND_SEAL,
     KIND_TOMB,
     REC_HDR,
     SEG_HDR_SIZE,
@@ -310,7 +311,7 @@ class FileStreamStore:
             self._add_seg(seg)
             return
         act = self._segs[-1]
-        if act.compressed:
+        if act.compressed or act.sealed:
             self._roll()
 
     def _add_seg(self, seg: Segment) -> None:
@@ -550,7 +551,10 @@ class FileStreamStore:
     def _roll(self, base: int | None = None) -> Segment:
         """Seal the active segment and start a new one at ``base``."""
         old = self._active
-        old.sync()
+        if not old.damaged:
+            old.seal()
+        else:
+            old.sync()
         if self._compression and old.end > 0 and not old.damaged and not old.compressed:
             old.compress_file()
             self._cache.clear()
@@ -575,6 +579,7 @@ class FileStreamStore:
         else:
             for s in old:
                 s.flush()
+            act.seal()
             keep = Segment.create(self._dir, base, last_ts, base)
         for s in old:
             self._unlink(s)
@@ -831,9 +836,10 @@ class FileStreamStore:
                 self._unlink(s)
                 continue
             k = seq - s.base + 1
-            if k < len(s.offs):
-                body = s.body()[: s.offs[k]]
-                s.rewrite_uncompressed(body)
+            if k < len(s.offs) or not s.sealed:
+                seal = encode_record(KIND_SEAL, s.base + k - 1, 0, b"", b"", b"")
+                body = s.body()[: s.offs[k]] if k < len(s.offs) else s.body()
+                s.rewrite_uncompressed(body + seal)
                 s.drop_checkpoint()
             keep.append(s)
             s.close_fd()
