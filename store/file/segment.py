@@ -43,10 +43,10 @@ from store.file.format import (
     KIND_MSG,
     KIND_SEAL,
     REC_HDR,
+    REC_OVERHEAD,
     SEG_HDR_SIZE,
     SEG_VERSION,
     SegHeader,
-    check_record,
     decode_chunk_header,
     encode_chunk,
     encode_record,
@@ -251,16 +251,24 @@ class Segment:
         off = self.offs[i]
         seq = self.base + i
         buf = self.read_at(off, self.sizes[i] + 1, cache)
-        total = check_record(buf, 0)
-        if total == 0:
+        if len(buf) < REC_OVERHEAD:
+            raise CorruptionError(self.name, off, seq, "short")
+        total, kind, rseq, ts, slen, hlen = REC_HDR.unpack_from(buf, 0)
+        if (
+            total > len(buf)
+            or total < REC_OVERHEAD + slen + hlen
+            or zlib.crc32(buf[: total - 4]) != int.from_bytes(buf[total - 4 : total], "little")
+        ):
             raise CorruptionError(self.name, off, seq, "crc")
-        _t, kind, rseq, ts, slen, hlen = REC_HDR.unpack_from(buf, 0)
         if kind != KIND_MSG or rseq != seq:
             raise CorruptionError(self.name, off, seq, "index")
         o = REC_HDR.size
-        subj = buf[o : o + slen].decode()
         return StoredMsg(
-            seq, subj, buf[o + slen : o + slen + hlen], buf[o + slen + hlen : total - 4], ts
+            seq,
+            buf[o : o + slen].decode(),
+            buf[o + slen : o + slen + hlen],
+            buf[o + slen + hlen : total - 4],
+            ts,
         )
 
     def read_ts(self, i: int, cache: dict[tuple[str, int], bytes]) -> int:
