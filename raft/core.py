@@ -179,6 +179,7 @@ class RaftConfig:
     proposals_pending_max: int = 20_000
     inbound_messages_max: int = 50_000
     commands_queue_max: int = 4096  # pysyncobj's queue (forwarded commands)
+    entries_per_cycle_max: int = 256  # batch entries submitted per cycle
     send_bytes_per_cycle_max: int = 4 * 1024 * 1024  # per peer
     payload_bytes_max: int = 2 * 1024 * 1024  # per frame payload (< frame_bytes_max)
     log_compaction_entries_min: int = 100_000
@@ -644,7 +645,9 @@ class RaftCore:
         obj = self.obj
         cap_bytes = self.config.entry_bytes_max - 16
         cap_n = self.config.batch_proposals_max
-        while self._pending:
+        for _ in range(self.config.entries_per_cycle_max):
+            if not self._pending:
+                break
             batch: list[Proposal] = []
             size = 5
             while self._pending and len(batch) < cap_n:
@@ -727,7 +730,8 @@ class RaftCore:
     def _encode_outbox(self) -> list[tuple[str, bytes]]:
         out: list[tuple[str, bytes]] = []
         limit = self.config.payload_bytes_max
-        for pid, msgs in self.transport.take_outbox().items():
+        # sorted: pysyncobj iterates sets of nodes (hash order varies per process)
+        for pid, msgs in sorted(self.transport.take_outbox().items()):
             chunk: list[dict[str, Any]] = []
             size = 0
             for m in msgs:

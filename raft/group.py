@@ -310,6 +310,12 @@ class RaftGroup:
 
     # ------------------------------------------------------------ introspection
 
+    async def wait_cycle(self) -> None:
+        """Wait until the driver completes its next cycle (at least one per heartbeat
+        or election timeout). Cancellation: nothing to undo."""
+        _, driver = self._need()
+        await driver.wait_cycle()
+
     def status(self) -> dict[str, Any]:
         """term, leader, commit_index, applied, last_index, peers{match_index,
         next_index, last_seen_s_ago}, fsyncs, snapshot counts."""

@@ -80,6 +80,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._voted_for: str | None = None
         self._commit = 1
         self._buf = bytearray()
+        self._must_sync = False
         self.changed_from: int | None = None
         self.fsyncs = 0
         self._replay()
@@ -139,13 +140,18 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     @property
     def dirty(self) -> bool:
-        """True if records are waiting for :meth:`flush`."""
-        return bool(self._buf)
+        """True if entries, term or vote are waiting for :meth:`flush`.
+
+        A commit-index record alone does not make the journal dirty: Raft does
+        not need it durable (it is recomputed), so it rides with the next fsync.
+        """
+        return self._must_sync
 
     def take_pending(self) -> bytes:
         """Hand the pending records to the caller, who must append+sync them in order."""
         data = bytes(self._buf)
         self._buf.clear()
+        self._must_sync = False
         return data
 
     def write_pending(self, data: bytes) -> None:
@@ -157,7 +163,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def flush(self) -> None:
         """Make every mutation so far durable (one append + one fsync; no-op if clean)."""
-        self.write_pending(self.take_pending())
+        if self._must_sync:
+            self.write_pending(self.take_pending())
 
     def _mark(self, idx: int) -> None:
         if self.changed_from is None or idx < self.changed_from:
@@ -174,6 +181,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             command = bytes(command)
         self._entries.append((command, idx, term))
         self._buf += _entry_rec(command, idx, term)
+        self._must_sync = True
         self._mark(idx)
 
     def clear(self) -> None:
@@ -181,6 +189,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             self._mark(self._entries[0][1])
         self._entries = []
         self._buf += _record(bytes((_K_CLEAR,)))
+        self._must_sync = True
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         if entryFrom >= len(self._entries):
@@ -188,6 +197,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         idx = self._entries[entryFrom][1]
         del self._entries[entryFrom:]
         self._buf += _record(bytes((_K_TRUNCATE,)) + _Q.pack(idx))
+        self._must_sync = True
         self._mark(idx)
 
     def deleteEntriesTo(self, entryTo: int) -> None:
@@ -202,6 +212,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         parts.append(_record(bytes((_K_COMMIT,)) + _Q.pack(self._commit)))
         parts.extend(_entry_rec(c, i, t) for c, i, t in self._entries)
         self._buf.clear()
+        self._must_sync = False
         self._disk.write_atomic(self._name, b"".join(parts))
         self.fsyncs += 1
 
@@ -228,6 +239,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._term = term
         self._voted_for = votedForNodeId
         self._buf += _state_rec(term, votedForNodeId)
+        self._must_sync = True
 
     def getCurrentTerm(self) -> int:
         return self._term

@@ -388,8 +388,8 @@ class TcpPeerLinks:
                 nursery.start_soon(self._writer, c, nursery.cancel_scope)
                 await self._reader(c, rest)
                 nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            log.info("event=link_down peer=%s error=%r", peer_id, e)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
+            log.info("event=link_down peer=%s error=%r", peer_id, eg.exceptions[0])
         finally:
             self._close(c)
             if self._conns.get(peer_id) is c:

@@ -1,0 +1,125 @@
+"""raft.driver under trio's MockClock: event-driven cycles, group commit, send after fsync."""
+
+from __future__ import annotations
+
+import random
+
+import trio
+import trio.testing
+
+from chaos.net import FakeNetwork
+from chaos.toyfsm import ToyStateMachine
+from raft.errors import ProposalDropped
+from raft.group import RaftGroup
+from raft.storage import MemoryDisk
+from tests.raft.cluster_helpers import Cluster
+
+IDS = ["a", "b", "c"]
+
+
+async def test_single_member_commits_without_waiting_for_a_timer(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    net = FakeNetwork()
+    disk = MemoryDisk()
+    g = RaftGroup("solo", "a", [], ToyStateMachine(), net.links("a"), disk, fsync_in_thread=False)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        await g.wait_leader()
+        t0 = trio.current_time()
+        assert await g.propose(b"x") == 1
+        assert await g.propose(b"y") == 2
+        assert trio.current_time() == t0  # no timer involved: event-driven
+        assert disk.durable["solo.journal"]  # and it is on "disk"
+        nursery.cancel_scope.cancel()
+    # after the group stops, proposals are refused
+    try:
+        await g.propose(b"z")
+    except ProposalDropped as e:
+        assert not e.maybe_committed
+    else:
+        raise AssertionError("expected ProposalDropped")
+
+
+async def test_idle_group_wakes_only_for_heartbeats(mock_clock: trio.testing.MockClock) -> None:
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        await leader.g.propose(b"x")
+        cycles0 = {m.node_id: m.g._driver.cycles for m in c.live()}  # type: ignore[union-attr]
+        await trio.sleep(10.0)
+        hb = c.config.heartbeat_s
+        beats = 10.0 / hb
+        for m in c.live():
+            n = m.g._driver.cycles - cycles0[m.node_id]  # type: ignore[union-attr]
+            if m is leader:  # its heartbeat timer + one per follower response
+                assert n <= 3 * beats + 5, n
+            else:  # one per append-entries received, nothing else
+                assert n <= beats + 5, n
+        nursery.cancel_scope.cancel()
+
+
+class CheckingLinks:
+    """Wraps FakePeerLinks; asserts nothing is sent while the journal has un-synced records."""
+
+    def __init__(self, inner, owner) -> None:  # type: ignore[no-untyped-def]
+        self.inner = inner
+        self.owner = owner
+        self.node_id = inner.node_id
+        self.sends = 0
+
+    def register(self, gid, h):  # type: ignore[no-untyped-def]
+        self.inner.register(gid, h)
+
+    def unregister(self, gid):  # type: ignore[no-untyped-def]
+        self.inner.unregister(gid)
+
+    def send(self, peer, gid, payload):  # type: ignore[no-untyped-def]
+        assert not self.owner.core.journal.dirty, (
+            "message sent before its journal records were fsynced"
+        )
+        self.sends += 1
+        return self.inner.send(peer, gid, payload)
+
+
+async def test_nothing_leaves_before_the_fsync_and_one_fsync_per_cycle(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    net = FakeNetwork(3)
+    groups, links, disks = [], [], []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(net.run)
+        for i in IDS:
+            disk = MemoryDisk()
+            holder: dict = {}
+            lk = CheckingLinks(net.links(i), None)
+            g = RaftGroup(
+                "g",
+                i,
+                [p for p in IDS if p != i],
+                ToyStateMachine(),
+                lk,  # type: ignore[arg-type]
+                disk,
+                rng=random.Random(i),
+                fsync_in_thread=False,
+            )
+            lk.owner = g
+            del holder
+            groups.append(g)
+            links.append(lk)
+            disks.append(disk)
+            await nursery.start(g.run)
+        leader = await groups[0].wait_leader()
+        lg = next(g for g in groups if g.node_id == leader)
+
+        async def one(i: int) -> None:
+            await lg.propose(b"%d" % i)
+
+        async with trio.open_nursery() as inner:
+            for i in range(300):
+                inner.start_soon(one, i)
+        for g, d in zip(groups, disks, strict=True):
+            assert d.syncs <= g._driver.cycles  # type: ignore[union-attr]
+        assert all(lk.sends > 0 for lk in links)
+        nursery.cancel_scope.cancel()
