@@ -51,6 +51,8 @@ from node.protocol.events import (
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
 ERR_MAX_PAYLOAD = "Maximum Payload Violation"
 ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
+# nats-server's parseSize rejects sizes of more than 9 digits as invalid (not oversize)
+SIZE_DIGITS_MAX = 9
 
 
 class Role(enum.Enum):
@@ -174,7 +176,7 @@ class ProtocolConnection:
                 end_line = nl - 1 if buf[nl - 1] == 13 else nl
                 if end_line - pos > mcl:
                     return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
-                args = buf[pos + 4 : end_line].split()
+                args = _split_args(buf[pos + 4 : end_line])
                 na = len(args)
                 if na == 2:
                     size_tok = args[1]
@@ -184,7 +186,7 @@ class ProtocolConnection:
                     reply = args[1]
                 else:
                     return self._fail(out, None, "PUB arguments")
-                if not size_tok.isdigit():
+                if not size_tok.isdigit() or len(size_tok) > SIZE_DIGITS_MAX:
                     return self._fail(out, None, "PUB size")
                 size = int(size_tok)
                 if size > self.max_payload:
@@ -249,7 +251,7 @@ class ProtocolConnection:
         Returns an event, a pending-payload tuple, a violation, or None for a
         line that produces nothing.
         """
-        parts = line.split(None, 1)
+        parts = line.split(None, 1) if self.role is not Role.SERVER else _split_verb(line)
         if not parts or line[:1] in (b" ", b"\t"):
             return ProtocolViolation(ERR_UNKNOWN_OP, "empty line")
         verb = parts[0].upper()
@@ -271,17 +273,17 @@ class ProtocolConnection:
         if verb == b"PUB":
             if not rest:
                 return _missing(line)
-            return self._pub_args(rest.split())
+            return self._pub_args(_split_args(rest))
         if verb == b"HPUB":
             if not rest:
                 return _missing(line)
             if not self.headers:
                 return ProtocolViolation(None, "HPUB without headers support")
-            return self._hpub_args(rest.split())
+            return self._hpub_args(_split_args(rest))
         if verb == b"SUB":
             if not rest:
                 return _missing(line)
-            args = rest.split()
+            args = _split_args(rest)
             if len(args) == 2:
                 return Sub(args[0], None, args[1])
             if len(args) == 3:
@@ -290,7 +292,7 @@ class ProtocolConnection:
         if verb == b"UNSUB":
             if not rest:
                 return _missing(line)
-            args = rest.split()
+            args = _split_args(rest)
             if len(args) == 1:
                 return Unsub(args[0], None)
             if len(args) == 2:
@@ -298,18 +300,20 @@ class ProtocolConnection:
                 mx = args[1]
                 return Unsub(args[0], int(mx) if mx.isdigit() else 0)
             return ProtocolViolation(None, "UNSUB arguments")
-        if verb == b"CONNECT":
-            ev = _json_event(Connect, rest)
+        if verb.startswith(b"CONNECT"):
+            # nats-server's argument starts right after the verb: CONNECT{} is
+            # accepted, CONNECTX {} is bad JSON (silent close)
+            ev = _json_event(Connect, line[7:])
             if type(ev) is Connect and isinstance(ev.fields.get("headers"), bool):
                 # nats-server applies CONNECT as it parses: an HPUB later in
                 # the same chunk already sees the client's headers support
                 self.headers = ev.fields["headers"]
             return ev
-        if verb == b"INFO":
+        if verb.startswith(b"INFO"):
             # a client's INFO is ignored when it is a JSON object, else fatal (silent)
-            ev = _json_event(Info, rest)
+            ev = _json_event(Info, line[4:])
             return None if type(ev) is Info else ev
-        if verb == b"+OK":
+        if verb.startswith(b"+OK"):  # nats-server ignores the rest of a +OK line
             return OK
         if verb == b"-ERR":
             return Err(_err_text(rest))
@@ -377,7 +381,7 @@ class ProtocolConnection:
             subject, reply, size_tok = args
         else:
             return ProtocolViolation(None, "PUB arguments")
-        if not size_tok.isdigit():
+        if not size_tok.isdigit() or len(size_tok) > SIZE_DIGITS_MAX:
             return ProtocolViolation(None, "PUB size")
         size = int(size_tok)
         if size > self.max_payload:
@@ -391,7 +395,10 @@ class ProtocolConnection:
             subject, reply = args[0], args[1]
         else:
             return ProtocolViolation(None, "HPUB arguments")
-        if not (args[-1].isdigit() and args[-2].isdigit()):
+        if (
+            not (args[-1].isdigit() and args[-2].isdigit())
+            or max(len(args[-1]), len(args[-2])) > SIZE_DIGITS_MAX
+        ):
             return ProtocolViolation(None, "HPUB sizes")
         hsize, total = int(args[-2]), int(args[-1])
         if hsize > total:
@@ -446,6 +453,29 @@ class ProtocolConnection:
         if h < 0:
             return RMsg(pend[2], pend[3], pend[4], pend[5], None, body)
         return RMsg(pend[2], pend[3], pend[4], pend[5], body[:h], body[h:])
+
+
+_ODD_WS = (b"\r", b"\x0b", b"\x0c")
+
+
+def _split_args(b: bytes) -> list[bytes]:
+    """Split arguments on spaces and tabs only, as nats-server does (``bytes.split()``
+    would also split on CR, VT and FF, turning ``0\\r`` into a valid size)."""
+    if b"\r" in b or b"\x0b" in b or b"\x0c" in b:
+        return [a for a in b.replace(b"\t", b" ").split(b" ") if a]
+    return b.split()
+
+
+def _split_verb(line: bytes) -> list[bytes]:
+    """``line.split(None, 1)`` but only spaces and tabs separate the verb."""
+    if b"\r" in line or b"\x0b" in line or b"\x0c" in line:
+        parts = line.replace(b"\t", b" ").split(b" ", 1)
+        if len(parts) == 2:
+            parts[1] = parts[1].lstrip(b" \t")
+            if not parts[1]:
+                parts.pop()
+        return [p for p in parts if p] if parts[0] else []
+    return line.split(None, 1)
 
 
 def _missing(line: bytes) -> ProtocolViolation:
