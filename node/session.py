@@ -511,7 +511,9 @@ class ClientSession:
 
     def _on_sub(self, ev: Sub) -> None:
         subject = ev.subject
-        if not valid_subject(subject):
+        # nats-server validates the subject when it inserts a new sid: a SUB
+        # reusing an existing sid is a no-op whatever its subject
+        if ev.sid not in self.subs and not valid_subject(subject):
             self._send_proto(err_bytes("Invalid Subject"))
             return
         if self.perms is not None and not self.perms.sub_allowed(subject, ev.queue):
