@@ -522,7 +522,8 @@ class Server:
         """URLs per listener, as nats-server's ports file has them."""
         host = self.cfg.host
         shown = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        out: dict[str, list[str]] = {"nats": [f"nats://{_hostport(shown, self.client_port)}"]}
+        scheme = "tls" if self.cfg.tls is not None else "nats"
+        out: dict[str, list[str]] = {"nats": [f"{scheme}://{_hostport(shown, self.client_port)}"]}
         if self.http_port:
             out["monitoring"] = [f"http://{_hostport(shown, self.http_port)}"]
         if self.cluster_port and self.cfg.cluster is not None:
