@@ -33,13 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # ---------------------------------------------------------------- trijet
 
 
-async def _trijet(n: int, size: int, conc: int, data: Path) -> dict[str, float]:
+async def _trijet(n: int, size: int, conc: int, data: Path, extra: list[str]) -> dict[str, float]:
     import trio
 
     from chaos.procs import Proc, tell_peers
 
     ids = ["a", "b", "c"]
-    procs = [Proc(i, ids, data / i, b"bench-secret", fsm="counting") for i in ids]
+    procs = [Proc(i, ids, data / i, b"bench-secret", fsm="counting", args=extra) for i in ids]
     try:
         for p in procs:
             await p.start()
@@ -57,11 +57,11 @@ async def _trijet(n: int, size: int, conc: int, data: Path) -> dict[str, float]:
             await p.kill()
 
 
-def run_trijet(n: int, size: int, conc: int) -> dict[str, float]:
+def run_trijet(n: int, size: int, conc: int, extra: list[str] | None = None) -> dict[str, float]:
     import trio
 
     with tempfile.TemporaryDirectory(prefix="raftbench-") as d:
-        return trio.run(_trijet, n, size, conc, Path(d))
+        return trio.run(_trijet, n, size, conc, Path(d), extra or [])
 
 
 # ---------------------------------------------------------------- stock pysyncobj

@@ -39,6 +39,7 @@ class Proc:
             str(self.data),
             "--fsm",
             self.extra.get("fsm", "toy"),
+            *self.extra.get("args", []),
         ]
         if peers:
             args += ["--peers", ",".join(f"{k}=127.0.0.1:{v}" for k, v in peers.items())]

@@ -41,7 +41,7 @@ from raft.core import RaftConfig
 from raft.errors import NotLeader
 from raft.group import RaftGroup
 from raft.links import TcpPeerLinks
-from raft.storage import OsDisk
+from raft.storage import MemoryDisk, OsDisk
 
 log = logging.getLogger("chaos.raftnode")
 
@@ -70,8 +70,9 @@ class Node:
             [m for m in members if m != args.id],
             self.fsm,
             self.links,
-            OsDisk(args.data),
+            MemoryDisk() if args.disk == "memory" else OsDisk(args.data),
             RaftConfig(),
+            fsync_in_thread=not args.fsync_inline,
         )
 
     async def run(self) -> None:
@@ -158,12 +159,21 @@ class Node:
                     continue
                 lat.append(time.perf_counter() - t0)
 
+        prof = None
+        if req.get("profile"):
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         st0 = self.group.status()
         t0 = time.perf_counter()
         async with trio.open_nursery() as nursery:
             for _ in range(conc):
                 nursery.start_soon(worker)
         dt = time.perf_counter() - t0
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(req["profile"])
         st1 = self.group.status()
         lat.sort()
 
@@ -194,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--secret-env", default="TRIJET_CLUSTER_SECRET")
     ap.add_argument("--fsm", choices=["toy", "counting"], default="toy")
     ap.add_argument("--log-level", default="WARNING")
+    ap.add_argument("--disk", choices=["os", "memory"], default="os", help="memory: no fsync")
+    ap.add_argument("--fsync-inline", action="store_true", help="fsync on the event loop")
     args = ap.parse_args(argv)
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"

@@ -137,34 +137,33 @@ class MemoryDisk:
     """In-memory files that lose un-synced appends at :meth:`crash`."""
 
     def __init__(self) -> None:
-        self.durable: dict[str, bytes] = {}
+        self.durable: dict[str, bytearray] = {}
         self.pending: dict[str, bytearray] = {}
         self.syncs = 0
 
     def read(self, name: str) -> bytes | None:
         if name not in self.durable and name not in self.pending:
             return None
-        return self.durable.get(name, b"") + bytes(self.pending.get(name, b""))
+        return bytes(self.durable.get(name, b"")) + bytes(self.pending.get(name, b""))
 
     def append(self, name: str, data: bytes) -> None:
         self.pending.setdefault(name, bytearray()).extend(data)
 
     def sync(self, name: str) -> None:
         self.syncs += 1
+        d = self.durable.setdefault(name, bytearray())
         p = self.pending.pop(name, None)
         if p is not None:
-            self.durable[name] = self.durable.get(name, b"") + bytes(p)
-        else:
-            self.durable.setdefault(name, b"")
+            d.extend(p)
 
     def truncate(self, name: str, size: int) -> None:
         whole = self.read(name) or b""
         self.pending.pop(name, None)
-        self.durable[name] = whole[:size]
+        self.durable[name] = bytearray(whole[:size])
 
     def write_atomic(self, name: str, data: bytes) -> None:
         self.pending.pop(name, None)
-        self.durable[name] = bytes(data)
+        self.durable[name] = bytearray(data)
 
     def remove(self, name: str) -> None:
         self.pending.pop(name, None)
@@ -176,5 +175,5 @@ class MemoryDisk:
             for name, p in sorted(self.pending.items()):
                 keep = rng.randrange(len(p) + 1) if p else 0
                 if keep:
-                    self.durable[name] = self.durable.get(name, b"") + bytes(p[:keep])
+                    self.durable.setdefault(name, bytearray()).extend(p[:keep])
         self.pending.clear()

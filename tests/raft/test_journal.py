@@ -70,7 +70,7 @@ def test_corrupted_record_ends_replay() -> None:
     j.flush()
     data = bytearray(disk.durable["g.journal"])
     data[-2] ^= 0xFF
-    disk.durable["g.journal"] = bytes(data)
+    disk.durable["g.journal"] = data
     assert [e[1] for e in DurableJournal(disk, "g.journal").entries()] == [1, 2]
 
 
