@@ -321,7 +321,9 @@ class StreamStore(Protocol):
         matching ones below); ``keep`` = all but the newest ``keep`` (with
         ``filter``: of the matching ones).  ``seq`` and ``keep`` together are
         rejected by the API layer (10003), not here; if both are given the
-        store applies both bounds.
+        store does what nats-server's ``PurgeEx`` does: without a filter
+        ``seq`` wins (a compact), with a filter both bounds apply.  A ``seq``
+        beyond ``last_seq + 1`` moves the stream forward like ``compact``.
 
         Returns:
             Number of messages purged.

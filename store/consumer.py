@@ -23,11 +23,11 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cbor2
 
-from store.api import ConsumerState, Pending
+from store.api import ConsumerState, ConsumerStore, Pending
 from store.errors import CorruptionError, StoreClosed
 
 __all__ = ["FileConsumerStore", "decode_consumer_state", "encode_consumer_state"]
@@ -160,3 +160,9 @@ class FileConsumerStore:
             return
         self.sync()
         self._closed = True
+
+
+if TYPE_CHECKING:
+
+    def _conforms(c: FileConsumerStore) -> ConsumerStore:
+        return c

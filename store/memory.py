@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from store.api import (
     ConsumerState,
+    ConsumerStore,
     Filters,
     RecoveryReport,
     StoredMsg,
     StreamState,
+    StreamStore,
     SubjectState,
     SyncPolicy,
 )
@@ -125,7 +127,7 @@ class MemoryStreamStore:
         lo = max(start, next(iter(self._msgs)))
         msgs = self._msgs
         if lo <= next(iter(msgs)):
-            yield from list(msgs.values())
+            yield from msgs.values()
             return
         for s in range(lo, self._last_seq + 1):
             m = msgs.get(s)
@@ -458,3 +460,11 @@ class MemoryConsumerStore:
     def close(self) -> None:
         """Close.  Idempotent."""
         self._closed = True
+
+
+if TYPE_CHECKING:
+
+    def _conforms(
+        s: MemoryStreamStore, c: MemoryConsumerStore
+    ) -> tuple[StreamStore, ConsumerStore]:
+        return s, c

@@ -54,7 +54,7 @@ from array import array
 from collections.abc import Iterator
 from itertools import compress
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from store.api import (
     DamagedRange,
@@ -62,6 +62,7 @@ from store.api import (
     RecoveryReport,
     StoredMsg,
     StreamState,
+    StreamStore,
     SubjectState,
     SyncPolicy,
 )
@@ -1104,3 +1105,9 @@ def _erase_in(buf: bytearray, pos: int) -> None:
 def _damaged(name: str, a: int, b: int, first: int, last: int, reason: str) -> DamagedRange:
     ok = last >= first
     return DamagedRange(name, a, b, first if ok else 0, last if ok else 0, reason)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(s: FileStreamStore) -> StreamStore:
+        return s

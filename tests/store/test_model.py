@@ -40,7 +40,7 @@ limits_st = st.builds(
 class FileVsMemory(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.dir = Path(tempfile.mkdtemp(prefix="tjmodel-"))
+        self.dir = Path()
         self.now = 1000
         self.opts: dict[str, object] = {}
         self.model = MemoryStreamStore(accounting=Accounting.FILE)
@@ -52,6 +52,7 @@ class FileVsMemory(RuleBasedStateMachine):
         limits=limits_st,
     )
     def setup(self, seg: int, compression: bool, limits: StreamLimits) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="tjmodel-"))
         self.opts = {"segment_bytes_max": seg, "compression": compression}
         self.file = FileStreamStore(self.dir, limits, **self.opts)  # type: ignore[arg-type]
         self.model.update_limits(limits)
@@ -168,16 +169,20 @@ class FileVsMemory(RuleBasedStateMachine):
         assert self.model.next_expiry_ns() == self.fs.next_expiry_ns()
 
     def teardown(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            # final check: what is on disk matches the model
-            again = FileStreamStore(self.dir, self.model.limits, **self.opts)  # type: ignore[arg-type]
-            try:
-                assert again.state(deleted_details=True) == self.model.state(deleted_details=True)
-                assert list(again.iter_live()) == list(self.model._msgs.values())
-            finally:
-                again.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            if self.file is not None:
+                self.file.close()
+                # final check: what is on disk matches the model
+                again = FileStreamStore(self.dir, self.model.limits, **self.opts)  # type: ignore[arg-type]
+                try:
+                    want = self.model.state(deleted_details=True)
+                    assert again.state(deleted_details=True) == want
+                    assert list(again.iter_live()) == list(self.model._msgs.values())
+                finally:
+                    again.close()
+        finally:
+            if self.dir != Path():
+                shutil.rmtree(self.dir, ignore_errors=True)
 
 
 FileVsMemory.TestCase.settings = settings(
