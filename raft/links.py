@@ -398,11 +398,11 @@ class TcpPeerLinks:
 
     async def _reader(self, c: _Conn, rest: bytes) -> None:
         dec = FrameDecoder(self.frame_bytes_max)
-        data = rest
+        data: bytes | bytearray = rest
         while not c.closed:
             if data:
                 try:
-                    dec.feed(data)
+                    dec.feed(bytes(data))
                     while (f := dec.next_frame()) is not None:
                         h = self._handlers.get(f[0])
                         if h is not None:

@@ -243,10 +243,14 @@ class ChunkedSerializer:
         if len(blob) != total:
             return False
         try:
-            decode_snapshot(blob)
+            incoming = decode_snapshot(blob)
         except ValueError:
             log.warning("event=snapshot_transfer_corrupt sid=%d", sid)
             return False
+        local = self.store.load()
+        if local is not None and local.last[1] >= incoming.last[1]:
+            # never replace a newer local snapshot (its journal was compacted to it)
+            return True
         self.store.disk.write_atomic(self.store.name, blob)
         self._blob_cache = None
         self.store.installed += 1
