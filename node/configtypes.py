@@ -1,0 +1,192 @@
+"""The typed configuration tree: every setting trijet-server reads, and every default.
+
+Theory of operation
+-------------------
+:class:`ServerConfig` is the only configuration object the rest of the server reads; every
+default lives in the dataclass fields below, nowhere else (``deploy/`` and ``dev_defaults`` only
+override them). The tree is plain data: it is filled in by :mod:`node.conftree` (a conf file)
+and :mod:`node.flags` (the command line), both of which report problems as
+:class:`ConfigError`; ``-h``/``-v``/``-t`` are :class:`ConfigExit`. This module imports nothing
+of trijet so that both fillers and the :mod:`node.config` facade can depend on it without a
+cycle. Import these names from :mod:`node.config`.
+
+Deviations from the brief that follow nats-server: ``allow_responses`` expires after 2 minutes
+by default; ``SubjectPerms.allow`` is ``None`` when not given (everything allowed) and ``[]``
+when nothing is allowed (what ``allow_responses`` implies for publish); the auth timeout is
+``tls.timeout_s + 1`` when TLS is on and no timeout was configured.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EXE = "trijet-server"
+
+
+class ConfigError(Exception):
+    """Bad flags, bad config file, bad value. The message is ready to print after ``EXE: ``."""
+
+
+class ConfigExit(Exception):
+    """``-h``, ``-v`` or ``-t``: print :attr:`text` to :attr:`stream` and exit with :attr:`code`."""
+
+    def __init__(self, code: int, text: str, stream: Literal["stdout", "stderr"]) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
+        self.stream = stream
+
+
+# ------------------------------------------------------------------------------------------------
+# The tree
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SubjectPerms:
+    """Allow/deny subject lists. ``allow=None``: everything not denied is allowed."""
+
+    allow: list[str] | None = None
+    deny: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ResponsePerms:
+    """``allow_responses``: publish to reply subjects of received requests."""
+
+    max_msgs: int = 1
+    expires_s: float = 120.0
+
+
+@dataclass
+class Permissions:
+    publish: SubjectPerms | None = None
+    subscribe: SubjectPerms | None = None
+    allow_responses: ResponsePerms | None = None
+
+
+@dataclass
+class UserSpec:
+    user: str | None = None
+    password: str | None = None
+    nkey: str | None = None
+    permissions: Permissions | None = None
+
+
+@dataclass
+class AuthConfig:
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    users: list[UserSpec] = field(default_factory=list)
+    timeout_s: float = 2.0
+    no_auth_user: str | None = None
+    default_permissions: Permissions | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """True when clients must authenticate."""
+        return bool(self.user or self.token or self.users)
+
+
+@dataclass
+class TLSConfig:
+    cert_file: str
+    key_file: str
+    ca_file: str | None = None
+    verify: bool = False
+    timeout_s: float = 2.0
+    handshake_first: bool = False
+
+
+@dataclass
+class JetStreamConfig:
+    """JetStream settings. ``store_dir`` is what was configured; see :attr:`jetstream_dir`."""
+
+    enabled: bool = False
+    store_dir: str | None = None
+    max_memory_store: int = -1
+    max_file_store: int = -1
+    domain: str | None = None
+    sync_interval: Literal["always"] | float = 120.0
+    unique_tag: str | None = None
+    strict: bool = True
+    max_ha_assets: int = 0
+    limits: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def jetstream_dir(self) -> str:
+        """Where JetStream files go: ``<store_dir>/jetstream``, as nats-server does.
+
+        Without a store dir: ``<tmp>/nats/jetstream`` (nats-server's default).
+        """
+        if self.store_dir:
+            return os.path.join(self.store_dir, "jetstream")
+        return os.path.join(tempfile.gettempdir(), "nats", "jetstream")
+
+
+@dataclass
+class ClusterConfig:
+    name: str | None = None
+    host: str = "0.0.0.0"
+    port: int = 6222
+    routes: list[str] = field(default_factory=list)
+    user: str | None = None
+    password: str | None = None
+    auth_timeout_s: float = 2.0
+    no_advertise: bool = False
+    connect_retries: int = 0
+    advertise: str | None = None
+    pool_size: int = 3
+    secret: str | None = None  # trijet extension: shared secret for Raft peer links
+
+
+@dataclass
+class ServerConfig:
+    host: str = "0.0.0.0"
+    port: int = 4222  # -1: random port
+    server_name: str | None = None
+    client_advertise: str | None = None
+    http_host: str | None = None  # None: same as host
+    http_port: int = 0  # 0: monitoring off; -1: random
+    https_port: int = 0
+    http_base_path: str = ""
+    max_payload: int = 1048576
+    max_control_line: int = 4096
+    max_pending: int = 67108864
+    max_connections: int = 65536
+    max_subscriptions: int = 0  # 0: unlimited
+    ping_interval_s: float = 120.0
+    ping_max: int = 2
+    write_deadline_s: float = 10.0
+    lame_duck_duration_s: float = 120.0
+    lame_duck_grace_period_s: float = 10.0
+    debug: bool = False
+    trace: bool = False
+    trace_verbose: bool = False
+    logtime: bool = True
+    logtime_utc: bool = False
+    log_file: str | None = None
+    pid_file: str | None = None
+    ports_file_dir: str | None = None
+    no_header_support: bool = False
+    disable_sublist_cache: bool = False
+    server_tags: list[str] = field(default_factory=list)
+    max_closed_clients: int = 10000
+    connect_error_reports: int = 3600  # accepted; trijet has no solicited connections to report
+    reconnect_error_reports: int = 1
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    tls: TLSConfig | None = None
+    jetstream: JetStreamConfig = field(default_factory=JetStreamConfig)
+    cluster: ClusterConfig | None = None
+    config_file: str | None = None
+    config_digest: str | None = None
+    warnings: list[str] = field(default_factory=list)  # to log once logging is set up
+
+    @property
+    def monitor_host(self) -> str:
+        """The host the monitoring endpoint binds to."""
+        return self.http_host if self.http_host is not None else self.host
