@@ -1,0 +1,423 @@
+"""``StreamLog``: a stream's directory of append-only segment files.
+
+Theory of operation
+-------------------
+*Log.*  Every mutation appends records to the active (last) segment: a MSG
+record per message, one TOMB record per operation listing the sequences it
+deleted, a FLOOR record when everything below a sequence goes (compact).
+Records carry a CRC32; segments carry magic, version, base sequence, the
+stream's ``last_ts`` at creation and a floor.  Nothing already written is
+modified in place except by ``remove(erase=True)`` (which overwrites the
+message's bytes and re-checksums the record) and by ``truncate`` (which cuts
+the log).  When the active segment reaches ``segment_bytes_max`` it is
+sealed: fsynced, optionally rewritten as lz4 chunks (``compression=True``,
+what StreamConfig ``compression: "s2"`` maps to), checkpointed, and a new
+active segment is created (file and directory fsynced).  Every write here
+also updates the in-memory index (``store.file.index``, the base class).
+
+*Segment removal.*  A sealed segment with no live message is deleted.  Its
+TOMB records may still be needed by older segments, so before unlinking it
+the store re-appends (and fsyncs) a FLOOR record with the current first
+sequence and a TOMB record with the still-relevant deletions.  Purge-all and
+compact past the end create a fresh segment whose header floor covers
+everything, then unlink the rest.
+
+*Durability.*  Appends go to a write buffer; ``sync()`` writes it and fsyncs
+(group commit: one fsync for every append since the last sync).  Segment
+creation, sealing, removal and restore fsync files and the directory
+themselves.  An append is durable only once ``sync()`` has returned.
+
+*Recovery.*  ``store.file.recovery`` rebuilds each segment's index from its
+checkpoint (verified by size and CRC) plus a scan of unchecked bytes; then
+the floor and all tombstones are applied and per-subject state is merged from
+per-segment summaries.  Damage is reported in ``recovery_report`` and never
+served.  Damaged segments are never checkpointed, so damage is reported at
+every open until the data is gone (purged/compacted away).  An open first
+finishes a restore whose files were staged and marked (see
+``store.file.store``).
+
+*Reads.*  Messages are read through the segment (``Segment.read_msg``) with
+a one-entry cache of the last decompressed lz4 chunk, shared by all segments
+and cleared whenever a segment is rewritten or removed; besides the active
+segment, at most 32 segments keep an open file descriptor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import zlib
+from array import array
+from pathlib import Path
+
+from store.api import DamagedRange, RecoveryReport, StoredMsg
+from store.errors import InvariantViolation
+from store.file.format import (
+    KIND_ERASED,
+    KIND_FLOOR,
+    KIND_MSG,
+    KIND_SEAL,
+    KIND_TOMB,
+    REC_HDR,
+    SEG_HDR_SIZE,
+    encode_record,
+)
+from store.file.index import StreamIndex
+from store.file.recovery import add_gap, open_segment
+from store.file.segment import Segment, fsync_dir
+from store.limits import Accounting, msg_size_raw
+
+__all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
+
+log = logging.getLogger(__name__)
+
+RESTORE_DIR = "restore.tmp"
+RESTORE_MARKER = "RESTORE.ready"
+SEG_SUFFIX = ".tjs"
+
+
+class StreamLog(StreamIndex):
+    """The segment files of one stream, and the index kept in step with them.
+
+    The base of :class:`~store.file.store.FileStreamStore`; see the module
+    docstring.  One writer; nothing here checks whether the store is closed.
+
+    Args:
+        directory: The stream's directory (created if missing).
+        segment_bytes_max: Seal the active segment past this many body bytes.
+        compression: lz4-compress sealed segments.
+        verify_on_open: Check sealed segments' CRCs against their checkpoints
+            at open.
+
+    Raises:
+        OSError: the directory cannot be used.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        segment_bytes_max: int,
+        compression: bool,
+        verify_on_open: bool,
+    ) -> None:
+        self._dir = Path(directory)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._seg_max = segment_bytes_max
+        self._compression = compression
+        self._verify = verify_on_open
+        self._cache: dict[tuple[str, int], bytes] = {}
+        self._open_fds: list[Segment] = []
+
+    # ================================================================== opening
+
+    def _finish_pending_restore(self) -> None:
+        stage = self._dir / RESTORE_DIR
+        marker = self._dir / RESTORE_MARKER
+        if marker.exists():
+            names = set(marker.read_text().split())
+            for p in self._dir.iterdir():
+                if p.is_file() and p.name not in names and p.name != RESTORE_MARKER:
+                    if p.suffix in (SEG_SUFFIX, ".idx", ".tmp"):
+                        p.unlink()
+            if stage.exists():
+                for p in stage.iterdir():
+                    os.replace(p, self._dir / p.name)
+                fsync_dir(self._dir)
+                shutil.rmtree(stage)
+            marker.unlink()
+            fsync_dir(self._dir)
+        elif stage.exists():
+            shutil.rmtree(stage)
+
+    def _load(self) -> None:
+        self._finish_pending_restore()
+        for p in self._dir.glob("*.tmp"):
+            p.unlink()
+        self._reset_memory()
+        report = RecoveryReport()
+        names = sorted(p.name for p in self._dir.glob("seg-*" + SEG_SUFFIX))
+        pend = []
+        for k, name in enumerate(names):
+            scan = open_segment(
+                self._dir,
+                name,
+                is_last=k == len(names) - 1,
+                intern=self._intern_b,
+                verify=self._verify,
+            )
+            if scan is None:
+                base = int(name[4:24])
+                nxt = int(names[k + 1][4:24]) if k + 1 < len(names) else base
+                report.damaged.append(
+                    _damaged(name, 0, (self._dir / name).stat().st_size, base, nxt - 1, "header")
+                )
+                os.replace(self._dir / name, self._dir / (name + ".damaged"))
+                continue
+            if scan.rebuilt:
+                report.index_rebuilt.append(name)
+            report.torn_tail_bytes += scan.torn_tail_bytes
+            pend.append((scan.seg, scan.damage))
+            self._segs.append(scan.seg)
+        for k, (_seg, dmg) in enumerate(pend):
+            nxt_base = pend[k + 1][0].base if k + 1 < len(pend) else None
+            for d in dmg:
+                if d.last_seq < 0 and nxt_base is not None:
+                    d.last_seq = nxt_base - 1
+                report.damaged.append(d.freeze())
+        report.lost_seqs = sum(d.last_seq - d.first_seq + 1 for d in report.damaged if d.last_seq)
+        self._report = report
+        if report.damaged:
+            log.warning("store_recovery dir=%s damaged=%s", self._dir, report.damaged)
+        self._bases = [s.base for s in self._segs]
+        self._apply_deletions()
+        self._derive_totals()
+        self._ensure_active()
+
+    def _reset_memory(self) -> None:
+        self._reset_index()
+        self._cache.clear()
+
+    def _ensure_active(self) -> None:
+        if not self._segs:
+            seg = Segment.create(self._dir, self._last_seq + 1, self._last_ts, self._floor())
+            self._add_seg(seg)
+            return
+        act = self._segs[-1]
+        if act.compressed or act.sealed:
+            self._roll()
+
+    # ================================================================== reads
+
+    def _track_fd(self, seg: Segment) -> None:
+        if seg is self._active:
+            return
+        if seg in self._open_fds:
+            return
+        self._open_fds.append(seg)
+        if len(self._open_fds) > 32:
+            old = self._open_fds.pop(0)
+            if old is not self._active:
+                old.close_fd()
+
+    def _read(self, seg: Segment, i: int) -> StoredMsg:
+        self._track_fd(seg)
+        return seg.read_msg(i, self._cache)
+
+    def _first_ts_value(self) -> int:
+        if not self._msgs:
+            return 0
+        if self._first_ts is None:
+            loc = self._locate(self._first)
+            if loc is None:
+                raise InvariantViolation(f"first seq {self._first} not indexed")
+            self._first_ts = self._read(*loc).ts_ns
+        return self._first_ts
+
+    # ================================================================== writes
+
+    def _write_msg(self, seq: int, subject: str, headers: bytes, payload: bytes, ts: int) -> None:
+        subj_b = subject.encode()
+        rec = encode_record(KIND_MSG, seq, ts, subj_b, headers, payload)
+        seg = self._active
+        if seg.end > 0 and seg.end + len(rec) > self._seg_max:
+            seg = self._roll()
+        off = seg.write_record(rec)
+        gap = seq - seg.next_seq
+        if gap > 0:
+            add_gap(seg, gap, off)
+        sid = self._intern_b(subj_b)
+        size = msg_size_raw(len(subj_b), len(headers), len(payload), Accounting.FILE)
+        seg.add_entry(off, size, sid, True)
+        seg.last_ts = ts
+        seg.idx_dirty = True
+        self._msgs += 1
+        self._bytes += size
+        self._last_seq = seq
+        self._last_ts = ts
+        if self._first == 0:
+            self._first = seq
+            self._first_ts = ts
+        c = self._scount[sid]
+        if c == 0:
+            self._nsubj += 1
+            self._sfirst[sid] = seq
+            self._stale_first.discard(sid)
+        self._scount[sid] = c + 1
+        self._slast[sid] = seq
+        self._stale_last.discard(sid)
+
+    def _finish_op(self) -> None:
+        """Write the operation's tombstones; drop sealed segments left empty."""
+        if self._pending_tombs:
+            t = self._pending_tombs
+            self._pending_tombs = array("Q")
+            self._active.write_record(encode_record(KIND_TOMB, 0, 0, b"", b"", t.tobytes()))
+            self._active.tombs.extend(t)
+        dead = [s for s in self._segs[:-1] if s.nlive == 0]
+        if dead:
+            self._remove_segments(dead)
+
+    def _remove_segments(self, dead: list[Segment]) -> None:
+        dead_ids = {id(s) for s in dead}
+        carry = array("Q")
+        floor = self._floor()
+        for s in dead:
+            for t in s.tombs:
+                if t < floor:
+                    continue
+                loc = self._locate(t)
+                if loc is not None and id(loc[0]) not in dead_ids and not loc[0].live[loc[1]]:
+                    carry.append(t)
+        act = self._active
+        act.write_record(encode_record(KIND_FLOOR, floor, 0, b"", b"", b""))
+        if carry:
+            act.write_record(encode_record(KIND_TOMB, 0, 0, b"", b"", carry.tobytes()))
+            act.tombs.extend(carry)
+        act.sync()
+        for s in dead:
+            self._unlink(s)
+        fsync_dir(self._dir)
+        self._segs = [s for s in self._segs if id(s) not in dead_ids]
+        self._bases = [s.base for s in self._segs]
+
+    def _unlink(self, s: Segment) -> None:
+        s.close_fd()
+        if s in self._open_fds:
+            self._open_fds.remove(s)
+        for p in (s.path, s.idx_path):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+        self._cache.clear()
+
+    def _roll(self, base: int | None = None) -> Segment:
+        """Seal the active segment and start a new one at ``base``."""
+        old = self._active
+        if not old.damaged:
+            old.seal()
+        else:
+            old.sync()
+        if self._compression and old.end > 0 and not old.damaged and not old.compressed:
+            old.compress_file()
+            self._cache.clear()
+        if not old.damaged:
+            old.checkpoint(self._subjects)
+        old.close_fd()
+        nb = self._last_seq + 1 if base is None else base
+        seg = Segment.create(self._dir, nb, self._last_ts, self._floor())
+        self._add_seg(seg)
+        return seg
+
+    def _reset_to(self, base: int, last_ts: int) -> int:
+        """Drop everything; ``last_seq = base - 1``; returns messages dropped."""
+        n = self._msgs
+        old = list(self._segs)
+        act = self._active
+        if act.base == base and not act.offs:
+            act.write_record(encode_record(KIND_FLOOR, base, 0, b"", b"", b""))
+            act.sync()
+            keep = act
+            old.remove(act)
+        else:
+            for s in old:
+                s.flush()
+            act.seal()
+            keep = Segment.create(self._dir, base, last_ts, base)
+        for s in old:
+            self._unlink(s)
+        fsync_dir(self._dir)
+        self._reset_memory()
+        self._segs = [keep]
+        self._bases = [keep.base]
+        self._last_seq = base - 1
+        self._last_ts = last_ts
+        return n
+
+    def _cut_after(self, seq: int) -> None:
+        """Truncate the log after ``seq`` (>= 0, < last seq); see ``truncate``."""
+        p = self._prev_live(seq)
+        new_last_ts = self._read(*self._loc_or_fail(p)).ts_ns if p else 0
+        floor = self._first if self._msgs and self._first <= seq else seq + 1
+        dead = array("Q")
+        for s in self._segs:
+            hi = min(len(s.live), seq - s.base + 1)
+            lo = max(0, floor - s.base)
+            j = s.live.find(0, lo, hi) if hi > lo else -1
+            while j >= 0:
+                dead.append(s.base + j)
+                j = s.live.find(0, j + 1, hi)
+        for s in self._segs:
+            s.flush()
+        keep: list[Segment] = []
+        for s in self._segs:
+            if s.base > seq:
+                self._unlink(s)
+                continue
+            k = seq - s.base + 1
+            if k < len(s.offs) or not s.sealed:
+                seal = encode_record(KIND_SEAL, s.base + k - 1, 0, b"", b"", b"")
+                body = s.body()[: s.offs[k]] if k < len(s.offs) else s.body()
+                s.rewrite_uncompressed(body + seal)
+                s.drop_checkpoint()
+            keep.append(s)
+            s.close_fd()
+        fsync_dir(self._dir)
+        act = Segment.create(self._dir, seq + 1, new_last_ts, floor)
+        act.write_record(encode_record(KIND_FLOOR, floor, 0, b"", b"", b""))
+        if dead:
+            act.write_record(encode_record(KIND_TOMB, 0, 0, b"", b"", dead.tobytes()))
+        act.sync()
+        act.close_fd()
+        self._open_fds.clear()
+        self._load()
+
+    def _erase(self, seg: Segment, i: int) -> None:
+        off = seg.offs[i]
+        if seg.compressed:
+            body = bytearray(seg.body())
+            _erase_in(body, off)
+            seg.rewrite_uncompressed(bytes(body))
+            seg.compress_file()
+            self._cache.clear()
+            seg.drop_checkpoint()
+            return
+        if off >= seg.flushed:
+            _erase_in(seg.wbuf, off - seg.flushed)
+            return
+        fd = seg.open_fd()
+        total = int.from_bytes(os.pread(fd, 4, SEG_HDR_SIZE + off), "little")
+        rec = bytearray(os.pread(fd, total, SEG_HDR_SIZE + off))
+        _erase_in(rec, 0)
+        os.pwrite(fd, rec, SEG_HDR_SIZE + off)
+        os.fsync(seg.open_fd())
+        seg.file_crc = None
+        seg.drop_checkpoint()
+
+    # ================================================================== files
+
+    def _close_files(self) -> None:
+        for s in self._segs:
+            s.close_fd()
+        self._open_fds.clear()
+        self._cache.clear()
+
+
+def _erase_in(buf: bytearray, pos: int) -> None:
+    """Overwrite headers+payload of the record at ``pos`` in ``buf`` with random
+    bytes, flag it erased and recompute its CRC."""
+    total, kind, _seq, _ts, slen, _hlen = REC_HDR.unpack_from(buf, pos)
+    o = pos + REC_HDR.size + slen
+    n = total - REC_HDR.size - slen - 4
+    buf[o : o + n] = os.urandom(n)
+    buf[pos + 4] = kind | KIND_ERASED
+    buf[pos + total - 4 : pos + total] = zlib.crc32(buf[pos : pos + total - 4]).to_bytes(
+        4, "little"
+    )
+
+
+def _damaged(name: str, a: int, b: int, first: int, last: int, reason: str) -> DamagedRange:
+    ok = last >= first
+    return DamagedRange(name, a, b, first if ok else 0, last if ok else 0, reason)
