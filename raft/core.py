@@ -1,4 +1,4 @@
-"""Synchronous core of one Raft group member: a pysyncobj SyncObj, tamed.
+"""Synchronous core of one Raft group member, driven in cycles (Ready/Advance on pysyncobj).
 
 Theory of operation
 -------------------
@@ -27,29 +27,11 @@ count | (u32 len | bytes)*``, prefixed by pysyncobj's command-type byte);
 ``apply`` unpacks it, calls the StateMachine once per proposal and the batch
 callback resolves each proposal with its own result.
 
-pysyncobj bugs worked around here (each can be disabled for the simulator's
-``--stock`` mode, see :data:`PATCHES`):
-
-* ``ae_truncate``: a follower truncates its log after ``prevLogIdx`` on *every*
-  append-entries, even a stale/duplicated one whose entries it already has,
-  losing entries it acknowledged; and it then sets its commit index to
-  ``min(leaderCommit, lastLogIndex)``. We only truncate on a real conflict
-  (Raft §5.3) and cap the commit index at the last entry the message verified.
-* ``vote_dedupe``: a candidate counts every ``response_vote`` of its term, so a
-  duplicated vote counts twice. We count each voter once per term.
-* ``response_term``: ``next_node_idx`` carries no term, so a response from an
-  earlier term can raise a leader's match index. We stamp and check the term.
-* ``snapshot_keep``: installing a snapshot clears the whole journal even when
-  the follower's log already extends past it (a stale install after a
-  duplicated reset) and at start-up a snapshot newer than the journal's first
-  entries wipes entries after it. We keep entries that follow a matching
-  snapshot base and report a match index no higher than the snapshot.
-* ``fallback``: ``leaderFallbackTimeout`` defaults to 30 s; we set it to the
-  minimum election timeout.
-
-Membership commands are CBOR (``['add'|'rem', node_id]``), not pickled Node
-objects; VERSION commands are ignored; regular commands never go through
-pickle.
+pysyncobj itself is patched and subclassed in :mod:`raft.syncobj`
+(:class:`TrijetSyncObj`): module hooks so it needs no poller, pipe or fork,
+our apply and membership encoding, and the pysyncobj bug workarounds listed
+there (:data:`PATCHES`, each of which the simulator's ``--stock`` mode can
+turn off).  This module is what stays the same whichever SyncObj runs.
 """
 
 from __future__ import annotations
@@ -64,7 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import cbor2
-import pysyncobj.syncobj as _so
 from pysyncobj.config import FAIL_REASON, SyncObjConf
 from pysyncobj.journal import Journal
 from pysyncobj.node import Node
@@ -80,8 +61,15 @@ from raft.errors import (
 )
 from raft.fsm import StateMachine
 from raft.journal import DurableJournal
-from raft.snapshot import ChunkedSerializer, SnapshotStore
+from raft.snapshot import SnapshotStore
 from raft.storage import Disk
+from raft.syncobj import (
+    CMD_MEMBERSHIP,
+    CMD_REGULAR,
+    PATCHES,
+    STATE_LEADER,
+    TrijetSyncObj,
+)
 from raft.transport import OutboxTransport, message_size_estimate
 from raft.wire import WireError, decode_messages, encode_messages
 
@@ -89,78 +77,7 @@ __all__ = ["PATCHES", "Proposal", "RaftConfig", "RaftCore", "Ready"]
 
 log = logging.getLogger(__name__)
 
-PATCHES = frozenset({"ae_truncate", "vote_dedupe", "response_term", "snapshot_keep", "fallback"})
-
-_REGULAR = 0
-_NO_OP = 1
-_MEMBERSHIP = 2
-_STATE_FOLLOWER, _STATE_CANDIDATE, _STATE_LEADER = 0, 1, 2
 _U32 = struct.Struct(">I")
-
-
-# --------------------------------------------------------------------- hooks
-
-
-class _NullPoller:
-    def subscribe(self, *a: Any, **k: Any) -> None:
-        return None
-
-    def unsubscribe(self, *a: Any, **k: Any) -> None:
-        return None
-
-    def poll(self, timeout: float) -> None:
-        return None
-
-
-class _NullNotifier:
-    def __init__(self, *a: Any, **k: Any) -> None:
-        return None
-
-    def notify(self) -> None:
-        return None
-
-
-_orig_create_journal = _so.createJournal
-_orig_create_poller = _so.createPoller
-_orig_serializer = _so.Serializer
-_orig_pipe_notifier = getattr(_so, "PipeNotifier", None)
-
-
-def _create_journal(journal_file: Any) -> Any:
-    if isinstance(journal_file, Journal):
-        return journal_file
-    return _orig_create_journal(journal_file)
-
-
-def _create_poller(poller_type: Any) -> Any:
-    if poller_type == "trijet-none":
-        return _NullPoller()
-    return _orig_create_poller(poller_type)
-
-
-def _make_serializer(file_name: Any, batch: Any, use_fork: Any, ser: Any, de: Any, chk: Any) -> Any:
-    store = getattr(ser, "__self__", None)
-    if isinstance(store, SnapshotStore):
-        return ChunkedSerializer(store, batch)
-    return _orig_serializer(file_name, batch, use_fork, ser, de, chk)
-
-
-def _make_pipe_notifier(poller: Any, *a: Any) -> Any:
-    if isinstance(poller, _NullPoller) or _orig_pipe_notifier is None:
-        return _NullNotifier()
-    return _orig_pipe_notifier(poller, *a)
-
-
-def _install_hooks() -> None:
-    clock.install()
-    _so.createJournal = _create_journal
-    _so.createPoller = _create_poller
-    _so.Serializer = _make_serializer
-    _so.PipeNotifier = _make_pipe_notifier
-    _so.PIPE_NOTIFIER_ENABLED = True
-
-
-_install_hooks()
 
 
 # --------------------------------------------------------------------- config
@@ -299,172 +216,6 @@ class Ready:
         self.completions = []
 
 
-# --------------------------------------------------------------------- SyncObj subclass
-
-
-class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
-    """SyncObj with trijet's apply, membership encoding and bug workarounds."""
-
-    def __init__(self, core: RaftCore, *args: Any, **kwargs: Any) -> None:
-        self._trijet = core
-        self._votes: tuple[int, set[str]] = (-1, set())
-        self._snap_next: int | None = None
-        self._snap_base: int | None = None
-        super().__init__(*args, **kwargs)
-
-    # -- commands
-
-    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> list[str] | None:
-        if not command or command[0] != _MEMBERSHIP:
-            return None
-        try:
-            req = cbor2.loads(command[1:])
-        except Exception:
-            return None
-        if (
-            isinstance(req, list)
-            and len(req) == 2
-            and req[0] in ("add", "rem")
-            and type(req[1]) is str
-        ):
-            return req
-        return None
-
-    def _SyncObj__doApplyCommand(self, command: bytes) -> object:
-        kind = command[0] if command else -1
-        if kind == _MEMBERSHIP:
-            req = self._SyncObj__parseChangeClusterRequest(command)
-            if req is not None:
-                self._SyncObj__doChangeCluster(req)
-                self._trijet._on_membership_applied(req)
-            return None
-        if kind != _REGULAR:
-            return None
-        return self._trijet._apply_batch(command[1:])
-
-    # -- inbound messages
-
-    def _SyncObj__onMessageReceived(self, node: Node, message: dict[str, Any]) -> None:
-        patches = self._trijet.config.patches
-        t = message["type"]
-        if t == "append_entries":
-            if "ae_truncate" in patches and "prevLogIdx" in message:
-                if self._ae_rewrite(node, message):
-                    return
-            elif "snapshot_keep" in patches and "serialized" in message:
-                self._snapshot_message(node, message)
-                return
-        elif t == "response_vote" and "vote_dedupe" in patches:
-            term, voters = self._votes
-            if term != self.raftCurrentTerm:
-                voters = set()
-                self._votes = (self.raftCurrentTerm, voters)
-            if node.id in voters:
-                return
-            voters.add(node.id)
-        elif t == "next_node_idx" and "response_term" in patches:
-            mt = message.get("term")
-            if mt is not None and mt != self.raftCurrentTerm:
-                return
-        _so.SyncObj._SyncObj__onMessageReceived(self, node, message)
-
-    def _ae_rewrite(self, node: Node, m: dict[str, Any]) -> bool:
-        """Raft §5.3 append-entries on top of pysyncobj. True if fully handled here."""
-        if m["term"] < self.raftCurrentTerm:
-            return False
-        j: DurableJournal = self._trijet.journal
-        prev, prev_term = m["prevLogIdx"], m["prevLogTerm"]
-        entries = m["entries"]
-        i = 0
-        while i < len(entries) and j.term_at(entries[i][1]) == entries[i][2]:
-            i += 1
-        if i:
-            prev, prev_term = entries[i - 1][1], entries[i - 1][2]
-            entries = entries[i:]
-        if entries or j.last_index <= (prev or 0) or j.term_at(prev) != prev_term:
-            if i:
-                m = dict(m, prevLogIdx=prev, prevLogTerm=prev_term, entries=entries)
-            _so.SyncObj._SyncObj__onMessageReceived(self, node, m)
-            return True
-        # Everything in the message is already in our log and our log goes further:
-        # pysyncobj would truncate after prev. Handle term/leader/timer through it with
-        # an entry-less message, cap the commit index at what the message verified.
-        hb = {
-            "type": "append_entries",
-            "term": m["term"],
-            "commit_index": min(m["commit_index"], prev),
-        }
-        _so.SyncObj._SyncObj__onMessageReceived(self, node, hb)
-        self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=prev + 1, success=True)
-        return True
-
-    def _snapshot_message(self, node: Node, m: dict[str, Any]) -> None:
-        if m["term"] < self.raftCurrentTerm:
-            return
-        before = self._SyncObj__raftCommitIndex
-        self._snap_next = None
-        self._snap_base = None
-        _so.SyncObj._SyncObj__onMessageReceived(self, node, m)
-        base = self._snap_base
-        if base is not None:
-            # pysyncobj set commit = min(leaderCommit, lastLogIndex); entries after the
-            # snapshot base that we kept are not verified by this message.
-            commit = max(before, min(m["commit_index"], base))
-            commit = max(commit, self._SyncObj__raftLastApplied)
-            self._SyncObj__raftCommitIndex = commit
-            self._trijet.journal.setRaftCommitIndex(commit)
-
-    def _SyncObj__sendNextNodeIdx(
-        self,
-        node: Node,
-        reset: bool = False,
-        nextNodeIdx: int | None = None,
-        success: bool = False,
-    ) -> None:
-        if self._snap_next is not None and success and nextNodeIdx is None:
-            nextNodeIdx, self._snap_next = self._snap_next, None
-        _so.SyncObj._SyncObj__sendNextNodeIdx(self, node, reset, nextNodeIdx, success)
-
-    # -- snapshots
-
-    def _SyncObj__loadDumpFile(self, clearJournal: bool) -> None:
-        if "snapshot_keep" not in self._trijet.config.patches:
-            _so.SyncObj._SyncObj__loadDumpFile(self, clearJournal)
-            return
-        core = self._trijet
-        snap = core.snapshots.load()
-        if snap is None:
-            return
-        j = core.journal
-        last, prev = snap.last, snap.prev
-        applied = self._SyncObj__raftLastApplied
-        self._snap_base = last[1]
-        if clearJournal and last[1] <= applied:
-            self._snap_next = last[1] + 1
-            return
-        keep = j.term_at(last[1]) == last[2] and j.term_at(prev[1]) == prev[2]
-        if keep:
-            pos = prev[1] - j.first_index
-            if pos > 0:
-                j.deleteEntriesTo(pos)
-        else:
-            j.clear()
-            j.add(*prev)
-            j.add(*last)
-        core.snapshots.restore(snap)
-        self._SyncObj__raftLastApplied = last[1]
-        commit = max(self._SyncObj__raftCommitIndex, last[1])
-        commit = min(commit, j.last_index)
-        self._SyncObj__raftCommitIndex = commit
-        j.setRaftCommitIndex(commit)
-        if not keep:
-            self._SyncObj__updateClusterConfiguration(
-                [Node(m) for m in snap.members if m != core.node_id]
-            )
-        if clearJournal:
-            self._snap_next = last[1] + 1
-
-
 # --------------------------------------------------------------------- the core
 
 
@@ -542,7 +293,7 @@ class RaftCore:
         obj = self.obj
         applied = obj._SyncObj__raftLastApplied
         for cmd, idx, _term in list(self.journal.entries()):
-            if idx > applied and cmd[:1] == bytes((_MEMBERSHIP,)):
+            if idx > applied and cmd[:1] == bytes((CMD_MEMBERSHIP,)):
                 req = obj._SyncObj__parseChangeClusterRequest(cmd)
                 if req is not None:
                     obj._SyncObj__doChangeCluster(req)
@@ -657,7 +408,7 @@ class RaftCore:
                 batch.append(self._pending.popleft())
                 size += 4 + len(nxt.data)
             cmd = encode_batch([p.data for p in batch])
-            obj._applyCommand(cmd, self._callback(batch), _REGULAR)
+            obj._applyCommand(cmd, self._callback(batch), CMD_REGULAR)
 
     def _submit_admin(self) -> None:
         obj = self.obj
@@ -672,7 +423,7 @@ class RaftCore:
             if not self.is_leader:
                 self._completions.append((p, None, NotLeader(self.leader_id)))
                 continue
-            obj._applyCommand(cmd, cb, _MEMBERSHIP)
+            obj._applyCommand(cmd, cb, CMD_MEMBERSHIP)
         self._membership_requests.clear()
         for p, target in self._transfer_requests:
 
@@ -751,7 +502,7 @@ class RaftCore:
         pysyncobj compares ``now > deadline`` strictly, so we wake a hair later.
         """
         obj = self.obj
-        if obj._SyncObj__raftState == _STATE_LEADER:
+        if obj._SyncObj__raftState == STATE_LEADER:
             return float(obj._SyncObj__newAppendEntriesTime) + 1e-6
         return float(obj._SyncObj__raftElectionDeadline) + 1e-6
 
@@ -780,7 +531,7 @@ class RaftCore:
 
     @property
     def is_leader(self) -> bool:
-        return bool(self.obj._SyncObj__raftState == _STATE_LEADER)
+        return bool(self.obj._SyncObj__raftState == STATE_LEADER)
 
     @property
     def leader_id(self) -> str | None:
