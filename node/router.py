@@ -159,8 +159,45 @@ class Router:
     ) -> int:
         """Send one copy to each route with interest; returns routes used."""
         r = self.route_sublist.match(subject)
-        if not r.psubs and not r.qsubs:
-            return 0
+        if not r.qsubs:
+            psubs = r.psubs
+            if not psubs:
+                return 0
+            # common case: plain interest only, one RMSG for every such route
+            mid = b" " + reply + b" " if reply else b" "
+            if headers is None:
+                data = (
+                    b"RMSG $G " + subject + mid + str(len(payload)).encode() + CRLF + payload + CRLF
+                )
+            else:
+                hl = len(headers)
+                data = (
+                    b"HMSG $G "
+                    + subject
+                    + mid
+                    + str(hl).encode()
+                    + b" "
+                    + str(hl + len(payload)).encode()
+                    + CRLF
+                    + headers
+                    + payload
+                    + CRLF
+                )
+            if len(psubs) == 1:
+                route = psubs[0].route
+                route.send(data)
+                route.out_msgs += 1
+                route.out_bytes += len(payload)
+                return 1
+            sent = set()
+            for rs in psubs:
+                route = rs.route
+                if route not in sent:
+                    sent.add(route)
+                    route.send(data)
+                    route.out_msgs += 1
+                    route.out_bytes += len(payload)
+            return len(sent)
         targets: dict[Any, list[bytes]] = {}
         for rs in r.psubs:
             targets.setdefault(rs.route, [])

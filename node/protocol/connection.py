@@ -149,6 +149,7 @@ class ProtocolConnection:
         pend = self._pend
         mcl = self.max_control_line
         server = self.role is Role.SERVER
+        route = self.role is Role.ROUTE
         while pos < n:
             if pend is not None:
                 end = pos + pend[1]
@@ -203,6 +204,40 @@ class ProtocolConnection:
                         return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
                     pend = (_K_PUB, size, args[0], reply)
                 continue
+            # fast path: a route's plain RMSG with its whole payload present
+            if route and buf.startswith(b"RMSG ", pos):
+                nl = buf.find(b"\n", pos)
+                if 0 <= nl - pos <= mcl:
+                    end_line = nl - 1 if buf[nl - 1] == 13 else nl
+                    args = _split_args(buf[pos + 5 : end_line])
+                    na = len(args)
+                    size_tok = args[-1] if na else b""
+                    if (
+                        (na == 3 or (na == 4 and args[2] != b"+" and args[2] != b"|"))
+                        and size_tok.isdigit()
+                        and len(size_tok) <= SIZE_DIGITS_MAX
+                    ):
+                        size = int(size_tok)
+                        start = nl + 1
+                        end = start + size
+                        if (
+                            size <= self.max_payload
+                            and n >= end + 2
+                            and buf[end : end + 2] == b"\r\n"
+                        ):
+                            append(
+                                RMsg(
+                                    args[0],
+                                    args[1],
+                                    args[2] if na == 4 else None,
+                                    (),
+                                    None,
+                                    buf[start:end],
+                                )
+                            )
+                            pos = end + 2
+                            continue
+                # anything else (incomplete, queues, errors): the general path
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 if n - pos > mcl:
