@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from node.session import Subscription
 
 CRLF = b"\r\n"
+PLANS_MAX = 4096
 
 
 class Router:
@@ -40,6 +41,13 @@ class Router:
         self.out_bytes = 0
         # peers' interest (node.route.RemoteSub entries), one per route/subject/queue
         self.route_sublist: Sublist[Any] = Sublist()
+        # Delivery plans: subject -> (gen, ((client, b"MSG subject sid", sub), ...))
+        # for subjects whose interest is plain client subscriptions with nothing
+        # special (no queue, filter, max, response permissions, internal
+        # client).  Any change to subscriptions or to a client's delivery
+        # options bumps ``gen``, which retires every plan at once.
+        self.gen = 0
+        self._plans: dict[bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...]]] = {}
 
     def publish(
         self,
@@ -61,9 +69,36 @@ class Router:
             routed_queues: set for a message that arrived on a route: the
                 queue groups it should reach here; it is not forwarded again.
         """
+        if headers is None and routed_queues is None:
+            plan = self._plans.get(subject)
+            if (
+                plan is not None
+                and plan[0] == self.gen
+                and (src is None or src.echo)
+                and not self.route_sublist.count
+            ):
+                targets = plan[1]
+                if targets or not reply:
+                    plen = len(payload)
+                    suffix = (
+                        (b" " + reply + b" " if reply else b" ")
+                        + str(plen).encode()
+                        + CRLF
+                        + payload
+                        + CRLF
+                    )
+                    for c, head, sub in targets:
+                        c.enqueue(head + suffix, plen)
+                        sub.delivered += 1
+                    n = len(targets)
+                    self.out_msgs += n
+                    self.out_bytes += plen * n
+                    return n
         r = self.sublist.match(subject)
         psubs = r.psubs
         qsubs = r.qsubs
+        if headers is None and routed_queues is None and not qsubs:
+            self._make_plan(subject, psubs)
         routed = 0
         if routed_queues is None:
             if self.route_sublist.count:
@@ -111,7 +146,7 @@ class Router:
                 data = b"MSG " + subject + sub.sid_sp + hsuffix
             else:
                 data = verb + subject + sub.sid_sp + suffix
-            c.enqueue(data)
+            c.enqueue(data, plen)
             n += 1
             nbytes += plen
             if sub.max_msgs is not None:
@@ -137,7 +172,7 @@ class Router:
                 data = b"MSG " + subject + sub.sid_sp + hsuffix
             else:
                 data = verb + subject + sub.sid_sp + suffix
-            c.enqueue(data)
+            c.enqueue(data, plen)
             n += 1
             nbytes += plen
             sub.delivered += 1
@@ -148,6 +183,23 @@ class Router:
         self.out_msgs += n
         self.out_bytes += nbytes
         return n
+
+    def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> None:
+        targets = []
+        for sub in psubs:
+            c = sub.client
+            if (
+                c.internal
+                or c.deliver_filter is not None
+                or sub.max_msgs is not None
+                or c.resp_perms is not None
+            ):
+                return
+            targets.append((c, b"MSG " + subject + sub.sid_sp, sub))
+        plans = self._plans
+        if len(plans) >= PLANS_MAX:
+            plans.clear()
+        plans[subject] = (self.gen, tuple(targets))
 
     def _to_routes(
         self,

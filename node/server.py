@@ -184,6 +184,7 @@ class Server:
     def add_sub(self, sub: Subscription) -> None:
         """Insert a local subscription and announce new interest to routes."""
         self.sublist.insert(sub)
+        self.router.gen += 1
         line = self.interest.add(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
@@ -193,6 +194,7 @@ class Server:
         """Remove a local subscription and withdraw interest from routes."""
         if not self.sublist.remove(sub):
             return
+        self.router.gen += 1
         line = self.interest.remove(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():

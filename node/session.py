@@ -158,6 +158,7 @@ class ClientSession:
         self.pending_bytes = 0
         self._max_pending = cfg.max_pending
         self._wake = trio.Event()
+        self._wake_set = False
         self._closed = trio.Event()
         self._writer_done = trio.Event()
         self.closing: ClosedReason | None = None
@@ -171,6 +172,8 @@ class ClientSession:
         self._ping_at = self.start + first + server.rng.random() * first / 5
         auth_required = server.authenticator.required
         self._auth_deadline = self.start + cfg.auth.timeout_s if auth_required else float("inf")
+        self._needs_auth = auth_required
+        self._publish = server.router.publish
         self._first_pong_sent = False
         self.nonce: str | None = server.make_nonce() if server.authenticator.needs_nonce else None
         self._proto = ProtocolConnection(
@@ -253,6 +256,7 @@ class ClientSession:
         if self.closing is not None:
             return
         self.closing = reason
+        self._proto.halt()
         self.stop_wall = self.server.wall_time()
         if not flush:
             self._out.clear()
@@ -278,21 +282,27 @@ class ClientSession:
 
     # -- outbound ---------------------------------------------------------
 
-    def enqueue(self, data: bytes) -> None:
-        """Append bytes to the outbound buffer and wake the writer.
+    def enqueue(self, data: bytes, msg_bytes: int = 0) -> None:
+        """Append one message's bytes to the outbound buffer and wake the writer.
+
+        Args:
+            data: the complete MSG/HMSG op.
+            msg_bytes: its headers + payload size (``out_bytes``, as nats-server counts).
 
         Over ``max_pending`` the client is closed as a slow consumer.
         """
         if self.closing is not None:
             return
         self._out.append(data)
-        self.pending_bytes += len(data)
+        pending = self.pending_bytes = self.pending_bytes + len(data)
         self.out_msgs += 1
-        self.out_bytes += len(data) - data.find(b"\r\n") - 4  # message bytes, as nats-server
-        if self.pending_bytes > self._max_pending:
+        self.out_bytes += msg_bytes
+        if pending > self._max_pending:
             self.close(ClosedReason.SLOW_CONSUMER_PENDING, flush=False)
             return
-        self._wake.set()
+        if not self._wake_set:
+            self._wake_set = True
+            self._wake.set()
 
     def send_info_update(self) -> None:
         """Send an async INFO (cluster topology changed: new connect_urls)."""
@@ -315,6 +325,7 @@ class ClientSession:
                 with trio.move_on_at(min(self._ping_at, self._auth_deadline)):
                     await self._wake.wait()
                 self._wake = trio.Event()
+                self._wake_set = False
                 out = self._out
                 if out:
                     data = out[0] if len(out) == 1 else b"".join(out)
@@ -381,80 +392,83 @@ class ClientSession:
                 # nats-server: before authenticating, an op must start with 'C'
                 self._auth_violation()
                 return
-            self._handle(proto.receive_data(data))
+            in_msgs, in_bytes = self.in_msgs, self.in_bytes
+            proto.feed(data, self._on_pub, self._on_event)
+            st = self.server.stats
+            st.in_msgs += self.in_msgs - in_msgs
+            st.in_bytes += self.in_bytes - in_bytes
 
     def _handle(self, events: list[Any]) -> None:
-        """Act on one chunk's operations, in order."""
-        server = self.server
-        publish = server.router.publish
-        in_msgs = 0
-        in_bytes = 0
+        """Act on already-parsed operations, in order (tests use this)."""
         for ev in events:
             if self.closing is not None:
                 break
-            t = type(ev)
-            if t is Pub:
-                if not self.connected and self._auth_deadline != float("inf"):
-                    self._auth_violation()
-                    break
-                in_msgs += 1
-                in_bytes += len(ev.payload)
-                if self.pedantic and not _literal_ok(ev.subject):
-                    self._send_proto(err_bytes("Invalid Publish Subject"))
-                # nats-server: permission check, then +OK, then delivery
-                if self.perms is None or self._pub_permitted(ev.subject):
-                    if self.verbose:
-                        self._send_proto(OK_BYTES)
-                    publish(self, ev.subject, ev.reply, None, ev.payload)
-            elif t is HPub:
-                if not self.connected and self._auth_deadline != float("inf"):
-                    self._auth_violation()
-                    break
-                in_msgs += 1
-                in_bytes += len(ev.headers) + len(ev.payload)
-                if self.pedantic and not _literal_ok(ev.subject):
-                    self._send_proto(err_bytes("Invalid Publish Subject"))
-                # nats-server: permission check, then +OK, then delivery
-                if self.perms is None or self._pub_permitted(ev.subject):
-                    if self.verbose:
-                        self._send_proto(OK_BYTES)
-                    publish(self, ev.subject, ev.reply, ev.headers, ev.payload)
-            elif t is Ping:
-                if not self.connected and self._auth_deadline != float("inf"):
-                    self._auth_violation()
-                    break
-                self._send_proto(PONG_BYTES)
-                if not self._first_pong_sent:
-                    self._first_pong_sent = True
-                    if self.protocol >= 1 and self.connected:
-                        self._send_proto(info_bytes(server.connect_info(self)))
-            elif t is Pong:
-                self._pings_out = 0
-                if self._rtt_start:
-                    self.rtt_s = max(trio.current_time() - self._rtt_start, 1e-6)
-            elif t is Sub:
-                if not self.connected and self._auth_deadline != float("inf"):
-                    self._auth_violation()
-                    break
-                self._on_sub(ev)
-            elif t is Unsub:
-                if not self.connected and self._auth_deadline != float("inf"):
-                    self._auth_violation()
-                    break
-                self._on_unsub(ev)
-            elif t is Connect:
-                self._on_connect(ev.fields)
-            elif t is ProtocolViolation:
-                self._on_violation(ev)
-            elif t is Err:
-                self.close(ClosedReason.PROTOCOL_VIOLATION)
-            # +OK from a client is ignored
-        if in_msgs:
-            self.in_msgs += in_msgs
-            self.in_bytes += in_bytes
-            st = server.stats
-            st.in_msgs += in_msgs
-            st.in_bytes += in_bytes
+            if type(ev) is Pub:
+                self._on_pub(ev.subject, ev.reply, ev.payload)
+            else:
+                self._on_event(ev)
+
+    def _on_pub(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
+        """One PUB (the hot path): checks, +OK, delivery."""
+        if self._needs_auth:
+            self._auth_violation()
+            return
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
+        if self.pedantic and not _literal_ok(subject):
+            self._send_proto(err_bytes("Invalid Publish Subject"))
+        # nats-server: permission check, then +OK, then delivery
+        if self.perms is None or self._pub_permitted(subject):
+            if self.verbose:
+                self._send_proto(OK_BYTES)
+            self._publish(self, subject, reply, None, payload)
+
+    def _on_event(self, ev: Any) -> None:
+        """Every operation other than PUB."""
+        t = type(ev)
+        if t is HPub:
+            if self._needs_auth:
+                self._auth_violation()
+                return
+            self.in_msgs += 1
+            self.in_bytes += len(ev.headers) + len(ev.payload)
+            if self.pedantic and not _literal_ok(ev.subject):
+                self._send_proto(err_bytes("Invalid Publish Subject"))
+            # nats-server: permission check, then +OK, then delivery
+            if self.perms is None or self._pub_permitted(ev.subject):
+                if self.verbose:
+                    self._send_proto(OK_BYTES)
+                self._publish(self, ev.subject, ev.reply, ev.headers, ev.payload)
+        elif t is Ping:
+            if self._needs_auth:
+                self._auth_violation()
+                return
+            self._send_proto(PONG_BYTES)
+            if not self._first_pong_sent:
+                self._first_pong_sent = True
+                if self.protocol >= 1 and self.connected:
+                    self._send_proto(info_bytes(self.server.connect_info(self)))
+        elif t is Pong:
+            self._pings_out = 0
+            if self._rtt_start:
+                self.rtt_s = max(trio.current_time() - self._rtt_start, 1e-6)
+        elif t is Sub:
+            if self._needs_auth:
+                self._auth_violation()
+                return
+            self._on_sub(ev)
+        elif t is Unsub:
+            if self._needs_auth:
+                self._auth_violation()
+                return
+            self._on_unsub(ev)
+        elif t is Connect:
+            self._on_connect(ev.fields)
+        elif t is ProtocolViolation:
+            self._on_violation(ev)
+        elif t is Err:
+            self.close(ClosedReason.PROTOCOL_VIOLATION)
+        # +OK from a client is ignored
 
     def _auth_violation(self) -> None:
         self.close(ClosedReason.AUTH_VIOLATION, "Authorization Violation")
@@ -504,8 +518,10 @@ class ClientSession:
             self.close(ClosedReason.PROTOCOL_VIOLATION, "no responders requires headers support")
             return
         self._proto.headers = self.headers
+        self.server.router.gen += 1  # echo, permissions: retire delivery plans
         self.connected = True
         self._auth_deadline = float("inf")
+        self._needs_auth = False
         if self.verbose:
             self._send_proto(OK_BYTES)
 
@@ -545,6 +561,7 @@ class ClientSession:
                 self.remove_sub(sub)
             else:
                 sub.max_msgs = ev.max_msgs
+                self.server.router.gen += 1
         if self.verbose:
             self._send_proto(OK_BYTES)
 

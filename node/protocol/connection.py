@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import enum
 import json
+import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from node.protocol.events import (
@@ -67,6 +69,10 @@ class ProtocolViolation(NamedTuple):
     err: str | None
     detail: str
 
+
+# A well-formed PUB line: subject, optional reply, size (at most 9 digits),
+# single or repeated spaces/tabs, CRLF.  Anything else takes the careful path.
+_PUB_LINE = re.compile(rb"PUB[ \t]+([^ \t\r\n]+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n")
 
 # kinds of pending payload ops
 _K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
@@ -129,14 +135,42 @@ class ProtocolConnection:
             the list ends with a ``ProtocolViolation`` and later calls
             return ``[]``.
         """
+        out: list[Event | ProtocolViolation] = []
+        append = out.append
+
+        def on_pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
+            append(Pub(subject, reply, payload))
+
+        self.feed(data, on_pub, append)
+        return out
+
+    def halt(self) -> None:
+        """Stop parsing (the connection is closing); later input is ignored."""
+        self._dead = True
+
+    def feed(
+        self,
+        data: bytes,
+        on_pub: Callable[[bytes, bytes | None, bytes], object],
+        on_event: Callable[[Event | ProtocolViolation], object],
+    ) -> None:
+        """Feed bytes; call back for every operation they complete, in order.
+
+        The hot-path form of ``receive_data``: a client's PUB is handed to
+        ``on_pub(subject, reply, payload)`` without building an event; every
+        other operation goes to ``on_event``.  A callback may call ``halt()``;
+        parsing stops right after it.  A fatal error is reported to
+        ``on_event`` as a ``ProtocolViolation``, after which nothing more is
+        parsed, ever.
+        """
         if self._dead:
-            return []
+            return
         if self._pend is not None:
             # waiting for a payload: collect chunks without re-joining each time
             self._parts.append(data)
             self._parts_len += len(data)
             if self._parts_len < self._pend[1] + 1:
-                return []
+                return
             buf = b"".join(self._parts)
             self._parts = []
             self._parts_len = 0
@@ -144,68 +178,91 @@ class ProtocolConnection:
             buf = self._buf + data if self._buf else data
         n = len(buf)
         pos = 0
-        out: list[Event | ProtocolViolation] = []
-        append = out.append
         pend = self._pend
         mcl = self.max_control_line
+        max_payload = self.max_payload
         server = self.role is Role.SERVER
         route = self.role is Role.ROUTE
+        pub_match = _PUB_LINE.match
         while pos < n:
             if pend is not None:
                 end = pos + pend[1]
                 if n < end + 2:
                     if n > end and buf[end] != 13:
-                        return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                        return self._fail(on_event, ERR_UNKNOWN_OP, "payload not followed by CRLF")
                     break
                 if buf[end : end + 2] != b"\r\n":
-                    return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                    return self._fail(on_event, ERR_UNKNOWN_OP, "payload not followed by CRLF")
                 kind = pend[0]
                 if kind == _K_PUB:
-                    append(Pub(pend[2], pend[3], buf[pos:end]))
+                    on_pub(pend[2], pend[3], buf[pos:end])
                 else:
-                    append(self._payload_event(pend, buf[pos:end]))
+                    on_event(self._payload_event(pend, buf[pos:end]))
                 pos = end + 2
                 pend = None
+                if self._dead:
+                    return
                 continue
-            # fast path: a client's PUB
-            if server and buf.startswith(b"PUB ", pos):
-                nl = buf.find(b"\n", pos)
-                if nl < 0:
-                    if n - pos > mcl:
-                        return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
-                    break
-                end_line = nl - 1 if buf[nl - 1] == 13 else nl
-                if end_line - pos > mcl:
-                    return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
-                args = _split_args(buf[pos + 4 : end_line])
-                na = len(args)
-                if na == 2:
-                    size_tok = args[1]
-                    reply = None
-                elif na == 3:
-                    size_tok = args[2]
-                    reply = args[1]
-                else:
-                    return self._fail(out, None, "PUB arguments")
-                if not size_tok.isdigit() or len(size_tok) > SIZE_DIGITS_MAX:
-                    return self._fail(out, None, "PUB size")
-                size = int(size_tok)
-                if size > self.max_payload:
-                    return self._fail(out, ERR_MAX_PAYLOAD, "payload size")
-                pos = nl + 1
-                end = pos + size
-                if n >= end + 2:
-                    if buf[end : end + 2] != b"\r\n":
-                        return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
-                    append(Pub(args[0], reply, buf[pos:end]))
-                    pos = end + 2
-                else:
-                    if n > end and buf[end] != 13:
-                        return self._fail(out, ERR_UNKNOWN_OP, "payload not followed by CRLF")
-                    pend = (_K_PUB, size, args[0], reply)
-                continue
+            if server:
+                # fastest path: a well-formed PUB line (one regex match)
+                m = pub_match(buf, pos)
+                if m is not None and m.end() - pos <= mcl + 2:
+                    subject, reply, size_tok = m.groups()
+                    size = int(size_tok)
+                    if size <= max_payload:
+                        start = m.end()
+                        end = start + size
+                        if n >= end + 2 and buf[end] == 13 and buf[end + 1] == 10:
+                            on_pub(subject, reply, buf[start:end])
+                            pos = end + 2
+                            if self._dead:
+                                return
+                            continue
+                # fast path: a client's PUB
+                if buf.startswith(b"PUB ", pos):
+                    nl = buf.find(b"\n", pos)
+                    if nl < 0:
+                        if n - pos > mcl:
+                            return self._fail(on_event, ERR_MAX_CONTROL_LINE, "control line")
+                        break
+                    end_line = nl - 1 if buf[nl - 1] == 13 else nl
+                    if end_line - pos > mcl:
+                        return self._fail(on_event, ERR_MAX_CONTROL_LINE, "control line")
+                    args = _split_args(buf[pos + 4 : end_line])
+                    na = len(args)
+                    if na == 2:
+                        size_tok = args[1]
+                        reply = None
+                    elif na == 3:
+                        size_tok = args[2]
+                        reply = args[1]
+                    else:
+                        return self._fail(on_event, None, "PUB arguments")
+                    if not size_tok.isdigit() or len(size_tok) > SIZE_DIGITS_MAX:
+                        return self._fail(on_event, None, "PUB size")
+                    size = int(size_tok)
+                    if size > max_payload:
+                        return self._fail(on_event, ERR_MAX_PAYLOAD, "payload size")
+                    pos = nl + 1
+                    end = pos + size
+                    if n >= end + 2:
+                        if buf[end : end + 2] != b"\r\n":
+                            return self._fail(
+                                on_event, ERR_UNKNOWN_OP, "payload not followed by CRLF"
+                            )
+                        on_pub(args[0], reply, buf[pos:end])
+                        pos = end + 2
+                        if self._dead:
+                            return
+                    else:
+                        if n > end and buf[end] != 13:
+                            return self._fail(
+                                on_event, ERR_UNKNOWN_OP, "payload not followed by CRLF"
+                            )
+                        pend = (_K_PUB, size, args[0], reply)
+                    continue
             # fast path: a route's plain RMSG with its whole payload present
-            if route and buf.startswith(b"RMSG ", pos):
+            elif route and buf.startswith(b"RMSG ", pos):
                 nl = buf.find(b"\n", pos)
                 if 0 <= nl - pos <= mcl:
                     end_line = nl - 1 if buf[nl - 1] == 13 else nl
@@ -220,12 +277,8 @@ class ProtocolConnection:
                         size = int(size_tok)
                         start = nl + 1
                         end = start + size
-                        if (
-                            size <= self.max_payload
-                            and n >= end + 2
-                            and buf[end : end + 2] == b"\r\n"
-                        ):
-                            append(
+                        if size <= max_payload and n >= end + 2 and buf[end : end + 2] == b"\r\n":
+                            on_event(
                                 RMsg(
                                     args[0],
                                     args[1],
@@ -236,16 +289,18 @@ class ProtocolConnection:
                                 )
                             )
                             pos = end + 2
+                            if self._dead:
+                                return
                             continue
                 # anything else (incomplete, queues, errors): the general path
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 if n - pos > mcl:
-                    return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
+                    return self._fail(on_event, ERR_MAX_CONTROL_LINE, "control line")
                 break
             end_line = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
             if end_line - pos > mcl:
-                return self._fail(out, ERR_MAX_CONTROL_LINE, "control line")
+                return self._fail(on_event, ERR_MAX_CONTROL_LINE, "control line")
             line = buf[pos:end_line]
             pos = nl + 1
             res = self._control(line)
@@ -255,8 +310,10 @@ class ProtocolConnection:
                 pend = res
                 continue
             if type(res) is ProtocolViolation:
-                return self._fail(out, res.err, res.detail)
-            append(res)  # type: ignore[arg-type]
+                return self._fail(on_event, res.err, res.detail)
+            on_event(res)  # type: ignore[arg-type]
+            if self._dead:
+                return
         self._pend = pend
         rest = buf[pos:] if pos < n else b""
         if pend is not None:
@@ -265,18 +322,16 @@ class ProtocolConnection:
             self._buf = b""
         else:
             self._buf = rest
-        return out
 
     def _fail(
-        self, out: list[Event | ProtocolViolation], err: str | None, detail: str
-    ) -> list[Event | ProtocolViolation]:
-        out.append(ProtocolViolation(err, detail))
+        self, on_event: Callable[[Event | ProtocolViolation], object], err: str | None, detail: str
+    ) -> None:
         self._dead = True
         self._buf = b""
         self._pend = None
         self._parts = []
         self._parts_len = 0
-        return out
+        on_event(ProtocolViolation(err, detail))
 
     # -- control lines ----------------------------------------------------
 
