@@ -174,6 +174,8 @@ class ClientSession:
         self._auth_deadline = self.start + cfg.auth.timeout_s if auth_required else float("inf")
         self._needs_auth = auth_required
         self._publish = server.router.publish
+        # PUB handler: the checking one until CONNECT says no checks are needed
+        self._pub_handler: Any = self._on_pub
         self._first_pong_sent = False
         self.nonce: str | None = server.make_nonce() if server.authenticator.needs_nonce else None
         self._proto = ProtocolConnection(
@@ -393,7 +395,7 @@ class ClientSession:
                 self._auth_violation()
                 return
             in_msgs, in_bytes = self.in_msgs, self.in_bytes
-            proto.feed(data, self._on_pub, self._on_event)
+            proto.feed(data, self._pub_handler, self._on_event)
             st = self.server.stats
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes
@@ -520,6 +522,10 @@ class ClientSession:
         self._proto.headers = self.headers
         self.server.router.gen += 1  # echo, permissions: retire delivery plans
         self.connected = True
+        if not (self.verbose or self.pedantic or self.perms is not None):
+            self._pub_handler = server.router.fast_publisher(self)
+        else:
+            self._pub_handler = self._on_pub
         self._auth_deadline = float("inf")
         self._needs_auth = False
         if self.verbose:
