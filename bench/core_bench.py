@@ -137,19 +137,27 @@ class ServerProc:
         return text.splitlines()
 
 
-def server_cmd(name: str, args: argparse.Namespace, ports_dir: str) -> list[str]:
+def server_cmd(name: str, args: argparse.Namespace, ports_dir: str) -> tuple[list[str], Path]:
+    """Command and working directory for ``ref``, ``trijet`` or ``trijet=DIR``.
+
+    ``trijet=DIR`` runs ``python -m node`` from another checkout (A/B runs).
+    """
     base = ["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", ports_dir]
     if name == "ref":
-        return [args.nats_server, *base]
-    return [*shlex.split(args.trijet_prefix), sys.executable, "-m", "node", *base]
+        return [args.nats_server, *base], REPO_DIR
+    cwd = Path(name.split("=", 1)[1]) if "=" in name else REPO_DIR
+    cmd = [*shlex.split(args.trijet_prefix), sys.executable, "-m", "node", *base]
+    return cmd, cwd
 
 
 def start_server(name: str, args: argparse.Namespace, tag: str) -> ServerProc:
-    ports_dir = tempfile.mkdtemp(prefix=f"core_bench_{name}_")
-    log_path = OUT_DIR / f"{name}-{tag}.log"
+    safe = "".join(ch if ch.isalnum() else "_" for ch in name)
+    ports_dir = tempfile.mkdtemp(prefix=f"core_bench_{safe}_")
+    log_path = OUT_DIR / f"{safe}-{tag}.log"
     log_fh = open(log_path, "wb")  # closed in stop_server
-    cmd = server_cmd(name, args, ports_dir)
-    proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, cwd=REPO_DIR)
+    cmd, cwd = server_cmd(name, args, ports_dir)
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, cwd=cwd, env=env)
     deadline = time.monotonic() + SERVER_START_S_MAX
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -337,9 +345,10 @@ def run_phase(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) -> 
 
 
 def start_py_spy(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) -> Any:
-    if not args.py_spy or s.name != "trijet" or phase != "pubsub" or rep != 0:
+    if not args.py_spy or s.name == "ref" or phase != "pubsub" or rep != 0:
         return None
-    out = OUT_DIR / f"trijet-pubsub.{args.py_spy_format}"
+    safe = "".join(ch if ch.isalnum() else "_" for ch in s.name)
+    out = OUT_DIR / f"{safe}-pubsub.{args.py_spy_format}"
     cmd = [args.py_spy, "record", "--pid", str(s.proc.pid), "-r", "250", "-o", str(out)]
     cmd += ["--format", args.py_spy_format, "--nonblocking"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -451,22 +460,45 @@ def fmt(v: float | None) -> str:
 
 
 def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
+    """Print the table of medians and the headline lines; return the summary."""
     vals = metric_values(samples)
+    names = list(dict.fromkeys(sm.server for sm in samples))
+    others = [n for n in names if n != "ref"]
+    short = {n: n if len(n) <= 12 else "…" + n[-11:] for n in names}
     print()
-    print(f"{'metric':44} {'trijet':>12} {'ref':>12} {'ratio':>7}  runs t/r")
-    print("-" * 88)
+    head = f"{'metric':44}" + "".join(f" {short[n]:>12}" for n in names)
+    if "ref" in names:
+        head += "".join(
+            " " + f"{'ratio' if n == 'trijet' else 'ratio' + str(i)}".rjust(7)
+            for i, n in enumerate(others)
+        )
+    print(head + "  runs")
+    print("-" * len(head + "  runs"))
     summary: dict[str, Any] = {}
     for key in vals:
-        t = vals[key].get("trijet", [])
-        r = vals[key].get("ref", [])
-        tm = statistics.median(t) if t else None
-        rm = statistics.median(r) if r else None
-        ratio = tm / rm if tm is not None and rm else None
+        med = {n: statistics.median(v) if (v := vals[key].get(n)) else None for n in names}
+        ref = med.get("ref")
+        row = f"{label(key):44}" + "".join(f" {fmt(med[n]):>12}" for n in names)
+        entry: dict[str, Any] = {}
+        for n in names:
+            entry[n] = med[n]
+            entry[n + "_all"] = vals[key].get(n, [])
+        if "ref" in names:
+            for n in others:
+                ratio = med[n] / ref if med[n] is not None and ref else None
+                entry["ratio" if n == "trijet" else f"ratio[{n}]"] = ratio
+                row += f" {'' if ratio is None else f'{ratio:.3f}':>7}"
+        runs = "/".join(str(len(vals[key].get(n, []))) for n in names)
+        print(f"{row}  {runs}")
+        summary[key] = entry
+    if len(others) > 1:
         print(
-            f"{label(key):44} {fmt(tm):>12} {fmt(rm):>12} "
-            f"{'' if ratio is None else f'{ratio:.3f}':>7}  {len(t)}/{len(r)}"
+            "ratio columns: "
+            + ", ".join(
+                f"{'ratio' if n == 'trijet' else 'ratio' + str(i)} = {n}/ref"
+                for i, n in enumerate(others)
+            )
         )
-        summary[key] = {"trijet": tm, "ref": rm, "ratio": ratio, "trijet_all": t, "ref_all": r}
     notes = [(sm.server, sm.phase, sm.rep, n) for sm in samples for n in sm.notes]
     if notes:
         print("\nnotes (server log lines and client failures):")
@@ -478,16 +510,23 @@ def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
         f"median {statistics.median(loads):.2f} max {max(loads):.2f}; "
         f"cpus {os.cpu_count()}; loadgen: {'C' if args.loadgen else 'Python (fallback)'}"
     )
+    if not args.loadgen:
+        print("WARNING: Python load generator: the reference figures, so the ratios, are capped")
     print()
     for key in ("pubsub_128B", "pubsub_128B_paced", "reqrep_seq", f"reqrep_pipe{args.inflight}"):
-        if key in summary:
-            s = summary[key]
-            ratio = "n/a" if s["ratio"] is None else f"{s['ratio']:.3f}"
-            print(f"{key}: trijet={fmt(s['trijet'])} ref={fmt(s['ref'])} ratio={ratio}")
-    ps = summary.get("pubsub_128B", {}).get("ratio")
-    if ps is not None:
-        verdict = "met" if ps >= 0.5 else "NOT met"
-        print(f"target pubsub_128B ratio >= 0.5: {verdict}")
+        if key not in summary:
+            continue
+        e = summary[key]
+        for n in others:
+            ratio = e.get("ratio" if n == "trijet" else f"ratio[{n}]")
+            rtxt = "n/a" if ratio is None else f"{ratio:.3f}"
+            print(f"{key}: {n}={fmt(e.get(n))} ref={fmt(e.get('ref'))} ratio={rtxt}")
+    for n in others:
+        e = summary.get("pubsub_128B", {})
+        ratio = e.get("ratio" if n == "trijet" else f"ratio[{n}]")
+        if ratio is not None:
+            verdict = "met" if ratio >= 0.5 else "NOT met"
+            print(f"target pubsub_128B ratio >= 0.5 ({n}): {verdict}")
     return summary
 
 
@@ -503,7 +542,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--msgs", type=int, default=1_000_000, help="messages per pub->sub run")
     p.add_argument("--size", type=int, default=128, help="payload bytes")
     p.add_argument("--repeat", type=int, default=3, help="repetitions (median reported)")
-    p.add_argument("--servers", default="ref,trijet", help="comma list of ref,trijet")
+    p.add_argument(
+        "--servers",
+        default="ref,trijet",
+        help="comma list of ref, trijet, trijet=DIR (trijet from another checkout, for A/B)",
+    )
     p.add_argument("--phases", default=",".join(PHASES), help="comma list of " + ",".join(PHASES))
     p.add_argument("--batch-bytes", type=int, default=262144, help="publisher write size")
     p.add_argument("--pace-every", type=int, default=5000, help="paced: PING every N msgs")
