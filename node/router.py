@@ -70,20 +70,20 @@ class Router:
             routed_queues: set for a message that arrived on a route: the
                 queue groups it should reach here; it is not forwarded again.
         """
-        if headers is None and routed_queues is None:
+        if headers is None and not routed_queues:
             plan = self._plans.get(subject)
             if (
                 plan is not None
                 and plan[0] == self.gen
                 and (src is None or src.echo)
-                and not self.route_sublist.count
+                and (routed_queues is not None or not self.route_sublist.count)
                 and (plan[1] or not reply)
             ):
                 return self._deliver_plan(plan[1], reply, payload)
         r = self.sublist.match(subject)
         psubs = r.psubs
         qsubs = r.qsubs
-        if headers is None and routed_queues is None and not qsubs:
+        if headers is None and not routed_queues and not qsubs:
             self._make_plan(subject, psubs)
         routed = 0
         if routed_queues is None:
