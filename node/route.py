@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACCOUNT = b"$G"
-RECV_BYTES_MAX = 65536
+RECV_BYTES_MAX = 262144
 ROUTE_PING_INTERVAL_S = 10.0
 RECONNECT_DELAY_S_MIN = 0.05
 RECONNECT_DELAY_S_MAX = 2.0
@@ -155,9 +155,12 @@ class Route:
         self._out: list[bytes] = []
         self.pending_bytes = 0
         self._wake = trio.Event()
+        self._wake_set = False
+        self._max_pending = server.cfg.max_pending
         self._closed = trio.Event()
         self._writer_done = trio.Event()
         self._connect_seen = False
+        self._publish = server.router.publish
         self._proto = ProtocolConnection(
             Role.ROUTE,
             max_payload=server.cfg.max_payload,
@@ -171,15 +174,18 @@ class Route:
             return
         self._out.append(data)
         self.pending_bytes += len(data)
-        if self.pending_bytes > self.server.cfg.max_pending:
+        if self.pending_bytes > self._max_pending:
             self.close("Slow Consumer (Pending Bytes)")
             return
-        self._wake.set()
+        if not self._wake_set:
+            self._wake_set = True
+            self._wake.set()
 
     def close(self, reason: str, err: str | None = None) -> None:
         if self.closing is not None:
             return
         self.closing = reason
+        self._proto.halt()
         if err is not None:
             self._out.append(err_bytes(err))
         self._wake.set()
@@ -201,6 +207,7 @@ class Route:
             with trio.move_on_at(next_ping):
                 await self._wake.wait()
             self._wake = trio.Event()
+            self._wake_set = False
             if self._out:
                 data = b"".join(self._out)
                 self._out.clear()
@@ -249,7 +256,7 @@ class Route:
         while self.closing is None:
             if data:
                 self.last_activity_wall = self.server.wall_time()
-                self._handle(self._proto.receive_data(bytes(data)))
+                self._proto.feed(bytes(data), self._no_pub, self._on_event)
                 if self.closing is not None:
                     return
             if not self.registered and trio.current_time() > handshake_deadline:
@@ -267,7 +274,20 @@ class Route:
                 self.close("Read Error")
                 return
 
-    def _handle(self, events: list[Any]) -> None:
+    @staticmethod
+    def _no_pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
+        raise AssertionError("routes do not send PUB")  # the route parser never calls this
+
+    def _on_event(self, ev: Any) -> None:
+        """One operation from the peer; plain RMSGs take the short way."""
+        if type(ev) is RMsg and self.registered:
+            self.in_msgs += 1
+            self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
+            self._publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
+            return
+        self._handle((ev,))
+
+    def _handle(self, events: tuple[Any, ...] | list[Any]) -> None:
         server = self.server
         for ev in events:
             if self.closing is not None:
@@ -386,18 +406,23 @@ class Route:
             return
         rs = RemoteSub(self, ev.subject, ev.queue, ev.weight)
         self.remote_subs[key] = rs
-        self.server.router.route_sublist.insert(rs)
+        router = self.server.router
+        router.route_sublist.insert(rs)
+        router.gen += 1
 
     def _on_runsub(self, ev: RUnsub) -> None:
         rs = self.remote_subs.pop((ev.subject, ev.queue), None)
         if rs is not None:
-            self.server.router.route_sublist.remove(rs)
+            router = self.server.router
+            router.route_sublist.remove(rs)
+            router.gen += 1
 
     def drop_interest(self) -> None:
-        sl = self.server.router.route_sublist
+        router = self.server.router
         for rs in self.remote_subs.values():
-            sl.remove(rs)
+            router.route_sublist.remove(rs)
         self.remote_subs.clear()
+        router.gen += 1
 
 
 def parse_route_url(url: str) -> tuple[str, int, str | None, str | None]:

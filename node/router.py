@@ -42,13 +42,16 @@ class Router:
         self.out_bytes = 0
         # peers' interest (node.route.RemoteSub entries), one per route/subject/queue
         self.route_sublist: Sublist[Any] = Sublist()
-        # Delivery plans: subject -> (gen, ((client, b"MSG subject sid", sub), ...))
-        # for subjects whose interest is plain client subscriptions with nothing
-        # special (no queue, filter, max, response permissions, internal
-        # client).  Any change to subscriptions or to a client's delivery
+        # Delivery plans: subject -> (gen, ((enqueue, b"MSG subject sid", sub), ...),
+        # (route, ...)) for subjects whose interest is plain client
+        # subscriptions with nothing special (no queue, filter, max, response
+        # permissions, internal client) plus routes with plain interest only.
+        # Any change to local or route interest or to a client's delivery
         # options bumps ``gen``, which retires every plan at once.
         self.gen = 0
-        self._plans: dict[bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...]]] = {}
+        self._plans: dict[
+            bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
+        ] = {}
 
     def publish(
         self,
@@ -76,10 +79,10 @@ class Router:
                 plan is not None
                 and plan[0] == self.gen
                 and (src is None or src.echo)
-                and (routed_queues is not None or not self.route_sublist.count)
-                and (plan[1] or not reply)
+                and (plan[1] or plan[2] or not reply)
             ):
-                return self._deliver_plan(plan[1], reply, payload)
+                routes = plan[2] if routed_queues is None else ()
+                return self._deliver_plan(subject, plan[1], routes, reply, payload)
         r = self.sublist.match(subject)
         psubs = r.psubs
         qsubs = r.qsubs
@@ -180,38 +183,48 @@ class Router:
         plans = self._plans
         publish = self.publish
         deliver = self._deliver_plan
-        route_sublist = self.route_sublist
         echo = src.echo
 
         def pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
             src.in_msgs += 1
             src.in_bytes += len(payload)
             plan = plans.get(subject)
-            if plan is None or plan[0] != self.gen or not echo or route_sublist.count:
+            if plan is None or plan[0] != self.gen or not echo:
                 publish(src, subject, reply, None, payload)
                 return
-            targets = plan[1]
-            if not targets and reply:
-                publish(src, subject, reply, None, payload)
+            targets, routes = plan[1], plan[2]
+            if not targets and not routes and reply:
+                publish(src, subject, reply, None, payload)  # no responders
                 return
-            deliver(targets, reply, payload)
+            deliver(subject, targets, routes, reply, payload)
 
         return pub
 
     def _deliver_plan(
-        self, targets: tuple[tuple[Any, bytes, Any], ...], reply: bytes | None, payload: bytes
+        self,
+        subject: bytes,
+        targets: tuple[tuple[Any, bytes, Any], ...],
+        routes: tuple[Any, ...],
+        reply: bytes | None,
+        payload: bytes,
     ) -> int:
         """Deliver a header-less message along a current delivery plan."""
         plen = len(payload)
-        suffix = (
-            (b" " + reply + b" " if reply else b" ") + str(plen).encode() + CRLF + payload + CRLF
-        )
+        tail = (b" " + reply + b" " if reply else b" ") + str(plen).encode() + CRLF + payload + CRLF
         for enqueue, head, sub in targets:
-            enqueue(head + suffix, plen)
+            enqueue(head + tail, plen)
             sub.delivered += 1
         n = len(targets)
         self.out_msgs += n
         self.out_bytes += plen * n
+        if routes:
+            # RMSG $G <subject> [reply] <size>
+            data = b"RMSG $G " + subject + tail
+            for route in routes:
+                route.send(data)
+                route.out_msgs += 1
+                route.out_bytes += plen
+            n += len(routes)
         return n
 
     def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> None:
@@ -226,10 +239,16 @@ class Router:
             ):
                 return
             targets.append((c.enqueue, b"MSG " + subject + sub.sid_sp, sub))
+        routes: tuple[Any, ...] = ()
+        if self.route_sublist.count:
+            rr = self.route_sublist.match(subject)
+            if rr.qsubs:
+                return
+            routes = tuple(dict.fromkeys(rs.route for rs in rr.psubs))
         plans = self._plans
         if len(plans) >= PLANS_MAX:
             plans.clear()
-        plans[subject] = (self.gen, tuple(targets))
+        plans[subject] = (self.gen, tuple(targets), routes)
 
     def _to_routes(
         self,

@@ -74,6 +74,11 @@ class ProtocolViolation(NamedTuple):
 # single or repeated spaces/tabs, CRLF.  Anything else takes the careful path.
 _PUB_LINE = re.compile(rb"PUB[ \t]+([^ \t\r\n]+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n")
 
+# A plain route RMSG line: account, subject, optional reply, size.
+_RMSG_LINE = re.compile(
+    rb"RMSG[ \t]+([^ \t\r\n]+)[ \t]+([^ \t\r\n]+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n"
+)
+
 # kinds of pending payload ops
 _K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
 
@@ -184,6 +189,8 @@ class ProtocolConnection:
         server = self.role is Role.SERVER
         route = self.role is Role.ROUTE
         pub_match = _PUB_LINE.match
+        rmsg_match = _RMSG_LINE.match
+        mcl_crlf = mcl + 2
         while pos < n:
             if pend is not None:
                 end = pos + pend[1]
@@ -262,36 +269,29 @@ class ProtocolConnection:
                         pend = (_K_PUB, size, args[0], reply)
                     continue
             # fast path: a route's plain RMSG with its whole payload present
-            elif route and buf.startswith(b"RMSG ", pos):
-                nl = buf.find(b"\n", pos)
-                if 0 <= nl - pos <= mcl:
-                    end_line = nl - 1 if buf[nl - 1] == 13 else nl
-                    args = _split_args(buf[pos + 5 : end_line])
-                    na = len(args)
-                    size_tok = args[-1] if na else b""
+            elif route:
+                m = rmsg_match(buf, pos)
+                while m is not None:
+                    start = m.end()
+                    account, subject, reply, size_tok = m.groups()
+                    end = start + int(size_tok)
                     if (
-                        (na == 3 or (na == 4 and args[2] != b"+" and args[2] != b"|"))
-                        and size_tok.isdigit()
-                        and len(size_tok) <= SIZE_DIGITS_MAX
+                        end + 2 > n
+                        or buf[end] != 13
+                        or buf[end + 1] != 10
+                        or end - start > max_payload
+                        or start - pos > mcl_crlf
+                        or reply == b"+"
+                        or reply == b"|"
                     ):
-                        size = int(size_tok)
-                        start = nl + 1
-                        end = start + size
-                        if size <= max_payload and n >= end + 2 and buf[end : end + 2] == b"\r\n":
-                            on_event(
-                                RMsg(
-                                    args[0],
-                                    args[1],
-                                    args[2] if na == 4 else None,
-                                    (),
-                                    None,
-                                    buf[start:end],
-                                )
-                            )
-                            pos = end + 2
-                            if self._dead:
-                                return
-                            continue
+                        break
+                    on_event(RMsg(account, subject, reply, (), None, buf[start:end]))
+                    pos = end + 2
+                    if self._dead:
+                        return
+                    m = rmsg_match(buf, pos)
+                if pos >= n:
+                    break
                 # anything else (incomplete, queues, errors): the general path
             nl = buf.find(b"\n", pos)
             if nl < 0:
