@@ -345,10 +345,11 @@ def run_phase(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) -> 
 
 
 def start_py_spy(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) -> Any:
-    if not args.py_spy or s.name == "ref" or phase != "pubsub" or rep != 0:
+    wanted = args.py_spy_phases.split(",")
+    if not args.py_spy or s.name == "ref" or phase not in wanted or rep != 0:
         return None
     safe = "".join(ch if ch.isalnum() else "_" for ch in s.name)
-    out = OUT_DIR / f"{safe}-pubsub.{args.py_spy_format}"
+    out = OUT_DIR / f"{safe}-{phase}.{args.py_spy_format}"
     cmd = [args.py_spy, "record", "--pid", str(s.proc.pid), "-r", "250", "-o", str(out)]
     cmd += ["--format", args.py_spy_format, "--nonblocking"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -366,7 +367,7 @@ def stop_py_spy(spy: Any) -> None:
     except subprocess.TimeoutExpired:
         p.kill()
         _, err = p.communicate()
-    print(f"  py-spy profile of trijet during pubsub: {out}")
+    print(f"  py-spy profile: {out}")
     if err.strip():
         print("  py-spy:", err.strip().splitlines()[-1])
     if out.suffix == ".raw" and out.exists():
@@ -558,7 +559,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--python-loadgen", action="store_true", help="force the Python fallback")
     p.add_argument("--py-pubs", type=int, default=4, help="publisher processes (Python)")
     p.add_argument("--trijet-prefix", default="", help="command prefix for trijet")
-    p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet's 1st pubsub")
+    p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet (1st run)")
+    p.add_argument("--py-spy-phases", default="pubsub", help="phases to profile (comma list)")
     p.add_argument("--py-spy-format", default="raw", choices=["raw", "flamegraph", "speedscope"])
     p.add_argument("--json", default="", help="write all raw results to this file")
     return p.parse_args(argv)
