@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import trio
 
+from node.outbound import Outbound
 from node.protocol.connection import (
     PING_BYTES,
     PONG_BYTES,
@@ -110,7 +111,7 @@ class Interest:
         return b"".join(out)
 
 
-class Route:
+class Route(Outbound):
     """One route connection (either direction).
 
     Args:
@@ -152,15 +153,13 @@ class Route:
         self.remote_subs: dict[tuple[bytes, bytes | None], RemoteSub] = {}
         self.registered = False
         self.closing: str | None = None
-        self._out: list[bytes] = []
-        self.pending_bytes = 0
-        self._wake = trio.Event()
-        self._wake_set = False
-        self._max_pending = server.cfg.max_pending
+        self._init_outbound(server.cfg.max_pending)
         self._closed = trio.Event()
         self._writer_done = trio.Event()
         self._connect_seen = False
         self._publish = server.router.publish
+        self._routed = server.router.fast_routed(self)
+        self._flush = server.router.flush
         self._proto = ProtocolConnection(
             Role.ROUTE,
             max_payload=server.cfg.max_payload,
@@ -172,14 +171,10 @@ class Route:
     def send(self, data: bytes) -> None:
         if self.closing is not None:
             return
-        self._out.append(data)
-        self.pending_bytes += len(data)
-        if self.pending_bytes > self._max_pending:
-            self.close("Slow Consumer (Pending Bytes)")
-            return
-        if not self._wake_set:
-            self._wake_set = True
-            self._wake.set()
+        self._push(data, msg=False)
+
+    def _overflow(self) -> None:
+        self.close("Slow Consumer (Pending Bytes)")
 
     def close(self, reason: str, err: str | None = None) -> None:
         if self.closing is not None:
@@ -206,12 +201,8 @@ class Route:
         while True:
             with trio.move_on_at(next_ping):
                 await self._wake.wait()
-            self._wake = trio.Event()
-            self._wake_set = False
-            if self._out:
-                data = b"".join(self._out)
-                self._out.clear()
-                self.pending_bytes = 0
+            data = self._take()
+            if data:
                 try:
                     with trio.fail_after(self.server.cfg.write_deadline_s):
                         await self.stream.send_all(data)
@@ -256,7 +247,11 @@ class Route:
         while self.closing is None:
             if data:
                 self.last_activity_wall = self.server.wall_time()
-                self._proto.feed(bytes(data), self._no_pub, self._on_event)
+                if self.registered:
+                    self._proto.feed(bytes(data), self._routed, self._on_event)
+                    self._flush()
+                else:
+                    self._proto.feed(bytes(data), self._not_yet, self._on_event)
                 if self.closing is not None:
                     return
             if not self.registered and trio.current_time() > handshake_deadline:
@@ -274,9 +269,8 @@ class Route:
                 self.close("Read Error")
                 return
 
-    @staticmethod
-    def _no_pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-        raise AssertionError("routes do not send PUB")  # the route parser never calls this
+    def _not_yet(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
+        self.close("Protocol Violation")  # a message before the handshake finished
 
     def _on_event(self, ev: Any) -> None:
         """One operation from the peer; plain RMSGs take the short way."""

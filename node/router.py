@@ -42,13 +42,14 @@ class Router:
         self.out_bytes = 0
         # peers' interest (node.route.RemoteSub entries), one per route/subject/queue
         self.route_sublist: Sublist[Any] = Sublist()
-        # Delivery plans: subject -> (gen, ((enqueue, b"MSG subject sid", sub), ...),
+        # Delivery plans: subject -> (gen, ((client, b"MSG subject sid", sub), ...),
         # (route, ...)) for subjects whose interest is plain client
         # subscriptions with nothing special (no queue, filter, max, response
         # permissions, internal client) plus routes with plain interest only.
         # Any change to local or route interest or to a client's delivery
         # options bumps ``gen``, which retires every plan at once.
         self.gen = 0
+        self._touched: set[Any] = set()  # buffers the fast path appended to
         self._plans: dict[
             bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
         ] = {}
@@ -177,28 +178,99 @@ class Router:
         """A PUB handler for a client with no per-message checks to make.
 
         Valid while the client's options stay as they are (the session asks
-        for a new one after CONNECT).  Uses the subject's delivery plan when it
-        is current, else ``publish``.  Counts ``in_msgs``/``in_bytes`` on ``src``.
+        for a new one after CONNECT).  With a current delivery plan it appends
+        straight to the subscribers' (and routes') buffers and remembers them;
+        the caller must call ``flush()`` after the batch.  Otherwise it falls
+        back to ``publish``.  Counts ``in_msgs``/``in_bytes`` on ``src``.
         """
         plans = self._plans
         publish = self.publish
-        deliver = self._deliver_plan
+        touch = self._touched.add
         echo = src.echo
 
         def pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
+            plen = len(payload)
             src.in_msgs += 1
-            src.in_bytes += len(payload)
+            src.in_bytes += plen
             plan = plans.get(subject)
             if plan is None or plan[0] != self.gen or not echo:
                 publish(src, subject, reply, None, payload)
                 return
             targets, routes = plan[1], plan[2]
-            if not targets and not routes and reply:
-                publish(src, subject, reply, None, payload)  # no responders
+            if not targets and not routes:
+                if reply:
+                    publish(src, subject, reply, None, payload)  # no responders
                 return
-            deliver(subject, targets, routes, reply, payload)
+            tail = (
+                (b" " + reply + b" " if reply else b" ")
+                + str(plen).encode()
+                + CRLF
+                + payload
+                + CRLF
+            )
+            for c, head, sub in targets:
+                c._out.append(head + tail)
+                c.out_bytes += plen
+                sub.delivered += 1
+                touch(c)
+            if routes:
+                data = b"RMSG $G " + subject + tail
+                for route in routes:
+                    route._out.append(data)
+                    route.out_bytes += plen
+                    touch(route)
+            n = len(targets)
+            self.out_msgs += n
+            self.out_bytes += plen * n
 
         return pub
+
+    def fast_routed(self, route: Any) -> Callable[[bytes, bytes | None, bytes], None]:
+        """A handler for plain messages arriving on ``route`` (no queues, no headers).
+
+        Delivers along a current plan into local buffers (batched: call
+        ``flush()`` after), never to other routes; otherwise ``publish``.
+        """
+        plans = self._plans
+        publish = self.publish
+        touch = self._touched.add
+
+        def routed(subject: bytes, reply: bytes | None, payload: bytes) -> None:
+            plen = len(payload)
+            route.in_msgs += 1
+            route.in_bytes += plen
+            plan = plans.get(subject)
+            if plan is None or plan[0] != self.gen:
+                publish(None, subject, reply, None, payload, ())
+                return
+            targets = plan[1]
+            if not targets:
+                return
+            tail = (
+                (b" " + reply + b" " if reply else b" ")
+                + str(plen).encode()
+                + CRLF
+                + payload
+                + CRLF
+            )
+            for c, head, sub in targets:
+                c._out.append(head + tail)
+                c.out_bytes += plen
+                sub.delivered += 1
+                touch(c)
+            n = len(targets)
+            self.out_msgs += n
+            self.out_bytes += plen * n
+
+        return routed
+
+    def flush(self) -> None:
+        """Account and wake every buffer the fast path appended to."""
+        touched = self._touched
+        if touched:
+            for c in touched:
+                c.flush_batch()
+            touched.clear()
 
     def _deliver_plan(
         self,
@@ -211,8 +283,8 @@ class Router:
         """Deliver a header-less message along a current delivery plan."""
         plen = len(payload)
         tail = (b" " + reply + b" " if reply else b" ") + str(plen).encode() + CRLF + payload + CRLF
-        for enqueue, head, sub in targets:
-            enqueue(head + tail, plen)
+        for c, head, sub in targets:
+            c.enqueue(head + tail, plen)
             sub.delivered += 1
         n = len(targets)
         self.out_msgs += n
@@ -238,7 +310,7 @@ class Router:
                 or c.resp_perms is not None
             ):
                 return
-            targets.append((c.enqueue, b"MSG " + subject + sub.sid_sp, sub))
+            targets.append((c, b"MSG " + subject + sub.sid_sp, sub))
         routes: tuple[Any, ...] = ()
         if self.route_sublist.count:
             rr = self.route_sublist.match(subject)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node.auth import AuthedUser, Permissions
+from node.outbound import Outbound
 from node.protocol.connection import (
     OK_BYTES,
     PING_BYTES,
@@ -106,7 +107,7 @@ class Subscription:
         self.delivered = 0
 
 
-class ClientSession:
+class ClientSession(Outbound):
     """A client connection's state and tasks.
 
     Args:
@@ -153,12 +154,7 @@ class ClientSession:
         self.in_bytes = 0
         self.out_msgs = 0
         self.out_bytes = 0
-        # outbound
-        self._out: list[bytes] = []
-        self.pending_bytes = 0
-        self._max_pending = cfg.max_pending
-        self._wake = trio.Event()
-        self._wake_set = False
+        self._init_outbound(cfg.max_pending)
         self._closed = trio.Event()
         self._writer_done = trio.Event()
         self.closing: ClosedReason | None = None
@@ -174,6 +170,7 @@ class ClientSession:
         self._auth_deadline = self.start + cfg.auth.timeout_s if auth_required else float("inf")
         self._needs_auth = auth_required
         self._publish = server.router.publish
+        self._flush = server.router.flush
         # PUB handler: the checking one until CONNECT says no checks are needed
         self._pub_handler: Any = self._on_pub
         self._first_pong_sent = False
@@ -261,8 +258,7 @@ class ClientSession:
         self._proto.halt()
         self.stop_wall = self.server.wall_time()
         if not flush:
-            self._out.clear()
-            self.pending_bytes = 0
+            self._drop_pending()
         if err is not None:
             self._out.append(err_bytes(err))
         if reason in (ClosedReason.SLOW_CONSUMER_PENDING, ClosedReason.SLOW_CONSUMER_DEADLINE):
@@ -295,16 +291,11 @@ class ClientSession:
         """
         if self.closing is not None:
             return
-        self._out.append(data)
-        pending = self.pending_bytes = self.pending_bytes + len(data)
-        self.out_msgs += 1
         self.out_bytes += msg_bytes
-        if pending > self._max_pending:
-            self.close(ClosedReason.SLOW_CONSUMER_PENDING, flush=False)
-            return
-        if not self._wake_set:
-            self._wake_set = True
-            self._wake.set()
+        self._push(data, msg=True)
+
+    def _overflow(self) -> None:
+        self.close(ClosedReason.SLOW_CONSUMER_PENDING, flush=False)
 
     def send_info_update(self) -> None:
         """Send an async INFO (cluster topology changed: new connect_urls)."""
@@ -315,9 +306,7 @@ class ClientSession:
     def _send_proto(self, data: bytes) -> None:
         if self.closing is not None:
             return
-        self._out.append(data)
-        self.pending_bytes += len(data)
-        self._wake.set()
+        self._push(data, msg=False)
 
     async def _writer(self) -> None:
         stream = self.stream
@@ -326,13 +315,8 @@ class ClientSession:
             while True:
                 with trio.move_on_at(min(self._ping_at, self._auth_deadline)):
                     await self._wake.wait()
-                self._wake = trio.Event()
-                self._wake_set = False
-                out = self._out
-                if out:
-                    data = out[0] if len(out) == 1 else b"".join(out)
-                    out.clear()
-                    self.pending_bytes = 0
+                data = self._take()
+                if data:
                     try:
                         with trio.fail_after(deadline_s):
                             await stream.send_all(data)
@@ -396,6 +380,7 @@ class ClientSession:
                 return
             in_msgs, in_bytes = self.in_msgs, self.in_bytes
             proto.feed(data, self._pub_handler, self._on_event)
+            self._flush()
             st = self.server.stats
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes

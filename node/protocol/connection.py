@@ -143,8 +143,15 @@ class ProtocolConnection:
         out: list[Event | ProtocolViolation] = []
         append = out.append
 
-        def on_pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-            append(Pub(subject, reply, payload))
+        if self.role is Role.ROUTE:
+
+            def on_pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
+                append(RMsg(b"$G", subject, reply, (), None, payload))
+
+        else:
+
+            def on_pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
+                append(Pub(subject, reply, payload))
 
         self.feed(data, on_pub, append)
         return out
@@ -161,9 +168,10 @@ class ProtocolConnection:
     ) -> None:
         """Feed bytes; call back for every operation they complete, in order.
 
-        The hot-path form of ``receive_data``: a client's PUB is handed to
-        ``on_pub(subject, reply, payload)`` without building an event; every
-        other operation goes to ``on_event``.  A callback may call ``halt()``;
+        The hot-path form of ``receive_data``: a client's PUB (server role),
+        or a plain route RMSG in the ``$G`` account without queues (route
+        role), is handed to ``on_pub(subject, reply, payload)`` without
+        building an event; every other operation goes to ``on_event``.  A callback may call ``halt()``;
         parsing stops right after it.  A fatal error is reported to
         ``on_event`` as a ``ProtocolViolation``, after which nothing more is
         parsed, ever.
@@ -283,9 +291,10 @@ class ProtocolConnection:
                         or start - pos > mcl_crlf
                         or reply == b"+"
                         or reply == b"|"
+                        or account != b"$G"
                     ):
                         break
-                    on_event(RMsg(account, subject, reply, (), None, buf[start:end]))
+                    on_pub(subject, reply, buf[start:end])  # a plain routed message
                     pos = end + 2
                     if self._dead:
                         return

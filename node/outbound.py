@@ -1,0 +1,107 @@
+"""A bounded outbound byte buffer with batched accounting (sessions and routes).
+
+Theory of operation: the owner's writer task joins everything queued into one
+write.  There are two ways in:
+
+* ``_push(data)`` — one item, accounted at once (pending bytes, slow-consumer
+  check, writer woken).  Used for protocol replies and the general delivery
+  path.
+* the router's hot path appends straight to ``_out`` and remembers the
+  buffer in its batch; after the reader has acted on a whole received chunk it
+  calls ``flush_batch()`` once per touched buffer, which accounts the new items
+  in one ``sum`` and wakes the writer once.  Between the append and the flush
+  nothing awaits, so the writer never sees an unaccounted item.
+
+``_counted`` is the number of items already accounted; ``_take()`` hands the
+writer everything and resets the counters.  Over ``max_pending`` bytes the
+owner's ``_overflow()`` runs (slow consumer).
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+import trio
+
+
+class Outbound:
+    """Mixin: ``_out`` list, ``pending_bytes``, ``out_msgs`` and the writer's wake-up."""
+
+    _out: list[bytes]
+    _counted: int
+    pending_bytes: int
+    out_msgs: int
+    _max_pending: int
+    _wake: trio.Event
+    _wake_set: bool
+    closing: object
+
+    def _init_outbound(self, max_pending: int) -> None:
+        self._out = []
+        self._counted = 0
+        self.pending_bytes = 0
+        self.out_msgs = 0
+        self._max_pending = max_pending
+        self._wake = trio.Event()
+        self._wake_set = False
+
+    def _overflow(self) -> None:
+        """Called when pending bytes pass ``max_pending`` (owner closes)."""
+        raise NotImplementedError
+
+    def _account(self, msgs: bool) -> None:
+        out = self._out
+        k = len(out) - self._counted
+        if k > 0:
+            self.pending_bytes += sum(map(len, islice(out, self._counted, None)))
+            self._counted = len(out)
+            if msgs:
+                self.out_msgs += k
+
+    def flush_batch(self) -> None:
+        """Account items the router appended directly, check the bound, wake."""
+        if self.closing is not None:  # nobody will write them
+            self._drop_pending()
+            return
+        self._account(True)
+        if self.pending_bytes > self._max_pending:
+            self._overflow()
+            return
+        if not self._wake_set:
+            self._wake_set = True
+            self._wake.set()
+
+    def _push(self, data: bytes, *, msg: bool) -> bool:
+        """Queue one item; False when that made the buffer overflow."""
+        self._account(True)
+        self._out.append(data)
+        self._counted += 1
+        self.pending_bytes += len(data)
+        if msg:
+            self.out_msgs += 1
+        if self.pending_bytes > self._max_pending:
+            self._overflow()
+            return False
+        if not self._wake_set:
+            self._wake_set = True
+            self._wake.set()
+        return True
+
+    def _drop_pending(self) -> None:
+        self._out.clear()
+        self._counted = 0
+        self.pending_bytes = 0
+
+    def _take(self) -> bytes:
+        """Everything queued, joined (b"" if nothing); resets the wake-up."""
+        self._wake = trio.Event()
+        self._wake_set = False
+        out = self._out
+        if not out:
+            return b""
+        self._account(True)
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self._counted = 0
+        self.pending_bytes = 0
+        return data
