@@ -6,9 +6,10 @@ write.  There are two ways in:
 * ``_push(data)`` — one item, accounted at once (pending bytes, slow-consumer
   check, writer woken).  Used for protocol replies and the general delivery
   path.
-* the router's hot path appends straight to ``_out`` and remembers the
+* the router's hot path appends straight to ``_out`` (one item may carry a
+  run of messages; the router counts ``out_msgs`` itself) and remembers the
   buffer in its batch; after the reader has acted on a whole received chunk it
-  calls ``flush_batch()`` once per touched buffer, which accounts the new items
+  calls ``flush_batch()`` once per touched buffer, which accounts the new bytes
   in one ``sum`` and wakes the writer once.  Between the append and the flush
   nothing awaits, so the writer never sees an unaccounted item.
 
@@ -49,21 +50,18 @@ class Outbound:
         """Called when pending bytes pass ``max_pending`` (owner closes)."""
         raise NotImplementedError
 
-    def _account(self, msgs: bool) -> None:
+    def _account(self) -> None:
         out = self._out
-        k = len(out) - self._counted
-        if k > 0:
+        if len(out) > self._counted:
             self.pending_bytes += sum(map(len, islice(out, self._counted, None)))
             self._counted = len(out)
-            if msgs:
-                self.out_msgs += k
 
     def flush_batch(self) -> None:
         """Account items the router appended directly, check the bound, wake."""
         if self.closing is not None:  # nobody will write them
             self._drop_pending()
             return
-        self._account(True)
+        self._account()
         if self.pending_bytes > self._max_pending:
             self._overflow()
             return
@@ -73,7 +71,7 @@ class Outbound:
 
     def _push(self, data: bytes, *, msg: bool) -> bool:
         """Queue one item; False when that made the buffer overflow."""
-        self._account(True)
+        self._account()
         self._out.append(data)
         self._counted += 1
         self.pending_bytes += len(data)
@@ -99,7 +97,7 @@ class Outbound:
         out = self._out
         if not out:
             return b""
-        self._account(True)
+        self._account()
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self._counted = 0

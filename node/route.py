@@ -158,7 +158,7 @@ class Route(Outbound):
         self._writer_done = trio.Event()
         self._connect_seen = False
         self._publish = server.router.publish
-        self._routed = server.router.fast_routed(self)
+        self._routed, self._routed_run = server.router.fast_routed(self)
         self._flush = server.router.flush
         self._proto = ProtocolConnection(
             Role.ROUTE,
@@ -248,7 +248,7 @@ class Route(Outbound):
             if data:
                 self.last_activity_wall = self.server.wall_time()
                 if self.registered:
-                    self._proto.feed(bytes(data), self._routed, self._on_event)
+                    self._proto.feed(bytes(data), self._routed, self._on_event, self._routed_run)
                     self._flush()
                 else:
                     self._proto.feed(bytes(data), self._not_yet, self._on_event)

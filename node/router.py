@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 CRLF = b"\r\n"
 PLANS_MAX = 4096
 
+PubFn = Callable[[bytes, bytes | None, bytes], None]
+PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
+
 
 class Router:
     """Delivery over one account's sublist.
@@ -174,95 +177,96 @@ class Router:
         self.out_bytes += nbytes
         return n
 
-    def fast_publisher(self, src: Any) -> Callable[[bytes, bytes | None, bytes], None]:
-        """A PUB handler for a client with no per-message checks to make.
+    def fast_publisher(self, src: Any) -> tuple[PubFn, PubRunFn]:
+        """PUB handlers for a client with no per-message checks to make.
 
-        Valid while the client's options stay as they are (the session asks
-        for a new one after CONNECT).  With a current delivery plan it appends
-        straight to the subscribers' (and routes') buffers and remembers them;
-        the caller must call ``flush()`` after the batch.  Otherwise it falls
-        back to ``publish``.  Counts ``in_msgs``/``in_bytes`` on ``src``.
+        Returns ``(pub, pub_run)`` for ``ProtocolConnection.feed``: one
+        message, or a run of messages to one subject.  Valid while the
+        client's options stay as they are (the session asks for new ones after
+        CONNECT).  With a current delivery plan they append straight to the
+        subscribers' (and routes') buffers and remember them — the caller must
+        call ``flush()`` after the batch; otherwise they fall back to
+        ``publish``.  They count ``in_msgs``/``in_bytes`` on ``src``.
         """
-        plans = self._plans
-        publish = self.publish
-        touch = self._touched.add
         echo = src.echo
 
         def pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-            plen = len(payload)
-            src.in_msgs += 1
-            src.in_bytes += plen
-            plan = plans.get(subject)
-            if plan is None or plan[0] != self.gen or not echo:
-                publish(src, subject, reply, None, payload)
-                return
-            targets, routes = plan[1], plan[2]
-            if not targets and not routes:
-                if reply:
-                    publish(src, subject, reply, None, payload)  # no responders
-                return
-            tail = (
-                (b" " + reply + b" " if reply else b" ")
-                + str(plen).encode()
-                + CRLF
-                + payload
-                + CRLF
-            )
-            for c, head, sub in targets:
-                c._out.append(head + tail)
-                c.out_bytes += plen
-                sub.delivered += 1
-                touch(c)
-            if routes:
-                data = b"RMSG $G " + subject + tail
-                for route in routes:
-                    route._out.append(data)
-                    route.out_bytes += plen
-                    touch(route)
-            n = len(targets)
-            self.out_msgs += n
-            self.out_bytes += plen * n
+            pub_run(subject, [reply], [payload])
 
-        return pub
+        def pub_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
+            src.in_msgs += len(payloads)
+            src.in_bytes += sum(map(len, payloads))
+            if echo:
+                self._run(src, subject, replies, payloads, True)
+            else:
+                for reply, payload in zip(replies, payloads, strict=True):
+                    self.publish(src, subject, reply, None, payload)
 
-    def fast_routed(self, route: Any) -> Callable[[bytes, bytes | None, bytes], None]:
-        """A handler for plain messages arriving on ``route`` (no queues, no headers).
+        return pub, pub_run
 
-        Delivers along a current plan into local buffers (batched: call
-        ``flush()`` after), never to other routes; otherwise ``publish``.
+    def fast_routed(self, route: Any) -> tuple[PubFn, PubRunFn]:
+        """Handlers for plain messages arriving on ``route`` (no queues, no headers).
+
+        Same contract as ``fast_publisher``; never forwards to other routes.
         """
-        plans = self._plans
-        publish = self.publish
-        touch = self._touched.add
 
         def routed(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-            plen = len(payload)
-            route.in_msgs += 1
-            route.in_bytes += plen
-            plan = plans.get(subject)
-            if plan is None or plan[0] != self.gen:
-                publish(None, subject, reply, None, payload, ())
-                return
-            targets = plan[1]
-            if not targets:
-                return
-            tail = (
-                (b" " + reply + b" " if reply else b" ")
-                + str(plen).encode()
-                + CRLF
-                + payload
-                + CRLF
-            )
-            for c, head, sub in targets:
-                c._out.append(head + tail)
-                c.out_bytes += plen
-                sub.delivered += 1
-                touch(c)
-            n = len(targets)
-            self.out_msgs += n
-            self.out_bytes += plen * n
+            routed_run(subject, [reply], [payload])
 
-        return routed
+        def routed_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
+            route.in_msgs += len(payloads)
+            route.in_bytes += sum(map(len, payloads))
+            self._run(None, subject, replies, payloads, False)
+
+        return routed, routed_run
+
+    def _run(
+        self,
+        src: Any,
+        subject: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+        to_routes: bool,
+    ) -> None:
+        """Deliver header-less messages to one subject along its plan, batched."""
+        plan = self._plans.get(subject)
+        if plan is None or plan[0] != self.gen:
+            routed = None if to_routes else ()
+            for reply, payload in zip(replies, payloads, strict=True):
+                self.publish(src, subject, reply, None, payload, routed)
+            return
+        targets = plan[1]
+        routes = plan[2] if to_routes else ()
+        if not targets and not routes:
+            if src is not None and src.no_responders:
+                for reply in replies:
+                    if reply:
+                        self.no_responders(src, subject, reply)
+            return
+        k = len(payloads)
+        total = sum(map(len, payloads))
+        tails = [
+            b" %d\r\n%b\r\n" % (len(p), p) if r is None else b" %b %d\r\n%b\r\n" % (r, len(p), p)
+            for r, p in zip(replies, payloads, strict=True)
+        ]
+        touch = self._touched.add
+        for c, head, sub in targets:
+            c._out.append(head + head.join(tails))
+            c.out_msgs += k
+            c.out_bytes += total
+            sub.delivered += k
+            touch(c)
+        if routes:
+            rhead = b"RMSG $G " + subject
+            data = rhead + rhead.join(tails)
+            for route in routes:
+                route._out.append(data)
+                route.out_msgs += k
+                route.out_bytes += total
+                touch(route)
+        n = len(targets)
+        self.out_msgs += k * n
+        self.out_bytes += total * n
 
     def flush(self) -> None:
         """Account and wake every buffer the fast path appended to."""

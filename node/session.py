@@ -173,6 +173,7 @@ class ClientSession(Outbound):
         self._flush = server.router.flush
         # PUB handler: the checking one until CONNECT says no checks are needed
         self._pub_handler: Any = self._on_pub
+        self._pub_run_handler: Any = None
         self._first_pong_sent = False
         self.nonce: str | None = server.make_nonce() if server.authenticator.needs_nonce else None
         self._proto = ProtocolConnection(
@@ -379,7 +380,7 @@ class ClientSession(Outbound):
                 self._auth_violation()
                 return
             in_msgs, in_bytes = self.in_msgs, self.in_bytes
-            proto.feed(data, self._pub_handler, self._on_event)
+            proto.feed(data, self._pub_handler, self._on_event, self._pub_run_handler)
             self._flush()
             st = self.server.stats
             st.in_msgs += self.in_msgs - in_msgs
@@ -508,9 +509,9 @@ class ClientSession(Outbound):
         self.server.router.gen += 1  # echo, permissions: retire delivery plans
         self.connected = True
         if not (self.verbose or self.pedantic or self.perms is not None):
-            self._pub_handler = server.router.fast_publisher(self)
+            self._pub_handler, self._pub_run_handler = server.router.fast_publisher(self)
         else:
-            self._pub_handler = self._on_pub
+            self._pub_handler, self._pub_run_handler = self._on_pub, None
         self._auth_deadline = float("inf")
         self._needs_auth = False
         if self.verbose:

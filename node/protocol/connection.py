@@ -165,13 +165,18 @@ class ProtocolConnection:
         data: bytes,
         on_pub: Callable[[bytes, bytes | None, bytes], object],
         on_event: Callable[[Event | ProtocolViolation], object],
+        on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object] | None = None,
     ) -> None:
         """Feed bytes; call back for every operation they complete, in order.
 
         The hot-path form of ``receive_data``: a client's PUB (server role),
         or a plain route RMSG in the ``$G`` account without queues (route
         role), is handed to ``on_pub(subject, reply, payload)`` without
-        building an event; every other operation goes to ``on_event``.  A callback may call ``halt()``;
+        building an event; every other operation goes to ``on_event``.  With
+        ``on_pub_run``, consecutive such messages to one subject arrive as one
+        call ``on_pub_run(subject, replies, payloads)`` (a run of one still
+        goes to ``on_pub``); order across subjects and other operations is
+        kept, and ``halt()`` is noticed between runs.  A callback may call ``halt()``;
         parsing stops right after it.  A fatal error is reported to
         ``on_event`` as a ``ProtocolViolation``, after which nothing more is
         parsed, ever.
@@ -197,6 +202,8 @@ class ProtocolConnection:
         server = self.role is Role.SERVER
         route = self.role is Role.ROUTE
         pub_match = _PUB_LINE.match
+        batch_runs = on_pub_run is not None
+        run_cb = on_pub_run if on_pub_run is not None else _no_runs
         rmsg_match = _RMSG_LINE.match
         mcl_crlf = mcl + 2
         while pos < n:
@@ -219,20 +226,45 @@ class ProtocolConnection:
                     return
                 continue
             if server:
-                # fastest path: a well-formed PUB line (one regex match)
+                # fastest path: well-formed PUB lines, one regex match each;
+                # consecutive ones to the same subject are handed over as a run
                 m = pub_match(buf, pos)
-                if m is not None and m.end() - pos <= mcl + 2:
-                    subject, reply, size_tok = m.groups()
-                    size = int(size_tok)
-                    if size <= max_payload:
+                if m is not None:
+                    run_subject = b""
+                    replies: list[bytes | None] = []
+                    payloads: list[bytes] = []
+                    while m is not None:
                         start = m.end()
-                        end = start + size
-                        if n >= end + 2 and buf[end] == 13 and buf[end + 1] == 10:
+                        subject, reply, size_tok = m.groups()
+                        end = start + int(size_tok)
+                        if (
+                            end + 2 > n
+                            or buf[end] != 13
+                            or buf[end + 1] != 10
+                            or end - start > max_payload
+                            or start - pos > mcl_crlf
+                        ):
+                            break
+                        if not batch_runs:
                             on_pub(subject, reply, buf[start:end])
-                            pos = end + 2
                             if self._dead:
                                 return
-                            continue
+                        else:
+                            if subject != run_subject:
+                                if payloads:
+                                    _emit(on_pub, run_cb, run_subject, replies, payloads)
+                                    replies, payloads = [], []
+                                run_subject = subject
+                            replies.append(reply)
+                            payloads.append(buf[start:end])
+                        pos = end + 2
+                        m = pub_match(buf, pos)
+                    if payloads:
+                        _emit(on_pub, run_cb, run_subject, replies, payloads)
+                        if self._dead:
+                            return
+                    if pos >= n:
+                        break
                 # fast path: a client's PUB
                 if buf.startswith(b"PUB ", pos):
                     nl = buf.find(b"\n", pos)
@@ -279,28 +311,45 @@ class ProtocolConnection:
             # fast path: a route's plain RMSG with its whole payload present
             elif route:
                 m = rmsg_match(buf, pos)
-                while m is not None:
-                    start = m.end()
-                    account, subject, reply, size_tok = m.groups()
-                    end = start + int(size_tok)
-                    if (
-                        end + 2 > n
-                        or buf[end] != 13
-                        or buf[end + 1] != 10
-                        or end - start > max_payload
-                        or start - pos > mcl_crlf
-                        or reply == b"+"
-                        or reply == b"|"
-                        or account != b"$G"
-                    ):
+                if m is not None:
+                    run_subject = b""
+                    replies, payloads = [], []
+                    while m is not None:
+                        start = m.end()
+                        account, subject, reply, size_tok = m.groups()
+                        end = start + int(size_tok)
+                        if (
+                            end + 2 > n
+                            or buf[end] != 13
+                            or buf[end + 1] != 10
+                            or end - start > max_payload
+                            or start - pos > mcl_crlf
+                            or reply == b"+"
+                            or reply == b"|"
+                            or account != b"$G"
+                        ):
+                            break
+                        # a plain routed message
+                        if not batch_runs:
+                            on_pub(subject, reply, buf[start:end])
+                            if self._dead:
+                                return
+                        else:
+                            if subject != run_subject:
+                                if payloads:
+                                    _emit(on_pub, run_cb, run_subject, replies, payloads)
+                                    replies, payloads = [], []
+                                run_subject = subject
+                            replies.append(reply)
+                            payloads.append(buf[start:end])
+                        pos = end + 2
+                        m = rmsg_match(buf, pos)
+                    if payloads:
+                        _emit(on_pub, run_cb, run_subject, replies, payloads)
+                        if self._dead:
+                            return
+                    if pos >= n:
                         break
-                    on_pub(subject, reply, buf[start:end])  # a plain routed message
-                    pos = end + 2
-                    if self._dead:
-                        return
-                    m = rmsg_match(buf, pos)
-                if pos >= n:
-                    break
                 # anything else (incomplete, queues, errors): the general path
             nl = buf.find(b"\n", pos)
             if nl < 0:
@@ -575,6 +624,23 @@ def _split_verb(line: bytes) -> list[bytes]:
                 parts.pop()
         return [p for p in parts if p] if parts[0] else []
     return line.split(None, 1)
+
+
+def _no_runs(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
+    raise AssertionError("runs are only built when a run callback was given")
+
+
+def _emit(
+    on_pub: Callable[[bytes, bytes | None, bytes], object],
+    on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object],
+    subject: bytes,
+    replies: list[bytes | None],
+    payloads: list[bytes],
+) -> None:
+    if len(payloads) == 1:
+        on_pub(subject, replies[0], payloads[0])
+    else:
+        on_pub_run(subject, replies, payloads)
 
 
 def _missing(line: bytes) -> ProtocolViolation:
