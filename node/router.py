@@ -244,21 +244,37 @@ class Router:
                         self.no_responders(src, subject, reply)
             return
         k = len(payloads)
+        sizes = set(map(len, payloads))
         total = sum(map(len, payloads))
-        tails = [
-            b" %d\r\n%b\r\n" % (len(p), p) if r is None else b" %b %d\r\n%b\r\n" % (r, len(p), p)
-            for r, p in zip(replies, payloads, strict=True)
-        ]
+        if len(sizes) == 1 and replies.count(None) == k:
+            # uniform run (one size, no replies): every op is head + " <size>\r\n"
+            # + payload + "\r\n", so one join per subscriber builds them all
+            size_line = b" %d\r\n" % sizes.pop()
+            sep = b"\r\n" + b"%b" + size_line
+            tails = None
+        else:
+            tails = [
+                b" %d\r\n%b\r\n" % (len(p), p)
+                if r is None
+                else b" %b %d\r\n%b\r\n" % (r, len(p), p)
+                for r, p in zip(replies, payloads, strict=True)
+            ]
         touch = self._touched.add
         for c, head, sub in targets:
-            c._out.append(head + head.join(tails))
+            if tails is None:
+                c._out.append(head + size_line + (sep % head).join(payloads) + CRLF)
+            else:
+                c._out.append(head + head.join(tails))
             c.out_msgs += k
             c.out_bytes += total
             sub.delivered += k
             touch(c)
         if routes:
             rhead = b"RMSG $G " + subject
-            data = rhead + rhead.join(tails)
+            if tails is None:
+                data = rhead + size_line + (sep % rhead).join(payloads) + CRLF
+            else:
+                data = rhead + rhead.join(tails)
             for route in routes:
                 route._out.append(data)
                 route.out_msgs += k

@@ -236,28 +236,41 @@ class ProtocolConnection:
                     while m is not None:
                         start = m.end()
                         subject, reply, size_tok = m.groups()
-                        end = start + int(size_tok)
+                        size = int(size_tok)
+                        end = start + size
                         if (
                             end + 2 > n
                             or buf[end] != 13
                             or buf[end + 1] != 10
-                            or end - start > max_payload
+                            or size > max_payload
                             or start - pos > mcl_crlf
                         ):
                             break
-                        if not batch_runs:
-                            on_pub(subject, reply, buf[start:end])
-                            if self._dead:
-                                return
-                        else:
+                        if batch_runs:
+                            # the same control line again (same subject, reply
+                            # and size) needs no regex: the common publisher
+                            line = buf[pos:start]
+                            line_len = start - pos
                             if subject != run_subject:
                                 if payloads:
                                     _emit(on_pub, run_cb, run_subject, replies, payloads)
                                     replies, payloads = [], []
                                 run_subject = subject
-                            replies.append(reply)
-                            payloads.append(buf[start:end])
-                        pos = end + 2
+                            while True:
+                                replies.append(reply)
+                                payloads.append(buf[start:end])
+                                pos = end + 2
+                                if not buf.startswith(line, pos):
+                                    break
+                                start = pos + line_len
+                                end = start + size
+                                if end + 2 > n or buf[end] != 13 or buf[end + 1] != 10:
+                                    break
+                        else:
+                            on_pub(subject, reply, buf[start:end])
+                            if self._dead:
+                                return
+                            pos = end + 2
                         m = pub_match(buf, pos)
                     if payloads:
                         _emit(on_pub, run_cb, run_subject, replies, payloads)

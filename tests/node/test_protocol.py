@@ -282,3 +282,46 @@ def test_any_split_yields_same_events(events: list[object], cuts: list[int]) -> 
         pos += step
         i += 1
     assert out == events
+
+
+pubs = st.lists(
+    st.builds(
+        lambda s, r, p: Pub(s, r, p),
+        st.sampled_from([b"a", b"b.c"]),
+        st.one_of(st.none(), st.just(b"_INBOX.9")),
+        st.sampled_from([b"", b"x", b"hello", b"PUB a 1\r\nz\r\n", bytes(range(40))]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pubs, st.lists(st.integers(1, 200), min_size=1, max_size=20), st.booleans())
+def test_runs_and_repeated_lines_preserve_every_message(
+    events: list[Pub], cuts: list[int], with_other_ops: bool
+) -> None:
+    """``feed`` with a run callback yields the same messages, in order."""
+    stream: list[object] = []
+    for i, e in enumerate(events):
+        stream.append(e)
+        if with_other_ops and i % 7 == 3:
+            stream.append(PING)
+    data = b"".join(serialize(e) for e in stream)  # type: ignore[arg-type]
+    conn = ProtocolConnection(Role.SERVER)
+    got: list[object] = []
+
+    def on_pub(s: bytes, r: bytes | None, p: bytes) -> None:
+        got.append(Pub(s, r, p))
+
+    def on_run(s: bytes, rs: list[bytes | None], ps: list[bytes]) -> None:
+        assert len(ps) >= 2
+        got.extend(Pub(s, r, p) for r, p in zip(rs, ps, strict=True))
+
+    pos = 0
+    i = 0
+    while pos < len(data):
+        step = cuts[i % len(cuts)]
+        conn.feed(data[pos : pos + step], on_pub, got.append, on_run)
+        pos += step
+        i += 1
+    assert got == stream
