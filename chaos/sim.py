@@ -155,6 +155,7 @@ class Simulation:
             return
         if mid_cycle:
             ready = core.cycle()  # journal records of this cycle are never synced
+            self.send(nid, ready.early_outbox)  # a leader's append-entries go first
             if self.cfg.unsafe_send_before_fsync:
                 self.send(nid, ready.outbox)
         self.disks[nid].crash(self.fault_rng)
@@ -180,6 +181,7 @@ class Simulation:
     def run_cycle(self, nid: str, core: RaftCore) -> None:
         for _ in range(8):
             ready = core.cycle()
+            self.send(nid, ready.early_outbox)
             if self.cfg.unsafe_send_before_fsync:
                 # seeded bug: acknowledge before fsync, fsync lazily (every 10th cycle)
                 self.send(nid, ready.outbox)

@@ -12,12 +12,15 @@ lacks it::
     core.receive(peer, payload)   # any number of times, buffered (bounded)
     core.propose(entry)           # buffered (bounded), batched per cycle
     ready = core.cycle()          # feed inbound, submit batches, doTick(0)
+    send ready.early_outbox       # a leader's append-entries may go first
     ready.sync()                  # journal: one append + one fsync (group commit)
-    send ready.outbox             # only now may messages leave the node
+    send ready.outbox             # only now may answers leave the node
     ready.release()               # resolve proposals whose entries applied
 
-``cycle`` never blocks and never does network I/O. Nothing leaves the node
-before ``sync``: votes, append-entries responses and commits are covered by
+``cycle`` never blocks and never does network I/O. Nothing but a leader's
+append-entries leaves the node before ``sync`` (Raft requires persistence
+before answering an RPC, not before replicating; the leader counts acks in a
+later cycle, after this one's fsync): votes, append-entries responses and commits are covered by
 the fsync of the cycle that produced them. pysyncobj reads time and draws
 randomness only inside :func:`raft.clock.bound`, with the clock and RNG this
 core was given.
@@ -103,6 +106,8 @@ class RaftConfig:
     log_compaction_s_min: float = 24 * 3600.0
     snapshot_chunk_bytes: int = 256 * 1024
     forward_proposals: bool = True
+    # a leader's append-entries leave before its own fsync (safe: see Ready)
+    send_append_entries_before_fsync: bool = True
     patches: frozenset[str] = PATCHES
 
     @property
@@ -202,6 +207,11 @@ class Ready:
     """What one cycle produced; see the module docstring for the order of use."""
 
     core: RaftCore
+    #: a leader's append-entries: may leave before this cycle's fsync (Raft
+    #: only requires persistence before *answering*; the leader processes the
+    #: acks in a later cycle, after this cycle's records are durable)
+    early_outbox: list[tuple[str, bytes]] = field(default_factory=list)
+    #: everything else (responses, votes, forwarded commands): after the fsync
     outbox: list[tuple[str, bytes]] = field(default_factory=list)
     completions: list[tuple[Proposal, object, RaftError | None]] = field(default_factory=list)
     leadership: LeaderState | None = None
@@ -460,7 +470,7 @@ class RaftCore:
                 self._submit_pending()
             obj.doTick(0)
         ready = Ready(self)
-        ready.outbox = self._encode_outbox()
+        ready.early_outbox, ready.outbox = self._encode_outbox()
         ready.completions, self._completions = self._completions, []
         state = self.leader_state()
         if state != self._last_leader:
@@ -478,23 +488,30 @@ class RaftCore:
         )
         return ready
 
-    def _encode_outbox(self) -> list[tuple[str, bytes]]:
-        out: list[tuple[str, bytes]] = []
+    def _encode_outbox(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
+        """(early, late): a leader's append-entries may go before the fsync."""
+        early: list[tuple[str, bytes]] = []
+        late: list[tuple[str, bytes]] = []
         limit = self.config.payload_bytes_max
+        leader = self.is_leader and self.config.send_append_entries_before_fsync
         # sorted: pysyncobj iterates sets of nodes (hash order varies per process)
         for pid, msgs in sorted(self.transport.take_outbox().items()):
-            chunk: list[dict[str, Any]] = []
-            size = 0
-            for m in msgs:
-                s = message_size_estimate(m)
-                if chunk and size + s > limit:
+            for out, group in (
+                (early, [m for m in msgs if leader and m.get("type") == "append_entries"]),
+                (late, [m for m in msgs if not (leader and m.get("type") == "append_entries")]),
+            ):
+                chunk: list[dict[str, Any]] = []
+                size = 0
+                for m in group:
+                    s = message_size_estimate(m)
+                    if chunk and size + s > limit:
+                        out.append((pid, encode_messages(chunk)))
+                        chunk, size = [], 0
+                    chunk.append(m)
+                    size += s
+                if chunk:
                     out.append((pid, encode_messages(chunk)))
-                    chunk, size = [], 0
-                chunk.append(m)
-                size += s
-            if chunk:
-                out.append((pid, encode_messages(chunk)))
-        return out
+        return early, late
 
     def next_deadline(self) -> float:
         """Clock time at which the next cycle is due if nothing arrives.

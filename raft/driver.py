@@ -14,6 +14,10 @@ heartbeat for a leader), then runs one cycle:
    ``fsync_in_thread``; the driver awaits it, nothing else touches the core
    meanwhile). An fsync error propagates and ends the driver: nothing of that
    cycle was sent, so the member stops voting and acknowledging.
+   A leader's append-entries (``ready.early_outbox``) are sent before the
+   fsync, overlapping the follower's disk write with ours: Raft requires
+   persistence before answering, not before replicating, and the leader only
+   counts acknowledgements in a later cycle, after this one's fsync.
 3. Send the outbox through the :class:`~raft.links.PeerLinks` (non-blocking;
    full per-peer queues drop, Raft retries).
 4. Release finished proposals and publish leadership changes.
@@ -102,6 +106,9 @@ class RaftDriver:
                 self._wake = trio.Event()
                 self._kicked = False
                 ready = core.cycle()
+                send = self.links.send
+                for peer, payload in ready.early_outbox:
+                    send(peer, gid, payload)  # a leader's append-entries
                 journal = core.journal
                 if journal.dirty:
                     data = journal.take_pending()
@@ -109,7 +116,6 @@ class RaftDriver:
                         await trio.to_thread.run_sync(journal.write_pending, data)
                     else:
                         journal.write_pending(data)
-                send = self.links.send
                 for peer, payload in ready.outbox:
                     send(peer, gid, payload)
                 ready.release()

@@ -50,6 +50,8 @@ class Harness:
                 continue
             for _ in range(4):
                 ready = core.cycle()
+                for peer, payload in ready.early_outbox:
+                    self.wire.append((nid, peer, encode_frame("g", payload)))
                 ready.sync()
                 for peer, payload in ready.outbox:
                     self.wire.append((nid, peer, encode_frame("g", payload)))
