@@ -22,6 +22,8 @@ class Certs:
     server_key: Path
     client_cert: Path
     client_key: Path
+    peer_cert: Path  # both serverAuth and clientAuth: cluster peers (mutual TLS)
+    peer_key: Path
 
 
 def openssl_available() -> bool:
@@ -76,6 +78,13 @@ def make_certs(d: Path) -> Certs:
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=clientAuth\n",
     )
+    _leaf(
+        d,
+        "peer",
+        "localhost",
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
     return Certs(
         d / "ca.pem",
         d / "ca-key.pem",
@@ -83,4 +92,6 @@ def make_certs(d: Path) -> Certs:
         d / "server-key.pem",
         d / "client.pem",
         d / "client-key.pem",
+        d / "peer.pem",
+        d / "peer-key.pem",
     )
