@@ -63,6 +63,10 @@ class Role(enum.Enum):
     ROUTE = "route"
 
 
+# per role, the line the fast path recognises (see ``_fast_runs``)
+_FAST_LINE: dict[Role, Callable[[bytes, int], re.Match[bytes] | None]] = {}
+
+
 class ProtocolViolation(NamedTuple):
     """Fatal input: send ``-ERR '<err>'`` when ``err`` is not None, then close."""
 
@@ -74,10 +78,15 @@ class ProtocolViolation(NamedTuple):
 # single or repeated spaces/tabs, CRLF.  Anything else takes the careful path.
 _PUB_LINE = re.compile(rb"PUB[ \t]+([^ \t\r\n]+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n")
 
-# A plain route RMSG line: account, subject, optional reply, size.
+# A plain route RMSG line in the $G account, without queue groups: subject,
+# optional reply (never a lone "+" or "|", which introduce queues), size.
 _RMSG_LINE = re.compile(
-    rb"RMSG[ \t]+([^ \t\r\n]+)[ \t]+([^ \t\r\n]+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n"
+    rb"RMSG[ \t]+\$G[ \t]+([^ \t\r\n]+)[ \t]+"
+    rb"(?:(?![+|][ \t])([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n"
 )
+
+_FAST_LINE[Role.SERVER] = _PUB_LINE.match
+_FAST_LINE[Role.ROUTE] = _RMSG_LINE.match
 
 # kinds of pending payload ops
 _K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
@@ -200,12 +209,7 @@ class ProtocolConnection:
         mcl = self.max_control_line
         max_payload = self.max_payload
         server = self.role is Role.SERVER
-        route = self.role is Role.ROUTE
-        pub_match = _PUB_LINE.match
-        batch_runs = on_pub_run is not None
-        run_cb = on_pub_run if on_pub_run is not None else _no_runs
-        rmsg_match = _RMSG_LINE.match
-        mcl_crlf = mcl + 2
+        fast_match = _FAST_LINE.get(self.role)
         while pos < n:
             if pend is not None:
                 end = pos + pend[1]
@@ -225,59 +229,14 @@ class ProtocolConnection:
                 if self._dead:
                     return
                 continue
+            if fast_match is not None and fast_match(buf, pos) is not None:
+                # fastest path: well-formed PUB (or plain RMSG) lines
+                pos = self._fast_runs(buf, pos, fast_match, on_pub, on_pub_run)
+                if self._dead:
+                    return
+                if pos >= n:
+                    break
             if server:
-                # fastest path: well-formed PUB lines, one regex match each;
-                # consecutive ones to the same subject are handed over as a run
-                m = pub_match(buf, pos)
-                if m is not None:
-                    run_subject = b""
-                    replies: list[bytes | None] = []
-                    payloads: list[bytes] = []
-                    while m is not None:
-                        start = m.end()
-                        subject, reply, size_tok = m.groups()
-                        size = int(size_tok)
-                        end = start + size
-                        if (
-                            end + 2 > n
-                            or buf[end] != 13
-                            or buf[end + 1] != 10
-                            or size > max_payload
-                            or start - pos > mcl_crlf
-                        ):
-                            break
-                        if batch_runs:
-                            # the same control line again (same subject, reply
-                            # and size) needs no regex: the common publisher
-                            line = buf[pos:start]
-                            line_len = start - pos
-                            if subject != run_subject:
-                                if payloads:
-                                    _emit(on_pub, run_cb, run_subject, replies, payloads)
-                                    replies, payloads = [], []
-                                run_subject = subject
-                            while True:
-                                replies.append(reply)
-                                payloads.append(buf[start:end])
-                                pos = end + 2
-                                if not buf.startswith(line, pos):
-                                    break
-                                start = pos + line_len
-                                end = start + size
-                                if end + 2 > n or buf[end] != 13 or buf[end + 1] != 10:
-                                    break
-                        else:
-                            on_pub(subject, reply, buf[start:end])
-                            if self._dead:
-                                return
-                            pos = end + 2
-                        m = pub_match(buf, pos)
-                    if payloads:
-                        _emit(on_pub, run_cb, run_subject, replies, payloads)
-                        if self._dead:
-                            return
-                    if pos >= n:
-                        break
                 # fast path: a client's PUB
                 if buf.startswith(b"PUB ", pos):
                     nl = buf.find(b"\n", pos)
@@ -321,49 +280,7 @@ class ProtocolConnection:
                             )
                         pend = (_K_PUB, size, args[0], reply)
                     continue
-            # fast path: a route's plain RMSG with its whole payload present
-            elif route:
-                m = rmsg_match(buf, pos)
-                if m is not None:
-                    run_subject = b""
-                    replies, payloads = [], []
-                    while m is not None:
-                        start = m.end()
-                        account, subject, reply, size_tok = m.groups()
-                        end = start + int(size_tok)
-                        if (
-                            end + 2 > n
-                            or buf[end] != 13
-                            or buf[end + 1] != 10
-                            or end - start > max_payload
-                            or start - pos > mcl_crlf
-                            or reply == b"+"
-                            or reply == b"|"
-                            or account != b"$G"
-                        ):
-                            break
-                        # a plain routed message
-                        if not batch_runs:
-                            on_pub(subject, reply, buf[start:end])
-                            if self._dead:
-                                return
-                        else:
-                            if subject != run_subject:
-                                if payloads:
-                                    _emit(on_pub, run_cb, run_subject, replies, payloads)
-                                    replies, payloads = [], []
-                                run_subject = subject
-                            replies.append(reply)
-                            payloads.append(buf[start:end])
-                        pos = end + 2
-                        m = rmsg_match(buf, pos)
-                    if payloads:
-                        _emit(on_pub, run_cb, run_subject, replies, payloads)
-                        if self._dead:
-                            return
-                    if pos >= n:
-                        break
-                # anything else (incomplete, queues, errors): the general path
+            # anything else (incomplete, queues, errors): the general path
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 if n - pos > mcl:
@@ -393,6 +310,70 @@ class ProtocolConnection:
             self._buf = b""
         else:
             self._buf = rest
+
+    def _fast_runs(
+        self,
+        buf: bytes,
+        pos: int,
+        match: Callable[[bytes, int], re.Match[bytes] | None],
+        on_pub: Callable[[bytes, bytes | None, bytes], object],
+        on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object] | None,
+    ) -> int:
+        """Consume complete well-formed messages from ``pos``; return the new position.
+
+        Each line is one regex match (subject, reply, size), and the same line
+        repeated (same subject, reply and size: the common publisher) is
+        recognised with ``startswith`` alone.  Consecutive messages to one
+        subject are handed over as a run when ``on_pub_run`` is given.
+        Anything incomplete or unusual is left for the careful path.
+        """
+        n = len(buf)
+        limit = self.max_control_line + 2
+        max_payload = self.max_payload
+        run_subject = b""
+        replies: list[bytes | None] = []
+        payloads: list[bytes] = []
+        m = match(buf, pos)
+        while m is not None:
+            start = m.end()
+            subject, reply, size_tok = m.groups()
+            size = int(size_tok)
+            end = start + size
+            if (
+                end + 2 > n
+                or buf[end] != 13
+                or buf[end + 1] != 10
+                or size > max_payload
+                or start - pos > limit
+            ):
+                break
+            if on_pub_run is None:
+                on_pub(subject, reply, buf[start:end])
+                pos = end + 2
+                if self._dead:
+                    return pos
+            else:
+                if subject != run_subject:
+                    if payloads:
+                        _emit(on_pub, on_pub_run, run_subject, replies, payloads)
+                        replies, payloads = [], []
+                    run_subject = subject
+                line = buf[pos:start]
+                line_len = start - pos
+                while True:
+                    replies.append(reply)
+                    payloads.append(buf[start:end])
+                    pos = end + 2
+                    if not buf.startswith(line, pos):
+                        break
+                    start = pos + line_len
+                    end = start + size
+                    if end + 2 > n or buf[end] != 13 or buf[end + 1] != 10:
+                        break
+            m = match(buf, pos)
+        if payloads and on_pub_run is not None:
+            _emit(on_pub, on_pub_run, run_subject, replies, payloads)
+        return pos
 
     def _fail(
         self, on_event: Callable[[Event | ProtocolViolation], object], err: str | None, detail: str
@@ -637,10 +618,6 @@ def _split_verb(line: bytes) -> list[bytes]:
                 parts.pop()
         return [p for p in parts if p] if parts[0] else []
     return line.split(None, 1)
-
-
-def _no_runs(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
-    raise AssertionError("runs are only built when a run callback was given")
 
 
 def _emit(
