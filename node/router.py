@@ -189,9 +189,15 @@ class Router:
         ``publish``.  They count ``in_msgs``/``in_bytes`` on ``src``.
         """
         echo = src.echo
+        one = self._one
 
         def pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-            pub_run(subject, [reply], [payload])
+            src.in_msgs += 1
+            src.in_bytes += len(payload)
+            if echo:
+                one(src, subject, reply, payload, True)
+            else:
+                self.publish(src, subject, reply, None, payload)
 
         def pub_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
             src.in_msgs += len(payloads)
@@ -210,8 +216,12 @@ class Router:
         Same contract as ``fast_publisher``; never forwards to other routes.
         """
 
+        one = self._one
+
         def routed(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-            routed_run(subject, [reply], [payload])
+            route.in_msgs += 1
+            route.in_bytes += len(payload)
+            one(None, subject, reply, payload, False)
 
         def routed_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
             route.in_msgs += len(payloads)
@@ -219,6 +229,44 @@ class Router:
             self._run(None, subject, replies, payloads, False)
 
         return routed, routed_run
+
+    def _one(
+        self, src: Any, subject: bytes, reply: bytes | None, payload: bytes, to_routes: bool
+    ) -> None:
+        """``_run`` for a single message, without the lists."""
+        plan = self._plans.get(subject)
+        if plan is None or plan[0] != self.gen:
+            self.publish(src, subject, reply, None, payload, None if to_routes else ())
+            return
+        targets = plan[1]
+        routes = plan[2] if to_routes else ()
+        if not targets and not routes:
+            if reply and src is not None and src.no_responders:
+                self.no_responders(src, subject, reply)
+            return
+        plen = len(payload)
+        tail = (
+            b" %d\r\n%b\r\n" % (plen, payload)
+            if reply is None
+            else b" %b %d\r\n%b\r\n" % (reply, plen, payload)
+        )
+        touch = self._touched.add
+        for c, head, sub in targets:
+            c._out.append(head + tail)
+            c.out_msgs += 1
+            c.out_bytes += plen
+            sub.delivered += 1
+            touch(c)
+        if routes:
+            data = b"RMSG $G " + subject + tail
+            for route in routes:
+                route._out.append(data)
+                route.out_msgs += 1
+                route.out_bytes += plen
+                touch(route)
+        n = len(targets)
+        self.out_msgs += n
+        self.out_bytes += plen * n
 
     def _run(
         self,

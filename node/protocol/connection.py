@@ -184,8 +184,9 @@ class ProtocolConnection:
         building an event; every other operation goes to ``on_event``.  With
         ``on_pub_run``, consecutive such messages to one subject arrive as one
         call ``on_pub_run(subject, replies, payloads)`` (a run of one still
-        goes to ``on_pub``); order across subjects and other operations is
-        kept, and ``halt()`` is noticed between runs.  A callback may call ``halt()``;
+        goes to ``on_pub``; the lists are reused after the call returns, so
+        the callback must not keep them); order across subjects and other
+        operations is kept, and ``halt()`` is noticed between runs.  A callback may call ``halt()``;
         parsing stops right after it.  A fatal error is reported to
         ``on_event`` as a ``ProtocolViolation``, after which nothing more is
         parsed, ever.
@@ -355,8 +356,13 @@ class ProtocolConnection:
             else:
                 if subject != run_subject:
                     if payloads:
-                        _emit(on_pub, on_pub_run, run_subject, replies, payloads)
-                        replies, payloads = [], []
+                        if len(payloads) == 1:
+                            on_pub(run_subject, replies[0], payloads[0])
+                        else:
+                            on_pub_run(run_subject, replies, payloads)
+                        # the callbacks do not keep the lists: reuse them
+                        replies.clear()
+                        payloads.clear()
                     run_subject = subject
                 line = buf[pos:start]
                 line_len = start - pos
@@ -372,7 +378,10 @@ class ProtocolConnection:
                         break
             m = match(buf, pos)
         if payloads and on_pub_run is not None:
-            _emit(on_pub, on_pub_run, run_subject, replies, payloads)
+            if len(payloads) == 1:
+                on_pub(run_subject, replies[0], payloads[0])
+            else:
+                on_pub_run(run_subject, replies, payloads)
         return pos
 
     def _fail(
@@ -618,19 +627,6 @@ def _split_verb(line: bytes) -> list[bytes]:
                 parts.pop()
         return [p for p in parts if p] if parts[0] else []
     return line.split(None, 1)
-
-
-def _emit(
-    on_pub: Callable[[bytes, bytes | None, bytes], object],
-    on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object],
-    subject: bytes,
-    replies: list[bytes | None],
-    payloads: list[bytes],
-) -> None:
-    if len(payloads) == 1:
-        on_pub(subject, replies[0], payloads[0])
-    else:
-        on_pub_run(subject, replies, payloads)
 
 
 def _missing(line: bytes) -> ProtocolViolation:
