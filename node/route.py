@@ -387,6 +387,7 @@ class Route(Outbound):
         snapshot = server.interest.snapshot()
         if snapshot:
             self.send(snapshot)
+        self._ping_sent_at = trio.current_time()  # first RTT sample, as nats-server
         self.send(PING_BYTES)
 
     def _on_rsub(self, ev: RSub) -> None:
