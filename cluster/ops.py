@@ -1,0 +1,467 @@
+"""Replicated stream ops and their explicit cbor2 encoding.
+
+Theory of operation
+-------------------
+Every change to a stream travels through its Raft group as one entry holding
+one *op*.  An op is a frozen dataclass; ``encode_op`` turns it into bytes and
+``decode_op`` turns bytes back into the very same op, or raises
+``OpDecodeError`` -- nothing else ever escapes ``decode_op``, and an op it
+returns is fully checked, so ``apply`` never trips over a bad field later.
+
+Rules:
+
+* Op codes (``OpCode``) are an ``IntEnum`` with explicit values: append only,
+  never renumber, never reuse.  1..31 are stream ops, 32..63 are reserved
+  for consumer ops (replicated inside the stream's group).
+* Encoding (``FORMAT_VERSION`` 1) is a cbor2 array ``[version, code, body]``;
+  the body layout is fixed per code (see the ``_enc_*``/``_dec_*`` pairs).
+  A new field means a new format version; decoders reject versions they do
+  not know.  No pickle, no cbor tags, no trailing bytes.
+* Everything that depends on time is carried in the op: a publish carries
+  the proposer's wall-clock ``ts_ns``; ``Expire`` carries the leader's
+  ``now_ns`` (DESIGN rule 2: ``apply`` never reads a clock).
+* A publish carries no reply subject: the reply is the proposer's business.
+  Several publishes batch into one ``StreamMsg`` entry and ``apply`` returns
+  one result per publish, in order.
+* ``StreamPolicy`` -- what the stream state machine needs of a stream's
+  configuration -- lives here because ``UpdatePolicy`` carries it.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import cbor2
+
+from store.limits import Discard, StreamLimits
+
+__all__ = [
+    "FORMAT_VERSION",
+    "INT64_MAX",
+    "PUBLISHES_PER_ENTRY_MAX",
+    "DeleteMsg",
+    "Expire",
+    "Op",
+    "OpCode",
+    "OpDecodeError",
+    "OpError",
+    "Publish",
+    "Purge",
+    "StreamMsg",
+    "StreamPolicy",
+    "UpdatePolicy",
+    "decode_op",
+    "decode_policy",
+    "encode_op",
+    "encode_policy",
+]
+
+FORMAT_VERSION = 1
+"""Version of the entry layout written by ``encode_op``."""
+
+PUBLISHES_PER_ENTRY_MAX = 4096
+"""Most publishes one ``StreamMsg`` entry may carry."""
+
+INT64_MAX = (1 << 63) - 1
+UINT64_MAX = (1 << 64) - 1
+
+DEFAULT_DUPLICATE_WINDOW_NS = 120 * 1_000_000_000
+"""nats-server's default ``duplicate_window`` (2 minutes)."""
+
+
+class OpError(ValueError):
+    """An op was built with invalid fields."""
+
+
+class OpDecodeError(OpError):
+    """Bytes are not a valid encoded op (the only error ``decode_op`` raises)."""
+
+
+class OpCode(enum.IntEnum):
+    """Replicated op codes.  Append only; never renumber or reuse a value."""
+
+    STREAM_MSG = 1
+    PURGE = 2
+    DELETE_MSG = 3
+    UPDATE_POLICY = 4
+    EXPIRE = 5
+    # 6..31: future stream ops.  32..63: consumer ops (CONSUMER_CREATE, ACK, ...).
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+def _check_int(name: str, v: object, lo: int, hi: int) -> int:
+    # bool is an int subclass; a bool where an int belongs is a bad encoding.
+    if type(v) is not int:
+        raise OpError(f"{name} must be an int, got {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise OpError(f"{name} out of range: {v}")
+    return v
+
+
+def _check_opt_int(name: str, v: object, lo: int, hi: int) -> int | None:
+    return None if v is None else _check_int(name, v, lo, hi)
+
+
+def _check_bool(name: str, v: object) -> bool:
+    if type(v) is not bool:
+        raise OpError(f"{name} must be a bool, got {type(v).__name__}")
+    return v
+
+
+def _check_str(name: str, v: object, *, empty_ok: bool = False) -> str:
+    if type(v) is not str:
+        raise OpError(f"{name} must be a str, got {type(v).__name__}")
+    if not v and not empty_ok:
+        raise OpError(f"{name} must not be empty")
+    return v
+
+
+def _check_bytes(name: str, v: object) -> bytes:
+    if type(v) is not bytes:
+        raise OpError(f"{name} must be bytes, got {type(v).__name__}")
+    return v
+
+
+# --------------------------------------------------------------------------- policy
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPolicy:
+    """Exactly what the stream state machine's ``apply`` needs of a config.
+
+    The cluster model's ``StreamConfig`` converts to this; nothing else of the
+    config (subjects, storage, replicas, placement, no_ack, ...) matters to
+    ``apply``.
+
+    Attributes:
+        name: Stream name (``Nats-Expected-Stream``, PubAck ``stream``).
+        limits: Retention limits, including ``max_msg_size``, ``discard`` and
+            ``discard_new_per_subject``; enforced by the store.
+        duplicate_window_ns: ``Nats-Msg-Id`` dedupe window; 0 disables
+            dedupe (a mirror has none).
+        allow_rollup_hdrs: ``Nats-Rollup`` is permitted.
+        sealed: No publish, purge or delete is permitted (10109).
+        deny_delete: ``MSG.DELETE`` refused (10057).
+        deny_purge: ``PURGE`` and rollups refused (10110 / 10111).
+        allow_msg_ttl: ``Nats-TTL`` is permitted (otherwise 10166).  Per-message
+            TTLs are not implemented yet: with this set the header is checked
+            and stored but does not shorten a message's life.
+    """
+
+    name: str
+    limits: StreamLimits = field(default_factory=StreamLimits)
+    duplicate_window_ns: int = DEFAULT_DUPLICATE_WINDOW_NS
+    allow_rollup_hdrs: bool = False
+    sealed: bool = False
+    deny_delete: bool = False
+    deny_purge: bool = False
+    allow_msg_ttl: bool = False
+
+    def __post_init__(self) -> None:
+        _check_str("name", self.name)
+        if not isinstance(self.limits, StreamLimits):
+            raise OpError("limits must be a StreamLimits")
+        lim = self.limits
+        for fname in ("max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"):
+            _check_int(fname, getattr(lim, fname), -INT64_MAX, INT64_MAX)
+        _check_int("max_age_ns", lim.max_age_ns, -INT64_MAX, INT64_MAX)
+        if not isinstance(lim.discard, Discard):
+            raise OpError("discard must be a Discard")
+        _check_bool("discard_new_per_subject", lim.discard_new_per_subject)
+        _check_int("duplicate_window_ns", self.duplicate_window_ns, 0, INT64_MAX)
+        for fname in ("allow_rollup_hdrs", "sealed", "deny_delete", "deny_purge", "allow_msg_ttl"):
+            _check_bool(fname, getattr(self, fname))
+
+
+_POLICY_KEYS = (
+    "name",
+    "max_msgs",
+    "max_bytes",
+    "max_age_ns",
+    "max_msgs_per_subject",
+    "max_msg_size",
+    "discard",
+    "discard_new_per_subject",
+    "duplicate_window_ns",
+    "allow_rollup_hdrs",
+    "sealed",
+    "deny_delete",
+    "deny_purge",
+    "allow_msg_ttl",
+)
+
+
+def encode_policy(p: StreamPolicy) -> dict[str, Any]:
+    """The cbor-ready map of a policy (also used inside stream snapshots)."""
+    lim = p.limits
+    return {
+        "name": p.name,
+        "max_msgs": lim.max_msgs,
+        "max_bytes": lim.max_bytes,
+        "max_age_ns": lim.max_age_ns,
+        "max_msgs_per_subject": lim.max_msgs_per_subject,
+        "max_msg_size": lim.max_msg_size,
+        "discard": lim.discard.value,
+        "discard_new_per_subject": lim.discard_new_per_subject,
+        "duplicate_window_ns": p.duplicate_window_ns,
+        "allow_rollup_hdrs": p.allow_rollup_hdrs,
+        "sealed": p.sealed,
+        "deny_delete": p.deny_delete,
+        "deny_purge": p.deny_purge,
+        "allow_msg_ttl": p.allow_msg_ttl,
+    }
+
+
+def decode_policy(m: object) -> StreamPolicy:
+    """Inverse of ``encode_policy``.
+
+    Raises:
+        OpError: not a map with exactly the policy keys, or a bad field.
+    """
+    if type(m) is not dict:
+        raise OpError("policy must be a map")
+    if set(m) != set(_POLICY_KEYS) or len(m) != len(_POLICY_KEYS):
+        raise OpError("policy has wrong keys")
+    discard = m["discard"]
+    if discard not in ("old", "new") or type(discard) is not str:
+        raise OpError(f"bad discard {discard!r}")
+    limits = StreamLimits(
+        max_msgs=m["max_msgs"],
+        max_bytes=m["max_bytes"],
+        max_age_ns=m["max_age_ns"],
+        max_msgs_per_subject=m["max_msgs_per_subject"],
+        max_msg_size=m["max_msg_size"],
+        discard=Discard(discard),
+        discard_new_per_subject=m["discard_new_per_subject"],
+    )
+    return StreamPolicy(
+        name=m["name"],
+        limits=limits,
+        duplicate_window_ns=m["duplicate_window_ns"],
+        allow_rollup_hdrs=m["allow_rollup_hdrs"],
+        sealed=m["sealed"],
+        deny_delete=m["deny_delete"],
+        deny_purge=m["deny_purge"],
+        allow_msg_ttl=m["allow_msg_ttl"],
+    )
+
+
+# --------------------------------------------------------------------------- ops
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """One message to store (an element of ``StreamMsg``).
+
+    Attributes:
+        subject: Literal subject (non-empty).
+        headers: Raw header block as the client sent it, or None.
+        payload: Body.
+        ts_ns: The proposer's wall-clock time, ns since the epoch (>= 0).
+    """
+
+    subject: str
+    headers: bytes | None
+    payload: bytes
+    ts_ns: int
+
+    def __post_init__(self) -> None:
+        _check_str("subject", self.subject)
+        if self.headers is not None:
+            _check_bytes("headers", self.headers)
+        _check_bytes("payload", self.payload)
+        _check_int("ts_ns", self.ts_ns, 0, INT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamMsg:
+    """One or a batch of publishes (1 .. ``PUBLISHES_PER_ENTRY_MAX``)."""
+
+    code: ClassVar[OpCode] = OpCode.STREAM_MSG
+    msgs: tuple[Publish, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.msgs) is not tuple:
+            raise OpError("msgs must be a tuple")
+        if not 1 <= len(self.msgs) <= PUBLISHES_PER_ENTRY_MAX:
+            raise OpError(f"a StreamMsg carries 1..{PUBLISHES_PER_ENTRY_MAX} publishes")
+        for m in self.msgs:
+            if not isinstance(m, Publish):
+                raise OpError("msgs must hold Publish values")
+
+
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """``$JS.API.STREAM.PURGE``: ``filter`` / ``seq`` (purge below) / ``keep``.
+
+    ``seq`` and ``keep`` together are the API layer's 10003; if both arrive
+    the store decides as nats-server's ``PurgeEx`` does.
+    """
+
+    code: ClassVar[OpCode] = OpCode.PURGE
+    filter: str | None = None
+    seq: int | None = None
+    keep: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.filter is not None:
+            _check_str("filter", self.filter, empty_ok=True)
+        _check_opt_int("seq", self.seq, 0, UINT64_MAX)
+        _check_opt_int("keep", self.keep, 0, UINT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMsg:
+    """``$JS.API.STREAM.MSG.DELETE``; ``erase`` is ``not no_erase``."""
+
+    code: ClassVar[OpCode] = OpCode.DELETE_MSG
+    seq: int
+    erase: bool = True
+
+    def __post_init__(self) -> None:
+        _check_int("seq", self.seq, 0, UINT64_MAX)
+        _check_bool("erase", self.erase)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatePolicy:
+    """Replace the stream's policy (a stream update); limits apply at once."""
+
+    code: ClassVar[OpCode] = OpCode.UPDATE_POLICY
+    policy: StreamPolicy
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, StreamPolicy):
+            raise OpError("policy must be a StreamPolicy")
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """Remove messages past ``max_age`` at the leader's clock ``now_ns``."""
+
+    code: ClassVar[OpCode] = OpCode.EXPIRE
+    now_ns: int
+
+    def __post_init__(self) -> None:
+        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
+
+
+Op = StreamMsg | Purge | DeleteMsg | UpdatePolicy | Expire
+"""Every op a stream group replicates."""
+
+
+# --------------------------------------------------------------------------- codec
+
+
+def _body(op: Op) -> object:
+    if isinstance(op, StreamMsg):
+        return [[m.subject, m.headers, m.payload, m.ts_ns] for m in op.msgs]
+    if isinstance(op, Purge):
+        return [op.filter, op.seq, op.keep]
+    if isinstance(op, DeleteMsg):
+        return [op.seq, op.erase]
+    if isinstance(op, UpdatePolicy):
+        return encode_policy(op.policy)
+    if isinstance(op, Expire):
+        return [op.now_ns]
+    raise OpError(f"not an op: {type(op).__name__}")
+
+
+def encode_op(op: Op) -> bytes:
+    """Encode an op as one Raft entry.
+
+    Raises:
+        OpError: ``op`` is not an op.
+    """
+    return cbor2.dumps([FORMAT_VERSION, int(op.code), _body(op)])
+
+
+def _array(name: str, v: object, n: int) -> list[Any]:
+    if type(v) is not list or len(v) != n:
+        raise OpError(f"{name} must be an array of {n}")
+    return v
+
+
+def _dec_stream_msg(body: object) -> StreamMsg:
+    if type(body) is not list or not 1 <= len(body) <= PUBLISHES_PER_ENTRY_MAX:
+        raise OpError("stream_msg body must be a non-empty array")
+    msgs = []
+    for item in body:
+        subject, headers, payload, ts_ns = _array("publish", item, 4)
+        msgs.append(Publish(subject, headers, payload, ts_ns))
+    return StreamMsg(tuple(msgs))
+
+
+def _dec_purge(body: object) -> Purge:
+    filt, seq, keep = _array("purge", body, 3)
+    return Purge(filt, seq, keep)
+
+
+def _dec_delete(body: object) -> DeleteMsg:
+    seq, erase = _array("delete_msg", body, 2)
+    return DeleteMsg(seq, erase)
+
+
+def _dec_update(body: object) -> UpdatePolicy:
+    return UpdatePolicy(decode_policy(body))
+
+
+def _dec_expire(body: object) -> Expire:
+    (now_ns,) = _array("expire", body, 1)
+    return Expire(now_ns)
+
+
+_DECODERS: dict[int, Callable[[object], Op]] = {
+    OpCode.STREAM_MSG: _dec_stream_msg,
+    OpCode.PURGE: _dec_purge,
+    OpCode.DELETE_MSG: _dec_delete,
+    OpCode.UPDATE_POLICY: _dec_update,
+    OpCode.EXPIRE: _dec_expire,
+}
+
+
+def _no_tags(decoder: object, tag: object) -> object:
+    raise OpError("cbor tags are not allowed in ops")
+
+
+def decode_op(data: bytes) -> Op:
+    """Decode one entry made by ``encode_op``.
+
+    Args:
+        data: The entry bytes.
+
+    Returns:
+        The op, with every field checked.
+
+    Raises:
+        OpDecodeError: anything wrong -- not cbor, trailing bytes, unknown
+            version or op code, wrong shapes or types, out-of-range values.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise OpDecodeError(f"entry must be bytes, got {type(data).__name__}")
+    fp = io.BytesIO(data)
+    try:
+        doc = cbor2.CBORDecoder(fp, tag_hook=_no_tags).decode()
+    except Exception as e:  # cbor2 raises many types; all mean "not an op"
+        raise OpDecodeError(f"not a cbor op: {e}") from e
+    if fp.tell() != len(fp.getbuffer()):
+        raise OpDecodeError("trailing bytes after op")
+    try:
+        if type(doc) is not list or len(doc) != 3:
+            raise OpError("op must be [version, code, body]")
+        version, code, body = doc
+        if type(version) is not int or version != FORMAT_VERSION:
+            raise OpError(f"unknown op format version {version!r}")
+        if type(code) is not int or code not in _DECODERS:
+            raise OpError(f"unknown op code {code!r}")
+        return _DECODERS[code](body)
+    except OpDecodeError:
+        raise
+    except (OpError, ValueError, TypeError) as e:
+        raise OpDecodeError(str(e)) from e
