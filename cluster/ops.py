@@ -379,7 +379,8 @@ def encode_op(op: Op) -> bytes:
     Raises:
         OpError: ``op`` is not an op.
     """
-    return cbor2.dumps([FORMAT_VERSION, int(op.code), _body(op)])
+    body = _body(op)
+    return cbor2.dumps([FORMAT_VERSION, int(op.code), body])
 
 
 def _array(name: str, v: object, n: int) -> list[Any]:
