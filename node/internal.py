@@ -1,0 +1,95 @@
+"""Server-internal clients: services that live inside the server (JetStream API, streams).
+
+Theory of operation: an ``InternalClient`` owns subscriptions in the same
+sublist as real clients, so routing, interest and no-responders treat it like
+any subscriber.  The router hands it messages synchronously through
+``deliver_internal`` while a session is processing a received chunk, so the
+callback must not block or await: it records the message (typically into a
+bounded queue its owner task drains) and returns.  ``publish`` sends a message
+out through the router on the server's behalf (replies, advisories).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from node.session import Subscription
+
+if TYPE_CHECKING:
+    from node.server import Server
+
+#: callback(subscription, subject, reply, headers, payload)
+Handler = Callable[[Subscription, bytes, bytes | None, bytes | None, bytes], None]
+
+
+class InternalClient:
+    """A subscriber and publisher inside the server.
+
+    Args:
+        server: the server whose sublist and router it uses.
+        name: for logs and monitoring.
+    """
+
+    internal = True
+    echo = True
+    headers = True
+    no_responders = False
+    deliver_filter = None
+    resp_perms = None
+    closing = None
+
+    def __init__(self, server: Server, name: str) -> None:
+        self.server = server
+        self.name = name
+        self.cid = 0
+        self._handlers: dict[Subscription, Handler] = {}
+        self._next_sid = 0
+        self.in_msgs = 0
+        self.out_msgs = 0
+
+    def subscribe(
+        self, subject: bytes, handler: Handler, queue: bytes | None = None
+    ) -> Subscription:
+        """Add an internal subscription (announced to routes like any other)."""
+        self._next_sid += 1
+        sub = Subscription(self, subject, queue, b"i%d" % self._next_sid)
+        self._handlers[sub] = handler
+        self.server.add_sub(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Remove a subscription made by ``subscribe``."""
+        if self._handlers.pop(sub, None) is not None:
+            self.server.remove_sub(sub)
+
+    def close(self) -> None:
+        """Remove every subscription."""
+        for sub in list(self._handlers):
+            self.unsubscribe(sub)
+
+    def deliver_internal(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        reply: bytes | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        """Called by the router; runs the subscription's handler (must not block)."""
+        handler = self._handlers.get(sub)
+        if handler is not None:
+            self.in_msgs += 1
+            handler(sub, subject, reply, headers, payload)
+
+    def publish(
+        self,
+        subject: bytes,
+        payload: bytes,
+        *,
+        reply: bytes | None = None,
+        headers: bytes | None = None,
+    ) -> int:
+        """Publish on the server's behalf; returns the number of deliveries."""
+        self.out_msgs += 1
+        return self.server.router.publish(None, subject, reply, headers, payload)
