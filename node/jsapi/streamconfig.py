@@ -1,0 +1,1334 @@
+"""STREAM.CREATE / STREAM.UPDATE request bodies -> ``StreamConfig``, as nats-server does it.
+
+Theory of operation
+-------------------
+Three stages, each nats-server's own:
+
+1. ``decode_request``: a Go ``encoding/json`` imitation (strict: unknown
+   fields are errors) turns the body into a ``StreamConfig`` holding Go zero
+   values.  Its errors are 10025 ``invalid JSON: <Go message>`` with Go's
+   wording (see "Go decoding" below).  Reserved ``_nats.*`` metadata keys are
+   dropped: trijet does not implement JetStream API levels, so it neither
+   stores ``_nats.req.level`` nor echoes ``_nats.ver``/``_nats.level``.
+2. ``check_stream_config`` (nats-server ``checkStreamCfg``): defaults
+   (subjects ``[name]``, ``-1`` limits, replicas 1, duplicate window 2 min
+   capped by ``max_age``, republish source ``>``), then validation with the
+   exact 10052 reasons and the mirror/source errors, in nats-server's order.
+3. ``parse_create`` / ``parse_update`` + ``check_update``: the handler-level
+   checks (10056 name mismatch, sealed on create, 10074 replicas on a single
+   server, update rules).  ``check_overlap`` (10065) and ``check_recreate``
+   (10058) take the other streams as plain values.
+
+Pure: no I/O.  ``lookup`` callables give read access to existing configs.
+
+Go decoding
+-----------
+nats-server decodes API requests with ``json.NewDecoder`` +
+``DisallowUnknownFields`` into a Go struct; a failure becomes
+``invalid JSON: <Go error text>`` (10025).  Clients see that text, so we
+reproduce the common cases:
+
+* syntax (``scan_go``): ``unexpected EOF`` for truncated input, else
+  ``invalid character 'x' <context> at offset N`` (N = index of the bad byte
+  + 1), with Go's contexts (``looking for beginning of value``, ``after object
+  key``, …).  NaN/Infinity and other Python-only extensions are rejected.
+* types (``decode_struct``): a ``Schema`` names every field's Go type; the
+  first problem in document order wins: ``json: unknown field "x"``,
+  ``json: cannot unmarshal <string|number|number 1.5|bool|array|object> into
+  Go struct field StreamConfigRequest.<path> of type <go type>`` (Go 1.25
+  paths: ``sources.0.name``, ``metadata.key``; an array element of a basic
+  type reads ``into StreamConfigRequest.subjects.0``), custom enum errors
+  ``can not unmarshal "\\"x\\""``.
+* keys match exactly first, then ASCII case-insensitively (Go does); a
+  repeated key overwrites; ``null`` leaves a field at its zero value except for
+  enums, whose Go ``UnmarshalJSON`` sees ``null`` and rejects it.
+
+Known differences: the raw text quoted in enum errors is re-encoded
+compactly (Go quotes the bytes as sent), and invalid UTF-8 is replaced as
+Python's ``errors="replace"`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster.model import (
+    Discard,
+    ExternalStream,
+    PersistMode,
+    Placement,
+    RePublish,
+    Retention,
+    Storage,
+    StreamConfig,
+    StreamSource,
+)
+from node.jsapi.errors import (
+    INVALID_JSON,
+    MIRROR_DURABLE_CONSUMER_CFG_INVALID,
+    MIRROR_INVALID_STREAM_NAME,
+    MIRROR_INVALID_SUBJECT_FILTER,
+    MIRROR_INVALID_TRANSFORM_DESTINATION,
+    MIRROR_MAX_MESSAGE_SIZE_TOO_BIG,
+    MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED,
+    MIRROR_OVERLAPPING_SUBJECT_FILTERS,
+    MIRROR_WITH_ATOMIC_PUBLISH,
+    MIRROR_WITH_BATCH_PUBLISH,
+    MIRROR_WITH_COUNTERS,
+    MIRROR_WITH_FIRST_SEQ,
+    MIRROR_WITH_MSG_SCHEDULES,
+    MIRROR_WITH_SOURCES,
+    MIRROR_WITH_SUBJECTS,
+    PEDANTIC,
+    REPLICAS_COUNT_CANNOT_BE_NEGATIVE,
+    SOURCE_DUPLICATE_DETECTED,
+    SOURCE_DURABLE_CONSUMER_CFG_INVALID,
+    SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED,
+    SOURCE_INVALID_STREAM_NAME,
+    SOURCE_INVALID_SUBJECT_FILTER,
+    SOURCE_INVALID_TRANSFORM_DESTINATION,
+    SOURCE_MAX_MESSAGE_SIZE_TOO_BIG,
+    SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED,
+    SOURCE_OVERLAPPING_SUBJECT_FILTERS,
+    SOURCE_WITH_MSG_SCHEDULES,
+    STREAM_EXTERNAL_API_OVERLAP,
+    STREAM_INVALID_CONFIG,
+    STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ,
+    STREAM_MIRROR_NOT_UPDATABLE,
+    STREAM_MISMATCH,
+    STREAM_NAME_CONTAINS_PATH_SEPARATORS,
+    STREAM_NAME_EXIST,
+    STREAM_REPLICAS_NOT_SUPPORTED,
+    STREAM_SUBJECT_OVERLAP,
+    STREAM_TRANSFORM_INVALID_DESTINATION,
+    STREAM_TRANSFORM_INVALID_SOURCE,
+    JSApiError,
+)
+from node.subjects import has_wildcard, overlaps, subset, valid_literal_subject, valid_subject
+
+__all__ = [
+    "GoJSONError",
+    "StreamRequest",
+    "check_overlap",
+    "check_recreate",
+    "check_stream_config",
+    "check_update",
+    "decode_request",
+    "parse_create",
+    "parse_update",
+    "subjects_overlap",
+    "valid_asset_name",
+    "validate_mapping",
+]
+
+
+class GoJSONError(Exception):
+    """A Go ``encoding/json`` error; ``str()`` is Go's message."""
+
+
+class Num(str):
+    """A JSON number kept as its literal text."""
+
+    __slots__ = ()
+
+
+_WS = b" \t\r\n"
+
+
+def _quote_char(c: int) -> str:
+    ch = chr(c)
+    if ch == "'":
+        return "'\\''"
+    if ch == '"':
+        return "'\"'"
+    q = go_quote(ch)
+    return "'" + q[1:-1] + "'"
+
+
+def go_quote(s: str) -> str:
+    """Go ``strconv.Quote``: escapes quotes, backslashes and non-printables."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\a":
+            out.append("\\a")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch == "\v":
+            out.append("\\v")
+        elif o < 0x20 or o == 0x7F:
+            out.append(f"\\x{o:02x}")
+        elif ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif o < 0x10000:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+class _Scanner:
+    def __init__(self, data: bytes) -> None:
+        self.d = data
+        self.i = 0
+
+    def err(self, ctx: str) -> GoJSONError:
+        if self.i >= len(self.d):
+            return GoJSONError("unexpected EOF")
+        return GoJSONError(
+            f"invalid character {_quote_char(self.d[self.i])} {ctx} at offset {self.i + 1}"
+        )
+
+    def ws(self) -> None:
+        while self.i < len(self.d) and self.d[self.i] in _WS:
+            self.i += 1
+
+    def peek(self) -> int:
+        return self.d[self.i] if self.i < len(self.d) else -1
+
+    def value(self) -> None:
+        self.ws()
+        c = self.peek()
+        if c == ord("{"):
+            self.i += 1
+            self.ws()
+            if self.peek() == ord("}"):
+                self.i += 1
+                return
+            while True:
+                self.ws()
+                if self.peek() != ord('"'):
+                    raise self.err("looking for beginning of object key string")
+                self.string()
+                self.ws()
+                if self.peek() != ord(":"):
+                    raise self.err("after object key")
+                self.i += 1
+                self.value()
+                self.ws()
+                c = self.peek()
+                if c == ord(","):
+                    self.i += 1
+                    continue
+                if c == ord("}"):
+                    self.i += 1
+                    return
+                raise self.err("after object key:value pair")
+        if c == ord("["):
+            self.i += 1
+            self.ws()
+            if self.peek() == ord("]"):
+                self.i += 1
+                return
+            while True:
+                self.value()
+                self.ws()
+                c = self.peek()
+                if c == ord(","):
+                    self.i += 1
+                    continue
+                if c == ord("]"):
+                    self.i += 1
+                    return
+                raise self.err("after array element")
+        if c == ord('"'):
+            self.string()
+            return
+        if c == ord("-") or ord("0") <= c <= ord("9"):
+            self.number()
+            return
+        for lit in (b"true", b"false", b"null"):
+            if c == lit[0]:
+                self.i += 1
+                for want in lit[1:]:
+                    if self.peek() != want:
+                        raise self.err(f"in literal {lit.decode()} (expecting {_quote_char(want)})")
+                    self.i += 1
+                return
+        raise self.err("looking for beginning of value")
+
+    def string(self) -> None:
+        self.i += 1
+        while True:
+            c = self.peek()
+            if c == -1:
+                raise self.err("")
+            if c == ord('"'):
+                self.i += 1
+                return
+            if c < 0x20:
+                raise self.err("in string literal")
+            if c == ord("\\"):
+                self.i += 1
+                e = self.peek()
+                if e == ord("u"):
+                    self.i += 1
+                    for _ in range(4):
+                        h = self.peek()
+                        if h == -1 or chr(h) not in "0123456789abcdefABCDEF":
+                            raise self.err("in \\u hexadecimal character escape")
+                        self.i += 1
+                    continue
+                if e == -1 or chr(e) not in '"\\/bfnrt':
+                    raise self.err("in string escape code")
+            self.i += 1
+
+    def digits(self) -> int:
+        n = 0
+        while ord("0") <= self.peek() <= ord("9"):
+            self.i += 1
+            n += 1
+        return n
+
+    def number(self) -> None:
+        if self.peek() == ord("-"):
+            self.i += 1
+            if not ord("0") <= self.peek() <= ord("9"):
+                raise self.err("in numeric literal")
+        if self.peek() == ord("0"):
+            self.i += 1
+        else:
+            self.digits()
+        if self.peek() == ord("."):
+            self.i += 1
+            if not self.digits():
+                raise self.err("after decimal point in numeric literal")
+        if self.peek() in (ord("e"), ord("E")):
+            self.i += 1
+            if self.peek() in (ord("+"), ord("-")):
+                self.i += 1
+            if not self.digits():
+                raise self.err("in exponent of numeric literal")
+
+
+def scan_go(data: bytes) -> list[Any]:
+    """Split a Go ``json.Decoder`` stream into its values, checking syntax Go's way.
+
+    Returns:
+        The decoded top-level values (objects as lists of ``(key, value)``
+        pairs, numbers as ``Num``); empty input gives ``[]``.
+
+    Raises:
+        GoJSONError: with Go's message (``unexpected EOF``, ``invalid
+            character … at offset N``).
+    """
+    sc = _Scanner(data)
+    values: list[Any] = []
+    while True:
+        sc.ws()
+        if sc.i >= len(data):
+            return values
+        start = sc.i
+        sc.value()
+        text = data[start : sc.i].decode("utf-8", errors="replace")
+        values.append(json.loads(text, object_pairs_hook=_Obj, parse_int=Num, parse_float=Num))
+
+
+# --------------------------------------------------------------------------- typed decoding
+
+
+Decoder = Callable[[Any, "_Ctx"], Any]
+
+
+@dataclass
+class _Ctx:
+    root: str
+    path: list[str] = field(default_factory=list)
+    first: GoJSONError | None = None
+
+    def fail(self, err: GoJSONError) -> None:
+        if self.first is None:
+            self.first = err
+
+    def type_error(self, value: Any, gotype: str, literal: bool = False) -> None:
+        kind = _kind(value)
+        if literal and isinstance(value, Num):
+            kind = f"number {value}"
+        where = ".".join([self.root, *self.path])
+        if self.path and self.path[-1].isdigit():
+            msg = f"json: cannot unmarshal {kind} into {where} of type {gotype}"
+        elif self.path:
+            msg = f"json: cannot unmarshal {kind} into Go struct field {where} of type {gotype}"
+        else:
+            msg = f"json: cannot unmarshal {kind} into Go value of type {gotype}"
+        self.fail(GoJSONError(msg))
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, Num):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, _Obj):
+        return "object"
+    return "array"
+
+
+class _Obj(list[tuple[str, Any]]):
+    """Marker: a decoded JSON object (pairs)."""
+
+
+def _is_obj(v: Any) -> bool:
+    return isinstance(v, _Obj)
+
+
+def _raw(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, Num):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if _is_obj(v):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _raw(x) for k, x in v) + "}"
+    return "[" + ",".join(_raw(x) for x in v) + "]"
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A Go struct: JSON name -> decoder; ``go_name`` for messages."""
+
+    go_name: str
+    fields: dict[str, Decoder]
+
+
+def decode_struct(value: Any, schema: Schema, ctx: _Ctx, into: dict[str, Any]) -> None:
+    """Decode one JSON object into ``into`` (JSON name -> Python value)."""
+    if value is None:
+        return
+    if not _is_obj(value):
+        ctx.type_error(value, schema.go_name)
+        return
+    folded = {k.lower(): k for k in schema.fields}
+    for key, item in value:
+        name = key if key in schema.fields else folded.get(key.lower())
+        if name is None:
+            ctx.fail(GoJSONError(f"json: unknown field {json.dumps(key, ensure_ascii=False)}"))
+            continue
+        ctx.path.append(name)
+        try:
+            out = schema.fields[name](item, ctx)
+        finally:
+            ctx.path.pop()
+        if out is not _SKIP:
+            into[name] = out
+
+
+_SKIP = object()
+
+
+def d_str(v: Any, ctx: _Ctx) -> Any:
+    if v is None:
+        return _SKIP
+    if isinstance(v, str) and not isinstance(v, Num):
+        return str(v)
+    ctx.type_error(v, "string")
+    return _SKIP
+
+
+def d_bool(v: Any, ctx: _Ctx) -> Any:
+    if v is None:
+        return _SKIP
+    if isinstance(v, bool):
+        return v
+    ctx.type_error(v, "bool")
+    return _SKIP
+
+
+def d_int(gotype: str, lo: int, hi: int) -> Decoder:
+    def dec(v: Any, ctx: _Ctx) -> Any:
+        if v is None:
+            return _SKIP
+        if isinstance(v, Num):
+            try:
+                n = int(v, 10)
+            except ValueError:
+                n = None
+            if n is None or not lo <= n <= hi:
+                ctx.type_error(v, gotype, literal=True)
+                return _SKIP
+            return n
+        ctx.type_error(v, gotype)
+        return _SKIP
+
+    return dec
+
+
+INT = d_int("int", -(2**63), 2**63 - 1)
+INT32 = d_int("int32", -(2**31), 2**31 - 1)
+INT64 = d_int("int64", -(2**63), 2**63 - 1)
+UINT64 = d_int("uint64", 0, 2**64 - 1)
+DURATION = d_int("time.Duration", -(2**63), 2**63 - 1)
+
+
+def d_list(elem: Decoder, gotype: str) -> Decoder:
+    def dec(v: Any, ctx: _Ctx) -> Any:
+        if v is None:
+            return _SKIP
+        if not isinstance(v, list) or _is_obj(v):
+            ctx.type_error(v, gotype)
+            return _SKIP
+        out = []
+        for i, item in enumerate(v):
+            ctx.path.append(str(i))
+            try:
+                r = elem(item, ctx)
+            finally:
+                ctx.path.pop()
+            out.append(None if r is _SKIP else r)
+        return out
+
+    return dec
+
+
+def d_str_map(v: Any, ctx: _Ctx) -> Any:
+    if v is None:
+        return _SKIP
+    if not _is_obj(v):
+        ctx.type_error(v, "map[string]string")
+        return _SKIP
+    out: dict[str, str] = {}
+    for key, item in v:
+        ctx.path.append(key)
+        try:
+            r = d_str(item, ctx)
+        finally:
+            ctx.path.pop()
+        out[key] = "" if r is _SKIP else r
+    return out
+
+
+def d_struct(schema: Schema) -> Decoder:
+    def dec(v: Any, ctx: _Ctx) -> Any:
+        if v is None:
+            return _SKIP
+        out: dict[str, Any] = {}
+        decode_struct(v, schema, ctx, out)
+        return out
+
+    return dec
+
+
+def d_enum(allowed: dict[str, str], *, fold: bool = False) -> Decoder:
+    """A Go enum with ``UnmarshalJSON`` switching on the raw text."""
+
+    def dec(v: Any, ctx: _Ctx) -> Any:
+        raw = _raw(v)
+        key = raw.lower() if fold else raw
+        if key in allowed:
+            return allowed[key]
+        ctx.fail(GoJSONError(f"can not unmarshal {go_quote(raw)}"))
+        return _SKIP
+
+    return dec
+
+
+def d_compression(v: Any, ctx: _Ctx) -> Any:
+    if v is None:
+        return _SKIP
+    if not isinstance(v, str) or isinstance(v, Num):
+        ctx.fail(GoJSONError(f"json: cannot unmarshal {_kind(v)} into Go value of type string"))
+        return _SKIP
+    if v in ("s2", "none"):
+        return str(v)
+    ctx.fail(GoJSONError("unknown compression algorithm"))
+    return _SKIP
+
+
+def new_ctx(root: str) -> _Ctx:
+    """A decoding context whose messages name ``root`` (e.g. ``StreamConfigRequest``)."""
+    return _Ctx(root=root)
+
+
+# --------------------------------------------------------------------------- the StreamConfig schema
+
+_TRANSFORM = Schema("SubjectTransformConfig", {"src": d_str, "dest": d_str})
+_EXTERNAL = Schema("ExternalStream", {"api": d_str, "deliver": d_str})
+_SRC_CONSUMER = Schema("StreamConsumerSource", {"name": d_str, "deliver_subject": d_str})
+
+
+def _d_time(v: Any, ctx: _Ctx) -> Any:
+    if v is None:
+        return _SKIP
+    if not isinstance(v, str) or isinstance(v, Num):
+        ctx.fail(GoJSONError("Time.UnmarshalJSON: input is not a JSON string"))
+        return _SKIP
+    norm = _rfc3339_normalise(str(v))
+    if norm is None:
+        ctx.fail(
+            GoJSONError(
+                f"parsing time {go_quote(_raw(v))} as {go_quote(chr(34) + _GO_RFC3339 + chr(34))}"
+            )
+        )
+        return _SKIP
+    return norm
+
+
+_GO_RFC3339 = "2006-01-02T15:04:05Z07:00"
+_RFC3339_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+
+
+def _rfc3339_normalise(s: str) -> str | None:
+    """Go re-emits a parsed time as RFC3339Nano in its own offset (``Z`` for 0)."""
+    m = _RFC3339_RE.match(s)
+    if m is None:
+        return None
+    base, frac, zone = m.groups()
+    try:
+        datetime.datetime.strptime(base, "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    frac = (frac or "").rstrip("0")
+    if frac == ".":
+        frac = ""
+    if zone in ("+00:00", "-00:00"):
+        zone = "Z"
+    return base + frac + zone
+
+
+_SOURCE = Schema(
+    "StreamSource",
+    {
+        "name": d_str,
+        "opt_start_seq": UINT64,
+        "opt_start_time": _d_time,
+        "filter_subject": d_str,
+        "subject_transforms": d_list(d_struct(_TRANSFORM), "[]server.SubjectTransformConfig"),
+        "external": d_struct(_EXTERNAL),
+        "consumer": d_struct(_SRC_CONSUMER),
+    },
+)
+
+
+def _typed_struct(schema: Schema, gotype: str) -> Decoder:
+    inner = d_struct(schema)
+
+    def dec(v: Any, ctx: _Ctx) -> Any:
+        if v is not None and not isinstance(v, _Obj):
+            ctx.type_error(v, gotype)
+            return _SKIP
+        return inner(v, ctx)
+
+    return dec
+
+
+_STREAM_REQUEST = Schema(
+    "server.StreamConfigRequest",
+    {
+        "name": d_str,
+        "description": d_str,
+        "subjects": d_list(d_str, "[]string"),
+        "retention": d_enum(
+            {'"limits"': "limits", '"interest"': "interest", '"workqueue"': "workqueue"}
+        ),
+        "max_consumers": INT,
+        "max_msgs": INT64,
+        "max_bytes": INT64,
+        "max_age": DURATION,
+        "max_msgs_per_subject": INT64,
+        "max_msg_size": INT32,
+        "discard": d_enum({'"old"': "old", '"new"': "new"}, fold=True),
+        "storage": d_enum({'"file"': "file", '"memory"': "memory"}),
+        "num_replicas": INT,
+        "no_ack": d_bool,
+        "duplicate_window": DURATION,
+        "placement": _typed_struct(
+            Schema(
+                "Placement",
+                {"cluster": d_str, "tags": d_list(d_str, "[]string"), "preferred": d_str},
+            ),
+            "server.Placement",
+        ),
+        "mirror": _typed_struct(_SOURCE, "server.StreamSource"),
+        "sources": d_list(_typed_struct(_SOURCE, "server.StreamSource"), "[]*server.StreamSource"),
+        "compression": d_compression,
+        "first_seq": UINT64,
+        "subject_transform": _typed_struct(_TRANSFORM, "server.SubjectTransformConfig"),
+        "republish": _typed_struct(
+            Schema("RePublish", {"src": d_str, "dest": d_str, "headers_only": d_bool}),
+            "server.RePublish",
+        ),
+        "allow_direct": d_bool,
+        "mirror_direct": d_bool,
+        "discard_new_per_subject": d_bool,
+        "sealed": d_bool,
+        "deny_delete": d_bool,
+        "deny_purge": d_bool,
+        "allow_rollup_hdrs": d_bool,
+        "consumer_limits": _typed_struct(
+            Schema(
+                "StreamConsumerLimits", {"inactive_threshold": DURATION, "max_ack_pending": INT}
+            ),
+            "server.StreamConsumerLimits",
+        ),
+        "allow_msg_ttl": d_bool,
+        "subject_delete_marker_ttl": DURATION,
+        "allow_msg_counter": d_bool,
+        "allow_atomic": d_bool,
+        "allow_msg_schedules": d_bool,
+        "persist_mode": d_enum({'"default"': "default", '""': "default", '"async"': "async"}),
+        "allow_batched": d_bool,
+        "metadata": d_str_map,
+        "pedantic": d_bool,
+    },
+)
+
+#: Go zero values of every ``StreamConfig`` JSON field (before normalisation).
+_ZERO: dict[str, Any] = {
+    "retention": "limits",
+    "max_consumers": 0,
+    "max_msgs": 0,
+    "max_bytes": 0,
+    "max_age": 0,
+    "max_msgs_per_subject": 0,
+    "max_msg_size": 0,
+    "discard": "old",
+    "storage": "file",
+    "num_replicas": 0,
+    "duplicate_window": 0,
+    "compression": "none",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRequest:
+    """A decoded STREAM.CREATE/UPDATE body, not yet normalised.
+
+    Attributes:
+        config: The request as a ``StreamConfig`` holding Go zero values
+            (``max_msgs=0``, ``num_replicas=0`` …) where fields were absent.
+        pedantic: The request's ``pedantic`` flag.
+    """
+
+    config: StreamConfig
+    pedantic: bool = False
+
+
+def decode_request(body: bytes) -> StreamRequest:
+    """Decode a STREAM.CREATE/UPDATE body as nats-server's strict decoder does.
+
+    Concatenated JSON values are decoded one after the other into the same
+    request (Go's ``json.Decoder`` loop); an empty body is an empty request.
+
+    Raises:
+        JSApiError: 10025 ``invalid JSON: <Go message>``.
+    """
+    try:
+        values = scan_go(body)
+    except GoJSONError as exc:
+        raise JSApiError(INVALID_JSON, err=str(exc)) from None
+    raw: dict[str, Any] = {}
+    for value in values:
+        ctx = new_ctx("StreamConfigRequest")
+        decode_struct(value, _STREAM_REQUEST, ctx, raw)
+        if ctx.first is not None:
+            raise JSApiError(INVALID_JSON, err=str(ctx.first))
+    pedantic = raw.pop("pedantic", False) is True
+    merged = dict(_ZERO)
+    merged.update({k: v for k, v in raw.items() if v is not None})
+    if isinstance(merged.get("metadata"), dict):
+        merged["metadata"] = {
+            k: v for k, v in merged["metadata"].items() if not k.startswith(_RESERVED_META)
+        }
+    return StreamRequest(StreamConfig.from_dict(merged), pedantic)
+
+
+#: Metadata key prefix nats-server 2.11+ reserves (``_nats.req.level``, ``_nats.ver`` …).
+_RESERVED_META = "_nats."
+
+# --------------------------------------------------------------------------- validation
+
+_MS = 1_000_000
+_SEC = 1_000_000_000
+_DEFAULT_DUPLICATES_NS = 120 * _SEC
+NAME_LEN_MAX = 255
+DESCRIPTION_LEN_MAX = 4 * 1024
+METADATA_LEN_MAX = 128 * 1024
+REPLICAS_MAX = 5
+_JS_API_PREFIX = "$JS.API"
+
+Lookup = Callable[[str], "StreamConfig | None"]
+
+
+def _no_stream(_name: str) -> StreamConfig | None:
+    return None
+
+
+def _invalid(text: str) -> JSApiError:
+    return JSApiError(STREAM_INVALID_CONFIG, err=text)
+
+
+def valid_asset_name(name: str) -> bool:
+    """nats-server ``isValidAssetName``: non-empty, no ``. * > \\ /`` and no whitespace."""
+    return bool(name) and not any(c in name for c in ".*>\\/ \t\r\n\f")
+
+
+def _valid_subject(s: str) -> bool:
+    return valid_subject(s.encode())
+
+
+def _collide(a: str, b: str) -> bool:
+    return overlaps(a.encode(), b.encode())
+
+
+def _subset(narrow: str, wide: str) -> bool:
+    return subset(narrow.encode(), wide.encode())
+
+
+def _literal(s: str) -> bool:
+    return not has_wildcard(s.encode())
+
+
+def check_stream_config(
+    cfg: StreamConfig, *, pedantic: bool = False, lookup: Lookup = _no_stream
+) -> StreamConfig:
+    """nats-server ``checkStreamCfg``: normalise and validate a decoded config.
+
+    Args:
+        cfg: A decoded request config (Go zero values where unset).
+        pedantic: The request's ``pedantic`` flag (refuse instead of adjust).
+        lookup: Existing stream by name (for mirror/source size checks,
+            ``mirror_direct`` inheritance and source cycles); default none.
+
+    Returns:
+        The normalised config (defaults materialised).
+
+    Raises:
+        JSApiError: 10052 with nats-server's reason, or the specific mirror /
+            source / replica / pedantic errors.
+    """
+    if not valid_asset_name(cfg.name):
+        raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
+    if len(cfg.name) > NAME_LEN_MAX:
+        raise _invalid(f"stream name is too long, maximum allowed is {NAME_LEN_MAX}")
+    if len(cfg.description) > DESCRIPTION_LEN_MAX:
+        raise _invalid(f"stream description is too long, maximum allowed is {DESCRIPTION_LEN_MAX}")
+    if sum(len(k) + len(v) for k, v in cfg.metadata) > METADATA_LEN_MAX:
+        raise _invalid(f"stream metadata exceeds maximum size of {METADATA_LEN_MAX} bytes")
+    c: dict[str, Any] = {}
+    replicas = cfg.num_replicas or 1
+    if replicas > REPLICAS_MAX:
+        raise _invalid(f"maximum replicas is {REPLICAS_MAX}")
+    if replicas < 0:
+        raise JSApiError(REPLICAS_COUNT_CANNOT_BE_NEGATIVE)
+    c["num_replicas"] = replicas
+    for attr, json_name in (
+        ("max_msgs", "max_msgs"),
+        ("max_msgs_per_subject", "max_msgs_per_subject"),
+        ("max_bytes", "max_bytes"),
+        ("max_msg_size", "max_msg_size"),
+        ("max_consumers", "max_consumers"),
+    ):
+        v = getattr(cfg, attr)
+        if v == 0 or v < -1:
+            if pedantic and v < -1:
+                raise JSApiError(PEDANTIC, err=f"{json_name} must be set to -1")
+            c[attr] = -1
+    if cfg.max_age_ns < 0:
+        raise _invalid("max age can not be negative")
+    if cfg.max_age_ns != 0 and cfg.max_age_ns < 100 * _MS:
+        raise _invalid("max age needs to be >= 100ms")
+    dup = cfg.duplicate_window_ns
+    if dup == 0 and cfg.mirror is None and not cfg.sources:
+        if cfg.max_age_ns != 0 and cfg.max_age_ns < _DEFAULT_DUPLICATES_NS:
+            if pedantic:
+                raise JSApiError(PEDANTIC, err="duplicate window cannot be bigger than max age")
+            dup = cfg.max_age_ns
+        else:
+            dup = _DEFAULT_DUPLICATES_NS
+    if dup < 0:
+        raise _invalid("duplicates window can not be negative")
+    if cfg.max_age_ns != 0 and dup > cfg.max_age_ns:
+        raise _invalid("duplicates window can not be larger then max age")
+    if 0 < dup < 100 * _MS:
+        raise _invalid("duplicates window needs to be >= 100ms")
+    c["duplicate_window_ns"] = dup
+    allow_rollup, deny_purge, allow_ttl = cfg.allow_rollup, cfg.deny_purge, cfg.allow_msg_ttl
+    if deny_purge and allow_rollup:
+        raise _invalid("roll-ups require the purge permission")
+    if cfg.allow_msg_counter:
+        if cfg.discard is Discard.NEW:
+            raise _invalid("counter stream cannot use discard new")
+        if allow_ttl:
+            raise _invalid("counter stream cannot use message TTLs")
+        if cfg.allow_msg_schedules:
+            raise _invalid("counter stream cannot use message schedules")
+        if cfg.retention is not Retention.LIMITS:
+            raise _invalid("counter stream can only use limits retention")
+    if cfg.discard_new_per_subject:
+        if cfg.discard is not Discard.NEW:
+            raise _invalid("discard new per subject requires discard new policy to be set")
+        if c.get("max_msgs_per_subject", cfg.max_msgs_per_subject) <= 0:
+            raise _invalid("discard new per subject requires max msgs per subject > 0")
+    sdm = cfg.subject_delete_marker_ttl_ns
+    if sdm > 0:
+        if sdm < _SEC:
+            raise _invalid("subject delete marker TTL must be at least 1 second")
+        if not allow_ttl:
+            if pedantic:
+                raise _invalid("subject delete marker cannot be set if message TTLs are disabled")
+            allow_ttl = True
+        if not allow_rollup:
+            if pedantic:
+                raise _invalid("subject delete marker cannot be set if roll-ups are disabled")
+            allow_rollup, deny_purge = True, False
+    elif sdm < 0:
+        raise _invalid("subject delete marker TTL must not be negative")
+    if cfg.allow_msg_schedules:
+        if cfg.discard is Discard.NEW:
+            raise _invalid("message scheduling cannot use discard new")
+        if not allow_rollup:
+            if pedantic:
+                raise _invalid("message scheduling cannot be set if roll-ups are disabled")
+            allow_rollup, deny_purge = True, False
+    if cfg.persist_mode is PersistMode.ASYNC:
+        if cfg.storage is not Storage.FILE:
+            raise _invalid("async persist mode is only supported on file storage")
+        if replicas > 1:
+            raise _invalid("async persist mode is not supported on replicated streams")
+        if cfg.allow_atomic_publish:
+            raise _invalid("async persist mode is not supported with atomic batch publish")
+    c.update(allow_rollup=allow_rollup, deny_purge=deny_purge, allow_msg_ttl=allow_ttl)
+    max_msg_size = c.get("max_msg_size", cfg.max_msg_size)
+    mirror_direct = _check_mirror(cfg, max_msg_size, lookup)
+    if mirror_direct is not None:
+        c["mirror_direct"] = mirror_direct
+    _check_sources(cfg, max_msg_size, lookup)
+    _check_cycles(cfg, lookup)
+    subjects = cfg.subjects
+    if not subjects:
+        if cfg.mirror is None and not cfg.sources:
+            subjects = (cfg.name,)
+    else:
+        if cfg.mirror is not None:
+            raise JSApiError(MIRROR_WITH_SUBJECTS)
+        _check_subjects(subjects, no_ack=cfg.no_ack, replicas=replicas)
+    c["subjects"] = subjects
+    if not subjects and not cfg.sources and cfg.mirror is None:
+        raise _invalid("stream needs at least one configured subject or be a source/mirror")
+    st = cfg.subject_transform
+    if st is not None:
+        if st.src and not _valid_subject(st.src):
+            raise JSApiError(STREAM_TRANSFORM_INVALID_SOURCE, err=f"invalid subject {st.src}")
+        reason = validate_mapping(st.src, st.dest)
+        if reason:
+            raise JSApiError(STREAM_TRANSFORM_INVALID_DESTINATION, err=reason)
+    rp = cfg.republish
+    if rp is not None:
+        src, dest = rp.src, rp.dest
+        if not src:
+            if pedantic:
+                raise JSApiError(PEDANTIC, err="republish source can not be empty")
+            src = ">"
+        if (
+            dest == ">"
+            and src == ">"
+            and st is not None
+            and len(subjects) == 1
+            and st.src == subjects[0]
+        ):
+            if pedantic:
+                raise JSApiError(PEDANTIC, err="implicit republish based on subject transform")
+            src = dest = st.dest
+        if any(_collide(dest, s) for s in subjects):
+            raise _invalid("stream configuration for republish destination forms a cycle")
+        if not _valid_subject(src) or not _valid_subject(dest) or validate_mapping(src, dest):
+            raise _invalid(
+                f"stream configuration for republish with transform from '{src}' to '{dest}' not valid"
+            )
+        c["republish"] = RePublish(src=src, dest=dest, headers_only=rp.headers_only)
+    placement = cfg.placement
+    if placement is not None and placement == Placement():
+        placement = None
+    if placement is not None and placement.preferred:
+        raise _invalid("preferred server not permitted in placement")
+    c["placement"] = placement
+    return dataclasses.replace(cfg, **c)
+
+
+def _check_mirror(cfg: StreamConfig, max_msg_size: int, lookup: Lookup) -> bool | None:
+    m = cfg.mirror
+    if m is None:
+        return None
+    if cfg.first_seq > 0:
+        raise JSApiError(MIRROR_WITH_FIRST_SEQ)
+    if cfg.subjects:
+        raise JSApiError(MIRROR_WITH_SUBJECTS)
+    if cfg.sources:
+        raise JSApiError(MIRROR_WITH_SOURCES)
+    if cfg.allow_msg_counter:
+        raise JSApiError(MIRROR_WITH_COUNTERS)
+    if cfg.allow_atomic_publish:
+        raise JSApiError(MIRROR_WITH_ATOMIC_PUBLISH)
+    if cfg.allow_batch_publish:
+        raise JSApiError(MIRROR_WITH_BATCH_PUBLISH)
+    if cfg.allow_msg_schedules:
+        raise JSApiError(MIRROR_WITH_MSG_SCHEDULES)
+    if m.consumer is not None:
+        con = m.consumer
+        if (
+            not valid_asset_name(con.name)
+            or not _literal(con.deliver_subject)
+            or not _valid_subject(con.deliver_subject)
+            or m.opt_start_seq
+            or m.opt_start_time is not None
+            or m.filter_subject
+        ):
+            raise JSApiError(MIRROR_DURABLE_CONSUMER_CFG_INVALID)
+    if m.filter_subject and m.subject_transforms:
+        raise JSApiError(MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED)
+    if cfg.subject_delete_marker_ttl_ns > 0:
+        raise _invalid("subject delete markers forbidden on mirrors")
+    for i, tr in enumerate(m.subject_transforms):
+        if tr.src and not _valid_subject(tr.src):
+            raise JSApiError(MIRROR_INVALID_SUBJECT_FILTER, err=f"invalid subject {tr.src}")
+        reason = validate_mapping(tr.src, tr.dest)
+        if reason:
+            raise JSApiError(MIRROR_INVALID_TRANSFORM_DESTINATION, err=reason)
+        for j, other in enumerate(m.subject_transforms):
+            if i != j and _collide(tr.src, other.src):
+                raise JSApiError(MIRROR_OVERLAPPING_SUBJECT_FILTERS)
+    if m.external is not None:
+        _check_external(m.external)
+        return None
+    if not valid_asset_name(m.name):
+        raise JSApiError(MIRROR_INVALID_STREAM_NAME)
+    origin = lookup(m.name)
+    if origin is None:
+        return None
+    if max_msg_size > 0 and origin.max_msg_size > 0 and max_msg_size < origin.max_msg_size:
+        raise JSApiError(MIRROR_MAX_MESSAGE_SIZE_TOO_BIG)
+    return origin.allow_direct
+
+
+def _check_sources(cfg: StreamConfig, max_msg_size: int, lookup: Lookup) -> None:
+    if cfg.sources and cfg.allow_msg_schedules:
+        raise JSApiError(SOURCE_WITH_MSG_SCHEDULES)
+    inames: set[str] = set()
+    cnames: set[str] = set()
+    for src in cfg.sources:
+        if not valid_asset_name(src.name):
+            raise JSApiError(SOURCE_INVALID_STREAM_NAME)
+        iname = _index_name(src)
+        if iname in inames:
+            raise JSApiError(SOURCE_DUPLICATE_DETECTED)
+        inames.add(iname)
+        if src.filter_subject and src.subject_transforms:
+            raise JSApiError(SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED)
+        for tr in src.subject_transforms:
+            if tr.src and not _valid_subject(tr.src):
+                raise JSApiError(SOURCE_INVALID_SUBJECT_FILTER, err=f"invalid subject {tr.src}")
+            reason = validate_mapping(tr.src, tr.dest)
+            if reason:
+                raise JSApiError(SOURCE_INVALID_TRANSFORM_DESTINATION, err=reason)
+        for i, tr in enumerate(src.subject_transforms):
+            for j, other in enumerate(src.subject_transforms):
+                if i != j and _subset(tr.src or ">", other.src or ">"):
+                    raise JSApiError(SOURCE_OVERLAPPING_SUBJECT_FILTERS)
+        if src.consumer is not None:
+            con = src.consumer
+            if (
+                not valid_asset_name(con.name)
+                or not _literal(con.deliver_subject)
+                or not _valid_subject(con.deliver_subject)
+                or src.opt_start_seq
+                or src.opt_start_time is not None
+                or src.filter_subject
+            ):
+                raise JSApiError(SOURCE_DURABLE_CONSUMER_CFG_INVALID)
+            cname = f"{src.name}:{con.name}"
+            if cname in cnames:
+                raise JSApiError(SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED)
+            cnames.add(cname)
+        if src.external is not None:
+            _check_external(src.external)
+            continue
+        origin = lookup(src.name)
+        if (
+            origin is not None
+            and max_msg_size > 0
+            and origin.max_msg_size > 0
+            and max_msg_size < origin.max_msg_size
+        ):
+            raise JSApiError(SOURCE_MAX_MESSAGE_SIZE_TOO_BIG)
+
+
+def _index_name(src: StreamSource) -> str:
+    """nats-server ``composeIName``: name, api prefix, filters/transforms."""
+    parts = [src.name]
+    if src.external is not None and src.external.api:
+        parts.append(src.external.api)
+    if src.subject_transforms:
+        parts.append(" ".join(t.src or ">" for t in src.subject_transforms))
+        parts.append(" ".join(t.dest for t in src.subject_transforms))
+    else:
+        parts.append(src.filter_subject or ">")
+    return " ".join(parts)
+
+
+def _check_external(ext: ExternalStream) -> None:
+    if ext.deliver and not valid_literal_subject(ext.deliver.encode()):
+        raise JSApiError(STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ, prefix=ext.deliver)
+    if ext.api:
+        if not valid_literal_subject(ext.api.encode()):
+            raise _invalid(
+                f"stream external api prefix {go_quote(ext.api)} must be a valid subject without wildcards"
+            )
+        if _collide(ext.api, _JS_API_PREFIX):
+            raise JSApiError(STREAM_EXTERNAL_API_OVERLAP, prefix=ext.api, subject=_JS_API_PREFIX)
+
+
+def _check_cycles(cfg: StreamConfig, lookup: Lookup) -> None:
+    to_visit = [cfg]
+    visited: set[str] = set()
+    while to_visit:
+        cur = to_visit.pop(0)
+        visited.add(cur.name)
+        for src in cur.sources:
+            if src.external is not None:
+                continue
+            if src.name in visited:
+                if not src.filter_subject or any(
+                    _collide(s, src.filter_subject) for s in cur.subjects
+                ):
+                    raise _invalid("detected cycle")
+            else:
+                other = lookup(src.name)
+                if other is not None:
+                    to_visit.append(other)
+        m = cur.mirror
+        if m is not None and m.external is None:
+            if m.name in visited:
+                raise _invalid("detected cycle")
+            other = lookup(m.name)
+            if other is not None:
+                to_visit.append(other)
+
+
+def _check_subjects(subjects: tuple[str, ...], *, no_ack: bool, replicas: int) -> None:
+    seen: set[str] = set()
+    for i, subj in enumerate(subjects):
+        if not _valid_subject(subj):
+            raise _invalid("invalid subject")
+        if subj in seen:
+            raise _invalid("duplicate subjects detected")
+        if subj == ">":
+            if not no_ack:
+                raise _invalid("capturing all subjects requires no-ack to be true")
+            if replicas != 1:
+                raise _invalid("capturing all subjects requires replicas of 1")
+        if not no_ack:
+            for ns in ("$JS.>", "$JSC.>", "$NRG.>"):
+                if _collide(subj, ns) and not _subset(subj, "$JS.EVENT.>"):
+                    raise _invalid(
+                        "subjects that overlap with jetstream api require no-ack to be true"
+                    )
+            if _collide(subj, "$SYS.>") and not _subset(subj, "$SYS.ACCOUNT.>"):
+                raise _invalid("subjects that overlap with system api require no-ack to be true")
+        for other in subjects[i + 1 :]:
+            if _collide(other, subj):
+                raise _invalid(f"subject {go_quote(subj)} overlaps with {go_quote(other)}")
+        seen.add(subj)
+
+
+_MAPPING_FN_RE = re.compile(r"^\{\{\s*([A-Za-z]+)\((.*)\)\s*\}\}$")
+_MAPPING_FNS = {
+    "wildcard",
+    "partition",
+    "splitfromleft",
+    "splitfromright",
+    "slicefromleft",
+    "slicefromright",
+    "split",
+    "left",
+    "right",
+}
+
+
+def validate_mapping(src: str, dest: str) -> str:
+    """A subset of nats-server ``ValidateMapping``: ``""`` when valid, else a reason.
+
+    Checks that ``dest`` is a valid subject whose ``$n`` / ``{{wildcard(n)}}``
+    references name existing ``*`` tokens of ``src`` and whose mapping functions
+    are known.  (nats-server also checks each function's arguments.)
+    """
+    if not dest:
+        return ""
+    if not _valid_subject(dest):
+        return "invalid subject"
+    wildcards = sum(1 for t in (src or ">").split(".") if t == "*")
+    for tok in dest.split("."):
+        idx: list[str] = []
+        if tok.startswith("$") and tok[1:].isdigit():
+            idx = [tok[1:]]
+        else:
+            m = _MAPPING_FN_RE.match(tok)
+            if m is None:
+                if "{{" in tok or "}}" in tok:
+                    return "invalid subject"
+                continue
+            fn = m.group(1).lower()
+            if fn not in _MAPPING_FNS:
+                return f"invalid mapping destination: unknown function {m.group(1)}"
+            args = [a.strip() for a in m.group(2).split(",")]
+            idx = args[:1] if fn == "wildcard" else args[1:] if fn == "partition" else args[:1]
+        for a in idx:
+            if not a.isdigit() or not 1 <= int(a) <= wildcards:
+                return "invalid mapping destination: wildcard index out of range"
+    return ""
+
+
+# --------------------------------------------------------------------------- create / update
+
+
+def parse_create(
+    subject_name: str, body: bytes, *, clustered: bool = False, lookup: Lookup = _no_stream
+) -> StreamConfig:
+    """STREAM.CREATE.<subject_name>: decode, check and normalise, as nats-server does.
+
+    Order of checks (nats-server's): JSON (10025), name matches the subject
+    token (10056), no path separators (10128), not sealed, no ``mirror_direct``
+    without a mirror, ``check_stream_config``, then replicas > 1 when not
+    clustered (10074).  Overlap with other streams (``check_overlap``) and an
+    existing stream of that name (``check_recreate``) are the caller's next
+    steps, in that order reversed: nats-server checks the existing stream first.
+
+    Raises:
+        JSApiError: as listed.
+    """
+    req = decode_request(body)
+    cfg = req.config
+    if cfg.name != subject_name:
+        raise JSApiError(STREAM_MISMATCH)
+    if "\\" in subject_name or "/" in subject_name:
+        raise JSApiError(STREAM_NAME_CONTAINS_PATH_SEPARATORS)
+    if cfg.sealed:
+        raise _invalid("stream configuration for create can not be sealed")
+    if cfg.mirror_direct and cfg.mirror is None:
+        raise _invalid("stream has no mirror but does have mirror direct")
+    out = check_stream_config(cfg, pedantic=req.pedantic, lookup=lookup)
+    if not clustered and out.num_replicas > 1:
+        raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
+    return out
+
+
+def check_recreate(new: StreamConfig, existing: StreamConfig) -> None:
+    """A CREATE for an existing stream succeeds only with an identical config.
+
+    Raises:
+        JSApiError: 10058 ``stream name already in use with a different configuration``.
+    """
+    if new != existing:
+        raise JSApiError(STREAM_NAME_EXIST)
+
+
+def parse_update(
+    subject_name: str, body: bytes, *, lookup: Lookup = _no_stream
+) -> tuple[StreamConfig, bool]:
+    """STREAM.UPDATE.<subject_name>, the part independent of the current config.
+
+    Returns:
+        ``(normalised config, pedantic)``; then look the stream up (404/10059
+        if missing) and call ``check_update``.
+
+    Raises:
+        JSApiError: 10025, any ``check_stream_config`` error, then 10056.
+    """
+    req = decode_request(body)
+    cfg = check_stream_config(req.config, pedantic=req.pedantic, lookup=lookup)
+    if cfg.name != subject_name:
+        raise JSApiError(STREAM_MISMATCH)
+    return cfg, req.pedantic
+
+
+def check_update(old: StreamConfig, new: StreamConfig, *, clustered: bool = False) -> StreamConfig:
+    """nats-server ``configUpdateCheck``: may ``old`` become ``new``?
+
+    Args:
+        old: The stream's current config.
+        new: The normalised requested config (``parse_update``).
+        clustered: False on a single server (replicas > 1 refused).
+
+    Returns:
+        The config to store (a sealed stream gets ``max_age 0``, ``discard
+        new``, deny delete/purge, no roll-ups).
+
+    Raises:
+        JSApiError: 10052 with the reason, 10074, 10055.
+    """
+    if new.name != old.name:
+        raise _invalid("stream configuration name must match original")
+    if not clustered and new.num_replicas > 1:
+        raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
+    if new.storage is not old.storage:
+        raise _invalid("stream configuration update can not change storage type")
+    if new.retention is not old.retention and Retention.WORKQUEUE in (old.retention, new.retention):
+        raise _invalid(
+            "stream configuration update can not change retention policy to/from workqueue"
+        )
+    if old.sealed and not new.sealed:
+        raise _invalid("stream configuration update can not unseal a sealed stream")
+    if old.deny_delete and not new.deny_delete:
+        raise _invalid("stream configuration update can not cancel deny message deletes")
+    if old.deny_purge and not new.deny_purge:
+        raise _invalid("stream configuration update can not cancel deny purge")
+    if new.mirror is not None and new.mirror != old.mirror:
+        raise JSApiError(STREAM_MIRROR_NOT_UPDATABLE)
+    if old.allow_msg_ttl and not new.allow_msg_ttl:
+        raise _invalid("message TTL status can not be disabled")
+    if new.allow_msg_counter != old.allow_msg_counter:
+        raise _invalid("stream configuration update can not change message counter setting")
+    if old.allow_msg_schedules and not new.allow_msg_schedules:
+        raise _invalid("message schedules can not be disabled")
+    if old.persist_mode is not new.persist_mode:
+        raise _invalid("stream configuration update can not change persist mode")
+    if new.sealed:
+        new = dataclasses.replace(
+            new,
+            max_age_ns=0,
+            discard=Discard.NEW,
+            deny_delete=True,
+            deny_purge=True,
+            allow_rollup=False,
+        )
+    return new
+
+
+def subjects_overlap(subjects: Iterable[str], other_subjects: Iterable[str]) -> bool:
+    """True when some subject could be captured by both lists (nats-server ``SubjectsCollide``)."""
+    others = list(other_subjects)
+    return any(_collide(a, b) for a in subjects for b in others)
+
+
+def check_overlap(cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:
+    """Refuse subjects another stream (not ``cfg.name`` itself) already captures.
+
+    Raises:
+        JSApiError: 400/10065 ``subjects overlap with an existing stream``.
+    """
+    for other in existing:
+        if other.name != cfg.name and subjects_overlap(cfg.subjects, other.subjects):
+            raise JSApiError(STREAM_SUBJECT_OVERLAP)
