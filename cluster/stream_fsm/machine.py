@@ -1,60 +1,12 @@
-"""The stream state machine: one stream's replicated state, decided in apply.
+"""``StreamStateMachine``: apply, snapshot and restore of one stream.
 
-Theory of operation
--------------------
-``StreamStateMachine`` is the ``raft.fsm.StateMachine`` of a stream's group.
-Every replica applies the same committed ops (``cluster.ops``) in the same
-order and so computes the same sequences, the same dedupe answers and the same
-errors (DESIGN rule 2).  ``apply`` is pure apart from driving its
-``StreamStore``: it reads no clock (time comes in the ops: a publish's
-``ts_ns``, an ``Expire``'s ``now_ns``), draws no randomness, does no I/O of its
-own and never raises for a client's mistake -- those are result values
-(``ApiErrorResult``) carrying nats-server's ``code``/``err_code``/description.
-It raises only for a bad entry encoding (``OpDecodeError``) or a broken
-store (``StoreError`` such as ``InvariantViolation``, ``OSError``).
-
-A publish is decided in nats-server's order (``processJetStreamMsg``):
-sealed (10109); ``Nats-Expected-Stream`` (10060); ``Nats-Msg-Id`` dedupe
-(a duplicate answers with the original seq); ``Nats-Expected-Last-Subject-
-Sequence`` [``-Subject``] (10071); ``Nats-Expected-Last-Sequence`` (10071);
-``Nats-Expected-Last-Msg-Id`` (10070); ``Nats-Rollup`` (10111); ``Nats-TTL``
-(10165/10166); header size (10097); ``max_msg_size`` (10054); then
-``StreamStore.append`` (``seq = last_seq + 1``; discard-new limits 10077),
-then the rollup purge.  Header names are matched case-sensitively.
-
-State beyond the store:
-
-* the dedupe table ``msg_id -> (seq, ts_ns)`` in insertion order.  An id is
-  a duplicate while ``now - ts < duplicate_window`` with ``now`` the new
-  publish's ``ts_ns`` (never a clock).  Entries are pruned from the front as
-  publishes and ``Expire`` ops advance time; lookups re-check the window, so
-  proposer clocks that step backwards cannot make replicas disagree.  The
-  table is bounded by the window times the publish rate, as in nats-server.
-* ``last_msg_id``: the ``Nats-Msg-Id`` of the last message stored ("" if it
-  had none); ``Nats-Expected-Last-Msg-Id`` compares against it.  Like
-  nats-server it is not reset when that message is later removed.
-* the ``StreamPolicy`` (changed by ``UpdatePolicy``).
-
-``snapshot()`` writes all of it and the store's own snapshot into one cbor2
-document with a version; ``restore`` verifies the whole document before it
-replaces anything.
-
-Durability: ``apply`` does **not** fsync.  The store buffers; the group's
-driver makes the journal and the store durable once per cycle (group commit,
-DESIGN §4) before results are acknowledged to clients.
-
-Effects are returned as data (``ApplyOutcome.effects``), never performed:
-``NewMessages(last_seq)`` after an entry stored something (wake consumers),
-``Purged(first_seq, purged)`` after a purge or rollup (consumers skip ahead).
-Hook for later: a republish rule would add a ``Republish(subject, headers,
-payload)`` effect next to ``NewMessages`` in ``_apply_stream_msg``.
+See the package docstring (``cluster.stream_fsm``) for the theory of operation.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import cbor2
@@ -74,26 +26,38 @@ from cluster.ops import (
     decode_policy,
     encode_policy,
 )
+from cluster.stream_fsm.parse import parse_msg_ttl_ns, parse_seq
+from cluster.stream_fsm.results import (
+    ERR_DELETE_DENIED,
+    ERR_EXPECTED_STREAM,
+    ERR_HEADER_SIZE,
+    ERR_MSG_SIZE,
+    ERR_NO_MESSAGE,
+    ERR_PURGE_DENIED,
+    ERR_ROLLUP_DENIED,
+    ERR_SEALED,
+    ERR_STORE_EOF,
+    ERR_TTL_DISABLED,
+    ERR_TTL_INVALID,
+    ApplyOutcome,
+    DeleteResult,
+    Effect,
+    ExpireResult,
+    NewMessages,
+    PolicyResult,
+    PubResult,
+    Purged,
+    PurgeResult,
+    Result,
+    err_rollup_invalid,
+    err_store_failed,
+    err_wrong_last_msg_id,
+    err_wrong_last_seq,
+)
 from store.api import StreamStore
 from store.errors import LimitExceeded, MsgNotFound, SnapshotError, StoreEOF
 
-__all__ = [
-    "SNAPSHOT_VERSION",
-    "ApiErrorResult",
-    "ApplyOutcome",
-    "DeleteResult",
-    "Effect",
-    "ExpireResult",
-    "NewMessages",
-    "PolicyResult",
-    "PubResult",
-    "PurgeResult",
-    "Purged",
-    "Result",
-    "StreamPolicy",
-    "StreamSnapshotError",
-    "StreamStateMachine",
-]
+__all__ = ["HEADER_BYTES_MAX", "SNAPSHOT_VERSION", "StreamSnapshotError", "StreamStateMachine"]
 
 SNAPSHOT_VERSION = 1
 """Version of the document ``snapshot()`` writes."""
@@ -114,225 +78,6 @@ MSG_TTL = "Nats-TTL"
 
 class StreamSnapshotError(ValueError):
     """A stream snapshot document is malformed (state left unchanged)."""
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True, slots=True)
-class PubResult:
-    """A publish was stored (or recognised as a duplicate of ``seq``)."""
-
-    stream: str
-    seq: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ApiErrorResult:
-    """A client error, as nats-server's JetStream error JSON carries it."""
-
-    code: int
-    err_code: int
-    description: str
-
-
-@dataclass(frozen=True, slots=True)
-class PurgeResult:
-    """Messages removed by a purge."""
-
-    purged: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteResult:
-    """A message was deleted (``{"success":true}``)."""
-
-    seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyResult:
-    """The policy was replaced; ``removed`` messages fell to the new limits."""
-
-    removed: int
-
-
-@dataclass(frozen=True, slots=True)
-class ExpireResult:
-    """Messages removed by ``max_age``."""
-
-    removed: int
-
-
-Result = PubResult | ApiErrorResult | PurgeResult | DeleteResult | PolicyResult | ExpireResult
-
-
-@dataclass(frozen=True, slots=True)
-class NewMessages:
-    """Effect: messages up to ``last_seq`` were stored; wake consumers."""
-
-    last_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class Purged:
-    """Effect: a purge (or rollup) removed ``purged`` messages; the stream's
-    first sequence is now ``first_seq``."""
-
-    first_seq: int
-    purged: int
-
-
-Effect = NewMessages | Purged
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyOutcome:
-    """What one applied entry produced.
-
-    Attributes:
-        results: One per publish of a ``StreamMsg`` (in order), else one.
-        effects: Things the shell should do (data, never performed here).
-    """
-
-    results: tuple[Result, ...]
-    effects: tuple[Effect, ...] = ()
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def _err(code: int, err_code: int, description: str) -> ApiErrorResult:
-    return ApiErrorResult(code, err_code, description)
-
-
-ERR_SEALED = _err(400, 10109, "invalid operation on sealed stream")
-ERR_EXPECTED_STREAM = _err(400, 10060, "expected stream does not match")
-ERR_ROLLUP_DENIED = _err(500, 10111, "rollup not permitted")
-ERR_TTL_INVALID = _err(400, 10165, "invalid per-message TTL")
-ERR_TTL_DISABLED = _err(400, 10166, "per-message TTL is disabled")
-ERR_HEADER_SIZE = _err(400, 10097, "header size exceeds maximum allowed of 64k")
-ERR_MSG_SIZE = _err(400, 10054, "message size exceeds maximum allowed")
-ERR_PURGE_DENIED = _err(500, 10110, "stream purge not permitted")
-ERR_DELETE_DENIED = _err(500, 10057, "message delete not permitted")
-ERR_NO_MESSAGE = _err(500, 10057, "no message found")
-ERR_STORE_EOF = _err(500, 10057, "stream store EOF")
-
-
-def err_wrong_last_seq(seq: int) -> ApiErrorResult:
-    """400/10071 ``wrong last sequence: <seq>``."""
-    return _err(400, 10071, f"wrong last sequence: {seq}")
-
-
-def err_wrong_last_msg_id(msg_id: str) -> ApiErrorResult:
-    """400/10070 ``wrong last msg ID: <id>``."""
-    return _err(400, 10070, f"wrong last msg ID: {msg_id}")
-
-
-def err_rollup_invalid(value: str) -> ApiErrorResult:
-    """500/10111 ``rollup value invalid: "<value>"`` (Go ``%q`` quoting)."""
-    return _err(500, 10111, f"rollup value invalid: {go_quote(value)}")
-
-
-def err_store_failed(e: LimitExceeded) -> ApiErrorResult:
-    """A store limit rejection: 400/10054 for size, else 503/10077."""
-    if e.err_code == 10054:
-        return ERR_MSG_SIZE
-    return _err(503, e.err_code, e.description)
-
-
-def go_quote(s: str) -> str:
-    """Quote like Go's ``strconv.Quote`` (what ``%q`` prints) for common input."""
-    out = ['"']
-    for ch in s:
-        o = ord(ch)
-        if ch == '"' or ch == "\\":
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif o < 0x20 or o == 0x7F:
-            out.append(f"\\x{o:02x}")
-        elif 0xD800 <= o <= 0xDFFF:  # an undecodable byte (surrogateescape)
-            out.append(f"\\x{o - 0xDC00:02x}" if o >= 0xDC80 else "\\ufffd")
-        elif not ch.isprintable():
-            out.append(f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _parse_seq(value: str) -> int | None:
-    """nats-server's ``parseInt64`` of a header: digits only, fits int64."""
-    if not value or not value.isascii() or not value.isdigit():
-        return None
-    n = int(value)
-    return n if n < (1 << 63) else None
-
-
-_GO_UNITS_NS = {
-    "ns": 1,
-    "us": 1_000,
-    "µs": 1_000,
-    "μs": 1_000,
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-}
-
-
-def _parse_go_duration_ns(v: str) -> int | None:
-    """A Go ``time.ParseDuration`` subset: ``[-+]?(<number><unit>)+``."""
-    i, n, total = 0, len(v), 0.0
-    sign = 1
-    if i < n and v[i] in "+-":
-        sign = -1 if v[i] == "-" else 1
-        i += 1
-    if i >= n:
-        return None
-    if v[i:] == "0":
-        return 0
-    while i < n:
-        j = i
-        while j < n and (v[j].isdigit() or v[j] == ".") and v[j].isascii():
-            j += 1
-        num = v[i:j]
-        if not num or num == "." or num.count(".") > 1:
-            return None
-        k = j
-        while k < n and not (v[k].isdigit() or v[k] == "."):
-            k += 1
-        unit = _GO_UNITS_NS.get(v[j:k])
-        if unit is None:
-            return None
-        total += float(num) * unit
-        i = k
-    return int(sign * total)
-
-
-def parse_msg_ttl_ns(value: str) -> int | None:
-    """``Nats-TTL``: ``never`` (-1), a Go duration or integer seconds, >= 1 s.
-
-    Returns:
-        The TTL in ns, -1 for ``never``, or None if invalid.
-    """
-    if value == "never":
-        return -1
-    ns = _parse_go_duration_ns(value)
-    if ns is None:
-        secs = _parse_seq(value)
-        if secs is None:
-            return None
-        ns = secs * 1_000_000_000
-    if ns < 1_000_000_000:
-        return None
-    return ns
 
 
 # --------------------------------------------------------------------------- machine
@@ -476,7 +221,7 @@ class StreamStateMachine:
                 return PubResult(pol.name, dup[0], duplicate=True)
         v = h.get(EXPECTED_LAST_SUBJ_SEQ)
         if v:
-            want = _parse_seq(v)
+            want = parse_seq(v)
             subj = h.get(EXPECTED_LAST_SUBJ_SEQ_SUBJ) or m.subject
             try:
                 have = self._store.load_last(subj).seq
@@ -487,7 +232,7 @@ class StreamStateMachine:
         v = h.get(EXPECTED_LAST_SEQ)
         if v:
             last = self._store.state().last_seq
-            if _parse_seq(v) != last:
+            if parse_seq(v) != last:
                 return err_wrong_last_seq(last)
         v = h.get(EXPECTED_LAST_MSG_ID)
         if v and v != self._last_msg_id:

@@ -1,0 +1,99 @@
+"""The stream state machine: one stream's replicated state, decided in apply.
+
+Theory of operation
+-------------------
+``StreamStateMachine`` is the ``raft.fsm.StateMachine`` of a stream's group.
+Every replica applies the same committed ops (``cluster.ops``) in the same
+order and so computes the same sequences, the same dedupe answers and the same
+errors (DESIGN rule 2).  ``apply`` is pure apart from driving its
+``StreamStore``: it reads no clock (time comes in the ops: a publish's
+``ts_ns``, an ``Expire``'s ``now_ns``), draws no randomness, does no I/O of its
+own and never raises for a client's mistake -- those are result values
+(``ApiErrorResult``) carrying nats-server's ``code``/``err_code``/description.
+It raises only for a bad entry encoding (``OpDecodeError``) or a broken
+store (``StoreError`` such as ``InvariantViolation``, ``OSError``).
+
+A publish is decided in nats-server's order (``processJetStreamMsg``):
+sealed (10109); ``Nats-Expected-Stream`` (10060); ``Nats-Msg-Id`` dedupe
+(a duplicate answers with the original seq); ``Nats-Expected-Last-Subject-
+Sequence`` [``-Subject``] (10071); ``Nats-Expected-Last-Sequence`` (10071);
+``Nats-Expected-Last-Msg-Id`` (10070); ``Nats-Rollup`` (10111); ``Nats-TTL``
+(10165/10166); header size (10097); ``max_msg_size`` (10054); then
+``StreamStore.append`` (``seq = last_seq + 1``; discard-new limits 10077),
+then the rollup purge.  Header names are matched case-sensitively.
+
+State beyond the store:
+
+* the dedupe table ``msg_id -> (seq, ts_ns)`` in insertion order.  An id is
+  a duplicate while ``now - ts < duplicate_window`` with ``now`` the new
+  publish's ``ts_ns`` (never a clock).  Entries are pruned from the front as
+  publishes and ``Expire`` ops advance time; lookups re-check the window, so
+  proposer clocks that step backwards cannot make replicas disagree.  The
+  table is bounded by the window times the publish rate, as in nats-server.
+* ``last_msg_id``: the ``Nats-Msg-Id`` of the last message stored ("" if it
+  had none); ``Nats-Expected-Last-Msg-Id`` compares against it.  Like
+  nats-server it is not reset when that message is later removed.
+* the ``StreamPolicy`` (changed by ``UpdatePolicy``).
+
+``snapshot()`` writes all of it and the store's own snapshot into one cbor2
+document with a version; ``restore`` verifies the whole document before it
+replaces anything.
+
+Durability: ``apply`` does **not** fsync.  The store buffers; the group's
+driver makes the journal and the store durable once per cycle (group commit,
+DESIGN §4) before results are acknowledged to clients.
+
+Effects are returned as data (``ApplyOutcome.effects``), never performed:
+``NewMessages(last_seq)`` after an entry stored something (wake consumers),
+``Purged(first_seq, purged)`` after a purge or rollup (consumers skip ahead).
+Hook for later: a republish rule would add a ``Republish(subject, headers,
+payload)`` effect next to ``NewMessages`` in ``_apply_stream_msg``.
+
+Modules: ``machine`` (the state machine and its snapshot document),
+``results`` (result, effect and error values), ``parse`` (header values).
+"""
+
+from cluster.ops import StreamPolicy
+from cluster.stream_fsm.machine import (
+    HEADER_BYTES_MAX,
+    SNAPSHOT_VERSION,
+    StreamSnapshotError,
+    StreamStateMachine,
+)
+from cluster.stream_fsm.parse import parse_msg_ttl_ns, parse_seq
+from cluster.stream_fsm.results import (
+    ApiErrorResult,
+    ApplyOutcome,
+    DeleteResult,
+    Effect,
+    ExpireResult,
+    NewMessages,
+    PolicyResult,
+    PubResult,
+    Purged,
+    PurgeResult,
+    Result,
+    go_quote,
+)
+
+__all__ = [
+    "HEADER_BYTES_MAX",
+    "SNAPSHOT_VERSION",
+    "ApiErrorResult",
+    "ApplyOutcome",
+    "DeleteResult",
+    "Effect",
+    "ExpireResult",
+    "NewMessages",
+    "PolicyResult",
+    "PubResult",
+    "PurgeResult",
+    "Purged",
+    "Result",
+    "StreamPolicy",
+    "StreamSnapshotError",
+    "StreamStateMachine",
+    "go_quote",
+    "parse_msg_ttl_ns",
+    "parse_seq",
+]
