@@ -92,4 +92,7 @@ class InternalClient:
     ) -> int:
         """Publish on the server's behalf; returns the number of deliveries."""
         self.out_msgs += 1
-        return self.server.router.publish(None, subject, reply, headers, payload)
+        router = self.server.router
+        n = router.publish(None, subject, reply, headers, payload)
+        router.flush()  # the plan path appends in batch mode
+        return n

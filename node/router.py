@@ -76,6 +76,11 @@ class Router:
             payload: message body.
             routed_queues: set for a message that arrived on a route: the
                 queue groups it should reach here; it is not forwarded again.
+
+        A message that follows a delivery plan is appended in batch mode:
+        the caller must call ``flush()`` once its batch is done (sessions and
+        routes do it after each received chunk, internal clients after each
+        publish).
         """
         if headers is None and not routed_queues:
             plan = self._plans.get(subject)
@@ -86,7 +91,7 @@ class Router:
                 and (plan[1] or plan[2] or not reply)
             ):
                 routes = plan[2] if routed_queues is None else ()
-                return self._deliver_plan(subject, plan[1], routes, reply, payload)
+                return self._deliver_one(subject, plan[1], routes, reply, payload)
         r = self.sublist.match(subject)
         psubs = r.psubs
         qsubs = r.qsubs
@@ -244,6 +249,17 @@ class Router:
             if reply and src is not None and src.no_responders:
                 self.no_responders(src, subject, reply)
             return
+        self._deliver_one(subject, targets, routes, reply, payload)
+
+    def _deliver_one(
+        self,
+        subject: bytes,
+        targets: tuple[tuple[Any, bytes, Any], ...],
+        routes: tuple[Any, ...],
+        reply: bytes | None,
+        payload: bytes,
+    ) -> int:
+        """Append one header-less message along a plan (batched: callers ``flush()``)."""
         plen = len(payload)
         tail = (
             b" %d\r\n%b\r\n" % (plen, payload)
@@ -267,6 +283,7 @@ class Router:
         n = len(targets)
         self.out_msgs += n
         self.out_bytes += plen * n
+        return n + len(routes)
 
     def _run(
         self,
@@ -339,33 +356,6 @@ class Router:
             for c in touched:
                 c.flush_batch()
             touched.clear()
-
-    def _deliver_plan(
-        self,
-        subject: bytes,
-        targets: tuple[tuple[Any, bytes, Any], ...],
-        routes: tuple[Any, ...],
-        reply: bytes | None,
-        payload: bytes,
-    ) -> int:
-        """Deliver a header-less message along a current delivery plan."""
-        plen = len(payload)
-        tail = (b" " + reply + b" " if reply else b" ") + str(plen).encode() + CRLF + payload + CRLF
-        for c, head, sub in targets:
-            c.enqueue(head + tail, plen)
-            sub.delivered += 1
-        n = len(targets)
-        self.out_msgs += n
-        self.out_bytes += plen * n
-        if routes:
-            # RMSG $G <subject> [reply] <size>
-            data = b"RMSG $G " + subject + tail
-            for route in routes:
-                route.send(data)
-                route.out_msgs += 1
-                route.out_bytes += plen
-            n += len(routes)
-        return n
 
     def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> None:
         targets = []
@@ -487,26 +477,8 @@ class Router:
         """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""
         r = self.sublist.match(reply)
         hdr = b"NATS/1.0 503\r\nNats-Subject: " + subject + b"\r\n\r\n"
-        for sub in r.psubs:
+        for sub in (*r.psubs, *(s for group in r.qsubs for s in group)):
             if sub.client is src:
-                src.enqueue(
-                    b"HMSG "
-                    + reply
-                    + sub.sid_sp
-                    + b" %d %d\r\n" % (len(hdr), len(hdr))
-                    + hdr
-                    + CRLF
-                )
+                sizes = b" %d %d\r\n" % (len(hdr), len(hdr))
+                src.enqueue(b"HMSG " + reply + sub.sid_sp + sizes + hdr + CRLF)
                 return
-        for group in r.qsubs:
-            for sub in group:
-                if sub.client is src:
-                    src.enqueue(
-                        b"HMSG "
-                        + reply
-                        + sub.sid_sp
-                        + b" %d %d\r\n" % (len(hdr), len(hdr))
-                        + hdr
-                        + CRLF
-                    )
-                    return

@@ -43,7 +43,7 @@ from node.protocol.connection import (
     err_bytes,
     info_bytes,
 )
-from node.protocol.events import Connect, Err, HPub, Ping, Pong, Pub, Sub, Unsub
+from node.protocol.events import Connect, Err, HPub, Ping, Pong, Sub, Unsub
 from node.subjects import valid_literal_subject, valid_subject
 
 if TYPE_CHECKING:
@@ -385,16 +385,6 @@ class ClientSession(Outbound):
             st = self.server.stats
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes
-
-    def _handle(self, events: list[Any]) -> None:
-        """Act on already-parsed operations, in order (tests use this)."""
-        for ev in events:
-            if self.closing is not None:
-                break
-            if type(ev) is Pub:
-                self._on_pub(ev.subject, ev.reply, ev.payload)
-            else:
-                self._on_event(ev)
 
     def _on_pub(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
         """One PUB (the hot path): checks, +OK, delivery."""
