@@ -225,6 +225,9 @@ UPDATE_CASES: list[tuple[str, str, str]] = [
 ]
 
 
+STORE_RACE_RETRIES = 20
+
+
 def _name_of(body: str) -> str:
     return str(json.loads(body)["name"])
 
@@ -234,11 +237,19 @@ async def _collect(url: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     async def req(subject: str, body: str) -> dict[str, Any]:
-        try:
-            msg = await nc.request(subject, body.encode(), timeout=REQUEST_TIMEOUT_S)
-        except nats.errors.TimeoutError:
-            return {"timeout": subject}
-        return dict(json.loads(msg.data))
+        # nats-server removes a deleted stream's files asynchronously; creating
+        # the same name right after can hit 10049 "error creating store for
+        # stream".  That is the reference racing itself: retry a few times.
+        for _attempt in range(STORE_RACE_RETRIES):
+            try:
+                msg = await nc.request(subject, body.encode(), timeout=REQUEST_TIMEOUT_S)
+            except nats.errors.TimeoutError:
+                return {"timeout": subject}
+            resp = dict(json.loads(msg.data))
+            if resp.get("error", {}).get("err_code") != 10049:
+                return resp
+            await asyncio.sleep(0.05)
+        return resp
 
     async def delete_all() -> None:
         names = await req("$JS.API.STREAM.NAMES", "")
