@@ -117,9 +117,8 @@ class Server:
         self._route_nursery: trio.Nursery | None = None
         self.client_urls_by_server: dict[str, list[str]] = {}
         self.raft_links: Any = None  # set by the composition root when Raft runs
-        # JetStream is switched on by a later issue; until its API answers, the
-        # server must not advertise it (clients would wait on a silent API).
-        self.jetstream_enabled = False
+        self.jetstream_enabled = cfg.jetstream.enabled
+        self.jetstream: Any = None  # node.jetstream.service.JetStreamService when enabled
 
     # -- small services for sessions --------------------------------------
 
@@ -406,6 +405,20 @@ class Server:
         finally:
             self.routes.dialing.discard(url)
 
+    def jetstream_stats(self) -> dict[str, Any]:
+        """Figures for ``/jsz`` and ``/varz`` (empty until JetStream runs)."""
+        if self.jetstream is None:
+            return {}
+        st = self.jetstream.stats()
+        storage = sum(s.store.state().bytes for s in self.jetstream.registry.streams.values())
+        return {
+            "streams": st["streams"],
+            "consumers": st["consumers"],
+            "messages": st["messages"],
+            "bytes": st["bytes"],
+            "stats": {"storage": storage, "api": st["api"]},
+        }
+
     def client_closed(self, session: ClientSession) -> None:
         if self.clients.pop(session.cid, None) is not None:
             if session.stop_wall is None:
@@ -489,6 +502,12 @@ class Server:
                     await nursery.start(serve_monitor, self)
                 if cfg.cluster is not None:
                     await nursery.start(self._run_cluster)
+                if cfg.jetstream.enabled:
+                    from node.jetstream.service import JetStreamService
+
+                    self.jetstream = JetStreamService(self)
+                    log.info("Starting JetStream")
+                    await nursery.start(self.jetstream.run)
                 self._write_ports_file()
                 log.info("Server is ready")
                 self._ready.set()
@@ -517,8 +536,6 @@ class Server:
         log.info("  ID:       %s", self.server_id)
         if self.cfg.config_file:
             log.info("Using configuration file: %s", self.cfg.config_file)
-        if self.cfg.jetstream.enabled and not self.jetstream_enabled:
-            log.warning("JetStream was requested but is not available in this build yet")
 
     def ports(self) -> dict[str, list[str]]:
         """URLs per listener, as nats-server's ports file has them."""

@@ -1,0 +1,198 @@
+"""Streams on one node: the trio shell around store + state machine + group.
+
+Theory of operation: a ``Stream`` owns its store, its ``StreamStateMachine``
+and a ``LocalGroup`` (R1; a ``RaftGroup`` later, behind the same ``propose``).
+Messages captured for the stream are queued with ``offer`` (synchronous,
+bounded, called while a session processes a chunk); the stream's task takes
+everything queued, proposes it as one ``STREAM_MSG`` op (up to
+``BATCH_MSGS_MAX`` publishes), and hands each result to the callback that
+came with the message (the PubAck).  The timestamp of every message is
+taken here, by the proposer, and carried in the op (DESIGN rule 2).  The
+group's sync makes the store durable before any result is delivered, so a
+PubAck means "on disk".
+
+``StreamRegistry`` keeps the streams of the node and their configs
+(``<store_dir>/<name>/config.json`` written with write-fsync-rename), and
+recreates them at start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from cluster.local import LocalGroup
+from cluster.model import Compression, Storage, StreamConfig
+from cluster.ops import Publish, Purge, StreamMsg, StreamPolicy, encode_op
+from cluster.stream_fsm import ApplyOutcome, StreamStateMachine
+from store.api import StreamStore
+from store.file import FileStreamStore
+from store.memory import MemoryStreamStore
+
+log = logging.getLogger(__name__)
+
+BATCH_MSGS_MAX = 4096
+QUEUE_MSGS_MAX = 100_000
+
+#: callback(result) for one captured message (``PubResult`` or ``ApiErrorResult``)
+OnResult = Callable[[Any], None]
+
+
+def policy_of(cfg: StreamConfig) -> StreamPolicy:
+    """What the state machine needs of a config."""
+    return StreamPolicy(
+        name=cfg.name,
+        limits=cfg.limits(),
+        duplicate_window_ns=cfg.duplicate_window_ns,
+        allow_rollup_hdrs=cfg.allow_rollup,
+        sealed=cfg.sealed,
+        deny_delete=cfg.deny_delete,
+        deny_purge=cfg.deny_purge,
+        allow_msg_ttl=cfg.allow_msg_ttl,
+    )
+
+
+class Stream:
+    """One stream's shell.
+
+    Args:
+        cfg: the stream's configuration.
+        store: its store (file or memory).
+        created_ns: creation time (wall clock, ns).
+    """
+
+    def __init__(self, cfg: StreamConfig, store: StreamStore, created_ns: int) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.created_ns = created_ns
+        self.fsm = StreamStateMachine(store, policy_of(cfg))
+        self.group = LocalGroup(cfg.name, self.fsm, store.sync)
+        self._queue: list[tuple[str, bytes | None, bytes, OnResult | None]] = []
+        self._wake = trio.Event()
+        self.rejected = 0
+
+    def offer(
+        self, subject: str, headers: bytes | None, payload: bytes, on_result: OnResult | None
+    ) -> bool:
+        """Queue a captured message; False when the queue is full (not stored)."""
+        if len(self._queue) >= QUEUE_MSGS_MAX:
+            self.rejected += 1
+            return False
+        self._queue.append((subject, headers, payload, on_result))
+        self._wake.set()
+        return True
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Drive the group and the publish batches until cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.group.run)
+            task_status.started()
+            while True:
+                if not self._queue:
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                batch = self._queue[:BATCH_MSGS_MAX]
+                del self._queue[:BATCH_MSGS_MAX]
+                now = time.time_ns()
+                op = StreamMsg(tuple(Publish(s, h, p, now) for s, h, p, _ in batch))
+                outcome: ApplyOutcome = await self.group.propose(encode_op(op))
+                for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
+                    if cb is not None:
+                        cb(result)
+
+    async def purge(self, filter: str | None, seq: int | None, keep: int | None) -> Any:
+        """Purge through the group (deny_purge and sealed decided in apply)."""
+        outcome: ApplyOutcome = await self.group.propose(encode_op(Purge(filter, seq, keep)))
+        return outcome.results[0]
+
+
+class StreamRegistry:
+    """The node's streams, persisted under ``store_dir``.
+
+    Args:
+        store_dir: the JetStream directory (``<store_dir>/jetstream`` of nats-server).
+        nursery: where stream tasks run.
+    """
+
+    def __init__(self, store_dir: str | None, nursery: trio.Nursery) -> None:
+        self.dir = Path(store_dir) if store_dir else None
+        self.nursery = nursery
+        self.streams: dict[str, Stream] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
+
+    def _stream_dir(self, name: str) -> Path:
+        assert self.dir is not None
+        return self.dir / "streams" / name
+
+    def _open_store(self, cfg: StreamConfig) -> StreamStore:
+        if cfg.storage is Storage.MEMORY or self.dir is None:
+            return MemoryStreamStore(cfg.limits())
+        d = self._stream_dir(cfg.name) / "msgs"
+        d.mkdir(parents=True, exist_ok=True)
+        return FileStreamStore(d, cfg.limits(), compression=cfg.compression is not Compression.NONE)
+
+    async def create(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
+        """Create (or reopen) a stream and start its task."""
+        store = await trio.to_thread.run_sync(self._open_store, cfg)
+        if created_ns is None:
+            created_ns = time.time_ns()
+            if cfg.first_seq > 1 and store.state().last_seq == 0:
+                store.compact(cfg.first_seq)
+        stream = Stream(cfg, store, created_ns)
+        if self.dir is not None and cfg.storage is Storage.FILE:
+            await trio.to_thread.run_sync(self._write_config, cfg, created_ns)
+        scope = trio.CancelScope()
+        self._scopes[cfg.name] = scope
+
+        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await stream.run(task_status=task_status)
+
+        await self.nursery.start(run)
+        self.streams[cfg.name] = stream
+        return stream
+
+    async def delete(self, name: str) -> None:
+        """Stop a stream and remove its data."""
+        stream = self.streams.pop(name)
+        self._scopes.pop(name).cancel()
+        stream.store.close()
+        if self.dir is not None:
+            await trio.to_thread.run_sync(
+                lambda: shutil.rmtree(self._stream_dir(name), ignore_errors=True)
+            )
+
+    def _write_config(self, cfg: StreamConfig, created_ns: int) -> None:
+        d = self._stream_dir(cfg.name)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / "config.json.tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"config": cfg.to_dict(), "created_ns": created_ns}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, d / "config.json")
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def saved(self) -> list[tuple[StreamConfig, int]]:
+        """Configs found on disk (for recovery at start)."""
+        if self.dir is None or not (self.dir / "streams").is_dir():
+            return []
+        out = []
+        for d in sorted((self.dir / "streams").iterdir()):
+            f = d / "config.json"
+            if f.is_file():
+                doc = json.loads(f.read_text())
+                out.append((StreamConfig.from_dict(doc["config"]), int(doc["created_ns"])))
+        return out

@@ -1,0 +1,98 @@
+"""JetStream streams on one node, end to end with nats-py (issue #4 groundwork)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.js.errors import BadRequestError, NotFoundError
+
+from tests.support import start_server
+from tests.support.aio import noop_cb, run
+
+
+def _start(store: Path, workdir: Path) -> Any:
+    return start_server("trijet", ["-js", "-sd", str(store)], workdir=workdir)
+
+
+def test_create_publish_ack_dedupe_expectations_info_purge_delete(tmp_path: Path) -> None:
+    server = _start(tmp_path / "store", tmp_path / "srv")
+
+    async def main() -> None:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        try:
+            si = await js.add_stream(name="ORDERS", subjects=["orders.>"])
+            assert si.config.subjects == ["orders.>"]
+            # identical re-create is idempotent
+            await js.add_stream(name="ORDERS", subjects=["orders.>"])
+            acks = [await js.publish("orders.new", b"m%d" % i) for i in range(3)]
+            assert [(a.stream, a.seq) for a in acks] == [
+                ("ORDERS", 1),
+                ("ORDERS", 2),
+                ("ORDERS", 3),
+            ]
+            a = await js.publish("orders.x", b"d", headers={"Nats-Msg-Id": "id-1"})
+            b = await js.publish("orders.x", b"d", headers={"Nats-Msg-Id": "id-1"})
+            assert (a.seq, b.seq, b.duplicate) == (4, 4, True)
+            with pytest.raises(BadRequestError) as exc:
+                await js.publish("orders.x", b"x", headers={"Nats-Expected-Last-Sequence": "1"})
+            assert exc.value.err_code == 10071
+            info = await js.stream_info("ORDERS")
+            assert (info.state.messages, info.state.last_seq) == (4, 4)
+            assert [s.config.name for s in await js.streams_info()] == ["ORDERS"]
+            with pytest.raises(BadRequestError) as exc:
+                await js.add_stream(name="OTHER", subjects=["orders.new"])
+            assert exc.value.err_code == 10065  # subjects overlap
+            assert await js.purge_stream("ORDERS")
+            info = await js.stream_info("ORDERS")
+            assert (info.state.messages, info.state.first_seq) == (0, 5)
+            assert await js.delete_stream("ORDERS")
+            with pytest.raises(NotFoundError):
+                await js.stream_info("ORDERS")
+            # a subject no stream captures: no responders, fast
+            with pytest.raises(nats.js.errors.NoStreamResponseError):
+                await js.publish("nobody.home", b"x")
+        finally:
+            await nc.close()
+
+    try:
+        run(main)
+    finally:
+        server.stop()
+
+
+def test_streams_and_messages_survive_sigkill(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    server = _start(store, tmp_path / "srv1")
+
+    async def write() -> None:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        await js.add_stream(name="KEEP", subjects=["keep.*"])
+        for i in range(50):
+            await js.publish("keep.a", b"v%d" % i)
+        await nc.close()
+
+    try:
+        run(write)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+    server = _start(store, tmp_path / "srv2")
+
+    async def check() -> tuple[int, int, int]:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        info = await js.stream_info("KEEP")
+        ack = await js.publish("keep.b", b"after")
+        await nc.close()
+        return info.state.messages, info.state.last_seq, ack.seq
+
+    try:
+        assert run(check) == (50, 50, 51)
+    finally:
+        server.stop()
