@@ -74,6 +74,7 @@ class Stream:
         self.store = store
         self.created_ns = created_ns
         self.fsm = StreamStateMachine(store, policy_of(cfg))
+        self.fsm.recover_from_store()  # dedupe ids and last msg id after a restart
         self.group = LocalGroup(cfg.name, self.fsm, store.sync)
         self._queue: list[tuple[str, bytes | None, bytes, OnResult | None]] = []
         self._wake = trio.Event()

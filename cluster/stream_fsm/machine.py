@@ -209,6 +209,43 @@ class StreamStateMachine:
             purged = Purged(self._store.state().first_seq, n)
         return PubResult(pol.name, seq), purged
 
+    def recover_from_store(self) -> int:
+        """Rebuild the dedupe table and last msg id from the store's messages.
+
+        For a state machine opened over a store that already holds messages
+        (a restart without a snapshot): walks back from the last message while
+        it is inside the duplicate window, as nats-server rebuilds its dedupe
+        map.  Deterministic: every replica rebuilds the same table from the
+        same log.  Returns the number of ids recovered.
+        """
+        st = self._store.state()
+        if st.msgs == 0:
+            return 0
+        window = self._policy.duplicate_window_ns
+        found: list[tuple[str, int, int]] = []
+        seen: set[str] = set()
+        first = True
+        seq = st.last_seq
+        while seq >= st.first_seq:
+            try:
+                m = self._store.load(seq)
+            except MsgNotFound:
+                seq -= 1
+                continue
+            mid = (parse_headers(m.headers, strict=False).get(MSG_ID) or "") if m.headers else ""
+            if first:
+                self._last_msg_id = mid
+                first = False
+            if window <= 0 or st.last_ts - m.ts_ns >= window:
+                break
+            if mid and mid not in seen:
+                seen.add(mid)
+                found.append((mid, m.seq, m.ts_ns))
+            seq -= 1
+        for mid, s_, ts in reversed(found):
+            self._dedupe[mid] = (s_, ts)
+        return len(found)
+
     def _check_headers(self, h: Headers, m: Publish, msg_id: str) -> Result | None:
         """Every header rule before storing; a result ends the publish."""
         pol = self._policy

@@ -74,7 +74,7 @@ def test_streams_and_messages_survive_sigkill(tmp_path: Path) -> None:
         js = nc.jetstream()
         await js.add_stream(name="KEEP", subjects=["keep.*"])
         for i in range(50):
-            await js.publish("keep.a", b"v%d" % i)
+            await js.publish("keep.a", b"v%d" % i, headers={"Nats-Msg-Id": f"id-{i}"})
         await nc.close()
 
     try:
@@ -84,15 +84,17 @@ def test_streams_and_messages_survive_sigkill(tmp_path: Path) -> None:
         server.wait(10)
     server = _start(store, tmp_path / "srv2")
 
-    async def check() -> tuple[int, int, int]:
+    async def check() -> tuple[int, int, int, int, bool]:
         nc = await nats.connect(server.url, error_cb=noop_cb)
         js = nc.jetstream()
         info = await js.stream_info("KEEP")
+        # the dedupe state survived: a retry of a stored publish is a duplicate
+        dup = await js.publish("keep.a", b"v7", headers={"Nats-Msg-Id": "id-7"})
         ack = await js.publish("keep.b", b"after")
         await nc.close()
-        return info.state.messages, info.state.last_seq, ack.seq
+        return info.state.messages, info.state.last_seq, ack.seq, dup.seq, bool(dup.duplicate)
 
     try:
-        assert run(check) == (50, 50, 51)
+        assert run(check) == (50, 50, 51, 8, True)
     finally:
         server.stop()
