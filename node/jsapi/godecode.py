@@ -8,6 +8,32 @@ reports syntax errors with Go's wording and offsets; ``decode_struct`` walks a
 type problem in document order the way Go does (unknown field, cannot unmarshal
 X into Go struct field P of type T).  Keys match exactly first, then ASCII
 case-insensitively, as Go does.  Pure: no I/O.
+
+Go decoding
+-----------
+nats-server decodes API requests with ``json.NewDecoder`` +
+``DisallowUnknownFields`` into a Go struct; a failure becomes
+``invalid JSON: <Go error text>`` (10025).  Clients see that text, so we
+reproduce the common cases:
+
+* syntax (``scan_go``): ``unexpected EOF`` for truncated input, else
+  ``invalid character 'x' <context> at offset N`` (N = index of the bad byte
+  + 1), with Go's contexts (``looking for beginning of value``, ``after object
+  key``, …).  NaN/Infinity and other Python-only extensions are rejected.
+* types (``decode_struct``): a ``Schema`` names every field's Go type; the
+  first problem in document order wins: ``json: unknown field "x"``,
+  ``json: cannot unmarshal <string|number|number 1.5|bool|array|object> into
+  Go struct field StreamConfigRequest.<path> of type <go type>`` (Go 1.25
+  paths: ``sources.0.name``, ``metadata.key``; an array element of a basic
+  type reads ``into StreamConfigRequest.subjects.0``), custom enum errors
+  ``can not unmarshal "\\"x\\""``.
+* keys match exactly first, then ASCII case-insensitively (Go does); a
+  repeated key overwrites; ``null`` leaves a field at its zero value except for
+  enums, whose Go ``UnmarshalJSON`` sees ``null`` and rejects it.
+
+Known differences: the raw text quoted in enum errors is re-encoded
+compactly (Go quotes the bytes as sent), and invalid UTF-8 is replaced as
+Python's ``errors="replace"`` does.
 """
 
 from __future__ import annotations
