@@ -67,29 +67,28 @@ def _quote_char(c: int) -> str:
     return "'" + q[1:-1] + "'"
 
 
+# the escapes Go's strconv.Quote writes as a backslash and a letter
+_GO_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\t": "\\t",
+    "\r": "\\r",
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\v": "\\v",
+}
+
+
 def go_quote(s: str) -> str:
     """Go ``strconv.Quote``: escapes quotes, backslashes and non-printables."""
     out = ['"']
     for ch in s:
         o = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\a":
-            out.append("\\a")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\v":
-            out.append("\\v")
+        esc = _GO_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
         elif o < 0x20 or o == 0x7F:
             out.append(f"\\x{o:02x}")
         elif ch.isprintable() or ch == " ":
