@@ -31,7 +31,17 @@ import trio
 
 from cluster.local import LocalGroup
 from cluster.model import Compression, Storage, StreamConfig
-from cluster.ops import Publish, Purge, StreamMsg, StreamPolicy, encode_op
+from cluster.ops import (
+    DeleteMsg,
+    Expire,
+    Op,
+    Publish,
+    Purge,
+    StreamMsg,
+    StreamPolicy,
+    UpdatePolicy,
+    encode_op,
+)
 from cluster.stream_fsm import ApplyOutcome, StreamStateMachine
 from store.api import StreamStore
 from store.file import FileStreamStore
@@ -41,6 +51,8 @@ log = logging.getLogger(__name__)
 
 BATCH_MSGS_MAX = 4096
 QUEUE_MSGS_MAX = 100_000
+EXPIRY_RECHECK_S = 60.0
+"""Longest sleep of the expiry task before it looks again (clock jumps)."""
 
 #: callback(result) for one captured message (``PubResult`` or ``ApiErrorResult``)
 OnResult = Callable[[Any], None]
@@ -78,7 +90,10 @@ class Stream:
         self.group = LocalGroup(cfg.name, self.fsm, store.sync)
         self._queue: list[tuple[str, bytes | None, bytes, OnResult | None]] = []
         self._wake = trio.Event()
+        self._expiry_changed = trio.Event()
         self.rejected = 0
+        #: called with the ``ApplyOutcome`` of every op (consumers, advisories)
+        self.listeners: list[Callable[[ApplyOutcome], None]] = []
 
     def offer(
         self, subject: str, headers: bytes | None, payload: bytes, on_result: OnResult | None
@@ -92,9 +107,10 @@ class Stream:
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Drive the group and the publish batches until cancelled."""
+        """Drive the group, the publish batches and ``max_age`` expiry until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group.run)
+            nursery.start_soon(self._expire_loop)
             task_status.started()
             while True:
                 if not self._queue:
@@ -104,15 +120,49 @@ class Stream:
                 del self._queue[:BATCH_MSGS_MAX]
                 now = time.time_ns()
                 op = StreamMsg(tuple(Publish(s, h, p, now) for s, h, p, _ in batch))
-                outcome: ApplyOutcome = await self.group.propose(encode_op(op))
+                outcome = await self._propose(op)
                 for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
                     if cb is not None:
                         cb(result)
 
+    async def _propose(self, op: Op) -> ApplyOutcome:
+        outcome: ApplyOutcome = await self.group.propose(encode_op(op))
+        for listener in self.listeners:
+            listener(outcome)
+        self._expiry_changed.set()
+        return outcome
+
+    async def _expire_loop(self) -> None:
+        """Propose ``Expire`` whenever the oldest message reaches ``max_age``.
+
+        The time is read here, by the proposer, and carried in the op.
+        """
+        while True:
+            self._expiry_changed = trio.Event()
+            due = self.store.next_expiry_ns()
+            if due is None:
+                await self._expiry_changed.wait()
+                continue
+            delay_s = (due - time.time_ns()) / 1e9
+            if delay_s > 0:
+                with trio.move_on_after(min(delay_s, EXPIRY_RECHECK_S)):
+                    await self._expiry_changed.wait()
+                continue
+            await self._propose(Expire(time.time_ns()))
+
     async def purge(self, filter: str | None, seq: int | None, keep: int | None) -> Any:
         """Purge through the group (deny_purge and sealed decided in apply)."""
-        outcome: ApplyOutcome = await self.group.propose(encode_op(Purge(filter, seq, keep)))
-        return outcome.results[0]
+        return (await self._propose(Purge(filter, seq, keep))).results[0]
+
+    async def delete_msg(self, seq: int, *, erase: bool) -> Any:
+        """Delete one message through the group (deny_delete and sealed decided in apply)."""
+        return (await self._propose(DeleteMsg(seq, erase))).results[0]
+
+    async def update(self, cfg: StreamConfig) -> Any:
+        """Replace the config; the new policy goes through the group."""
+        result = (await self._propose(UpdatePolicy(policy_of(cfg)))).results[0]
+        self.cfg = cfg
+        return result
 
 
 class StreamRegistry:
@@ -160,6 +210,14 @@ class StreamRegistry:
         await self.nursery.start(run)
         self.streams[cfg.name] = stream
         return stream
+
+    async def update(self, cfg: StreamConfig) -> Any:
+        """Apply a new config to a running stream and persist it."""
+        stream = self.streams[cfg.name]
+        result = await stream.update(cfg)
+        if self.dir is not None and cfg.storage is Storage.FILE:
+            await trio.to_thread.run_sync(self._write_config, cfg, stream.created_ns)
+        return result
 
     async def delete(self, name: str) -> None:
         """Stop a stream and remove its data."""

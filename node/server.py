@@ -410,13 +410,13 @@ class Server:
         if self.jetstream is None:
             return {}
         st = self.jetstream.stats()
-        storage = sum(s.store.state().bytes for s in self.jetstream.registry.streams.values())
+        memory, storage = self.jetstream.usage() if self.jetstream.api else (0, 0)
         return {
             "streams": st["streams"],
             "consumers": st["consumers"],
             "messages": st["messages"],
             "bytes": st["bytes"],
-            "stats": {"storage": storage, "api": st["api"]},
+            "stats": {"memory": memory, "storage": storage, "api": st["api"]},
         }
 
     def client_closed(self, session: ClientSession) -> None:

@@ -3,46 +3,65 @@
 Theory of operation: one internal client subscribes to ``$JS.API.>`` (and
 ``$JS.<domain>.API.>`` when a domain is set).  The router hands each request
 over synchronously; it is queued (bounded) and one API task answers requests
-in order, awaiting stream creation and purges as needed.  Each stream's
-subjects are internal subscriptions too: a captured message is offered to its
-``Stream`` (``cluster.streams``) together with a callback that publishes the
-PubAck on the message's reply subject once the stream's group says the
-message is applied and durable.  An unknown API subject gets no reply, as
-nats-server does.  Streams found on disk are recreated at start.
+in order through the handler table ``ROUTES`` (the handlers live in
+``streams_api``, ``msgs_api``, ``snapshot_api``, … and talk to the cluster
+facade ``cluster.api``).  Each stream's subjects are internal subscriptions
+too: a captured message is offered to its stream together with a callback
+that publishes the PubAck on the message's reply subject once the stream's
+group says the message is applied and durable.  An unknown API subject gets
+no reply, as nats-server does.  Streams found on disk are recreated at start.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from cluster.stream_fsm import ApiErrorResult, PubResult, PurgeResult
-from cluster.streams import Stream, StreamRegistry
+from cluster.api import JetStreamApi
+from cluster.stream_fsm import ApiErrorResult, PubResult
+from cluster.streams import Stream
 from node.internal import InternalClient
+from node.jetstream import msgs_api, snapshot_api, streams_api
+from node.jetstream.advisories import Advisories
+from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jsapi import render
-from node.jsapi.errors import (
-    BAD_REQUEST,
-    INVALID_JSON,
-    NOT_EMPTY_REQUEST,
-    STREAM_NOT_FOUND,
-    JSApiError,
-)
-from node.jsapi.streamconfig import check_overlap, check_recreate, parse_create
 from node.session import Subscription
 
 if TYPE_CHECKING:
+    from node.jetstream.common import Handler
     from node.server import Server
 
 log = logging.getLogger(__name__)
 
 API_QUEUE_MAX = 10_000
-NAMES_PAGE = 1024
-LIST_PAGE = 256
-TYPE = render.API_TYPE_PREFIX
+
+#: op prefix -> (handler, min and max count of tokens after the prefix)
+ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
+    ("STREAM", "CREATE"): (streams_api.create, 1, 1),
+    ("STREAM", "UPDATE"): (streams_api.update, 1, 1),
+    ("STREAM", "INFO"): (streams_api.info, 1, 1),
+    ("STREAM", "DELETE"): (streams_api.delete, 1, 1),
+    ("STREAM", "NAMES"): (streams_api.names, 0, 0),
+    ("STREAM", "LIST"): (streams_api.list_, 0, 0),
+    ("STREAM", "PURGE"): (streams_api.purge, 1, 1),
+    ("STREAM", "MSG", "GET"): (msgs_api.get, 1, 1),
+    ("STREAM", "MSG", "DELETE"): (msgs_api.delete, 1, 1),
+    ("DIRECT", "GET"): (msgs_api.direct_get, 1, 1_000),
+    ("STREAM", "SNAPSHOT"): (snapshot_api.snapshot, 1, 1),
+    ("STREAM", "RESTORE"): (snapshot_api.restore, 1, 1),
+}
+
+
+def route(op: tuple[str, ...]) -> Handler | None:
+    """The handler for an op (tokens after ``API``), or None (no reply)."""
+    for n in range(min(3, len(op)), 0, -1):
+        entry = ROUTES.get(op[:n])
+        if entry is not None:
+            handler, lo, hi = entry
+            return handler if lo <= len(op) - n <= hi else None
+    return None
 
 
 class JetStreamService:
@@ -56,11 +75,12 @@ class JetStreamService:
         self.server = server
         js = server.cfg.jetstream
         self.domain = js.domain or ""
-        self.store_dir = js.jetstream_dir if js.store_dir else None
+        self.store_dir = js.jetstream_dir
         self.client = InternalClient(server, "jetstream")
-        self.registry: StreamRegistry | None = None
+        self.api: JetStreamApi = None  # type: ignore[assignment]  # set in run()
+        self.advisories = Advisories(self)
         self._subs: dict[str, list[Subscription]] = {}
-        self._send, self._recv = trio.open_memory_channel[tuple[bytes, bytes, bytes]](API_QUEUE_MAX)
+        self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
         self.api_total = 0
         self.api_errors = 0
 
@@ -69,27 +89,28 @@ class JetStreamService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Recover streams, subscribe the API, answer requests until cancelled."""
         async with trio.open_nursery() as nursery:
-            self.registry = StreamRegistry(self.store_dir, nursery)
-            for cfg, created_ns in await trio.to_thread.run_sync(self.registry.saved):
-                stream = await self.registry.create(cfg, created_ns)
-                self._capture(stream)
+            self.api = JetStreamApi(self.store_dir, nursery)
+            self.api.on_stream_started.append(self._capture)
+            await self.api.recover()
             self.client.subscribe(b"$JS.API.>", self._on_api)
             if self.domain:
                 self.client.subscribe(b"$JS." + self.domain.encode() + b".API.>", self._on_api)
             task_status.started()
-            async for subject, reply, body in self._recv:
+            async for req in self._recv:
                 try:
-                    await self._handle(subject, reply, body)
+                    await self._handle(req)
                 except Exception:
-                    log.exception("event=jsapi_failure subject=%r", subject)
+                    log.exception("event=jsapi_failure subject=%r", req.subject)
 
     def _on_api(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
     ) -> None:
         if not reply:
             return  # no reply subject: ignored, as nats-server does
+        tokens = subject.decode(errors="replace").split(".")
+        op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
         try:
-            self._send.send_nowait((subject, reply, body))
+            self._send.send_nowait(ApiRequest(subject, op, reply, hdr, body))
         except trio.WouldBlock:
             log.warning("event=jsapi_queue_full subject=%r", subject)
 
@@ -97,7 +118,6 @@ class JetStreamService:
 
     def _capture(self, stream: Stream) -> None:
         name = stream.cfg.name
-        no_ack = stream.cfg.no_ack
 
         def on_msg(
             sub: Subscription,
@@ -106,11 +126,21 @@ class JetStreamService:
             hdr: bytes | None,
             payload: bytes,
         ) -> None:
-            cb = None if (no_ack or not reply) else self._acker(name, reply)
+            cb = None if (stream.cfg.no_ack or not reply) else self._acker(name, reply)
             if not stream.offer(subject.decode(), hdr, payload, cb) and reply:
                 self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
 
         self._subs[name] = [self.client.subscribe(s.encode(), on_msg) for s in stream.cfg.subjects]
+
+    def recapture(self, stream: Stream) -> None:
+        """Subscribe the stream's (changed) subjects afresh."""
+        self.release(stream.cfg.name)
+        self._capture(stream)
+
+    def release(self, name: str) -> None:
+        """Stop capturing for stream ``name``."""
+        for sub in self._subs.pop(name, []):
+            self.client.unsubscribe(sub)
 
     def _acker(self, stream: str, reply: bytes) -> Any:
         def ack(result: Any) -> None:
@@ -127,202 +157,42 @@ class JetStreamService:
 
     # -- API ------------------------------------------------------------------
 
-    async def _handle(self, subject: bytes, reply: bytes, body: bytes) -> None:
-        tokens = subject.decode(errors="replace").split(".")
-        if tokens[1] != "API":  # $JS.<domain>.API.…
-            tokens = tokens[:1] + tokens[2:]
-        op = tokens[2:]
-        answer: str | None = None
+    async def _handle(self, req: ApiRequest) -> None:
+        if req.op == ("INFO",):
+            handler: Handler | None = _account_info
+        else:
+            handler = route(req.op)
+        if handler is None:
+            return
         self.api_total += 1
+        answer: str | bytes | None
         try:
-            if op == ["INFO"]:
-                answer = self._account_info()
-            elif op[:2] == ["STREAM", "CREATE"] and len(op) == 3:
-                answer = await self._stream_create(op[2], body)
-            elif op[:2] == ["STREAM", "INFO"] and len(op) == 3:
-                answer = self._stream_info(op[2])
-            elif op[:2] == ["STREAM", "DELETE"] and len(op) == 3:
-                answer = await self._stream_delete(op[2], body)
-            elif op == ["STREAM", "NAMES"]:
-                answer = self._stream_names(body)
-            elif op == ["STREAM", "LIST"]:
-                answer = self._stream_list(body)
-            elif op[:2] == ["STREAM", "PURGE"] and len(op) == 3:
-                answer = await self._stream_purge(op[2], body)
-        except _Answer as a:
+            answer = await handler(self, req)
+        except ApiAnswer as a:
             self.api_errors += 1
             answer = a.text
         if answer is not None:
-            self.client.publish(reply, answer.encode())
+            self.client.publish(req.reply, answer.encode() if isinstance(answer, str) else answer)
+        self.advisories.api_audit(req, answer)
 
-    def _stream(self, name: str, type_: str) -> Stream:
-        assert self.registry is not None
-        stream = self.registry.streams.get(name)
-        if stream is None:
-            raise _Answer(render.error_response(type_, JSApiError(STREAM_NOT_FOUND)))
-        return stream
+    def consumer_count(self, stream: str) -> int:
+        """Consumers on ``stream`` (none until consumers exist)."""
+        return 0
 
-    def _info(
-        self, stream: Stream, *, paging: tuple[int, int, int] | None = None
-    ) -> dict[str, Any]:
-        return render.stream_info_dict(
-            stream.cfg,
-            stream.store.state(),
-            created_ns=stream.created_ns,
-            ts_ns=time.time_ns(),
-            cluster={"leader": self.server.server_name},
-            domain=self.domain,
-            paging=paging,
-        )
-
-    def _account_info(self) -> str:
-        assert self.registry is not None
+    def usage(self) -> tuple[int, int]:
+        """Bytes stored ``(memory, file)``."""
         memory = storage = 0
-        for s in self.registry.streams.values():
+        for s in self.api.streams.values():
             st = s.store.state()
             if s.cfg.storage.value == "memory":
                 memory += st.bytes
             else:
                 storage += st.bytes
-        js = self.server.cfg.jetstream
-        body: dict[str, Any] = {
-            "type": TYPE + "account_info_response",
-            "memory": memory,
-            "storage": storage,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
-            "streams": len(self.registry.streams),
-            "consumers": 0,
-            "limits": {
-                "max_memory": js.max_memory_store,
-                "max_storage": js.max_file_store,
-                "max_streams": -1,
-                "max_consumers": -1,
-                "max_ack_pending": -1,
-                "memory_max_stream_bytes": -1,
-                "storage_max_stream_bytes": -1,
-                "max_bytes_required": False,
-            },
-        }
-        if self.domain:
-            body["domain"] = self.domain
-        body["api"] = {"total": self.api_total, "errors": self.api_errors}
-        return json.dumps(body, separators=(",", ":"))
-
-    async def _stream_create(self, name: str, body: bytes) -> str:
-        assert self.registry is not None
-        type_ = render.STREAM_CREATE_RESPONSE
-        existing = {n: s.cfg for n, s in self.registry.streams.items()}
-        try:
-            cfg = parse_create(name, body, clustered=False, lookup=existing.get)
-            if cfg.name in existing:
-                check_recreate(cfg, existing[cfg.name])
-                return render.stream_create_response(self._info(self.registry.streams[cfg.name]))
-            check_overlap(cfg, [c for n, c in existing.items() if n != cfg.name])
-        except JSApiError as err:
-            raise _Answer(render.error_response(type_, err)) from None
-        stream = await self.registry.create(cfg)
-        self._capture(stream)
-        log.info("event=stream_created stream=%s subjects=%s", cfg.name, list(cfg.subjects))
-        return render.stream_create_response(self._info(stream))
-
-    def _stream_info(self, name: str) -> str:
-        stream = self._stream(name, render.STREAM_INFO_RESPONSE)
-        return render.stream_info_response(self._info(stream, paging=(0, 0, 0)))
-
-    async def _stream_delete(self, name: str, body: bytes) -> str:
-        assert self.registry is not None
-        type_ = TYPE + "stream_delete_response"
-        if body.strip():
-            raise _Answer(render.error_response(type_, JSApiError(NOT_EMPTY_REQUEST)))
-        self._stream(name, type_)
-        for sub in self._subs.pop(name, []):
-            self.client.unsubscribe(sub)
-        await self.registry.delete(name)
-        return json.dumps({"type": type_, "success": True}, separators=(",", ":"))
-
-    def _paging(self, body: bytes, type_: str) -> tuple[int, str]:
-        if not body.strip():
-            return 0, ""
-        try:
-            req = json.loads(body)
-            if not isinstance(req, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            raise _Answer(render.error_response(type_, JSApiError(INVALID_JSON))) from None
-        offset = req.get("offset", 0)
-        subject = req.get("subject", "")
-        if not isinstance(offset, int) or not isinstance(subject, str):
-            raise _Answer(render.error_response(type_, JSApiError(INVALID_JSON)))
-        return max(offset, 0), subject
-
-    def _matching(self, subject: str) -> list[Stream]:
-        assert self.registry is not None
-        from node.subjects import overlaps
-
-        streams = [self.registry.streams[n] for n in sorted(self.registry.streams)]
-        if not subject:
-            return streams
-        return [
-            s
-            for s in streams
-            if any(overlaps(subject.encode(), x.encode()) for x in s.cfg.subjects)
-        ]
-
-    def _stream_names(self, body: bytes) -> str:
-        type_ = TYPE + "stream_names_response"
-        offset, subject = self._paging(body, type_)
-        streams = self._matching(subject)
-        page = [s.cfg.name for s in streams[offset : offset + NAMES_PAGE]]
-        out = {
-            "type": type_,
-            "total": len(streams),
-            "offset": min(offset, len(streams)),
-            "limit": NAMES_PAGE,
-            "streams": page or None,
-        }
-        return json.dumps(out, separators=(",", ":"))
-
-    def _stream_list(self, body: bytes) -> str:
-        offset, subject = self._paging(body, render.STREAM_LIST_RESPONSE)
-        streams = self._matching(subject)
-        infos = [self._info(s) for s in streams[offset : offset + LIST_PAGE]]
-        return render.stream_list_response(
-            infos, total=len(streams), offset=min(offset, len(streams)), limit=LIST_PAGE
-        )
-
-    async def _stream_purge(self, name: str, body: bytes) -> str:
-        type_ = TYPE + "stream_purge_response"
-        stream = self._stream(name, type_)
-        filt: str | None = None
-        seq: int | None = None
-        keep: int | None = None
-        if body.strip():
-            try:
-                req = json.loads(body)
-                if not isinstance(req, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                raise _Answer(_purge_error(JSApiError(INVALID_JSON))) from None
-            filt = req.get("filter") or None
-            seq = req.get("seq") or None
-            keep = req.get("keep") or None
-            if seq is not None and keep is not None:
-                raise _Answer(_purge_error(JSApiError(BAD_REQUEST)))
-        result = await stream.purge(filt, seq, keep)
-        if isinstance(result, PurgeResult):
-            return json.dumps(
-                {"type": type_, "success": True, "purged": result.purged}, separators=(",", ":")
-            )
-        assert isinstance(result, ApiErrorResult)
-        err = {"code": result.code, "err_code": result.err_code, "description": result.description}
-        return json.dumps(
-            {"type": type_, "error": err, "success": False, "purged": 0}, separators=(",", ":")
-        )
+        return memory, storage
 
     def stats(self) -> dict[str, Any]:
         """Counters for ``/jsz`` and ``/varz``."""
-        streams = list(self.registry.streams.values()) if self.registry else []
+        streams = list(self.api.streams.values()) if self.api else []
         states = [s.store.state() for s in streams]
         return {
             "streams": len(streams),
@@ -333,12 +203,32 @@ class JetStreamService:
         }
 
 
-class _Answer(Exception):
-    """An error answer, ready to send."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
+async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
+    memory, storage = svc.usage()
+    js = svc.server.cfg.jetstream
+    body: dict[str, Any] = {
+        "type": TYPE + "account_info_response",
+        "memory": memory,
+        "storage": storage,
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "streams": len(svc.api.streams),
+        "consumers": sum(svc.consumer_count(n) for n in svc.api.streams),
+        "limits": {
+            "max_memory": js.max_memory_store,
+            "max_storage": js.max_file_store,
+            "max_streams": -1,
+            "max_consumers": -1,
+            "max_ack_pending": -1,
+            "memory_max_stream_bytes": -1,
+            "storage_max_stream_bytes": -1,
+            "max_bytes_required": False,
+        },
+    }
+    if svc.domain:
+        body["domain"] = svc.domain
+    body["api"] = {"total": svc.api_total, "errors": svc.api_errors}
+    return dumps(body)
 
 
 def _pub_error(stream: str, code: int, err_code: int, description: str) -> bytes:
@@ -347,16 +237,4 @@ def _pub_error(stream: str, code: int, err_code: int, description: str) -> bytes
         "stream": stream,
         "seq": 0,
     }
-    return json.dumps(d, separators=(",", ":")).encode()
-
-
-def _purge_error(err: JSApiError) -> str:
-    return json.dumps(
-        {
-            "type": TYPE + "stream_purge_response",
-            "error": err.to_dict(),
-            "success": False,
-            "purged": 0,
-        },
-        separators=(",", ":"),
-    )
+    return dumps(d).encode()

@@ -1,0 +1,161 @@
+"""The facade ``node/`` calls for JetStream: streams, messages, publishes.
+
+Theory of operation: ``node/`` never touches a stream's store, state machine
+or group directly for a change; it asks this facade, which routes the request
+to the stream's group (``LocalGroup`` for R1 today, a ``RaftGroup`` when the
+stream is replicated) and returns the state machine's result.  Reads
+(``get_msg``, ``state``) go to the local store: on R1 it is the leader's.
+Everything that decides (sequence, dedupe, limits, deny_delete, sealed, …)
+happens in ``apply`` (DESIGN rule 2); this module only routes and persists
+configs.
+
+Results are the state machine's result types (``PubResult``,
+``ApiErrorResult``, ``PurgeResult``, ``DeleteResult``, ``PolicyResult``);
+``node/jsapi`` turns them into JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import trio
+
+from cluster.model import StreamConfig
+from cluster.stream_fsm import ApplyOutcome
+from cluster.streams import OnResult, Stream, StreamRegistry
+from store.api import StoredMsg
+from store.errors import MsgNotFound
+
+__all__ = ["JetStreamApi", "MsgNotFound", "StreamNotFound"]
+
+
+class StreamNotFound(KeyError):
+    """No stream by that name."""
+
+
+class JetStreamApi:
+    """Streams of this node.
+
+    Args:
+        store_dir: the JetStream directory; None keeps everything in memory.
+        nursery: where the streams' tasks run.
+    """
+
+    def __init__(self, store_dir: str | None, nursery: trio.Nursery) -> None:
+        self._registry = StreamRegistry(store_dir, nursery)
+        #: called as ``on_created(stream)`` when a stream starts (also at recovery)
+        self.on_stream_started: list[Callable[[Stream], None]] = []
+
+    # -- streams ------------------------------------------------------------------
+
+    @property
+    def streams(self) -> Mapping[str, Stream]:
+        """Streams by name (read only)."""
+        return self._registry.streams
+
+    def stream(self, name: str) -> Stream:
+        """The stream ``name``.
+
+        Raises:
+            StreamNotFound.
+        """
+        s = self._registry.streams.get(name)
+        if s is None:
+            raise StreamNotFound(name)
+        return s
+
+    def configs(self) -> dict[str, StreamConfig]:
+        """Every stream's config by name."""
+        return {n: s.cfg for n, s in self._registry.streams.items()}
+
+    async def recover(self) -> list[Stream]:
+        """Reopen the streams saved on disk (at start)."""
+        out = []
+        for cfg, created_ns in await trio.to_thread.run_sync(self._registry.saved):
+            out.append(await self._start(cfg, created_ns))
+        return out
+
+    async def create_stream(self, cfg: StreamConfig) -> Stream:
+        """Create a stream (config already validated by the caller)."""
+        return await self._start(cfg, None)
+
+    async def _start(self, cfg: StreamConfig, created_ns: int | None) -> Stream:
+        stream = await self._registry.create(cfg, created_ns)
+        for cb in self.on_stream_started:
+            cb(stream)
+        return stream
+
+    async def update_stream(self, cfg: StreamConfig) -> Any:
+        """Replace a stream's config (validated by the caller); the policy
+        change goes through the group.  Returns the ``PolicyResult``.
+
+        Raises:
+            StreamNotFound.
+        """
+        self.stream(cfg.name)
+        return await self._registry.update(cfg)
+
+    async def delete_stream(self, name: str) -> None:
+        """Stop a stream and remove its data.
+
+        Raises:
+            StreamNotFound.
+        """
+        self.stream(name)
+        await self._registry.delete(name)
+
+    # -- messages -------------------------------------------------------------
+
+    def publish(
+        self,
+        name: str,
+        subject: str,
+        headers: bytes | None,
+        payload: bytes,
+        on_result: OnResult | None,
+    ) -> bool:
+        """Queue a captured message for stream ``name``; ``on_result`` gets its
+        ``PubResult``/``ApiErrorResult`` once applied and durable.  False when
+        the stream's queue is full (nothing stored).
+
+        Raises:
+            StreamNotFound.
+        """
+        return self.stream(name).offer(subject, headers, payload, on_result)
+
+    async def purge(self, name: str, filter: str | None, seq: int | None, keep: int | None) -> Any:
+        """Purge (all, by subject filter, up to ``seq``, or keeping ``keep``)."""
+        return await self.stream(name).purge(filter, seq, keep)
+
+    async def delete_msg(self, name: str, seq: int, *, erase: bool) -> Any:
+        """Delete message ``seq``; ``erase`` overwrites it on disk."""
+        return await self.stream(name).delete_msg(seq, erase=erase)
+
+    def get_msg(
+        self,
+        name: str,
+        *,
+        seq: int = 0,
+        last_by_subj: str = "",
+        next_by_subj: str = "",
+    ) -> StoredMsg:
+        """Read one message: by ``seq``; the last on ``last_by_subj``; or the
+        first at or after ``seq`` on ``next_by_subj``.
+
+        Raises:
+            StreamNotFound; MsgNotFound when there is no such message.
+        """
+        store = self.stream(name).store
+        if last_by_subj:
+            return store.load_last(last_by_subj)
+        if next_by_subj:
+            m = store.load_next(next_by_subj, max(seq, 1))
+            if m is None:
+                raise MsgNotFound(next_by_subj)
+            return m
+        return store.load(seq)
+
+    def listen(self, name: str, listener: Callable[[ApplyOutcome], None]) -> None:
+        """Call ``listener(outcome)`` after every op applied to stream ``name``."""
+        self.stream(name).listeners.append(listener)

@@ -1,0 +1,86 @@
+"""Shared pieces of the ``$JS.API`` handlers: the request value, error answers, JSON.
+
+A handler is ``async def handler(svc, req) -> str | bytes | None``: the text
+returned is published on ``req.reply``; ``None`` means the handler answered
+itself (or nothing is to be sent).  A handler refuses with ``raise
+ApiAnswer(text)`` (counted as an API error), typically through
+``error(type_, JSApiError(...))``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from node.jsapi import render
+from node.jsapi.errors import INVALID_JSON, JSApiError, go_json
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from node.jetstream.service import JetStreamService
+
+TYPE = render.API_TYPE_PREFIX
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRequest:
+    """One API request.
+
+    Attributes:
+        subject: the full request subject (with a domain prefix if used).
+        op: tokens after ``API`` (``("STREAM", "INFO", "ORDERS")``).
+        reply: where the answer goes.
+        headers: the request's header block, if any.
+        body: the payload.
+        client: name of the requesting client (for audit advisories; may be "").
+    """
+
+    subject: bytes
+    op: tuple[str, ...]
+    reply: bytes
+    headers: bytes | None
+    body: bytes
+    client: str = ""
+
+
+if TYPE_CHECKING:
+    Handler = Callable[[JetStreamService, ApiRequest], Awaitable[str | bytes | None]]
+
+
+class ApiAnswer(Exception):
+    """An error answer, ready to send."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON as Go writes it (``<``, ``>``, ``&`` escaped)."""
+    return go_json(obj)
+
+
+def error(type_: str, err: JSApiError) -> ApiAnswer:
+    """``{"type":…,"error":{…}}`` as an ``ApiAnswer`` to raise."""
+    return ApiAnswer(render.error_response(type_, err))
+
+
+def json_object(body: bytes, type_: str, *, empty_ok: bool = True) -> dict[str, Any]:
+    """Decode a request body that must be a JSON object ({} when empty and allowed).
+
+    Raises:
+        ApiAnswer: 400/10025 invalid JSON.
+    """
+    if not body.strip():
+        if empty_ok:
+            return {}
+        raise error(type_, JSApiError(INVALID_JSON))
+    try:
+        req = json.loads(body)
+    except ValueError:
+        raise error(type_, JSApiError(INVALID_JSON)) from None
+    if not isinstance(req, dict):
+        raise error(type_, JSApiError(INVALID_JSON))
+    return req
