@@ -1,0 +1,852 @@
+"""CONSUMER.CREATE requests: decoding, subject forms, defaults and validation.
+
+Theory of operation
+-------------------
+nats-server handles a consumer create in three stages, and each stage's
+errors reach the client in that order; we keep the order:
+
+1. ``parse_create``: decode the ``CreateConsumerRequest`` body the way Go's
+   strict decoder does (``godecode``: 10025 ``invalid JSON: …`` with Go's
+   wording), then apply the subject form rules of
+   ``$JS.API.CONSUMER.CREATE.<stream>[.<name>[.<filter…>]]`` and
+   ``$JS.API.CONSUMER.DURABLE.CREATE.<stream>.<durable>`` (10056, 10127,
+   10018, 10017, 10020, 10137, 10131) and refuse replicas > 1 on a single
+   server (10074).
+2. ``apply_defaults`` (``setConsumerConfigDefaults``): ``max_deliver`` -1,
+   ``max_waiting`` 512 for pull, ``ack_wait`` 30 s for ack all/explicit (or
+   ``backoff[0]``), ``max_ack_pending`` from the stream's consumer limits or
+   1000; in pedantic mode a value that would be changed is 10157 instead.
+3. ``check_config`` (``checkConsumerCfg``): names, replicas, ack wait and
+   backoff, push/pull specific rules, filters, deliver policy vs. start
+   options, sampling, flow control, priority groups.
+
+``check_update`` (changing an existing consumer), ``check_workqueue``
+(workqueue stream rules) and ``stamp_ephemeral`` (the 5 s inactivity
+threshold written into ephemeral configs) complete the create path; the
+handler in ``node/jetstream/consumers_api.py`` strings them together with
+the stream lookup in nats-server's order.  Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cluster.consumer_model import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    PriorityPolicy,
+)
+from cluster.model import Retention, StreamConfig
+from node.jsapi.errors import (
+    CONSUMER_ACK_WAIT_NEGATIVE,
+    CONSUMER_ALREADY_EXISTS,
+    CONSUMER_BACK_OFF_NEGATIVE,
+    CONSUMER_BAD_DURABLE_NAME,
+    CONSUMER_CREATE,
+    CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH,
+    CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH,
+    CONSUMER_DELIVER_CYCLE,
+    CONSUMER_DELIVER_TO_WILDCARDS,
+    CONSUMER_DESCRIPTION_TOO_LONG,
+    CONSUMER_DIRECT_REQUIRES_EPHEMERAL,
+    CONSUMER_DIRECT_REQUIRES_PUSH,
+    CONSUMER_DOES_NOT_EXIST,
+    CONSUMER_DUPLICATE_FILTER_SUBJECTS,
+    CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT,
+    CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT,
+    CONSUMER_DURABLE_NAME_NOT_SET,
+    CONSUMER_EMPTY_FILTER,
+    CONSUMER_EMPTY_GROUP_NAME,
+    CONSUMER_EPHEMERAL_WITH_DURABLE_NAME,
+    CONSUMER_FC_REQUIRES_PUSH,
+    CONSUMER_HB_REQUIRES_PUSH,
+    CONSUMER_INACTIVE_THRESHOLD_EXCESS,
+    CONSUMER_INVALID_DELIVER_SUBJECT,
+    CONSUMER_INVALID_GROUP_NAME,
+    CONSUMER_INVALID_POLICY,
+    CONSUMER_INVALID_SAMPLING,
+    CONSUMER_MAX_DELIVER_BACKOFF,
+    CONSUMER_MAX_PENDING_ACK_EXCESS,
+    CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED,
+    CONSUMER_MAX_REQUEST_BATCH_NEGATIVE,
+    CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL,
+    CONSUMER_MAX_WAITING_NEGATIVE,
+    CONSUMER_METADATA_LENGTH,
+    CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED,
+    CONSUMER_NAME_CONTAINS_PATH_SEPARATORS,
+    CONSUMER_NAME_EXIST,
+    CONSUMER_NAME_TOO_LONG,
+    CONSUMER_OVERLAPPING_SUBJECT_FILTERS,
+    CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE,
+    CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE,
+    CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP,
+    CONSUMER_PULL_REQUIRES_ACK,
+    CONSUMER_PULL_WITH_RATE_LIMIT,
+    CONSUMER_PUSH_MAX_WAITING,
+    CONSUMER_PUSH_WITH_PRIORITY_GROUP,
+    CONSUMER_REPLICAS_EXCEEDS_STREAM,
+    CONSUMER_REPLICAS_SHOULD_MATCH_STREAM,
+    CONSUMER_SMALL_HEARTBEAT,
+    CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS,
+    CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL,
+    CONSUMER_WQ_CONSUMER_NOT_UNIQUE,
+    CONSUMER_WQ_MULTIPLE_UNFILTERED,
+    CONSUMER_WQ_REQUIRES_EXPLICIT_ACK,
+    INVALID_JSON,
+    MAXIMUM_CONSUMERS_LIMIT,
+    PEDANTIC,
+    REPLICAS_COUNT_CANNOT_BE_NEGATIVE,
+    STREAM_INVALID_CONFIG,
+    STREAM_MISMATCH,
+    STREAM_REPLICAS_NOT_SUPPORTED,
+    JSApiError,
+)
+from node.jsapi.godecode import (
+    _SKIP,
+    DURATION,
+    INT,
+    UINT64,
+    Decoder,
+    GoJSONError,
+    Num,
+    Schema,
+    _Ctx,
+    _raw,
+    d_bool,
+    d_enum,
+    d_list,
+    d_str,
+    d_str_map,
+    d_struct,
+    decode_struct,
+    go_quote,
+    new_ctx,
+    scan_go,
+)
+from node.jsapi.streamrequest import _rfc3339_normalise
+from node.subjects import has_wildcard, overlaps, subset, valid_subject
+
+__all__ = [
+    "ACK_WAIT_DEFAULT_NS",
+    "INACTIVE_THRESHOLD_DEFAULT_NS",
+    "MAX_ACK_PENDING_DEFAULT",
+    "MAX_WAITING_DEFAULT",
+    "Action",
+    "CreateRequest",
+    "apply_defaults",
+    "check_config",
+    "check_update",
+    "check_workqueue",
+    "decide_create",
+    "decode_create",
+    "go_duration",
+    "parse_create",
+    "stamp_ephemeral",
+]
+
+ACK_WAIT_DEFAULT_NS = 30_000_000_000
+"""``ack_wait`` for ack all/explicit when none is given (30 s)."""
+INACTIVE_THRESHOLD_DEFAULT_NS = 5_000_000_000
+"""``inactive_threshold`` stamped into ephemeral configs (5 s)."""
+MAX_ACK_PENDING_DEFAULT = 1000
+MAX_WAITING_DEFAULT = 512
+HEARTBEAT_NS_MIN = 100_000_000
+DESCRIPTION_BYTES_MAX = 4 * 1024
+METADATA_BYTES_MAX = 128 * 1024
+NAME_LEN_MAX = 255
+NAME_CHARS_BAD = " \t\r\n\f.*>\\/"
+_GROUP_NAME = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
+
+
+class Action(enum.Enum):
+    """The request's ``action`` (2.10+)."""
+
+    CREATE_OR_UPDATE = ""
+    UPDATE = "update"
+    CREATE = "create"
+
+
+def _d_custom_enum(allowed: dict[str, Any], prefix: str) -> Decoder:
+    """A Go enum whose ``UnmarshalJSON`` says ``<prefix><raw text>``."""
+
+    def dec(v: Any, ctx: _Ctx) -> Any:
+        raw = _raw(v)
+        if raw in allowed:
+            return allowed[raw]
+        ctx.fail(GoJSONError(prefix + raw))
+        return _SKIP
+
+    return dec
+
+
+_LAYOUT = (
+    ("2006", r"\d{4}"),
+    ("-", "-"),
+    ("01", r"\d{2}"),
+    ("-", "-"),
+    ("02", r"\d{2}"),
+    ("T", "T"),
+    ("15", r"\d{2}"),
+    (":", ":"),
+    ("04", r"\d{2}"),
+    (":", ":"),
+    ("05", r"\d{2}(\.\d+)?"),
+    ("Z07:00", r"Z|[+-]\d{2}:\d{2}"),
+)
+
+
+def _time_error(text: str) -> str:
+    """Go's ``time.Parse(RFC3339)`` error for ``text``."""
+    head = f"parsing time {json_quote(text)} as {json_quote(_GO_RFC3339)}"
+    rest = text
+    for i, (elem, pattern) in enumerate(_LAYOUT):
+        m = re.match(pattern, rest)
+        if m is None:
+            return f"{head}: cannot parse {json_quote(rest)} as {json_quote(elem)}"
+        rest = rest[m.end() :]
+        if i == len(_LAYOUT) - 1 and rest:
+            return f"{head}: extra text: {json_quote(rest)}"
+    return f"{head}: day out of range"
+
+
+def json_quote(s: str) -> str:
+    """Go's ``strconv.Quote`` for the texts that appear in time errors."""
+    return go_quote(s)
+
+
+_GO_RFC3339 = "2006-01-02T15:04:05Z07:00"
+
+
+def _d_time(v: Any, ctx: _Ctx) -> Any:
+    """A ``*time.Time`` field (RFC3339 text, re-emitted as Go does)."""
+    if v is None:
+        return _SKIP
+    if not isinstance(v, str) or isinstance(v, Num):
+        ctx.fail(GoJSONError("Time.UnmarshalJSON: input is not a JSON string"))
+        return _SKIP
+    norm = _rfc3339_normalise(str(v))
+    if norm is None:
+        ctx.fail(GoJSONError(_time_error(str(v))))
+        return _SKIP
+    return norm
+
+
+_DELIVER = d_enum(
+    {
+        '"all"': "all",
+        '"undefined"': "all",
+        '"last"': "last",
+        '"new"': "new",
+        '"by_start_sequence"': "by_start_sequence",
+        '"by_start_time"': "by_start_time",
+        '"last_per_subject"': "last_per_subject",
+    }
+)
+_ACK = d_enum(
+    {'"none"': "none", '"all"': "all", '"explicit"': "explicit", '"flow_control"': "flow_control"}
+)
+_REPLAY = d_enum({'"instant"': "instant", '"original"': "original"})
+_PRIORITY = _d_custom_enum(
+    {
+        '"none"': "none",
+        '"overflow"': "overflow",
+        '"pinned_client"': "pinned_client",
+        '"prioritized"': "prioritized",
+    },
+    "unknown priority policy: ",
+)
+_ACTION = _d_custom_enum(
+    {'"create"': Action.CREATE, '"update"': Action.UPDATE, '""': Action.CREATE_OR_UPDATE},
+    "unknown consumer action: ",
+)
+
+_CONFIG = Schema(
+    "ConsumerConfig",
+    {
+        "durable_name": d_str,
+        "name": d_str,
+        "description": d_str,
+        "deliver_policy": _DELIVER,
+        "opt_start_seq": UINT64,
+        "opt_start_time": _d_time,
+        "ack_policy": _ACK,
+        "ack_wait": DURATION,
+        "max_deliver": INT,
+        "backoff": d_list(DURATION, "[]time.Duration"),
+        "filter_subject": d_str,
+        "filter_subjects": d_list(d_str, "[]string"),
+        "replay_policy": _REPLAY,
+        "rate_limit_bps": UINT64,
+        "sample_freq": d_str,
+        "max_waiting": INT,
+        "max_ack_pending": INT,
+        "flow_control": d_bool,
+        "headers_only": d_bool,
+        "max_batch": INT,
+        "max_expires": DURATION,
+        "max_bytes": INT,
+        "deliver_subject": d_str,
+        "deliver_group": d_str,
+        "idle_heartbeat": DURATION,
+        "inactive_threshold": DURATION,
+        "num_replicas": INT,
+        "mem_storage": d_bool,
+        "direct": d_bool,
+        "sourcing": d_bool,
+        "metadata": d_str_map,
+        "pause_until": _d_time,
+        "priority_groups": d_list(d_str, "[]string"),
+        "priority_policy": _PRIORITY,
+        "priority_timeout": DURATION,
+    },
+)
+
+_REQUEST = Schema(
+    "CreateConsumerRequest",
+    {
+        "stream_name": d_str,
+        "config": d_struct(_CONFIG),
+        "action": _ACTION,
+        "pedantic": d_bool,
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """A decoded ``CreateConsumerRequest`` (config still at Go zero values).
+
+    Attributes:
+        stream: ``stream_name``.
+        config: the config with the consumer name of the subject applied.
+        action: create, update or create-or-update.
+        pedantic: no silent normalisation (10157 instead).
+        legacy_ephemeral: created on ``CONSUMER.CREATE.<stream>`` (no name
+            token): the name is ``config.name`` or generated.
+    """
+
+    stream: str
+    config: ConsumerConfig
+    action: Action = Action.CREATE_OR_UPDATE
+    pedantic: bool = False
+    legacy_ephemeral: bool = False
+
+
+def decode_create(body: bytes) -> CreateRequest:
+    """Decode a ``CreateConsumerRequest`` as nats-server's strict decoder does.
+
+    Raises:
+        JSApiError: 10025 ``invalid JSON: <Go message>``.
+    """
+    try:
+        values = scan_go(body)
+    except GoJSONError as exc:
+        raise JSApiError(INVALID_JSON, err=str(exc)) from None
+    raw: dict[str, Any] = {}
+    for value in values:
+        ctx = new_ctx("CreateConsumerRequest")
+        decode_struct(value, _REQUEST, ctx, raw)
+        if ctx.first is not None:
+            raise JSApiError(INVALID_JSON, err=str(ctx.first))
+    cfg_raw = dict(raw.get("config") or {})
+    cfg_raw.pop("sourcing", None)
+    if isinstance(cfg_raw.get("metadata"), dict):
+        cfg_raw["metadata"] = {
+            k: v for k, v in cfg_raw["metadata"].items() if not k.startswith("_nats.")
+        }
+    return CreateRequest(
+        stream=str(raw.get("stream_name") or ""),
+        config=ConsumerConfig.from_dict(cfg_raw),
+        action=raw.get("action", Action.CREATE_OR_UPDATE),
+        pedantic=raw.get("pedantic") is True,
+    )
+
+
+def parse_create(op: tuple[str, ...], body: bytes, *, clustered: bool = False) -> CreateRequest:
+    """Decode a create request and apply the rules of its subject form.
+
+    Args:
+        op: the subject's tokens after ``API`` (``("CONSUMER", "CREATE", "S",
+            "n", …)`` or ``("CONSUMER", "DURABLE", "CREATE", "S", "d")``).
+        body: the request payload.
+        clustered: False refuses ``num_replicas`` > 1 (10074).
+
+    Returns:
+        The request whose ``config.name`` is the subject's consumer name.
+
+    Raises:
+        JSApiError: in nats-server's order (10025, 10016, 10056, 10127,
+            10018, 10017, 10020, 10137, 10131, 10074).
+    """
+    req = decode_create(body)
+    cfg = req.config
+    legacy_durable = op[1] == "DURABLE"
+    filtered = ""
+    if legacy_durable:
+        if len(op) != 5:
+            raise JSApiError(CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT)
+        stream, name = op[3], op[4]
+    elif len(op) == 3:
+        stream, name = op[2], cfg.name
+    else:
+        stream, name = op[2], op[3]
+        filtered = ".".join(op[4:])
+    legacy_ephemeral = not legacy_durable and len(op) == 3
+    if stream != req.stream:
+        raise JSApiError(STREAM_MISMATCH)
+    if name and ("\\" in name or "/" in name):
+        raise JSApiError(CONSUMER_NAME_CONTAINS_PATH_SEPARATORS)
+    if legacy_durable:
+        if not cfg.durable_name:
+            raise JSApiError(CONSUMER_DURABLE_NAME_NOT_SET)
+        if name != cfg.durable_name:
+            raise JSApiError(CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
+        cfg = replace(cfg, name=name)
+    elif not legacy_ephemeral:
+        if cfg.durable_name and name != cfg.durable_name:
+            raise JSApiError(CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
+        cfg = replace(cfg, name=name)
+    if legacy_ephemeral and cfg.durable_name:
+        raise JSApiError(CONSUMER_EPHEMERAL_WITH_DURABLE_NAME)
+    if filtered and cfg.filter_subjects:
+        raise JSApiError(CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED)
+    if filtered and cfg.filter_subject != filtered:
+        raise JSApiError(CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH)
+    if not clustered and cfg.num_replicas > 1:
+        raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
+    return replace(req, config=cfg, legacy_ephemeral=legacy_ephemeral)
+
+
+def _pedantic(text: str) -> JSApiError:
+    return JSApiError(PEDANTIC, err=text)
+
+
+def apply_defaults(cfg: ConsumerConfig, stream: StreamConfig, *, pedantic: bool) -> ConsumerConfig:
+    """nats-server's consumer defaults (``setConsumerConfigDefaults``).
+
+    Raises:
+        JSApiError: 10157 in pedantic mode where a value would be changed.
+    """
+    ch: dict[str, Any] = {}
+    if cfg.max_deliver == 0 or cfg.max_deliver < -1:
+        if pedantic and cfg.max_deliver < -1:
+            raise _pedantic("max_deliver must be set to -1")
+        ch["max_deliver"] = -1
+    negatives = (
+        ("max_waiting", "max_waiting must not be negative", 0),
+        ("max_ack_pending", "max_ack_pending must be set to -1", -1),
+        ("max_batch", "max_batch must not be negative", 0),
+        ("max_expires_ns", "max_expires must not be negative", 0),
+        ("max_bytes", "max_bytes must not be negative", 0),
+        ("idle_heartbeat_ns", "idle_heartbeat must not be negative", 0),
+        ("inactive_threshold_ns", "inactive_threshold must not be negative", 0),
+        ("priority_timeout_ns", "priority_timeout must not be negative", 0),
+    )
+    for attr, text, floor in negatives:
+        if getattr(cfg, attr) < floor:
+            if pedantic:
+                raise _pedantic(text)
+            ch[attr] = floor
+    cfg = replace(cfg, **ch)
+    ch = {}
+    if not cfg.deliver_subject and cfg.max_waiting == 0:
+        ch["max_waiting"] = MAX_WAITING_DEFAULT
+    ack_wait = cfg.ack_wait_ns
+    if ack_wait == 0 and cfg.ack_policy in (AckPolicy.EXPLICIT, AckPolicy.ALL):
+        ack_wait = ACK_WAIT_DEFAULT_NS
+    if cfg.backoff_ns:
+        if pedantic and ack_wait != cfg.backoff_ns[0]:
+            raise _pedantic("first backoff value has to equal batch AckWait")
+        ack_wait = cfg.backoff_ns[0]
+    ch["ack_wait_ns"] = ack_wait
+    limits = stream.consumer_limits
+    map_ = cfg.max_ack_pending
+    if map_ == 0:
+        if pedantic and limits.max_ack_pending > 0:
+            raise _pedantic("max_ack_pending must be set if it's configured in stream limits")
+        map_ = limits.max_ack_pending
+    if cfg.inactive_threshold_ns == 0:
+        if pedantic and limits.inactive_threshold_ns > 0:
+            raise _pedantic("inactive_threshold must be set if it's configured in stream limits")
+        ch["inactive_threshold_ns"] = limits.inactive_threshold_ns
+    if map_ == 0 and cfg.ack_policy is not AckPolicy.NONE:
+        map_ = MAX_ACK_PENDING_DEFAULT
+    ch["max_ack_pending"] = map_
+    if cfg.priority_policy is PriorityPolicy.PINNED_CLIENT and cfg.priority_timeout_ns == 0:
+        ch["priority_timeout_ns"] = 120_000_000_000
+    if cfg.ack_policy is AckPolicy.FLOW_CONTROL and not pedantic:
+        ch["flow_control"] = True
+        ch["idle_heartbeat_ns"] = 1_000_000_000
+    return replace(cfg, **ch)
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and not any(c in name for c in NAME_CHARS_BAD)
+
+
+def _invalid(text: str) -> JSApiError:
+    return JSApiError(STREAM_INVALID_CONFIG, err=text)
+
+
+def _policy(text: str) -> JSApiError:
+    return JSApiError(CONSUMER_INVALID_POLICY, err=text)
+
+
+def _check_start(cfg: ConsumerConfig) -> None:
+    """Deliver policy vs. ``opt_start_seq``/``opt_start_time`` (10094)."""
+
+    def bad_start(dp: str, start: str) -> JSApiError:
+        return _policy(
+            f"consumer delivery policy is deliver {dp}, but optional start {start} is also set"
+        )
+
+    def not_set(dp: str, what: str) -> JSApiError:
+        return _policy(f"consumer delivery policy is deliver {dp}, but optional {what} is not set")
+
+    dp = cfg.deliver_policy
+    seq, time_ = cfg.opt_start_seq > 0, bool(cfg.opt_start_time)
+    words = {
+        DeliverPolicy.ALL: "all",
+        DeliverPolicy.LAST: "last",
+        DeliverPolicy.LAST_PER_SUBJECT: "last per subject",
+        DeliverPolicy.NEW: "new",
+    }
+    if dp in words:
+        if seq:
+            raise bad_start(words[dp], "sequence")
+        if time_:
+            raise bad_start(words[dp], "time")
+        if dp is DeliverPolicy.LAST_PER_SUBJECT and not cfg.filters:
+            raise not_set("last per subject", "filter subject")
+    elif dp is DeliverPolicy.BY_START_SEQUENCE:
+        if not seq:
+            raise not_set("by start sequence", "start sequence")
+        if time_:
+            raise bad_start("by start sequence", "time")
+    elif dp is DeliverPolicy.BY_START_TIME:
+        if not time_:
+            raise not_set("by start time", "start time")
+        if cfg.opt_start_seq != 0:
+            raise bad_start("by start time", "start sequence")
+
+
+def _check_push_pull(cfg: ConsumerConfig, stream: StreamConfig) -> None:
+    if cfg.deliver_subject:
+        d = cfg.deliver_subject.encode()
+        if has_wildcard(d):
+            raise JSApiError(CONSUMER_DELIVER_TO_WILDCARDS)
+        if not valid_subject(d):
+            raise JSApiError(CONSUMER_INVALID_DELIVER_SUBJECT)
+        if any(subset(d, s.encode()) for s in stream.subjects):
+            raise JSApiError(CONSUMER_DELIVER_CYCLE)
+        if cfg.max_waiting != 0:
+            raise JSApiError(CONSUMER_PUSH_MAX_WAITING)
+        if cfg.max_ack_pending > 0 and cfg.ack_policy is AckPolicy.NONE:
+            raise JSApiError(CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED)
+        if 0 < cfg.idle_heartbeat_ns < HEARTBEAT_NS_MIN:
+            raise JSApiError(CONSUMER_SMALL_HEARTBEAT)
+        return
+    if cfg.ack_policy is AckPolicy.NONE and stream.retention is Retention.WORKQUEUE:
+        raise JSApiError(CONSUMER_PULL_REQUIRES_ACK)
+    if cfg.rate_limit_bps > 0:
+        raise JSApiError(CONSUMER_PULL_WITH_RATE_LIMIT)
+    if cfg.max_waiting < 0:
+        raise JSApiError(CONSUMER_MAX_WAITING_NEGATIVE)
+    if cfg.idle_heartbeat_ns > 0:
+        raise JSApiError(CONSUMER_HB_REQUIRES_PUSH)
+    if cfg.flow_control:
+        raise JSApiError(CONSUMER_FC_REQUIRES_PUSH)
+    if cfg.max_batch < 0:
+        raise JSApiError(CONSUMER_MAX_REQUEST_BATCH_NEGATIVE)
+    if cfg.max_expires_ns != 0 and cfg.max_expires_ns < 1_000_000:
+        raise JSApiError(CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL)
+
+
+def _check_filters(cfg: ConsumerConfig) -> None:
+    if cfg.filter_subject and cfg.filter_subjects:
+        raise JSApiError(CONSUMER_DUPLICATE_FILTER_SUBJECTS)
+    if cfg.filter_subject and not valid_subject(cfg.filter_subject.encode()):
+        raise _invalid("invalid subject")
+    if any(f == "" for f in cfg.filter_subjects):
+        raise JSApiError(CONSUMER_EMPTY_FILTER)
+    filters = [f.encode() for f in cfg.filters]
+    for i, f in enumerate(filters):
+        if not valid_subject(f):
+            raise _invalid("invalid subject")
+        for j, g in enumerate(filters):
+            if i != j and subset(f, g):
+                raise JSApiError(CONSUMER_OVERLAPPING_SUBJECT_FILTERS)
+
+
+def _check_priority(cfg: ConsumerConfig) -> None:
+    if cfg.priority_policy is not PriorityPolicy.NONE:
+        if cfg.deliver_subject:
+            raise JSApiError(CONSUMER_PUSH_WITH_PRIORITY_GROUP)
+        if not cfg.priority_groups:
+            raise JSApiError(CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP)
+        for g in cfg.priority_groups:
+            if not g:
+                raise JSApiError(CONSUMER_EMPTY_GROUP_NAME)
+            if not _GROUP_NAME.match(g):
+                raise JSApiError(CONSUMER_INVALID_GROUP_NAME)
+    else:
+        if cfg.priority_groups:
+            raise JSApiError(CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE)
+        if cfg.priority_timeout_ns > 0:
+            raise JSApiError(CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE)
+
+
+def check_config(cfg: ConsumerConfig, stream: StreamConfig) -> None:
+    """nats-server's ``checkConsumerCfg`` on a config with defaults applied.
+
+    Raises:
+        JSApiError: the first violated rule, in nats-server's order.
+    """
+    if cfg.name and not _valid_name(cfg.name):
+        raise _invalid("consumer name can not contain '.', '*', '>', '\\', '/'")
+    if cfg.durable_name and not _valid_name(cfg.durable_name):
+        raise _invalid("consumer durable name can not contain '.', '*', '>', '\\', '/'")
+    if cfg.num_replicas > 0 and cfg.num_replicas > stream.num_replicas:
+        raise JSApiError(CONSUMER_REPLICAS_EXCEEDS_STREAM)
+    if cfg.num_replicas < 0:
+        raise JSApiError(REPLICAS_COUNT_CANNOT_BE_NEGATIVE)
+    if (
+        stream.retention is not Retention.LIMITS
+        and cfg.num_replicas != 0
+        and cfg.num_replicas != stream.num_replicas
+    ):
+        raise JSApiError(CONSUMER_REPLICAS_SHOULD_MATCH_STREAM)
+    if any(b < 0 for b in cfg.backoff_ns):
+        raise JSApiError(CONSUMER_BACK_OFF_NEGATIVE)
+    if cfg.ack_wait_ns < 0:
+        raise JSApiError(CONSUMER_ACK_WAIT_NEGATIVE)
+    if cfg.backoff_ns and cfg.max_deliver != -1 and len(cfg.backoff_ns) > cfg.max_deliver:
+        raise JSApiError(CONSUMER_MAX_DELIVER_BACKOFF)
+    if len(cfg.description.encode()) > DESCRIPTION_BYTES_MAX:
+        raise JSApiError(CONSUMER_DESCRIPTION_TOO_LONG, max=DESCRIPTION_BYTES_MAX)
+    _check_push_pull(cfg, stream)
+    limits = stream.consumer_limits
+    if limits.max_ack_pending > 0 and cfg.max_ack_pending > limits.max_ack_pending:
+        raise JSApiError(CONSUMER_MAX_PENDING_ACK_EXCESS, limit=limits.max_ack_pending)
+    if (
+        limits.inactive_threshold_ns > 0
+        and cfg.inactive_threshold_ns > limits.inactive_threshold_ns
+    ):
+        raise JSApiError(
+            CONSUMER_INACTIVE_THRESHOLD_EXCESS, limit=go_duration(limits.inactive_threshold_ns)
+        )
+    if cfg.direct:
+        if not cfg.deliver_subject:
+            raise JSApiError(CONSUMER_DIRECT_REQUIRES_PUSH)
+        if cfg.durable_name:
+            raise JSApiError(CONSUMER_DIRECT_REQUIRES_EPHEMERAL)
+    _check_filters(cfg)
+    _check_start(cfg)
+    if cfg.sample_freq:
+        text = cfg.sample_freq.removesuffix("%")
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise JSApiError(
+                CONSUMER_INVALID_SAMPLING,
+                err=f'strconv.Atoi: parsing "{text}": invalid syntax',
+            )
+        if int(text) < 0:
+            raise JSApiError(CONSUMER_INVALID_SAMPLING, err="<nil>")
+    if cfg.flow_control and cfg.idle_heartbeat_ns == 0:
+        raise JSApiError(CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS)
+    if cfg.durable_name and cfg.name and cfg.name != cfg.durable_name:
+        raise JSApiError(CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH)
+    if sum(len(k) + len(v) for k, v in cfg.metadata) > METADATA_BYTES_MAX:
+        raise JSApiError(CONSUMER_METADATA_LENGTH, limit=f"{METADATA_BYTES_MAX // 1024}KB")
+    _check_priority(cfg)
+    if stream.placement is not None and stream.placement.preferred:
+        raise _invalid("preferred server not permitted in placement")
+
+
+def check_workqueue(
+    cfg: ConsumerConfig,
+    stream: StreamConfig,
+    name: str,
+    others: Iterable[tuple[str, ConsumerConfig]],
+    *,
+    exists: bool,
+) -> None:
+    """Workqueue stream rules (10098, 10101, 10099, 10100).
+
+    Args:
+        cfg: the new config.
+        stream: the stream's config.
+        name: the consumer's name ("" for a generated one).
+        others: ``(name, config)`` of the stream's consumers.
+        exists: the consumer already exists (an update only checks overlap).
+    """
+    if stream.retention is not Retention.WORKQUEUE:
+        return
+    others = [(n, c) for n, c in others if n != name and not c.direct]
+    mine = [f.encode() for f in cfg.filters]
+
+    def unique() -> bool:
+        for _, c in others:
+            if not c.filters:
+                return False
+            if any(overlaps(p, f.encode()) for p in mine for f in c.filters):
+                return False
+        return True
+
+    if exists:
+        if not unique():
+            raise JSApiError(CONSUMER_WQ_CONSUMER_NOT_UNIQUE)
+        return
+    if cfg.ack_policy not in (AckPolicy.EXPLICIT, AckPolicy.FLOW_CONTROL):
+        raise JSApiError(CONSUMER_WQ_REQUIRES_EXPLICIT_ACK)
+    if cfg.deliver_policy is not DeliverPolicy.ALL:
+        raise JSApiError(CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL)
+    if others:
+        if not mine:
+            raise JSApiError(CONSUMER_WQ_MULTIPLE_UNFILTERED)
+        if not unique():
+            raise JSApiError(CONSUMER_WQ_CONSUMER_NOT_UNIQUE)
+
+
+def check_update(old: ConsumerConfig, new: ConsumerConfig, *, deliver_bound: bool) -> None:
+    """May an existing consumer take ``new``? (``checkNewConsumerConfig``).
+
+    Args:
+        old: the stored config.
+        new: the requested config (defaults applied).
+        deliver_bound: the old deliver subject has a subscriber.
+
+    Raises:
+        JSApiError: 10012 with nats-server's reason, 10013 or 10116.
+    """
+    if old == new:
+        return
+
+    def refuse(text: str) -> JSApiError:
+        return JSApiError(CONSUMER_CREATE, err=text)
+
+    pairs = (
+        ("deliver_policy", "deliver policy can not be updated"),
+        ("mem_storage", "storage type can not be updated"),
+        ("direct", "direct can not be updated"),
+        ("opt_start_seq", "start sequence can not be updated"),
+        ("opt_start_time", "start time can not be updated"),
+        ("ack_policy", "ack policy can not be updated"),
+        ("replay_policy", "replay policy can not be updated"),
+        ("idle_heartbeat_ns", "heart beats can not be updated"),
+        ("flow_control", "flow control can not be updated"),
+    )
+    for attr, text in pairs:
+        if getattr(old, attr) != getattr(new, attr):
+            raise refuse(text)
+    if old.deliver_subject != new.deliver_subject:
+        if not old.deliver_subject:
+            raise refuse("can not update pull consumer to push based")
+        if not new.deliver_subject:
+            raise refuse("can not update push consumer to pull based")
+        if deliver_bound:
+            raise JSApiError(CONSUMER_NAME_EXIST)
+    if old.max_waiting != new.max_waiting:
+        raise refuse("max waiting can not be updated")
+    if new.backoff_ns and new.max_deliver != -1 and len(new.backoff_ns) > new.max_deliver:
+        raise JSApiError(CONSUMER_MAX_DELIVER_BACKOFF)
+
+
+def stamp_ephemeral(cfg: ConsumerConfig) -> ConsumerConfig:
+    """Ephemerals always get an inactivity threshold (5 s unless given)."""
+    if not cfg.durable_name and cfg.inactive_threshold_ns <= 0:
+        return replace(cfg, inactive_threshold_ns=INACTIVE_THRESHOLD_DEFAULT_NS)
+    return cfg
+
+
+def go_duration(ns: int) -> str:
+    """Go's ``time.Duration.String`` for whole values (``5s``, ``1m30s``, ``250ms``)."""
+    if ns == 0:
+        return "0s"
+    neg = ns < 0
+    ns = abs(ns)
+    if ns < 1_000:
+        out = f"{ns}ns"
+    elif ns < 1_000_000:
+        out = _frac(ns, 1_000) + "µs"
+    elif ns < 1_000_000_000:
+        out = _frac(ns, 1_000_000) + "ms"
+    else:
+        h, rem = divmod(ns, 3_600_000_000_000)
+        m, rem = divmod(rem, 60_000_000_000)
+        s = _frac(rem, 1_000_000_000) + "s"
+        out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + s
+    return ("-" if neg else "") + out
+
+
+def _frac(v: int, unit: int) -> str:
+    whole, rem = divmod(v, unit)
+    if not rem:
+        return str(whole)
+    digits = len(str(unit)) - 1
+    return f"{whole}." + f"{rem:0{digits}d}".rstrip("0")
+
+
+def decide_create(
+    req: CreateRequest,
+    stream: StreamConfig,
+    existing: Mapping[str, ConsumerConfig],
+    *,
+    new_name: Callable[[], str],
+    deliver_bound: Callable[[str], bool] = lambda _s: False,
+) -> tuple[str, ConsumerConfig, bool]:
+    """The rest of a create after the stream lookup, in nats-server's order.
+
+    Args:
+        req: from ``parse_create``.
+        stream: the stream's config.
+        existing: the stream's consumers by name.
+        new_name: draws a fresh consumer name (legacy ephemerals).
+        deliver_bound: whether a deliver subject has a subscriber.
+
+    Returns:
+        ``(name, config to store, created)``; ``created`` is False for an
+        update (or an identical re-create) of an existing consumer.
+
+    Raises:
+        JSApiError: defaults (10157), config checks, 10148, 10100, update
+            refusals (10012 …), 10149, 10098/10101/10099, 10102, 10103.
+    """
+    cfg = req.config
+    old = existing.get(cfg.name) if cfg.name else None
+    if old is not None:
+        cfg = replace(cfg, pause_until=old.pause_until)
+    cfg = apply_defaults(cfg, stream, pedantic=req.pedantic)
+    check_config(cfg, stream)
+    cname = cfg.durable_name or cfg.name
+    others = [(n, c) for n, c in existing.items()]
+    if cname and cname in existing:
+        old = existing[cname]
+        if req.action is Action.CREATE and replace(cfg, metadata=old.metadata) != old:
+            raise JSApiError(CONSUMER_ALREADY_EXISTS)
+        check_workqueue(cfg, stream, cname, others, exists=True)
+        new = stamp_ephemeral(cfg) if not old.durable_name else cfg
+        check_update(old, new, deliver_bound=deliver_bound(old.deliver_subject))
+        return cname, new, False
+    if req.action is Action.UPDATE:
+        raise JSApiError(CONSUMER_DOES_NOT_EXIST)
+    if stream.max_consumers > 0 and len(existing) >= stream.max_consumers:
+        raise JSApiError(MAXIMUM_CONSUMERS_LIMIT)
+    check_workqueue(cfg, stream, cname, others, exists=False)
+    if cfg.durable_name:
+        if len(cfg.durable_name) > NAME_LEN_MAX:
+            raise JSApiError(CONSUMER_NAME_TOO_LONG, max=NAME_LEN_MAX)
+        name = cfg.durable_name
+    elif cfg.name:
+        name = cfg.name
+    else:
+        name = new_name()
+        while name in existing:
+            name = new_name()
+    if not _valid_name(name):
+        raise JSApiError(CONSUMER_BAD_DURABLE_NAME)
+    return name, stamp_ephemeral(cfg), True
