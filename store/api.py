@@ -348,6 +348,23 @@ class StreamStore(Protocol):
         """
         ...
 
+    def skip(self, seq: int) -> None:
+        """Advance ``last_seq`` to ``seq`` without storing a message.
+
+        nats-server's ``SkipMsgs``: a mirror keeps its origin's sequence
+        numbers, so sequences the origin no longer has (deleted, expired,
+        filtered out) are skipped.  Live messages stay and the skipped
+        sequences count as deleted (``num_deleted``, ``deleted``); an empty
+        store simply moves on (``first_seq = seq + 1``).
+        ``last_ts`` is unchanged.  ``seq <= last_seq`` is a no-op.  Durable
+        after ``sync()`` like every mutation; a skip followed by an append
+        costs nothing extra.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
     def truncate(self, seq: int) -> None:
         """Drop every message above ``seq`` (Raft rollback).
 

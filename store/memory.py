@@ -263,6 +263,12 @@ class MemoryStreamStore:
             n += 1
         return n
 
+    def skip(self, seq: int) -> None:
+        """See ``StreamStore.skip``."""
+        self._check_open()
+        if seq > self._last_seq:
+            self._last_seq = seq
+
     def truncate(self, seq: int) -> None:
         """See ``StreamStore.truncate``."""
         self._check_open()

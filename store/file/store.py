@@ -280,6 +280,28 @@ class FileStreamStore(StreamLog):
             self._finish_op()
         return n
 
+    def skip(self, seq: int) -> None:
+        """See ``StreamStore.skip``.
+
+        Only ``last_seq`` moves here: the next append writes its record with
+        the gap (the segment index holds dead entries for it, as recovery
+        rebuilds them), so a skip followed by a message costs nothing.  A
+        skip still pending at ``sync``/``close`` is made durable by starting
+        a segment at ``seq + 1`` (``_settle_skip``).
+        """
+        self._check_open()
+        if seq > self._last_seq:
+            self._last_seq = seq
+
+    def _settle_skip(self) -> None:
+        """Make a trailing skip durable: a new segment based past it."""
+        if self._last_seq <= self._active.last_msg_seq:
+            return
+        if self._msgs:
+            self._roll(self._last_seq + 1)
+        else:
+            self._reset_to(self._last_seq + 1, self._last_ts)
+
     def truncate(self, seq: int) -> None:
         """See ``StreamStore.truncate``.
 
@@ -471,6 +493,7 @@ class FileStreamStore(StreamLog):
         self._check_open()
         if self._pending_tombs:
             self._finish_op()
+        self._settle_skip()
         self._active.sync()
 
     def close(self) -> None:
@@ -478,6 +501,7 @@ class FileStreamStore(StreamLog):
         if self._closed:
             return
         self._finish_op()
+        self._settle_skip()
         self._active.sync()
         for s in self._segs:
             if s.idx_dirty and not s.damaged:
