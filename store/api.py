@@ -16,9 +16,10 @@ The visible state is derived from three facts only:
 
 Limits (``StreamLimits``, see ``store.limits``) are enforced inside ``append``
 and ``update_limits`` exactly as nats-server does, so every replica applying
-the same operations reaches the same state.  ``max_age`` is the only limit
-that depends on time; the owner asks ``next_expiry_ns()`` and calls
-``expire(now_ns)`` with its own clock (rule 7).
+the same operations reaches the same state.  ``max_age`` and per-message TTLs
+(``Nats-TTL``, ``store.ttl``) are the only limits that depend on time; the
+owner asks ``next_expiry_ns()`` and calls ``expire(now_ns)`` with its own
+clock (rule 7).
 
 Durability contract: ``append`` and every mutation are *buffered*.  They are
 durable only once ``sync()`` has returned.  Under ``SyncPolicy.ALWAYS`` the
@@ -411,7 +412,22 @@ class StreamStore(Protocol):
         ...
 
     def next_expiry_ns(self) -> int | None:
-        """When the oldest live message reaches ``max_age`` (None if never).
+        """When the next live message expires (None if none ever will).
+
+        The earlier of: the oldest message not marked ``Nats-TTL: never``
+        reaching ``max_age``, and the earliest per-message TTL deadline
+        (``store.ttl``; only with ``limits.msg_ttl``).
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def expiring(self, now_ns: int) -> list[int]:
+        """The live sequences ``expire(now_ns)`` would remove, ascending.
+
+        A read: nothing changes (the stream state machine uses it to place
+        subject delete markers before removing).
 
         Raises:
             StoreClosed.
@@ -419,9 +435,9 @@ class StreamStore(Protocol):
         ...
 
     def expire(self, now_ns: int) -> int:
-        """Remove messages older than ``max_age`` at ``now_ns``.
-
-        Messages are in timestamp order, so this only looks at the front.
+        """Remove the messages expired at ``now_ns``: those older than
+        ``max_age`` (from the front, skipping ``Nats-TTL: never``) and those
+        whose per-message TTL deadline is ``<= now_ns``.
 
         Returns:
             Number of messages removed.

@@ -19,7 +19,9 @@ to nats-server 2.x ``memstore.go`` / ``filestore.go``):
   nats-server this may remove the message just stored if it alone exceeds
   ``max_bytes``.
 * ``max_age``: messages are in timestamp order, so only the front can expire:
-  the first live message expires when ``ts <= now - max_age``.
+  the first live message expires when ``ts <= now - max_age``, unless its
+  ``Nats-TTL`` says ``never`` (then the next one is looked at).  Per-message
+  TTLs (``store.ttl``) expire messages anywhere in the stream.
 
 ``-1`` (and 0, normalised) means unlimited for counts and sizes; ``0`` means
 unlimited for ``max_age``.  Byte accounting follows nats-server:
@@ -78,6 +80,8 @@ class StreamLimits:
         discard: ``Discard.OLD`` or ``Discard.NEW``.
         discard_new_per_subject: With ``discard: new``, reject a message whose
             subject is at ``max_msgs_per_subject`` instead of replacing.
+        msg_ttl: Honour positive per-message TTLs (``Nats-TTL`` headers; the
+            stream's ``allow_msg_ttl``).  See ``store.ttl``.
     """
 
     max_msgs: int = -1
@@ -87,6 +91,7 @@ class StreamLimits:
     max_msg_size: int = -1
     discard: Discard = Discard.OLD
     discard_new_per_subject: bool = False
+    msg_ttl: bool = False
 
     def normalised(self) -> StreamLimits:
         """Copy with 0 / < -1 mapped to -1 (nats-server's normalisation)."""
@@ -98,6 +103,7 @@ class StreamLimits:
             max_msg_size=_unlimited(self.max_msg_size),
             discard=self.discard,
             discard_new_per_subject=self.discard_new_per_subject,
+            msg_ttl=self.msg_ttl,
         )
 
 

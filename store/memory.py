@@ -11,6 +11,10 @@ last in O(1) and removal in O(1).  Everything else of the state is derived
 ``last_seq + 1`` (0 for a store that never held a sequence), and deleted
 sequences are the gaps in ``[first_seq, last_seq]``.
 
+Per-message TTLs and ``Nats-TTL: never`` are tracked by a ``store.ttl.TtlIndex``
+fed at append and restore (the headers are at hand); removals need no hook
+because the index asks which sequences are still live.
+
 This store is deliberately simple: it is the model the file store is tested
 against, and it backs ``storage: memory`` streams.  ``sync`` is a no-op; a
 memory stream's durability is its replicas.
@@ -46,6 +50,7 @@ from store.limits import (
 )
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all, literal_filters
+from store.ttl import TtlIndex
 
 __all__ = ["MemoryConsumerStore", "MemoryStreamStore"]
 
@@ -75,6 +80,7 @@ class MemoryStreamStore:
         self._last_ts = 0
         self._closed = False
         self._report = RecoveryReport()
+        self._ttls = TtlIndex()
 
     # ------------------------------------------------------------------ properties
 
@@ -175,6 +181,8 @@ class MemoryStreamStore:
         sseqs[new_seq] = None
         self._last_seq = new_seq
         self._last_ts = ts_ns
+        if headers:
+            self._ttls.note(new_seq, headers, ts_ns, honour_ttl=self._limits.msg_ttl)
         self._enforce_subject(subject)
         self._enforce_stream()
         return new_seq, ts_ns
@@ -243,6 +251,7 @@ class MemoryStreamStore:
         n = len(self._msgs)
         self._msgs.clear()
         self._subj.clear()
+        self._ttls.clear()
         self._bytes = 0
         self._last_seq = max(self._last_seq, first - 1)
         return n
@@ -276,6 +285,7 @@ class MemoryStreamStore:
             return
         for s in [s for s in self._msgs if s > seq]:
             self._drop(s)
+        self._ttls.forget_above(seq)
         self._last_seq = max(seq, 0)
         self._last_ts = 0
         if self._msgs:
@@ -284,7 +294,10 @@ class MemoryStreamStore:
     def update_limits(self, limits: StreamLimits) -> int:
         """See ``StreamStore.update_limits``."""
         self._check_open()
+        ttl_changed = limits.msg_ttl != self._limits.msg_ttl
         self._limits = limits.normalised()
+        if ttl_changed:
+            self._reindex_ttls()
         n = self._enforce_stream()
         if self._limits.max_msgs_per_subject > 0:
             for subj in [
@@ -293,24 +306,58 @@ class MemoryStreamStore:
                 n += self._enforce_subject(subj)
         return n
 
+    def _reindex_ttls(self) -> None:
+        self._ttls.clear()
+        honour = self._limits.msg_ttl
+        for m in self._msgs.values():
+            if m.headers:
+                self._ttls.note(m.seq, m.headers, m.ts_ns, honour_ttl=honour)
+
+    def _live(self, seq: int) -> bool:
+        return seq in self._msgs
+
+    def _first_ageing(self) -> StoredMsg | None:
+        """The oldest live message not marked ``Nats-TTL: never``."""
+        for m in self._msgs.values():
+            if not self._ttls.is_never(m.seq):
+                return m
+        return None
+
     def next_expiry_ns(self) -> int | None:
         """See ``StreamStore.next_expiry_ns``."""
         self._check_open()
         if not self._msgs:
             return None
-        return next_expiry(self._limits, next(iter(self._msgs.values())).ts_ns)
+        due = None
+        if self._limits.max_age_ns > 0:
+            m = self._first_ageing()
+            due = None if m is None else next_expiry(self._limits, m.ts_ns)
+        ttl_due = self._ttls.next_deadline(self._live)
+        if ttl_due is not None and (due is None or ttl_due < due):
+            due = ttl_due
+        return due
+
+    def expiring(self, now_ns: int) -> list[int]:
+        """See ``StreamStore.expiring``."""
+        self._check_open()
+        out: list[int] = []
+        if self._limits.max_age_ns > 0:
+            for m in self._msgs.values():
+                if not expired(self._limits, m.ts_ns, now_ns):
+                    break
+                if not self._ttls.is_never(m.seq):
+                    out.append(m.seq)
+        due = self._ttls.peek_due(now_ns, self._live)
+        if due:
+            out = sorted(set(out).union(due))
+        return out
 
     def expire(self, now_ns: int) -> int:
         """See ``StreamStore.expire``."""
-        self._check_open()
-        n = 0
-        while self._msgs:
-            m = next(iter(self._msgs.values()))
-            if not expired(self._limits, m.ts_ns, now_ns):
-                break
-            self._drop(m.seq)
-            n += 1
-        return n
+        seqs = self.expiring(now_ns)
+        for seq in seqs:
+            self._drop(seq)
+        return len(seqs)
 
     # ------------------------------------------------------------------ reads
 
@@ -417,6 +464,7 @@ class MemoryStreamStore:
             self._bytes += self._size(m)
         self._last_seq = hdr.last_seq
         self._last_ts = hdr.last_ts
+        self._reindex_ttls()
 
     def sync(self) -> None:
         """No-op (checks the store is open)."""

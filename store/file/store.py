@@ -15,6 +15,15 @@ Three layers, each a class in its own module, each the base of the next:
   ``store.limits`` carried out by deleting through the index, reads and
   state, snapshot/restore, sync and close.  Every public method is here.
 
+*Expiry.*  ``max_age`` looks at the front of the log; ``Nats-TTL: never``
+messages there are skipped, found lazily by reading headers (the record is
+read for its timestamp anyway) and remembered, and the first message that
+ages is cached as ``(seq, ts)`` while it stays live.  Positive per-message
+TTLs (``limits.msg_ttl``) are kept in a ``store.ttl.TtlIndex``: fed at
+append, and rebuilt at every open (``_load``: open, truncate, restore) by
+reading the headers of every live message -- only for streams that honour
+TTLs.
+
 *Restore.*  A snapshot is staged into ``restore.tmp/`` as a complete store,
 then a marker listing the staged files is written and the files are moved in;
 a crash during the move is finished at the next open.
@@ -61,6 +70,7 @@ from store.limits import (
 )
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all
+from store.ttl import NEVER, TtlIndex, msg_ttl_s
 
 __all__ = ["FileStreamStore"]
 
@@ -104,6 +114,8 @@ class FileStreamStore(StreamLog):
             verify_on_open=verify_on_open,
         )
         self._limits = (limits or StreamLimits()).normalised()
+        self._ttls = TtlIndex()
+        self._ageing: tuple[int, int] | None = None
         self._policy = sync_policy
         self._interval = sync_interval_s
         self._closed = False
@@ -114,6 +126,24 @@ class FileStreamStore(StreamLog):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("store is closed")
+
+    def _load(self) -> None:
+        """Open the log (``StreamLog._load``), then rebuild the TTL index."""
+        super()._load()
+        self._reindex_ttls()
+
+    def _reindex_ttls(self) -> None:
+        self._ttls.clear()
+        self._ageing = None
+        if not self._limits.msg_ttl:
+            return
+        for m in self.iter_live():
+            if m.headers:
+                self._ttls.note(m.seq, m.headers, m.ts_ns, honour_ttl=True)
+
+    def _live(self, seq: int) -> bool:
+        loc = self._locate(seq)
+        return loc is not None and bool(loc[0].live[loc[1]])
 
     # ================================================================== properties
 
@@ -181,6 +211,8 @@ class FileStreamStore(StreamLog):
             raise err()
         new_seq = self._last_seq + 1
         self._write_msg(new_seq, subject, headers, payload, ts_ns)
+        if headers:
+            self._ttls.note(new_seq, headers, ts_ns, honour_ttl=lim.msg_ttl)
         if lim.max_msgs_per_subject > 0 or lim.max_msgs > 0 or lim.max_bytes > 0:
             self._enforce_subject(self._sid_of[subject])
             self._enforce_stream()
@@ -317,7 +349,10 @@ class FileStreamStore(StreamLog):
     def update_limits(self, limits: StreamLimits) -> int:
         """See ``StreamStore.update_limits``."""
         self._check_open()
+        ttl_changed = limits.msg_ttl != self._limits.msg_ttl
         self._limits = limits.normalised()
+        if ttl_changed:
+            self._reindex_ttls()
         n = self._enforce_stream()
         if self._limits.max_msgs_per_subject > 0:
             for sid in range(len(self._subjects)):
@@ -326,23 +361,63 @@ class FileStreamStore(StreamLog):
         self._finish_op()
         return n
 
+    def _ageing_from(self, seq: int) -> tuple[int, int] | None:
+        """``(seq, ts)`` of the first live message at or after ``seq`` that
+        ``max_age`` applies to (not ``Nats-TTL: never``)."""
+        while seq:
+            if not self._ttls.is_never(seq):
+                m = self._read(*self._loc_or_fail(seq))
+                if msg_ttl_s(m.headers) != NEVER:
+                    return seq, m.ts_ns
+                self._ttls.mark_never(seq)
+            seq = self._next_live(seq + 1)
+        return None
+
+    def _first_ageing(self) -> tuple[int, int] | None:
+        if not self._msgs:
+            return None
+        c = self._ageing
+        if c is None or not self._live(c[0]):
+            c = self._ageing = self._ageing_from(self._first)
+        return c
+
     def next_expiry_ns(self) -> int | None:
         """See ``StreamStore.next_expiry_ns``."""
         self._check_open()
         if not self._msgs:
             return None
-        return next_expiry(self._limits, self._first_ts_value())
+        due = None
+        if self._limits.max_age_ns > 0:
+            c = self._first_ageing()
+            due = None if c is None else next_expiry(self._limits, c[1])
+        ttl_due = self._ttls.next_deadline(self._live)
+        if ttl_due is not None and (due is None or ttl_due < due):
+            due = ttl_due
+        return due
+
+    def expiring(self, now_ns: int) -> list[int]:
+        """See ``StreamStore.expiring``."""
+        self._check_open()
+        out: list[int] = []
+        if self._limits.max_age_ns > 0:
+            c = self._first_ageing()
+            while c is not None and expired(self._limits, c[1], now_ns):
+                out.append(c[0])
+                nxt = self._next_live(c[0] + 1)
+                c = self._ageing_from(nxt) if nxt else None
+        due = self._ttls.peek_due(now_ns, self._live)
+        if due:
+            out = sorted(set(out).union(due))
+        return out
 
     def expire(self, now_ns: int) -> int:
         """See ``StreamStore.expire``."""
-        self._check_open()
-        n = 0
-        while self._msgs and expired(self._limits, self._first_ts_value(), now_ns):
-            self._kill_seq(self._first)
-            n += 1
-        if n:
+        seqs = self.expiring(now_ns)
+        for seq in seqs:
+            self._kill_seq(seq)
+        if seqs:
             self._finish_op()
-        return n
+        return len(seqs)
 
     # ================================================================== reads
 
