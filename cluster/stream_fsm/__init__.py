@@ -14,13 +14,20 @@ It raises only for a bad entry encoding (``OpDecodeError``) or a broken
 store (``StoreError`` such as ``InvariantViolation``, ``OSError``).
 
 A publish is decided in nats-server's order (``processJetStreamMsg``):
-sealed (10109); ``Nats-Expected-Stream`` (10060); ``Nats-Msg-Id`` dedupe
+sealed (10109); ``Nats-Expected-Stream`` (10060); a valid ``Nats-TTL`` on a
+stream without ``allow_msg_ttl`` (10166); ``Nats-Msg-Id`` dedupe
 (a duplicate answers with the original seq); ``Nats-Expected-Last-Subject-
 Sequence`` [``-Subject``] (10071); ``Nats-Expected-Last-Sequence`` (10071);
-``Nats-Expected-Last-Msg-Id`` (10070); ``Nats-Rollup`` (10111); ``Nats-TTL``
-(10165/10166); header size (10097); ``max_msg_size`` (10054); then
+``Nats-Expected-Last-Msg-Id`` (10070); ``Nats-Rollup`` (10111); header size
+(10097); ``max_msg_size`` (10054); an invalid ``Nats-TTL`` (10165); then
 ``StreamStore.append`` (``seq = last_seq + 1``; discard-new limits 10077),
 then the rollup purge.  Header names are matched case-sensitively.
+
+Per-message TTLs: the store honours ``Nats-TTL`` when its limits say so
+(``store_limits``: ``allow_msg_ttl`` becomes ``StreamLimits.msg_ttl``) and
+reports the next deadline; the shell proposes ``Expire(now_ns)`` when it is
+due, and ``apply`` removes what the store says is expired at that ``now``
+(``max_age`` and TTLs alike), so every replica removes the same messages.
 
 State beyond the store:
 
@@ -59,6 +66,7 @@ from cluster.stream_fsm.machine import (
     SNAPSHOT_VERSION,
     StreamSnapshotError,
     StreamStateMachine,
+    store_limits,
 )
 from cluster.stream_fsm.parse import parse_msg_ttl_ns, parse_seq
 from cluster.stream_fsm.results import (
@@ -96,4 +104,5 @@ __all__ = [
     "go_quote",
     "parse_msg_ttl_ns",
     "parse_seq",
+    "store_limits",
 ]

@@ -5,6 +5,7 @@ See the package docstring (``cluster.stream_fsm``) for the theory of operation.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -56,6 +57,7 @@ from cluster.stream_fsm.results import (
 )
 from store.api import StreamStore
 from store.errors import LimitExceeded, MsgNotFound, SnapshotError, StoreEOF
+from store.limits import StreamLimits
 
 __all__ = ["HEADER_BYTES_MAX", "SNAPSHOT_VERSION", "StreamSnapshotError", "StreamStateMachine"]
 
@@ -80,6 +82,15 @@ class StreamSnapshotError(ValueError):
     """A stream snapshot document is malformed (state left unchanged)."""
 
 
+def store_limits(policy: StreamPolicy) -> StreamLimits:
+    """The limits the store enforces for ``policy``: its ``limits``, honouring
+    per-message TTLs when the stream allows them (``allow_msg_ttl``)."""
+    lim = policy.limits.normalised()
+    if lim.msg_ttl != policy.allow_msg_ttl:
+        lim = dataclasses.replace(lim, msg_ttl=policy.allow_msg_ttl)
+    return lim
+
+
 # --------------------------------------------------------------------------- machine
 
 
@@ -98,8 +109,8 @@ class StreamStateMachine:
         self._policy = policy
         self._dedupe: dict[str, tuple[int, int]] = {}
         self._last_msg_id = ""
-        if store.limits != policy.limits.normalised():
-            store.update_limits(policy.limits)
+        if store.limits != store_limits(policy):
+            store.update_limits(store_limits(policy))
 
     # ------------------------------------------------------------------ views
 
@@ -182,6 +193,7 @@ class StreamStateMachine:
         hdr = m.headers or b""
         msg_id = ""
         rollup = ""
+        ttl_invalid = False
         if hdr:
             h = parse_headers(hdr, strict=False)
             msg_id = h.get(MSG_ID) or ""
@@ -189,11 +201,15 @@ class StreamStateMachine:
             if checked is not None:
                 return checked, None
             rollup = h.get(ROLLUP) or ""
+            ttl_value = h.get(MSG_TTL)
+            ttl_invalid = bool(ttl_value) and parse_msg_ttl_ns(ttl_value or "") is None
         if len(hdr) > HEADER_BYTES_MAX:
             return ERR_HEADER_SIZE, None
         max_size = pol.limits.max_msg_size
         if max_size >= 0 and len(hdr) + len(m.payload) > max_size:
             return ERR_MSG_SIZE, None
+        if ttl_invalid:
+            return ERR_TTL_INVALID, None
         try:
             seq, _ = self._store.append(m.subject, hdr, m.payload, m.ts_ns)
         except LimitExceeded as e:
@@ -252,6 +268,9 @@ class StreamStateMachine:
         expected = h.get(EXPECTED_STREAM)
         if expected and expected != pol.name:
             return ERR_EXPECTED_STREAM
+        v = h.get(MSG_TTL)
+        if v and not pol.allow_msg_ttl and parse_msg_ttl_ns(v) is not None:
+            return ERR_TTL_DISABLED  # an invalid value is 10165, decided later
         if msg_id:
             dup = self._dedupe.get(msg_id)
             if dup is not None and m.ts_ns - dup[1] < pol.duplicate_window_ns:
@@ -280,13 +299,6 @@ class StreamStateMachine:
                 return ERR_ROLLUP_DENIED
             if v not in ("sub", "all"):
                 return err_rollup_invalid(v)
-        v = h.get(MSG_TTL)
-        if v:
-            ttl = parse_msg_ttl_ns(v)
-            if ttl is None:
-                return ERR_TTL_INVALID
-            if not pol.allow_msg_ttl:
-                return ERR_TTL_DISABLED
         return None
 
     def _prune_dedupe(self, now_ns: int) -> None:
@@ -326,7 +338,7 @@ class StreamStateMachine:
         return ApplyOutcome((DeleteResult(op.seq),))
 
     def _apply_update(self, op: UpdatePolicy) -> ApplyOutcome:
-        removed = self._store.update_limits(op.policy.limits)
+        removed = self._store.update_limits(store_limits(op.policy))
         self._policy = op.policy
         if op.policy.duplicate_window_ns <= 0:
             self._dedupe.clear()
@@ -372,7 +384,7 @@ class StreamStateMachine:
             self._store.restore(io.BytesIO(store_bytes))
         except SnapshotError as e:
             raise StreamSnapshotError(f"bad store snapshot: {e}") from e
-        self._store.update_limits(policy.limits)
+        self._store.update_limits(store_limits(policy))
         self._policy = policy
         self._last_msg_id = last_id
         self._dedupe = dedupe
