@@ -43,14 +43,27 @@ __all__ = [
     "FORMAT_VERSION",
     "INT64_MAX",
     "PUBLISHES_PER_ENTRY_MAX",
+    "AckItem",
+    "AckKind",
+    "ConsumerAcks",
+    "ConsumerCreated",
+    "ConsumerDelivered",
+    "ConsumerOp",
+    "ConsumerPolicy",
+    "ConsumerPolicyUpdate",
+    "ConsumerStreamFirst",
+    "ConsumerTimeouts",
     "DeleteMsg",
     "Expire",
+    "MirrorMsg",
+    "Mirrored",
     "Op",
     "OpCode",
     "OpDecodeError",
     "OpError",
     "Publish",
     "Purge",
+    "SourcedMsg",
     "StreamMsg",
     "StreamPolicy",
     "UpdatePolicy",
@@ -89,7 +102,15 @@ class OpCode(enum.IntEnum):
     DELETE_MSG = 3
     UPDATE_POLICY = 4
     EXPIRE = 5
-    # 6..31: future stream ops.  32..63: consumer ops (CONSUMER_CREATE, ACK, ...).
+    MIRROR_MSG = 6
+    SOURCED_MSG = 7
+    # 6..31: future stream ops.  32..63: consumer ops.
+    CONSUMER_CREATED = 32
+    CONSUMER_POLICY = 33
+    CONSUMER_DELIVERED = 34
+    CONSUMER_ACKS = 35
+    CONSUMER_TIMEOUTS = 36
+    CONSUMER_STREAM_FIRST = 37
 
 
 # --------------------------------------------------------------------------- field checks
@@ -352,14 +373,364 @@ class Expire:
         _check_int("now_ns", self.now_ns, 0, INT64_MAX)
 
 
-Op = StreamMsg | Purge | DeleteMsg | UpdatePolicy | Expire
+@dataclass(frozen=True, slots=True)
+class Mirrored:
+    """One origin message for a mirror (an element of ``MirrorMsg``).
+
+    Attributes:
+        seq: The origin's sequence; the mirror stores the message under it.
+        subject: Subject, after the mirror's subject transforms.
+        headers: Raw header block (``Nats-Expected-*``/``Nats-Batch-*``
+            already removed by the proposer), or None.
+        payload: Body.
+        ts_ns: The origin's timestamp (a mirror keeps it).
+    """
+
+    seq: int
+    subject: str
+    headers: bytes | None
+    payload: bytes
+    ts_ns: int
+
+    def __post_init__(self) -> None:
+        _check_int("seq", self.seq, 1, UINT64_MAX)
+        _check_str("subject", self.subject)
+        if self.headers is not None:
+            _check_bytes("headers", self.headers)
+        _check_bytes("payload", self.payload)
+        _check_int("ts_ns", self.ts_ns, 0, INT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorMsg:
+    """Messages copied from a mirror's origin, in origin order.
+
+    ``skip_to`` (0 = none) first moves the mirror's last sequence forward
+    (the origin lost what lies between); then each message is stored under
+    its origin sequence, skipping any gap before it.  Messages at or below
+    the mirror's last sequence are ignored.  Up to
+    ``PUBLISHES_PER_ENTRY_MAX`` messages; none at all with a ``skip_to``.
+    """
+
+    code: ClassVar[OpCode] = OpCode.MIRROR_MSG
+    msgs: tuple[Mirrored, ...]
+    skip_to: int = 0
+
+    def __post_init__(self) -> None:
+        if type(self.msgs) is not tuple:
+            raise OpError("msgs must be a tuple")
+        if len(self.msgs) > PUBLISHES_PER_ENTRY_MAX:
+            raise OpError(f"a MirrorMsg carries at most {PUBLISHES_PER_ENTRY_MAX} messages")
+        _check_int("skip_to", self.skip_to, 0, UINT64_MAX)
+        if not self.msgs and not self.skip_to:
+            raise OpError("a MirrorMsg carries messages or a skip")
+        prev = self.skip_to
+        for m in self.msgs:
+            if not isinstance(m, Mirrored):
+                raise OpError("msgs must hold Mirrored values")
+            if m.seq <= prev:
+                raise OpError("mirrored sequences must increase")
+            prev = m.seq
+
+
+@dataclass(frozen=True, slots=True)
+class SourcedMsg:
+    """Messages copied from a source stream (1 .. ``PUBLISHES_PER_ENTRY_MAX``).
+
+    Each is stored like a publish (own sequence, dedupe by ``Nats-Msg-Id``),
+    but its headers were prepared by the proposer -- ``Nats-Expected-*`` and
+    ``Nats-Batch-*`` removed, ``Nats-Stream-Source`` set -- and it is exempt
+    from the checks a source already passed (rollup permission, TTL
+    permission).  ``ts_ns`` is the proposer's clock, as for a publish.
+    """
+
+    code: ClassVar[OpCode] = OpCode.SOURCED_MSG
+    msgs: tuple[Publish, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.msgs) is not tuple:
+            raise OpError("msgs must be a tuple")
+        if not 1 <= len(self.msgs) <= PUBLISHES_PER_ENTRY_MAX:
+            raise OpError(f"a SourcedMsg carries 1..{PUBLISHES_PER_ENTRY_MAX} messages")
+        for m in self.msgs:
+            if not isinstance(m, Publish):
+                raise OpError("msgs must hold Publish values")
+
+
+Op = StreamMsg | Purge | DeleteMsg | UpdatePolicy | Expire | MirrorMsg | SourcedMsg
 """Every op a stream group replicates."""
+
+
+# --------------------------------------------------------------------------- consumer ops
+#
+# A consumer's state changes travel as these ops (codes 32..63), replicated in
+# the stream's group later; today each consumer's ``LocalGroup`` applies them.
+# Every op names its consumer.  Times are the proposer's clock (``now_ns``).
+
+ACK_POLICIES = ("none", "all", "explicit", "flow_control")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerPolicy:
+    """What the consumer state machine needs of a consumer's config.
+
+    Attributes:
+        ack: ``none``/``all``/``explicit``/``flow_control``.
+        ack_wait_ns: redelivery delay (``backoff[0]`` when backoff is set).
+        backoff_ns: per-redelivery delays; the last one repeats.
+        max_deliver: deliveries allowed per message (-1 = unlimited).
+        max_ack_pending: outstanding acks allowed (<= 0 = unlimited).
+        filters: subject filters (() = every subject).
+    """
+
+    ack: str = "none"
+    ack_wait_ns: int = 30_000_000_000
+    backoff_ns: tuple[int, ...] = ()
+    max_deliver: int = -1
+    max_ack_pending: int = 0
+    filters: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.ack not in ACK_POLICIES:
+            raise OpError(f"bad ack policy {self.ack!r}")
+        _check_int("ack_wait_ns", self.ack_wait_ns, 0, INT64_MAX)
+        if type(self.backoff_ns) is not tuple:
+            raise OpError("backoff_ns must be a tuple")
+        for b in self.backoff_ns:
+            _check_int("backoff_ns", b, 0, INT64_MAX)
+        _check_int("max_deliver", self.max_deliver, -INT64_MAX, INT64_MAX)
+        _check_int("max_ack_pending", self.max_ack_pending, -INT64_MAX, INT64_MAX)
+        if type(self.filters) is not tuple:
+            raise OpError("filters must be a tuple")
+        for f in self.filters:
+            _check_str("filter", f)
+
+
+def _enc_cpolicy(p: ConsumerPolicy) -> list[Any]:
+    return [
+        p.ack,
+        p.ack_wait_ns,
+        list(p.backoff_ns),
+        p.max_deliver,
+        p.max_ack_pending,
+        list(p.filters),
+    ]
+
+
+def _dec_cpolicy(v: object) -> ConsumerPolicy:
+    ack, wait, backoff, md, map_, filters = _array("consumer policy", v, 6)
+    if type(backoff) is not list or type(filters) is not list:
+        raise OpError("consumer policy lists expected")
+    return ConsumerPolicy(_check_str("ack", ack), wait, tuple(backoff), md, map_, tuple(filters))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerCreated:
+    """A consumer starts (or restarts with a new policy).
+
+    ``start_seq`` is the first stream sequence to consider and ``last_per_subject``
+    the sequences a ``last_per_subject`` consumer delivers first; both were
+    chosen by the proposer from the stream (``select_start``).  Applied to a
+    consumer that already delivered, only the policy changes.
+    """
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_CREATED
+    consumer: str
+    policy: ConsumerPolicy
+    start_seq: int = 1
+    last_per_subject: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_str("consumer", self.consumer)
+        if not isinstance(self.policy, ConsumerPolicy):
+            raise OpError("policy must be a ConsumerPolicy")
+        _check_int("start_seq", self.start_seq, 1, UINT64_MAX)
+        for s in self.last_per_subject:
+            _check_int("last_per_subject", s, 1, UINT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerPolicyUpdate:
+    """The consumer's config changed (an update)."""
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_POLICY
+    consumer: str
+    policy: ConsumerPolicy
+
+    def __post_init__(self) -> None:
+        _check_str("consumer", self.consumer)
+        if not isinstance(self.policy, ConsumerPolicy):
+            raise OpError("policy must be a ConsumerPolicy")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerDelivered:
+    """Messages handed out (new ones and redeliveries), in order."""
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_DELIVERED
+    consumer: str
+    sseqs: tuple[int, ...]
+    now_ns: int
+
+    def __post_init__(self) -> None:
+        _check_str("consumer", self.consumer)
+        if type(self.sseqs) is not tuple or not self.sseqs:
+            raise OpError("sseqs must be a non-empty tuple")
+        for s in self.sseqs:
+            _check_int("sseq", s, 1, UINT64_MAX)
+        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
+
+
+class AckKind(enum.IntEnum):
+    """What an ack message said.  Append only."""
+
+    ACK = 1
+    NAK = 2
+    TERM = 3
+    PROGRESS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class AckItem:
+    """One ack: its kind and the ack subject's sequences.
+
+    Attributes:
+        delay_ns: a ``-NAK`` delay (-1 = none).
+        reason: a ``+TERM`` reason.
+    """
+
+    kind: AckKind
+    sseq: int
+    dseq: int
+    delay_ns: int = -1
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, AckKind):
+            raise OpError("kind must be an AckKind")
+        _check_int("sseq", self.sseq, 0, UINT64_MAX)
+        _check_int("dseq", self.dseq, 0, UINT64_MAX)
+        _check_int("delay_ns", self.delay_ns, -1, INT64_MAX)
+        _check_str("reason", self.reason, empty_ok=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerAcks:
+    """A batch of acks, naks, terms and progress notes, in arrival order."""
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_ACKS
+    consumer: str
+    acks: tuple[AckItem, ...]
+    now_ns: int
+
+    def __post_init__(self) -> None:
+        _check_str("consumer", self.consumer)
+        if type(self.acks) is not tuple or not self.acks:
+            raise OpError("acks must be a non-empty tuple")
+        for a in self.acks:
+            if not isinstance(a, AckItem):
+                raise OpError("acks must hold AckItem values")
+        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerTimeouts:
+    """Ack timers that ran out by ``now_ns``: redeliver or give up (max_deliver)."""
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_TIMEOUTS
+    consumer: str
+    now_ns: int
+
+    def __post_init__(self) -> None:
+        _check_str("consumer", self.consumer)
+        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStreamFirst:
+    """The stream's first sequence moved to ``first_seq`` (purge, limits)."""
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_STREAM_FIRST
+    consumer: str
+    first_seq: int
+
+    def __post_init__(self) -> None:
+        _check_str("consumer", self.consumer)
+        _check_int("first_seq", self.first_seq, 0, UINT64_MAX)
+
+
+ConsumerOp = (
+    ConsumerCreated
+    | ConsumerPolicyUpdate
+    | ConsumerDelivered
+    | ConsumerAcks
+    | ConsumerTimeouts
+    | ConsumerStreamFirst
+)
+"""Every op a consumer replicates."""
+
+
+def _consumer_body(op: ConsumerOp) -> object:
+    if isinstance(op, ConsumerCreated):
+        return [op.consumer, _enc_cpolicy(op.policy), op.start_seq, list(op.last_per_subject)]
+    if isinstance(op, ConsumerPolicyUpdate):
+        return [op.consumer, _enc_cpolicy(op.policy)]
+    if isinstance(op, ConsumerDelivered):
+        return [op.consumer, list(op.sseqs), op.now_ns]
+    if isinstance(op, ConsumerAcks):
+        items = [[int(a.kind), a.sseq, a.dseq, a.delay_ns, a.reason] for a in op.acks]
+        return [op.consumer, items, op.now_ns]
+    if isinstance(op, ConsumerTimeouts):
+        return [op.consumer, op.now_ns]
+    return [op.consumer, op.first_seq]
+
+
+def _dec_consumer_created(body: object) -> ConsumerCreated:
+    name, pol, start, lps = _array("consumer_created", body, 4)
+    if type(lps) is not list:
+        raise OpError("last_per_subject must be an array")
+    return ConsumerCreated(name, _dec_cpolicy(pol), start, tuple(lps))
+
+
+def _dec_consumer_policy(body: object) -> ConsumerPolicyUpdate:
+    name, pol = _array("consumer_policy", body, 2)
+    return ConsumerPolicyUpdate(name, _dec_cpolicy(pol))
+
+
+def _dec_consumer_delivered(body: object) -> ConsumerDelivered:
+    name, sseqs, now = _array("consumer_delivered", body, 3)
+    if type(sseqs) is not list:
+        raise OpError("sseqs must be an array")
+    return ConsumerDelivered(name, tuple(sseqs), now)
+
+
+def _dec_consumer_acks(body: object) -> ConsumerAcks:
+    name, items, now = _array("consumer_acks", body, 3)
+    if type(items) is not list:
+        raise OpError("acks must be an array")
+    acks = []
+    for item in items:
+        kind, sseq, dseq, delay, reason = _array("ack", item, 5)
+        if type(kind) is not int or kind not in AckKind._value2member_map_:
+            raise OpError(f"bad ack kind {kind!r}")
+        acks.append(AckItem(AckKind(kind), sseq, dseq, delay, reason))
+    return ConsumerAcks(name, tuple(acks), now)
+
+
+def _dec_consumer_timeouts(body: object) -> ConsumerTimeouts:
+    name, now = _array("consumer_timeouts", body, 2)
+    return ConsumerTimeouts(name, now)
+
+
+def _dec_consumer_stream_first(body: object) -> ConsumerStreamFirst:
+    name, first = _array("consumer_stream_first", body, 2)
+    return ConsumerStreamFirst(name, first)
 
 
 # --------------------------------------------------------------------------- codec
 
 
-def _body(op: Op) -> object:
+def _body(op: Op | ConsumerOp) -> object:
     if isinstance(op, StreamMsg):
         return [[m.subject, m.headers, m.payload, m.ts_ns] for m in op.msgs]
     if isinstance(op, Purge):
@@ -370,10 +741,16 @@ def _body(op: Op) -> object:
         return encode_policy(op.policy)
     if isinstance(op, Expire):
         return [op.now_ns]
+    if isinstance(op, MirrorMsg):
+        return [op.skip_to, [[m.seq, m.subject, m.headers, m.payload, m.ts_ns] for m in op.msgs]]
+    if isinstance(op, SourcedMsg):
+        return [[m.subject, m.headers, m.payload, m.ts_ns] for m in op.msgs]
+    if isinstance(op, ConsumerOp):
+        return _consumer_body(op)
     raise OpError(f"not an op: {type(op).__name__}")
 
 
-def encode_op(op: Op) -> bytes:
+def encode_op(op: Op | ConsumerOp) -> bytes:
     """Encode an op as one Raft entry.
 
     Raises:
@@ -418,12 +795,35 @@ def _dec_expire(body: object) -> Expire:
     return Expire(now_ns)
 
 
-_DECODERS: dict[int, Callable[[object], Op]] = {
+def _dec_mirror_msg(body: object) -> MirrorMsg:
+    skip_to, items = _array("mirror_msg", body, 2)
+    if type(items) is not list or len(items) > PUBLISHES_PER_ENTRY_MAX:
+        raise OpError("mirror_msg messages must be an array")
+    msgs = []
+    for item in items:
+        seq, subject, headers, payload, ts_ns = _array("mirrored", item, 5)
+        msgs.append(Mirrored(seq, subject, headers, payload, ts_ns))
+    return MirrorMsg(tuple(msgs), skip_to)
+
+
+def _dec_sourced_msg(body: object) -> SourcedMsg:
+    return SourcedMsg(_dec_stream_msg(body).msgs)
+
+
+_DECODERS: dict[int, Callable[[object], Op | ConsumerOp]] = {
     OpCode.STREAM_MSG: _dec_stream_msg,
     OpCode.PURGE: _dec_purge,
     OpCode.DELETE_MSG: _dec_delete,
     OpCode.UPDATE_POLICY: _dec_update,
     OpCode.EXPIRE: _dec_expire,
+    OpCode.MIRROR_MSG: _dec_mirror_msg,
+    OpCode.SOURCED_MSG: _dec_sourced_msg,
+    OpCode.CONSUMER_CREATED: _dec_consumer_created,
+    OpCode.CONSUMER_POLICY: _dec_consumer_policy,
+    OpCode.CONSUMER_DELIVERED: _dec_consumer_delivered,
+    OpCode.CONSUMER_ACKS: _dec_consumer_acks,
+    OpCode.CONSUMER_TIMEOUTS: _dec_consumer_timeouts,
+    OpCode.CONSUMER_STREAM_FIRST: _dec_consumer_stream_first,
 }
 
 
@@ -431,7 +831,7 @@ def _no_tags(decoder: object, tag: object) -> object:
     raise OpError("cbor tags are not allowed in ops")
 
 
-def decode_op(data: bytes) -> Op:
+def decode_op(data: bytes) -> Op | ConsumerOp:
     """Decode one entry made by ``encode_op``.
 
     Args:

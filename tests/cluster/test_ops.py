@@ -38,6 +38,14 @@ def test_op_codes_are_pinned() -> None:
         "DELETE_MSG": 3,
         "UPDATE_POLICY": 4,
         "EXPIRE": 5,
+        "MIRROR_MSG": 6,
+        "SOURCED_MSG": 7,
+        "CONSUMER_CREATED": 32,
+        "CONSUMER_POLICY": 33,
+        "CONSUMER_DELIVERED": 34,
+        "CONSUMER_ACKS": 35,
+        "CONSUMER_TIMEOUTS": 36,
+        "CONSUMER_STREAM_FIRST": 37,
     }
 
 

@@ -1,0 +1,157 @@
+"""Reading the stream for a consumer: start position, next messages, pending count.
+
+Theory of operation: these are pure functions over a ``StreamStore`` (reads
+only) and a ``ConsumerStateMachine`` (reads only).  The proposer uses them to
+*choose* what to propose (``ConsumerCreated.start_seq``, the sequences of a
+``ConsumerDelivered``); ``apply`` then decides, so a stale choice is harmless
+(apply skips sequences that are no longer deliverable).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterator
+
+from cluster.consumer_fsm.machine import ConsumerStateMachine
+from cluster.consumer_model import AckPolicy, ConsumerConfig, DeliverPolicy
+from cluster.ops import ConsumerPolicy
+from store.api import StoredMsg, StreamStore
+from store.errors import MsgNotFound, StoreEOF
+
+__all__ = ["count_pending", "next_messages", "policy_of", "rfc3339_to_ns", "select_start"]
+
+_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+
+
+def rfc3339_to_ns(text: str) -> int:
+    """Unix nanoseconds of an RFC3339 time (nanosecond precision kept).
+
+    Raises:
+        ValueError: not RFC3339.
+    """
+    m = _RFC3339.match(text)
+    if m is None:
+        raise ValueError(f"not an RFC3339 time: {text!r}")
+    base, frac, zone = m.groups()
+    tz = datetime.UTC if zone == "Z" else datetime.datetime.strptime(zone, "%z").tzinfo
+    dt = datetime.datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=tz)
+    nanos = int((frac or ".0")[1:].ljust(9, "0"))
+    return int(dt.timestamp()) * 1_000_000_000 + nanos
+
+
+def policy_of(cfg: ConsumerConfig) -> ConsumerPolicy:
+    """What the consumer state machine needs of a config."""
+    return ConsumerPolicy(
+        ack=cfg.ack_policy.value,
+        ack_wait_ns=max(cfg.ack_wait_ns, 0),
+        backoff_ns=tuple(max(b, 0) for b in cfg.backoff_ns),
+        max_deliver=cfg.max_deliver,
+        max_ack_pending=cfg.max_ack_pending if cfg.ack_policy is not AckPolicy.NONE else 0,
+        filters=cfg.filters,
+    )
+
+
+def _filters(cfg_filters: tuple[str, ...]) -> str | tuple[str, ...]:
+    return cfg_filters if cfg_filters else ">"
+
+
+def select_start(cfg: ConsumerConfig, store: StreamStore) -> tuple[int, tuple[int, ...]]:
+    """The first stream sequence to consider and the ``last_per_subject`` list.
+
+    Mirrors nats-server's ``selectStartingSeqNo``: ``all`` = the stream's first
+    sequence; ``last`` = the last message matching the filters; ``new`` = after
+    the last; ``by_start_sequence`` = ``opt_start_seq``; ``by_start_time`` =
+    the first message stored at or after ``opt_start_time``;
+    ``last_per_subject`` = the last message of each matching subject, then new
+    ones.
+    """
+    st = store.state()
+    after_last = st.last_seq + 1
+    first = max(st.first_seq, 1)
+    dp = cfg.deliver_policy
+    filters = _filters(cfg.filters)
+    if dp is DeliverPolicy.ALL:
+        return first, ()
+    if dp is DeliverPolicy.NEW:
+        return after_last, ()
+    if dp is DeliverPolicy.LAST:
+        try:
+            return store.load_last(filters).seq, ()
+        except MsgNotFound:
+            return after_last, ()
+    if dp is DeliverPolicy.BY_START_SEQUENCE:
+        return max(cfg.opt_start_seq, 1), ()
+    if dp is DeliverPolicy.BY_START_TIME:
+        at = rfc3339_to_ns(cfg.opt_start_time)
+        seq = first
+        while True:
+            m = store.load_next(">", seq)
+            if m is None:
+                return after_last, ()
+            if m.ts_ns >= at:
+                return m.seq, ()
+            seq = m.seq + 1
+    lasts: set[int] = set()
+    for f in cfg.filters:
+        lasts.update(s.last_seq for s in store.subject_state(f).values())
+    return after_last, tuple(sorted(lasts))
+
+
+def next_messages(fsm: ConsumerStateMachine, store: StreamStore) -> Iterator[StoredMsg]:
+    """Messages to deliver next, in nats-server's order: redeliveries, the
+    ``last_per_subject`` list, then new matching messages (only while under
+    ``max_ack_pending``).  Messages that vanished from the stream are skipped.
+    """
+    for sseq in fsm.redeliveries():
+        try:
+            yield store.load(sseq)
+        except (MsgNotFound, StoreEOF):
+            continue
+    taken = 0
+    for sseq in list(fsm.lss):
+        if _full(fsm, taken):
+            return
+        try:
+            yield store.load(sseq)
+            taken += 1
+        except (MsgNotFound, StoreEOF):
+            continue
+    if fsm.lss:
+        return
+    filters = _filters(fsm.policy.filters)
+    seq = fsm.next_sseq
+    while not _full(fsm, taken):
+        m = store.load_next(filters, seq)
+        if m is None:
+            return
+        yield m
+        taken += 1
+        seq = m.seq + 1
+
+
+def _full(fsm: ConsumerStateMachine, extra: int) -> bool:
+    m = fsm.policy.max_ack_pending
+    return fsm.policy.ack != "none" and m > 0 and len(fsm.pending) + extra >= m
+
+
+def count_pending(store: StreamStore, filters: tuple[str, ...], start_seq: int) -> int:
+    """Live messages matching ``filters`` with ``seq >= start_seq`` (``num_pending``)."""
+    st = store.state()
+    if start_seq > st.last_seq:
+        return 0
+    if not filters:
+        if start_seq <= st.first_seq:
+            return st.msgs
+        filters = (">",)
+    total = 0
+    for f in filters:
+        for subject, ss in store.subject_state(f).items():
+            if ss.first_seq >= start_seq:
+                total += ss.msgs
+            elif ss.last_seq >= start_seq:
+                seq = start_seq
+                while (m := store.load_next(subject, seq)) is not None:
+                    total += 1
+                    seq = m.seq + 1
+    return total
