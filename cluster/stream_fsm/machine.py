@@ -16,10 +16,12 @@ from cluster.headers import Headers, parse_headers
 from cluster.ops import (
     DeleteMsg,
     Expire,
+    MirrorMsg,
     Op,
     OpError,
     Publish,
     Purge,
+    SourcedMsg,
     StreamMsg,
     StreamPolicy,
     UpdatePolicy,
@@ -55,6 +57,7 @@ from cluster.stream_fsm.results import (
     err_wrong_last_msg_id,
     err_wrong_last_seq,
 )
+from cluster.stream_fsm.sourced import SourcingApply
 from store.api import StreamStore
 from store.errors import LimitExceeded, MsgNotFound, SnapshotError, StoreEOF
 from store.limits import StreamLimits
@@ -94,7 +97,7 @@ def store_limits(policy: StreamPolicy) -> StreamLimits:
 # --------------------------------------------------------------------------- machine
 
 
-class StreamStateMachine:
+class StreamStateMachine(SourcingApply):
     """One stream's replicated state over a ``StreamStore``.
 
     Args:
@@ -166,6 +169,10 @@ class StreamStateMachine:
             return self._apply_update(op)
         if isinstance(op, Expire):
             return self._apply_expire(op)
+        if isinstance(op, MirrorMsg):
+            return self._apply_mirror_msg(op)
+        if isinstance(op, SourcedMsg):
+            return self._apply_sourced_msg(op)
         raise OpError(f"not an op: {type(op).__name__}")
 
     # ------------------------------------------------------------------ publish
