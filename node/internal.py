@@ -12,7 +12,7 @@ out through the router on the server's behalf (replies, advisories).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from node.session import Subscription
 
@@ -47,6 +47,8 @@ class InternalClient:
         self._next_sid = 0
         self.in_msgs = 0
         self.out_msgs = 0
+        #: the client session whose message a handler is being called with
+        self.sender: Any = None
 
     def subscribe(
         self, subject: bytes, handler: Handler, queue: bytes | None = None
@@ -75,12 +77,21 @@ class InternalClient:
         reply: bytes | None,
         headers: bytes | None,
         payload: bytes,
+        src: Any = None,
     ) -> None:
-        """Called by the router; runs the subscription's handler (must not block)."""
+        """Called by the router; runs the subscription's handler (must not block).
+
+        ``src`` is the publishing client session (None for the server itself
+        or a route); the handler may read it as ``sender`` while it runs.
+        """
         handler = self._handlers.get(sub)
         if handler is not None:
             self.in_msgs += 1
-            handler(sub, subject, reply, headers, payload)
+            outer, self.sender = self.sender, src
+            try:
+                handler(sub, subject, reply, headers, payload)
+            finally:
+                self.sender = outer
 
     def publish(
         self,

@@ -135,7 +135,7 @@ class Router:
             if no_echo and c is src:
                 continue
             if c.internal:
-                c.deliver_internal(sub, subject, reply, headers, payload)
+                c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
             if c.deliver_filter is not None and not c.deliver_filter(subject):
@@ -163,7 +163,7 @@ class Router:
             sub = group[self.rng.randrange(len(group))] if len(group) > 1 else group[0]
             c = sub.client
             if c.internal:
-                c.deliver_internal(sub, subject, reply, headers, payload)
+                c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
             if headers is not None and not c.headers:

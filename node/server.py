@@ -405,19 +405,18 @@ class Server:
         finally:
             self.routes.dialing.discard(url)
 
+    def jetstream_view(self) -> Any:
+        """JetStream figures for ``/jsz`` (a ``node.monitor.jsz.JetStreamView``), or None."""
+        return self.jetstream.stats() if self.jetstream is not None else None
+
     def jetstream_stats(self) -> dict[str, Any]:
-        """Figures for ``/jsz`` and ``/varz`` (empty until JetStream runs)."""
-        if self.jetstream is None:
+        """JetStreamStats for ``/varz`` (empty until JetStream runs)."""
+        view = self.jetstream_view()
+        if view is None:
             return {}
-        st = self.jetstream.stats()
-        memory, storage = self.jetstream.usage() if self.jetstream.api else (0, 0)
-        return {
-            "streams": st["streams"],
-            "consumers": st["consumers"],
-            "messages": st["messages"],
-            "bytes": st["bytes"],
-            "stats": {"memory": memory, "storage": storage, "api": st["api"]},
-        }
+        from node.monitor.jsz import jetstream_stats
+
+        return {"stats": jetstream_stats(view)}
 
     def client_closed(self, session: ClientSession) -> None:
         if self.clients.pop(session.cid, None) is not None:

@@ -342,7 +342,11 @@ class ClientSession(Outbound):
             self._writer_done.set()
 
     def _ping_timer(self, now: float) -> None:
-        need_rtt = self.rtt_s == 0 or now - self._rtt_start > RTT_MEASUREMENT_INTERVAL_S
+        need_rtt = (
+            self.rtt_s == 0
+            or not self._rtt_start
+            or now - self._rtt_start > RTT_MEASUREMENT_INTERVAL_S
+        )
         if need_rtt or now - self.last_in >= self._ping_interval:
             if self._pings_out + 1 > self.server.cfg.ping_max:
                 self.server.stats.stale_connections += 1
@@ -498,6 +502,8 @@ class ClientSession(Outbound):
         self._proto.headers = self.headers
         self.server.router.gen += 1  # echo, permissions: retire delivery plans
         self.connected = True
+        # nats-server's first RTT estimate: accept to CONNECT (until a PONG measures it)
+        self.rtt_s = max(trio.current_time() - self.start, 1e-9)
         if not (self.verbose or self.pedantic or self.perms is not None):
             self._pub_handler, self._pub_run_handler = server.router.fast_publisher(self)
         else:

@@ -1,10 +1,14 @@
 """Shared pieces of the ``$JS.API`` handlers: the request value, error answers, JSON.
 
 A handler is ``async def handler(svc, req) -> str | bytes | None``: the text
-returned is published on ``req.reply``; ``None`` means the handler answered
-itself (or nothing is to be sent).  A handler refuses with ``raise
-ApiAnswer(text)`` (counted as an API error), typically through
-``error(type_, JSApiError(...))``.
+returned is published on ``req.reply`` (when there is one) and counted as an
+API request; ``None`` means the handler answered itself outside the API layer
+(or nothing is to be sent) and is neither counted nor audited, as nats-server
+does for a successful MSG.GET and for DIRECT.GET.  A handler refuses with
+``raise ApiAnswer(text)`` (counted as an API error), typically through
+``error(type_, JSApiError(...))``; an error answer nats-server sends as a
+plain response (MSG.DELETE's 10057/10032) is returned, not raised.  A request
+without a reply subject is still handled, counted and audited.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ class ApiRequest:
         reply: where the answer goes.
         headers: the request's header block, if any.
         body: the payload.
-        client: name of the requesting client (for audit advisories; may be "").
+        client: the requesting client session (its ClientInfo goes into the
+            audit advisory), None when unknown (a route, the server itself).
     """
 
     subject: bytes
@@ -42,7 +47,7 @@ class ApiRequest:
     reply: bytes
     headers: bytes | None
     body: bytes
-    client: str = ""
+    client: Any = None
 
 
 if TYPE_CHECKING:

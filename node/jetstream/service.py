@@ -27,6 +27,9 @@ from node.jetstream import msgs_api, snapshot_api, streams_api
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jsapi import render
+from node.monitor.connz import GLOBAL_ACCOUNT
+from node.monitor.endpoints import JS_API_LEVEL
+from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
 from node.session import Subscription
 
 if TYPE_CHECKING:
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_QUEUE_MAX = 10_000
+#: op prefixes nats-server drops when they come without a reply subject
+_NEED_REPLY = (("DIRECT", "GET"), ("CONSUMER", "MSG", "NEXT"))
 
 #: op prefix -> (handler, min and max count of tokens after the prefix)
 ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
@@ -83,6 +88,7 @@ class JetStreamService:
         self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
         self.api_total = 0
         self.api_errors = 0
+        self.api_inflight = 0  # queued or being handled
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -101,18 +107,23 @@ class JetStreamService:
                     await self._handle(req)
                 except Exception:
                     log.exception("event=jsapi_failure subject=%r", req.subject)
+                finally:
+                    self.api_inflight -= 1
 
     def _on_api(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
     ) -> None:
-        if not reply:
-            return  # no reply subject: ignored, as nats-server does
         tokens = subject.decode(errors="replace").split(".")
         op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
+        if not reply and any(op[: len(p)] == p for p in _NEED_REPLY):
+            return  # nats-server acts on other requests without a reply subject
+        req = ApiRequest(subject, op, reply or b"", hdr, body, self.client.sender)
         try:
-            self._send.send_nowait(ApiRequest(subject, op, reply, hdr, body))
+            self._send.send_nowait(req)
         except trio.WouldBlock:
             log.warning("event=jsapi_queue_full subject=%r", subject)
+        else:
+            self.api_inflight += 1
 
     # -- capture --------------------------------------------------------------
 
@@ -164,14 +175,16 @@ class JetStreamService:
             handler = route(req.op)
         if handler is None:
             return
-        self.api_total += 1
         answer: str | bytes | None
         try:
             answer = await handler(self, req)
         except ApiAnswer as a:
             self.api_errors += 1
             answer = a.text
-        if answer is not None:
+        if answer is None:
+            return  # answered outside the API layer: neither counted nor audited
+        self.api_total += 1  # after the handler: INFO reports the count before itself
+        if req.reply:
             self.client.publish(req.reply, answer.encode() if isinstance(answer, str) else answer)
         self.advisories.api_audit(req, answer)
 
@@ -181,53 +194,97 @@ class JetStreamService:
 
     def usage(self) -> tuple[int, int]:
         """Bytes stored ``(memory, file)``."""
-        memory = storage = 0
-        for s in self.api.streams.values():
-            st = s.store.state()
-            if s.cfg.storage.value == "memory":
-                memory += st.bytes
-            else:
-                storage += st.bytes
-        return memory, storage
+        view = self.stats()
+        return view.memory, view.storage
 
-    def stats(self) -> dict[str, Any]:
-        """Counters for ``/jsz`` and ``/varz``."""
-        streams = list(self.api.streams.values()) if self.api else []
-        states = [s.store.state() for s in streams]
-        return {
-            "streams": len(streams),
-            "consumers": 0,
-            "messages": sum(st.msgs for st in states),
-            "bytes": sum(st.bytes for st in states),
-            "api": {"total": self.api_total, "errors": self.api_errors},
-        }
+    def stats(self) -> JetStreamView:
+        """Figures for ``/jsz``, ``/varz`` and ``$JS.API.INFO``.
+
+        Usage is the sum of the streams' stored bytes by storage type;
+        reservations the sum of their ``max_bytes`` (when set) by storage
+        type, as nats-server reserves them.  trijet has the one account
+        ``$G``, without JetStream limits.
+        """
+        server = self.server
+        cluster: dict[str, Any] = {}
+        if server.cfg.cluster is not None and server.cfg.cluster.name:
+            cluster["name"] = server.cfg.cluster.name
+        cluster["leader"] = server.server_name
+        used = {"memory": 0, "file": 0}
+        reserved = {"memory": 0, "file": 0}
+        views = []
+        for stream in self.api.streams.values() if self.api else ():
+            cfg = stream.cfg
+            state = stream.store.state()
+            kind = "memory" if cfg.storage.value == "memory" else "file"
+            used[kind] += state.bytes
+            if cfg.max_bytes > 0:
+                reserved[kind] += cfg.max_bytes
+            views.append(
+                StreamView(
+                    name=cfg.name,
+                    created_ns=stream.created_ns,
+                    state=state,
+                    config=cfg.to_dict,
+                    consumer_count=self.consumer_count(cfg.name),
+                    cluster=cluster,
+                )
+            )
+        account = AccountView(
+            GLOBAL_ACCOUNT,
+            memory=used["memory"],
+            storage=used["file"],
+            api_total=self.api_total,
+            api_errors=self.api_errors,
+            streams=views,
+        )
+        return JetStreamView(
+            memory=used["memory"],
+            storage=used["file"],
+            reserved_memory=reserved["memory"],
+            reserved_storage=reserved["file"],
+            api_level=JS_API_LEVEL,
+            api_total=self.api_total,
+            api_errors=self.api_errors,
+            api_inflight=self.api_inflight,
+            accounts=(account,),
+        )
+
+
+#: JetStreamAccountLimits of an account without limits (nats-server's dynamic ``$G``)
+ACCOUNT_LIMITS_NONE: dict[str, Any] = {
+    "max_memory": -1,
+    "max_storage": -1,
+    "max_streams": -1,
+    "max_consumers": -1,
+    "max_ack_pending": -1,
+    "memory_max_stream_bytes": -1,
+    "storage_max_stream_bytes": -1,
+    "max_bytes_required": False,
+}
 
 
 async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
-    memory, storage = svc.usage()
-    js = svc.server.cfg.jetstream
+    """``$JS.API.INFO``: the account's usage, limits and API counters.
+
+    The API counters are read before this request is counted, as
+    nats-server does (the first INFO reports ``total`` 0).
+    """
+    view = svc.stats()
+    streams = [sv for acc in view.accounts for sv in acc.streams]
     body: dict[str, Any] = {
         "type": TYPE + "account_info_response",
-        "memory": memory,
-        "storage": storage,
-        "reserved_memory": 0,
-        "reserved_storage": 0,
-        "streams": len(svc.api.streams),
-        "consumers": sum(svc.consumer_count(n) for n in svc.api.streams),
-        "limits": {
-            "max_memory": js.max_memory_store,
-            "max_storage": js.max_file_store,
-            "max_streams": -1,
-            "max_consumers": -1,
-            "max_ack_pending": -1,
-            "memory_max_stream_bytes": -1,
-            "storage_max_stream_bytes": -1,
-            "max_bytes_required": False,
-        },
+        "memory": view.memory,
+        "storage": view.storage,
+        "reserved_memory": view.reserved_memory,
+        "reserved_storage": view.reserved_storage,
+        "streams": len(streams),
+        "consumers": sum(sv.consumer_count for sv in streams),
+        "limits": dict(ACCOUNT_LIMITS_NONE),
     }
     if svc.domain:
         body["domain"] = svc.domain
-    body["api"] = {"total": svc.api_total, "errors": svc.api_errors}
+    body["api"] = api_stats(view.api_level, view.api_total, view.api_errors)
     return dumps(body)
 
 

@@ -8,14 +8,13 @@ process are the HTTP shell's business.  What does not exist in trijet yet
 (routes, leaf nodes, gateways, MQTT, websockets) is reported the way
 nats-server reports it when unconfigured.
 
-JetStream: until the JetStream room exists these documents report the
-configuration from ``cfg.jetstream`` and zero usage.  The hook for real values
-is an optional ``server.jetstream_stats()`` returning a dict that may hold
-``stats`` (JetStreamStats: memory, storage, reserved_memory,
-reserved_storage, accounts, ha_assets, api{level,total,errors}),
-``streams``, ``consumers``, ``messages``, ``bytes``, ``total`` (accounts),
-``meta`` (MetaClusterInfo) and ``limits``; whatever it returns overrides the
-zeros here.
+JetStream: the configuration comes from ``cfg.jetstream`` (defaults resolved
+as nats-server does).  ``/varz`` takes usage from an optional
+``server.jetstream_stats()`` returning a dict that may hold ``stats``
+(JetStreamStats: memory, storage, reserved_memory, reserved_storage,
+accounts, ha_assets, api{level,total,errors}), ``meta`` (MetaClusterInfo) and
+``limits``; whatever it returns overrides the zeros here.  ``/jsz`` is built
+by :mod:`node.monitor.jsz` from ``server.jetstream_view()``.
 
 Keys deliberately left out of ``/varz`` (they describe the Go runtime or
 features trijet lacks): ``feature_flags`` (nats-server-internal JetStream
@@ -35,6 +34,7 @@ from typing import Any
 
 from node.monitor.connz import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, account_name, sub_detail
 from node.monitor.gofmt import NS_PER_S, go_time, rtt_string, uptime
+from node.monitor.jsz import jsz as jsz_doc
 from node.monitor.query import MonitorError, Query
 from node.subjects import valid_literal_subject
 from node.version import NATS_VERSION
@@ -148,6 +148,8 @@ def _js_config(server: Any) -> dict[str, Any]:
         cfg["sync_interval"] = _ns(float(js.sync_interval))
     if js.domain:
         cfg["domain"] = js.domain
+    if (js.max_memory_store or 0) > 0 and (js.max_file_store or 0) > 0:
+        cfg["compress_ok"] = True  # nats-server's static (not dynamic) JetStream config
     if js.unique_tag:
         cfg["unique_tag"] = js.unique_tag
     if js.strict:
@@ -563,42 +565,7 @@ def healthz(server: Any, query: Query | None = None) -> tuple[int, dict[str, Any
 
 
 def jsz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
-    """The ``/jsz`` document: nats-server's disabled shape, or config with (hooked) usage."""
-    q = query or Query()
-    for name in (
-        "accounts",
-        "streams",
-        "consumers",
-        "direct-consumers",
-        "config",
-        "leader-only",
-        "raft",
-        "stream-leader-only",
-    ):
-        q.bool(name)
-    q.int("offset")
-    q.int("limit")
-    now = _now(server, now)
-    enabled = server.cfg.jetstream.enabled
-    hook = _js_hook(server) if enabled else {}
-    doc: dict[str, Any] = _js_stats(hook)
-    if not enabled:
-        doc["api"]["level"] = 0
-    doc["server_id"] = server.server_id
-    doc["now"] = go_time(now)
-    if not enabled:
-        doc["disabled"] = True
-        doc["config"] = {"max_memory": 0, "max_storage": 0}
-    else:
-        doc["config"] = _js_config(server)
-        doc["limits"] = _js_limits(server, hook)
-    doc["streams"] = int(hook.get("streams", 0))
-    doc["consumers"] = int(hook.get("consumers", 0))
-    doc["messages"] = int(hook.get("messages", 0))
-    doc["bytes"] = int(hook.get("bytes", 0))
-    if hook.get("meta"):
-        doc["meta_cluster"] = hook["meta"]
-    if hook.get("account_details"):
-        doc["account_details"] = hook["account_details"]
-    doc["total"] = int(hook.get("total", 0))
-    return doc
+    """The ``/jsz`` document (see :mod:`node.monitor.jsz` for the options)."""
+    js_config = _js_config(server) if server.cfg.jetstream.enabled else None
+    limits = dict(server.cfg.jetstream.limits or {})
+    return jsz_doc(server, query, now=now, js_config=js_config, js_limits=limits)
