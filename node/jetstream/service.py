@@ -9,7 +9,10 @@ facade ``cluster.api``).  Each stream's subjects are internal subscriptions
 too: a captured message is offered to its stream together with a callback
 that publishes the PubAck on the message's reply subject once the stream's
 group says the message is applied and durable.  An unknown API subject gets
-no reply, as nats-server does.  Streams found on disk are recreated at start.
+no reply, as nats-server does.  Answers sent through the API layer are
+counted (``api_total``/``api_errors``, after the handler ran) and audited on
+``$JS.EVENT.ADVISORY.API`` (``common`` says which; ``advisories`` publishes).
+Streams found on disk are recreated at start.
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ class JetStreamService:
         self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
         self.api_total = 0
         self.api_errors = 0
+        #: PubAck bytes before the sequence, per stream (``_acker``)
+        self._ack_prefixes: dict[str, bytes] = {}
         self.api_inflight = 0  # queued or being handled
 
     # -- lifecycle ----------------------------------------------------------
@@ -129,6 +134,7 @@ class JetStreamService:
 
     def _capture(self, stream: Stream) -> None:
         name = stream.cfg.name
+        acker = self._acker
 
         def on_msg(
             sub: Subscription,
@@ -137,7 +143,7 @@ class JetStreamService:
             hdr: bytes | None,
             payload: bytes,
         ) -> None:
-            cb = None if (stream.cfg.no_ack or not reply) else self._acker(name, reply)
+            cb = None if (stream.cfg.no_ack or not reply) else acker(name, reply)
             if not stream.offer(subject.decode(), hdr, payload, cb) and reply:
                 self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
 
@@ -154,17 +160,34 @@ class JetStreamService:
             self.client.unsubscribe(sub)
 
     def _acker(self, stream: str, reply: bytes) -> Any:
+        publish = self.client.publish
+        prefix = self._ack_prefixes.get(stream)
+        if prefix is None:
+            prefix = self._ack_prefix(stream)
+
         def ack(result: Any) -> None:
-            if isinstance(result, PubResult):
+            if type(result) is PubResult and not result.duplicate and result.stream == stream:
+                publish(reply, prefix + b"%d}" % result.seq)
+            elif isinstance(result, PubResult):
                 text = render.pub_ack(
                     result.stream, result.seq, duplicate=result.duplicate, domain=self.domain
                 )
-                self.client.publish(reply, text.encode())
+                publish(reply, text.encode())
             elif isinstance(result, ApiErrorResult):
                 err = _pub_error(stream, result.code, result.err_code, result.description)
                 self.client.publish(reply, err)
 
         return ack
+
+    def _ack_prefix(self, stream: str) -> bytes:
+        """``render.pub_ack`` up to the sequence number (cached per stream name).
+
+        The PubAck of a stored message is this prefix, the decimal sequence and ``}``.
+        """
+        text = render.pub_ack(stream, 0, domain=self.domain)
+        prefix = text.removesuffix("0}").encode()
+        self._ack_prefixes[stream] = prefix
+        return prefix
 
     # -- API ------------------------------------------------------------------
 
