@@ -393,6 +393,12 @@ class MemoryStreamStore:
     def load_last(self, filters: Filters) -> StoredMsg:
         """See ``StreamStore.load_last``."""
         self._check_open()
+        lits = literal_filters(filters)
+        if lits is not None:
+            last = [next(reversed(q)) for q in (self._subj.get(x) for x in lits) if q]
+            if not last:
+                raise MsgNotFound("no message found")
+            return self._msgs[max(last)]
         match = compile_filters(filters)
         best = 0
         for subj, seqs in self._subj.items():

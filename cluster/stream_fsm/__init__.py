@@ -53,8 +53,9 @@ DESIGN §4) before results are acknowledged to clients.
 Effects are returned as data (``ApplyOutcome.effects``), never performed:
 ``NewMessages(last_seq)`` after an entry stored something (wake consumers),
 ``Purged(first_seq, purged)`` after a purge or rollup (consumers skip ahead).
-Hook for later: a republish rule would add a ``Republish(subject, headers,
-payload)`` effect next to ``NewMessages`` in ``_apply_stream_msg``.
+With ``report_stored`` set (streams that republish), every stored publish
+also yields ``Stored`` (the message and its subject's previous last sequence,
+looked up before the append); the shell republishes from it once durable.
 
 Modules: ``machine`` (the state machine and its snapshot document),
 ``results`` (result, effect and error values), ``parse`` (header values).
@@ -81,6 +82,7 @@ from cluster.stream_fsm.results import (
     Purged,
     PurgeResult,
     Result,
+    Stored,
     go_quote,
 )
 
@@ -98,6 +100,7 @@ __all__ = [
     "PurgeResult",
     "Purged",
     "Result",
+    "Stored",
     "StreamPolicy",
     "StreamSnapshotError",
     "StreamStateMachine",

@@ -52,6 +52,7 @@ from cluster.stream_fsm.results import (
     Purged,
     PurgeResult,
     Result,
+    Stored,
     err_rollup_invalid,
     err_store_failed,
     err_wrong_last_msg_id,
@@ -112,6 +113,9 @@ class StreamStateMachine(SourcingApply):
         self._policy = policy
         self._dedupe: dict[str, tuple[int, int]] = {}
         self._last_msg_id = ""
+        #: add a ``Stored`` effect per stored publish (the shell sets it for
+        #: streams that republish; it changes no state)
+        self.report_stored = False
         if store.limits != store_limits(policy):
             store.update_limits(store_limits(policy))
 
@@ -181,16 +185,27 @@ class StreamStateMachine(SourcingApply):
         results: list[Result] = []
         effects: list[Effect] = []
         stored = 0
+        report = self.report_stored
         for m in op.msgs:
+            prev = self._subject_last_seq(m.subject) if report else 0
             r, purged = self._publish(m)
             results.append(r)
             if isinstance(r, PubResult) and not r.duplicate:
                 stored = r.seq
+                if report:
+                    hdr = m.headers or b""
+                    effects.append(Stored(r.seq, m.subject, hdr, m.payload, m.ts_ns, prev))
             if purged is not None:
                 effects.append(purged)
         if stored:
             effects.append(NewMessages(stored))
         return ApplyOutcome(tuple(results), tuple(effects))
+
+    def _subject_last_seq(self, subject: str) -> int:
+        try:
+            return self._store.load_last(subject).seq
+        except MsgNotFound:
+            return 0
 
     def _publish(self, m: Publish) -> tuple[Result, Purged | None]:
         pol = self._policy

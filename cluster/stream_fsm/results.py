@@ -39,6 +39,7 @@ __all__ = [
     "PurgeResult",
     "Purged",
     "Result",
+    "Stored",
     "err_rollup_invalid",
     "err_store_failed",
     "err_wrong_last_msg_id",
@@ -114,7 +115,30 @@ class Purged:
     purged: int
 
 
-Effect = NewMessages | Purged
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """Effect (only when the machine's ``report_stored`` is set, e.g. for a
+    stream with ``republish``): one published message was stored.
+
+    Attributes:
+        seq: Its sequence.
+        subject: Its stored subject.
+        headers: Its header block (``b""`` if none).
+        payload: Its body.
+        ts_ns: Its timestamp.
+        subject_last_seq: The subject's last live sequence before it was
+            stored (0 if none): republish's ``Nats-Last-Sequence``.
+    """
+
+    seq: int
+    subject: str
+    headers: bytes
+    payload: bytes
+    ts_ns: int
+    subject_last_seq: int
+
+
+Effect = NewMessages | Purged | Stored
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from cluster.stream_fsm import (
     ApiErrorResult,
     ExpireResult,
     PubResult,
+    Stored,
     StreamStateMachine,
     parse_msg_ttl_ns,
     store_limits,
@@ -136,3 +137,31 @@ def test_max_age_and_ttl_together(kind: str, tmp_path: Path, stores: list[Stream
     )
     assert f.apply_op(Expire(T0 + 2 * SEC)).results == (ExpireResult(1),)
     assert [m.subject for m in all_msgs(f.store)] == ["b"]
+
+
+# --------------------------------------------------------------------------- Stored (republish)
+
+
+def test_stored_effect_carries_the_subject_last_seq(
+    kind: str, tmp_path: Path, stores: list[StreamStore]
+) -> None:
+    f = fsm(kind, tmp_path, stores, limits=StreamLimits(max_msgs_per_subject=1))
+    assert [e for e in publish(f, pub("a")).effects if isinstance(e, Stored)] == []
+    f.report_stored = True
+    out = publish(
+        f,
+        pub("a", b"1", headers={"X": "1"}),
+        pub("b", b"2"),
+        pub("a", b"3", headers={"Nats-Msg-Id": "d"}),
+        pub("a", b"3", headers={"Nats-Msg-Id": "d"}),  # duplicate: nothing stored
+    )
+    stored = [e for e in out.effects if isinstance(e, Stored)]
+    # the previous message on the subject is looked up before the append (the
+    # per-subject limit then removes it)
+    assert [(e.seq, e.subject, e.payload, e.subject_last_seq) for e in stored] == [
+        (2, "a", b"1", 1),
+        (3, "b", b"2", 0),
+        (4, "a", b"3", 2),
+    ]
+    assert stored[0].headers == b"NATS/1.0\r\nX: 1\r\n\r\n"
+    assert stored[1].ts_ns == T0
