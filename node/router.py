@@ -473,6 +473,57 @@ class Router:
         """Deliver a message that arrived on a route (an ``RMsg`` event)."""
         self.publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
 
+    def deliver_as(
+        self,
+        to: bytes,
+        subject: bytes,
+        reply: bytes | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> int:
+        """Deliver to the local subscribers of ``to`` a message whose MSG line
+        names ``subject`` (JetStream deliveries: routed by the inbox, shown
+        with the stream subject).  One member per queue group.  Returns the
+        number of copies handed out.
+        """
+        r = self.sublist.match(to)
+        targets = list(r.psubs)
+        for group in r.qsubs:
+            targets.append(group[self.rng.randrange(len(group))] if len(group) > 1 else group[0])
+        mid = b" " + reply + b" " if reply else b" "
+        plen = len(payload)
+        n = 0
+        for sub in targets:
+            c = sub.client
+            if c.internal:
+                c.deliver_internal(sub, subject, reply, headers, payload, None)
+            else:
+                if headers is None or not c.headers:
+                    body = mid + str(plen).encode() + CRLF + payload + CRLF
+                    data = b"MSG " + subject + sub.sid_sp + body
+                else:
+                    hl = len(headers)
+                    sizes = str(hl).encode() + b" " + str(hl + plen).encode()
+                    data = (
+                        b"HMSG "
+                        + subject
+                        + sub.sid_sp
+                        + mid
+                        + sizes
+                        + CRLF
+                        + headers
+                        + payload
+                        + CRLF
+                    )
+                c.enqueue(data, plen)
+                sub.delivered += 1
+                if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
+                    c.remove_sub(sub)
+            n += 1
+        self.out_msgs += n
+        self.out_bytes += plen * n
+        return n
+
     def no_responders(self, src: Any, subject: bytes, reply: bytes) -> None:
         """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""
         r = self.sublist.match(reply)

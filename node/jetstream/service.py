@@ -25,10 +25,12 @@ import trio
 from cluster.api import JetStreamApi
 from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
+from cluster.transform import cached as cached_transform
 from node.internal import InternalClient
-from node.jetstream import msgs_api, snapshot_api, streams_api
+from node.jetstream import consumers_api, msgs_api, republish, snapshot_api, streams_api
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
+from node.jetstream.delivery import ConsumerManager
 from node.jsapi import render
 from node.monitor.connz import GLOBAL_ACCOUNT
 from node.monitor.endpoints import JS_API_LEVEL
@@ -59,6 +61,14 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
     ("DIRECT", "GET"): (msgs_api.direct_get, 1, 1_000),
     ("STREAM", "SNAPSHOT"): (snapshot_api.snapshot, 1, 1),
     ("STREAM", "RESTORE"): (snapshot_api.restore, 1, 1),
+    ("CONSUMER", "CREATE"): (consumers_api.create, 1, 1_000),
+    ("CONSUMER", "DURABLE", "CREATE"): (consumers_api.create, 2, 2),
+    ("CONSUMER", "INFO"): (consumers_api.info, 2, 2),
+    ("CONSUMER", "DELETE"): (consumers_api.delete, 2, 2),
+    ("CONSUMER", "NAMES"): (consumers_api.names, 1, 1),
+    ("CONSUMER", "LIST"): (consumers_api.list_, 1, 1),
+    ("CONSUMER", "MSG", "NEXT"): (consumers_api.msg_next, 2, 2),
+    ("CONSUMER", "PAUSE"): (consumers_api.pause, 2, 2),
 }
 
 
@@ -86,6 +96,7 @@ class JetStreamService:
         self.store_dir = js.jetstream_dir
         self.client = InternalClient(server, "jetstream")
         self.api: JetStreamApi = None  # type: ignore[assignment]  # set in run()
+        self.consumers: ConsumerManager = None  # type: ignore[assignment]  # set in run()
         self.advisories = Advisories(self)
         self._subs: dict[str, list[Subscription]] = {}
         self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
@@ -100,9 +111,12 @@ class JetStreamService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Recover streams, subscribe the API, answer requests until cancelled."""
         async with trio.open_nursery() as nursery:
-            self.api = JetStreamApi(self.store_dir, nursery)
+            self.api = JetStreamApi(self.store_dir, nursery, domain=self.domain)
             self.api.on_stream_started.append(self._capture)
+            self.api.on_stream_started.append(self._attach_republish)
             await self.api.recover()
+            self.consumers = ConsumerManager(self, nursery)
+            await self.consumers.recover()
             self.client.subscribe(b"$JS.API.>", self._on_api)
             if self.domain:
                 self.client.subscribe(b"$JS." + self.domain.encode() + b".API.>", self._on_api)
@@ -144,10 +158,23 @@ class JetStreamService:
             payload: bytes,
         ) -> None:
             cb = None if (stream.cfg.no_ack or not reply) else acker(name, reply)
-            if not stream.offer(subject.decode(), hdr, payload, cb) and reply:
+            subj = subject.decode()
+            st = stream.cfg.subject_transform
+            if st is not None:  # stored under the transformed subject, if it matches
+                tr = cached_transform(st.src, st.dest)
+                subj = (tr.match(subj) if tr is not None else None) or subj
+            if not stream.offer(subj, hdr, payload, cb) and reply:
                 self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
 
         self._subs[name] = [self.client.subscribe(s.encode(), on_msg) for s in stream.cfg.subjects]
+
+    def _attach_republish(self, stream: Stream) -> None:
+        client = self.client
+
+        def publish(subject: bytes, payload: bytes, headers: bytes) -> None:
+            client.publish(subject, payload, headers=headers)
+
+        republish.attach(stream, publish)
 
     def recapture(self, stream: Stream) -> None:
         """Subscribe the stream's (changed) subjects afresh."""
@@ -212,8 +239,8 @@ class JetStreamService:
         self.advisories.api_audit(req, answer)
 
     def consumer_count(self, stream: str) -> int:
-        """Consumers on ``stream`` (none until consumers exist)."""
-        return 0
+        """Consumers on ``stream``."""
+        return self.consumers.count(stream) if self.consumers is not None else 0
 
     def usage(self) -> tuple[int, int]:
         """Bytes stored ``(memory, file)``."""

@@ -1,22 +1,32 @@
 """``$JS.API.STREAM.*`` handlers: CREATE, UPDATE, INFO, DELETE, NAMES, LIST, PURGE.
 
-Each validates the request as nats-server does (``node.jsapi.streamconfig``)
-before anything changes, then asks the facade (``cluster.api``).
+Theory of operation: each handler checks the request in nats-server's order
+(body shape, strict Go decoding with 10025 ``invalid JSON: …``, field
+combinations, then the stream) before anything changes, and only then asks
+the facade (``cluster.api``); what depends on stream state (deny_purge,
+sealed, the purge itself) is decided in the stream's apply.  Answers are
+shaped as nats-server's Go response structs write them: error answers of
+paged calls keep their zero ``total``/``offset``/``limit`` (and NAMES its
+``"streams":null``, LIST ``"streams":[]``), PURGE errors ``"purged":0``.
+StreamInfo carries ``cluster`` only in INFO answers (a single nats-server
+2.15 leaves it out of CREATE, UPDATE and LIST).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
 from cluster.api import StreamNotFound
 from cluster.stream_fsm import ApiErrorResult, PurgeResult
 from cluster.streams import Stream
-from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error, json_object
+from store.api import StreamState
+from node.jetstream import apireq
+from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
 from node.jsapi import render
 from node.jsapi.errors import (
     BAD_REQUEST,
-    INVALID_JSON,
     NOT_EMPTY_REQUEST,
     STREAM_NOT_FOUND,
     JSApiError,
@@ -35,6 +45,8 @@ if TYPE_CHECKING:
 
 NAMES_PAGE = 1024
 LIST_PAGE = 256
+SUBJECTS_PAGE = 100_000
+"""Most subjects one STREAM.INFO lists (nats-server ``JSMaxSubjectDetails``)."""
 DELETE_RESPONSE = TYPE + "stream_delete_response"
 NAMES_RESPONSE = TYPE + "stream_names_response"
 PURGE_RESPONSE = TYPE + "stream_purge_response"
@@ -49,16 +61,31 @@ def stream_of(svc: JetStreamService, name: str, type_: str) -> Stream:
 
 
 def info_dict(
-    svc: JetStreamService, stream: Stream, *, paging: tuple[int, int, int] | None = None
+    svc: JetStreamService,
+    stream: Stream,
+    *,
+    paging: tuple[int, int, int] | None = None,
+    state: StreamState | None = None,
+    cluster: bool = False,
 ) -> dict[str, Any]:
-    """StreamInfo of ``stream`` as this server reports it."""
+    """StreamInfo of ``stream`` as this server reports it.
+
+    Args:
+        svc: the service.
+        stream: the stream.
+        paging: ``(total, offset, limit)`` of the subjects listed (INFO only).
+        state: the state to report (default: the store's plain state).
+        cluster: add ``{"leader": <server name>}`` (INFO answers).
+    """
     return render.stream_info_dict(
         stream.cfg,
-        stream.store.state(),
+        state if state is not None else stream.store.state(),
         created_ns=stream.created_ns,
         ts_ns=time.time_ns(),
         consumer_count=svc.consumer_count(stream.cfg.name),
-        cluster={"leader": svc.server.server_name},
+        cluster={"leader": svc.server.server_name} if cluster else None,
+        mirror=svc.api.sourcing.mirror_info(stream.cfg.name),
+        sources=svc.api.sourcing.sources_info(stream.cfg.name),
         domain=svc.domain,
         paging=paging,
     )
@@ -94,19 +121,57 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str:
         raise error(type_, err) from None
     await svc.api.update_stream(cfg)
     stream = svc.api.stream(cfg.name)
-    if cfg.subjects != old.subjects:
+    if cfg.subjects != old.subjects or cfg.allow_direct != old.allow_direct:
         svc.recapture(stream)
     svc.advisories.stream_action("modify", cfg.name, cfg)
     return render.stream_update_response(info_dict(svc, stream))
 
 
 async def info(svc: JetStreamService, req: ApiRequest) -> str:
-    stream = stream_of(svc, req.op[2], render.STREAM_INFO_RESPONSE)
-    return render.stream_info_response(info_dict(svc, stream, paging=(0, 0, 0)))
+    """STREAM.INFO: optional ``deleted_details``, ``subjects_filter`` with ``offset``."""
+    type_ = render.STREAM_INFO_RESPONSE
+    zero_paging = {"total": 0, "offset": 0, "limit": 0}
+    req_ = {}
+    if apireq.is_json_object_or_array(req.body):
+        try:
+            req_ = apireq.decode(req.body, apireq.STREAM_INFO)
+        except JSApiError as err:
+            raise ApiAnswer(render.error_response_with(type_, err, zero_paging)) from None
+    try:
+        stream = svc.api.stream(req.op[2])
+    except StreamNotFound:
+        err = JSApiError(STREAM_NOT_FOUND)
+        raise ApiAnswer(render.error_response_with(type_, err, zero_paging)) from None
+    details = req_.get("deleted_details", False)
+    filt = req_.get("subjects_filter", "")
+    state = stream.store.state(deleted_details=details, subjects_filter=filt or None)
+    paging = (0, 0, 0)
+    if filt and state.subjects:
+        state, paging = _subjects_page(state, max(req_.get("offset", 0), 0))
+    else:
+        state = dataclasses.replace(state, subjects=None)
+    info = info_dict(svc, stream, paging=paging, state=state, cluster=True)
+    return render.stream_info_response(info)
+
+
+def _subjects_page(state: StreamState, offset: int) -> tuple[StreamState, tuple[int, int, int]]:
+    """One page of the subject counts (sorted by subject past the first page).
+
+    The answer's ``offset`` is the one asked for, even past the end (then no
+    ``subjects`` are listed), as nats-server reports it.
+    """
+    counts = state.subjects or {}
+    total = len(counts)
+    if offset == 0 and total <= SUBJECTS_PAGE:
+        return state, (total, 0, SUBJECTS_PAGE)
+    names = sorted(counts)[offset : offset + SUBJECTS_PAGE]
+    page = {n: counts[n] for n in names} or None
+    return dataclasses.replace(state, subjects=page), (total, offset, SUBJECTS_PAGE)
 
 
 async def delete(svc: JetStreamService, req: ApiRequest) -> str:
-    if req.body.strip():
+    """STREAM.DELETE: the body must be empty (or an empty JSON object)."""
+    if not apireq.is_empty_request(req.body):
         raise error(DELETE_RESPONSE, JSApiError(NOT_EMPTY_REQUEST))
     stream = stream_of(svc, req.op[2], DELETE_RESPONSE)
     cfg = stream.cfg
@@ -116,16 +181,20 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
     return dumps({"type": DELETE_RESPONSE, "success": True})
 
 
-def _paging(body: bytes, type_: str) -> tuple[int, str]:
-    req = json_object(body, type_)
-    offset = req.get("offset", 0)
-    subject = req.get("subject", "")
-    if type(offset) is not int or not isinstance(subject, str):
-        raise error(type_, JSApiError(INVALID_JSON))
-    return max(offset, 0), subject
+def _paging(body: bytes, request: apireq.Request, type_: str, empty: Any) -> tuple[int, str]:
+    """``(offset, subject filter)`` of a NAMES/LIST request."""
+    if not apireq.is_json_object_or_array(body):
+        return 0, ""
+    try:
+        req = apireq.decode(body, request)
+    except JSApiError as err:
+        tail = {"total": 0, "offset": 0, "limit": 0, "streams": empty}
+        raise ApiAnswer(render.error_response_with(type_, err, tail)) from None
+    return max(req.get("offset", 0), 0), req.get("subject", "")
 
 
 def _matching(svc: JetStreamService, subject: str) -> list[Stream]:
+    """Streams (by name) with a subject that collides with ``subject`` ("" = all)."""
     streams = [svc.api.streams[n] for n in sorted(svc.api.streams)]
     if not subject:
         return streams
@@ -134,14 +203,16 @@ def _matching(svc: JetStreamService, subject: str) -> list[Stream]:
 
 
 async def names(svc: JetStreamService, req: ApiRequest) -> str:
-    offset, subject = _paging(req.body, NAMES_RESPONSE)
+    """STREAM.NAMES: ``offset`` and ``subject`` filter; no names is ``"streams":null``."""
+    offset, subject = _paging(req.body, apireq.STREAM_NAMES, NAMES_RESPONSE, None)
     streams = _matching(svc, subject)
+    offset = min(offset, len(streams))
     page = [s.cfg.name for s in streams[offset : offset + NAMES_PAGE]]
     return dumps(
         {
             "type": NAMES_RESPONSE,
             "total": len(streams),
-            "offset": min(offset, len(streams)),
+            "offset": offset,
             "limit": NAMES_PAGE,
             "streams": page or None,
         }
@@ -149,34 +220,43 @@ async def names(svc: JetStreamService, req: ApiRequest) -> str:
 
 
 async def list_(svc: JetStreamService, req: ApiRequest) -> str:
-    offset, subject = _paging(req.body, render.STREAM_LIST_RESPONSE)
+    """STREAM.LIST: like NAMES with StreamInfos; no streams is ``"streams":[]``."""
+    type_ = render.STREAM_LIST_RESPONSE
+    offset, subject = _paging(req.body, apireq.STREAM_LIST, type_, [])
     streams = _matching(svc, subject)
+    offset = min(offset, len(streams))
     infos = [info_dict(svc, s) for s in streams[offset : offset + LIST_PAGE]]
-    return render.stream_list_response(
-        infos, total=len(streams), offset=min(offset, len(streams)), limit=LIST_PAGE
-    )
+    return render.stream_list_response(infos, total=len(streams), offset=offset, limit=LIST_PAGE)
 
 
 def _purge_error(err: JSApiError) -> ApiAnswer:
-    return ApiAnswer(
-        dumps({"type": PURGE_RESPONSE, "error": err.to_dict(), "success": False, "purged": 0})
-    )
+    return ApiAnswer(render.error_response_with(PURGE_RESPONSE, err, {"purged": 0}))
 
 
 async def purge(svc: JetStreamService, req: ApiRequest) -> str:
-    stream = stream_of(svc, req.op[2], PURGE_RESPONSE)
+    """STREAM.PURGE: all, or by ``filter``, below ``seq``, keeping ``keep``.
+
+    A body that is not a JSON object or array (``x``, ``null``) purges
+    everything, as in nats-server; ``seq`` with ``keep`` is 10003.
+    """
+    body: dict[str, Any] = {}
+    if apireq.is_json_object_or_array(req.body):
+        try:
+            body = apireq.decode(req.body, apireq.PURGE)
+        except JSApiError as err:
+            raise _purge_error(err) from None
+        if body.get("seq", 0) > 0 and body.get("keep", 0) > 0:
+            raise _purge_error(JSApiError(BAD_REQUEST))
     try:
-        body = json_object(req.body, PURGE_RESPONSE)
-    except ApiAnswer:
-        raise _purge_error(JSApiError(INVALID_JSON)) from None
-    filt = body.get("filter") or None
-    seq = body.get("seq") or None
-    keep = body.get("keep") or None
-    if seq is not None and keep is not None:
-        raise _purge_error(JSApiError(BAD_REQUEST))
-    result = await stream.purge(filt, seq, keep)
+        stream = svc.api.stream(req.op[2])
+    except StreamNotFound:
+        raise _purge_error(JSApiError(STREAM_NOT_FOUND)) from None
+    result = await stream.purge(
+        body.get("filter") or None, body.get("seq") or None, body.get("keep") or None
+    )
     if isinstance(result, PurgeResult):
         return dumps({"type": PURGE_RESPONSE, "success": True, "purged": result.purged})
-    assert isinstance(result, ApiErrorResult)
+    if not isinstance(result, ApiErrorResult):
+        raise TypeError(f"unexpected purge result {result!r}")
     err = {"code": result.code, "err_code": result.err_code, "description": result.description}
-    raise ApiAnswer(dumps({"type": PURGE_RESPONSE, "error": err, "success": False, "purged": 0}))
+    raise ApiAnswer(dumps({"type": PURGE_RESPONSE, "error": err, "purged": 0}))

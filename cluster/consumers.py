@@ -1,0 +1,376 @@
+"""Consumers on one node: the trio shell around a consumer's state machine.
+
+Theory of operation: a ``Consumer`` owns its ``ConsumerStateMachine``, its
+``ConsumerStore`` and a ``LocalGroup`` (R1; later the stream's Raft group
+carries the same ops).  Everything that changes the consumer is an op
+proposed through the group: the group applies it and syncs the consumer
+store before the result comes back, so an acknowledged ack or a delivery is
+on disk.  The consumer's one task drives the group, the ack queue and the
+ack timers:
+
+* acks arrive synchronously from the router (``offer_ack``), are queued
+  (bounded) and proposed in batches as one ``ConsumerAcks``; each ack's
+  callback then gets its ``AckOutcome`` (ack sync replies).
+* timers are data: the task sleeps until ``fsm.next_due_ns()`` (or until
+  something changes) and proposes ``ConsumerTimeouts(now)``.
+* the stream's ``listeners`` tell it about new messages (``NewMessages``:
+  wake the deliverer; no polling) and purges (``Purged``: propose
+  ``ConsumerStreamFirst``).
+
+Delivery itself (pull waiting lists, push subjects) is the node's business
+(``node/jetstream/delivery.py``): it calls ``deliver(n, max_bytes)``, which
+chooses messages (``select.next_messages``), proposes ``ConsumerDelivered``
+and returns the messages with their ``Delivery`` values.  ``changed`` is an
+event the deliverer waits on; it is set whenever delivery may proceed.
+``outcome_listeners`` see every applied ``ConsumerOutcome`` (advisories,
+interest/workqueue retention).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from cluster.consumer_fsm import (
+    ConsumerOutcome,
+    ConsumerStateMachine,
+    Delivery,
+    count_pending,
+    next_messages,
+    policy_of,
+    select_start,
+)
+from cluster.consumer_model import ConsumerConfig
+from cluster.local import LocalGroup
+from cluster.model import Storage
+from cluster.ops import (
+    AckItem,
+    ConsumerAcks,
+    ConsumerCreated,
+    ConsumerDelivered,
+    ConsumerOp,
+    ConsumerPolicyUpdate,
+    ConsumerStreamFirst,
+    ConsumerTimeouts,
+    encode_op,
+)
+from cluster.stream_fsm import ApplyOutcome, NewMessages, Purged
+from cluster.streams import Stream
+from store.api import ConsumerStore, StoredMsg
+from store.consumer import FileConsumerStore
+from store.memory import MemoryConsumerStore
+
+log = logging.getLogger(__name__)
+
+ACK_QUEUE_MAX = 100_000
+ACKS_PER_OP_MAX = 4096
+TIMER_RECHECK_S = 60.0
+"""Longest sleep of the timer loop before it looks again (clock jumps)."""
+
+#: callback(outcome) for one queued ack
+OnAck = Callable[[Any], None]
+
+
+class Consumer:
+    """One consumer's shell.
+
+    Args:
+        stream: the stream it reads.
+        name: the consumer's name.
+        cfg: its config (defaults applied).
+        store: where its state is kept.
+        created_ns: creation time (wall clock, ns).
+    """
+
+    def __init__(
+        self,
+        stream: Stream,
+        name: str,
+        cfg: ConsumerConfig,
+        store: ConsumerStore,
+        created_ns: int,
+    ) -> None:
+        self.stream = stream
+        self.name = name
+        self.cfg = cfg
+        self.store = store
+        self.created_ns = created_ns
+        self.fsm = ConsumerStateMachine(name, store)
+        self.group = LocalGroup(f"{stream.cfg.name}/{name}", self.fsm, store.sync)
+        self._acks: list[tuple[AckItem, OnAck | None]] = []
+        self._acks_wake = trio.Event()
+        self._timer_changed = trio.Event()
+        self.changed = trio.Event()
+        self.outcome_listeners: list[Callable[[ConsumerOutcome], None]] = []
+        self.closed = False
+        self._pending_cache: tuple[int, int, int] | None = None  # (next_sseq, last_seq, count)
+        self._first_seq = 0  # a purge to tell the state machine about
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start the group, announce the config, then serve acks and timers."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.group.run)
+            start, lss = await trio.to_thread.run_sync(select_start, self.cfg, self.stream.store)
+            await self.propose(ConsumerCreated(self.name, policy_of(self.cfg), start, lss))
+            self.stream.listeners.append(self._on_stream)
+            nursery.start_soon(self._timer_loop)
+            task_status.started()
+            try:
+                await self._ack_loop()
+            finally:
+                self.closed = True
+                if self._on_stream in self.stream.listeners:
+                    self.stream.listeners.remove(self._on_stream)
+                self.changed.set()
+
+    def _on_stream(self, outcome: ApplyOutcome) -> None:
+        for effect in outcome.effects:
+            if isinstance(effect, NewMessages):
+                self._wake()
+            elif isinstance(effect, Purged):
+                self._first_seq = max(self._first_seq, effect.first_seq)
+                self._acks_wake.set()
+
+    def _wake(self) -> None:
+        self.changed.set()
+
+    async def propose(self, op: ConsumerOp) -> ConsumerOutcome:
+        """Apply ``op`` through the group (durable on return) and tell listeners."""
+        out: ConsumerOutcome = await self.group.propose(encode_op(op))
+        for listener in self.outcome_listeners:
+            listener(out)
+        if out.wake:
+            self._wake()
+        self._timer_changed.set()
+        return out
+
+    async def update(self, cfg: ConsumerConfig) -> None:
+        """Take a changed config (``check_update`` already passed)."""
+        self.cfg = cfg
+        await self.propose(ConsumerPolicyUpdate(self.name, policy_of(cfg)))
+
+    # -- acks -----------------------------------------------------------------------
+
+    def offer_ack(self, item: AckItem, on_done: OnAck | None) -> bool:
+        """Queue an ack (called synchronously by the router); False when full."""
+        if len(self._acks) >= ACK_QUEUE_MAX:
+            return False
+        self._acks.append((item, on_done))
+        self._acks_wake.set()
+        return True
+
+    async def _ack_loop(self) -> None:
+        """Propose queued acks in batches, and stream purges as they happen."""
+        while True:
+            if not self._acks and not self._first_seq:
+                await self._acks_wake.wait()
+            self._acks_wake = trio.Event()
+            if self._first_seq:
+                first, self._first_seq = self._first_seq, 0
+                await self.propose(ConsumerStreamFirst(self.name, first))
+            if not self._acks:
+                continue
+            batch = self._acks[:ACKS_PER_OP_MAX]
+            del self._acks[:ACKS_PER_OP_MAX]
+            op = ConsumerAcks(self.name, tuple(a for a, _ in batch), time.time_ns())
+            out = await self.propose(op)
+            for (_, cb), res in zip(batch, out.acks, strict=True):
+                if cb is not None:
+                    cb(res)
+
+    # -- timers ---------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        while True:
+            self._timer_changed = trio.Event()
+            due = self.fsm.next_due_ns()
+            if due is None:
+                await self._timer_changed.wait()
+                continue
+            delay_s = (due - time.time_ns()) / 1e9
+            if delay_s > 0:
+                with trio.move_on_after(min(delay_s, TIMER_RECHECK_S)):
+                    await self._timer_changed.wait()
+                continue
+            await self.propose(ConsumerTimeouts(self.name, time.time_ns()))
+
+    # -- delivery -------------------------------------------------------------------
+
+    def has_messages(self) -> bool:
+        """Something is deliverable now (a redelivery, or a new message under
+        ``max_ack_pending``)."""
+        if self.fsm.redeliveries():
+            return True
+        if self.fsm.at_max_ack_pending():
+            return False
+        return self.num_pending() > 0
+
+    def num_pending(self) -> int:
+        """Matching messages not yet delivered (ConsumerInfo ``num_pending``)."""
+        nxt = self.fsm.next_sseq
+        last = self.stream.store.state().last_seq
+        cached = self._pending_cache
+        if cached is not None and cached[0] == nxt and cached[1] == last:
+            return cached[2]
+        n = count_pending(self.stream.store, self.fsm.policy.filters, nxt)
+        n += len([s for s in self.fsm.lss if s < nxt])
+        self._pending_cache = (nxt, last, n)
+        return n
+
+    async def deliver(
+        self, n: int, max_bytes: int = 0
+    ) -> tuple[list[tuple[StoredMsg, Delivery]], bool]:
+        """Hand out up to ``n`` messages (``max_bytes`` > 0 bounds their size).
+
+        Returns:
+            ``(deliveries, too_big)``: the messages with their ``Delivery``
+            (consumer seq, delivery count), and whether the first candidate
+            alone exceeded ``max_bytes`` (nothing delivered then).
+        """
+        picked: list[StoredMsg] = []
+        size = 0
+        too_big = False
+        for m in next_messages(self.fsm, self.stream.store):
+            msize = len(m.subject) + len(m.headers) + len(m.payload)
+            if max_bytes > 0 and size + msize > max_bytes:
+                too_big = not picked
+                break
+            picked.append(m)
+            size += msize
+            if len(picked) >= n:
+                break
+        if not picked:
+            return [], too_big
+        out = await self.propose(
+            ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
+        )
+        by_seq = {m.seq: m for m in picked}
+        return [(by_seq[d.sseq], d) for d in out.deliveries], False
+
+
+class ConsumerRegistry:
+    """The node's consumers, persisted next to their streams.
+
+    A consumer of a file stream keeps its config in
+    ``<store_dir>/streams/<stream>/consumers/<name>/config.json`` (written
+    with write-fsync-rename, like stream configs) and its state in a
+    ``FileConsumerStore`` in the same directory; memory streams and
+    ``mem_storage`` consumers keep both in memory.
+
+    Args:
+        store_dir: the JetStream directory (None: everything in memory).
+        nursery: where consumer tasks run.
+    """
+
+    def __init__(self, store_dir: str | None, nursery: trio.Nursery) -> None:
+        self.dir = Path(store_dir) if store_dir else None
+        self.nursery = nursery
+        self.consumers: dict[str, dict[str, Consumer]] = {}
+        self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
+
+    def _dir(self, stream: str, name: str) -> Path | None:
+        if self.dir is None:
+            return None
+        return self.dir / "streams" / stream / "consumers" / name
+
+    def _durable(self, stream: Stream, cfg: ConsumerConfig) -> bool:
+        return self.dir is not None and stream.cfg.storage is Storage.FILE and not cfg.mem_storage
+
+    def of(self, stream: str) -> dict[str, Consumer]:
+        """The consumers of ``stream`` by name (live dict; do not mutate)."""
+        return self.consumers.get(stream, {})
+
+    async def create(
+        self, stream: Stream, name: str, cfg: ConsumerConfig, created_ns: int | None = None
+    ) -> Consumer:
+        """Create (or reopen at recovery) a consumer and start its task."""
+        d = self._dir(stream.cfg.name, name)
+        store: ConsumerStore
+        fresh = created_ns is None
+        created = time.time_ns() if created_ns is None else created_ns
+        if d is not None and self._durable(stream, cfg):
+            if fresh:
+                await trio.to_thread.run_sync(lambda: shutil.rmtree(d, ignore_errors=True))
+            store = await trio.to_thread.run_sync(FileConsumerStore, d)
+            await trio.to_thread.run_sync(_write_json, d / "config.json", cfg, created)
+        else:
+            store = MemoryConsumerStore()
+        consumer = Consumer(stream, name, cfg, store, created)
+        scope = trio.CancelScope()
+        self._scopes[(stream.cfg.name, name)] = scope
+
+        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await consumer.run(task_status=task_status)
+
+        await self.nursery.start(run)
+        self.consumers.setdefault(stream.cfg.name, {})[name] = consumer
+        return consumer
+
+    async def update(self, consumer: Consumer, cfg: ConsumerConfig) -> None:
+        """Apply a changed config and persist it."""
+        await consumer.update(cfg)
+        d = self._dir(consumer.stream.cfg.name, consumer.name)
+        if d is not None and self._durable(consumer.stream, cfg):
+            await trio.to_thread.run_sync(_write_json, d / "config.json", cfg, consumer.created_ns)
+
+    async def delete(self, stream: str, name: str) -> Consumer:
+        """Stop a consumer and remove its files."""
+        consumer = self.consumers[stream].pop(name)
+        self._scopes.pop((stream, name)).cancel()
+        consumer.closed = True
+        consumer.changed.set()
+        d = self._dir(stream, name)
+        if d is not None:
+            await trio.to_thread.run_sync(lambda: shutil.rmtree(d, ignore_errors=True))
+        return consumer
+
+    def drop_stream(self, stream: str) -> list[Consumer]:
+        """Stop every consumer of a deleted stream (its directory goes with it)."""
+        gone = list(self.consumers.pop(stream, {}).values())
+        for c in gone:
+            self._scopes.pop((stream, c.name)).cancel()
+            c.closed = True
+            c.changed.set()
+        return gone
+
+    def saved(self, stream: str) -> list[tuple[str, ConsumerConfig, int]]:
+        """Consumer configs found on disk for ``stream``."""
+        if self.dir is None:
+            return []
+        root = self.dir / "streams" / stream / "consumers"
+        if not root.is_dir():
+            return []
+        out = []
+        for d in sorted(root.iterdir()):
+            f = d / "config.json"
+            if f.is_file():
+                doc = json.loads(f.read_text())
+                out.append(
+                    (d.name, ConsumerConfig.from_dict(doc["config"]), int(doc["created_ns"]))
+                )
+        return out
+
+
+def _write_json(path: Path, cfg: ConsumerConfig, created_ns: int) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as fh:
+        json.dump({"config": cfg.to_dict(), "created_ns": created_ns}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

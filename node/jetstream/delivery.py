@@ -1,0 +1,513 @@
+"""Consumer delivery on one node: pull requests, status messages, acks.
+
+Theory of operation
+-------------------
+``ConsumerManager`` starts each consumer (``cluster.consumers``), subscribes
+its ack subjects ``$JS.ACK.<stream>.<consumer>.>`` and, for pull consumers,
+runs a ``PullDispatcher``: the waiting list of ``MSG.NEXT`` requests.  One
+task per dispatcher serves the head request whenever the consumer has
+something deliverable, sends the status messages nats-server sends (byte for
+byte: ``404 No Messages``, ``408 Request Timeout`` with pending headers,
+``409 …``, ``100 Idle Heartbeat``), expires requests, drops requests whose
+inbox lost interest, and deletes ephemeral consumers after
+``inactive_threshold`` without requests.  It sleeps on the consumer's
+``changed`` event (new stream messages, acks that free room, redeliveries,
+new requests) or until the next request deadline: no polling.
+
+A delivered message goes to the request's inbox with the *stream subject* in
+its MSG line (``Router.deliver_as``) and the ack subject
+``$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>`` as reply.
+Acks are parsed here (``+ACK``/empty/``+OK``, ``-NAK`` [delay], ``+WPI``,
+``+TERM`` [reason], ``+NXT`` [request]) and queued to the consumer; an ack
+with a reply subject is answered with an empty message once applied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from cluster.consumer_fsm import ConsumerOutcome, Delivery, MaxDeliveries, Nakked, Terminated
+from cluster.consumer_model import ConsumerConfig
+from cluster.consumers import Consumer, ConsumerRegistry
+from cluster.ops import AckItem, AckKind
+from cluster.streams import Stream
+from node.jsapi.consumerconfig import go_duration
+from node.jsapi.render import rfc3339_ns
+from node.session import Subscription
+from store.api import StoredMsg
+
+if TYPE_CHECKING:
+    from node.jetstream.service import JetStreamService
+
+log = logging.getLogger(__name__)
+
+ADVISORY = "io.nats.jetstream.advisory.v1."
+_GO_DURATION = re.compile(r"^([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$")
+_UNITS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
+
+
+def status(code: int, text: str, *headers: tuple[str, int]) -> bytes:
+    """A status-only header block (``NATS/1.0 404 No Messages\\r\\n\\r\\n``)."""
+    lines = [f"NATS/1.0 {code} {text}"] + [f"{k}: {v}" for k, v in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def parse_go_duration(text: str) -> int | None:
+    """Go ``time.ParseDuration`` (``5s``, ``1m30s``, ``250ms``) -> ns, or None."""
+    if not text or not _GO_DURATION.match(text):
+        return None
+    total = 0.0
+    for num, _, unit in re.findall(r"([0-9]*(\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", text):
+        if not num or num == ".":
+            return None
+        total += float(num) * _UNITS[unit]
+    return int(total)
+
+
+@dataclass(slots=True)
+class PullRequest:
+    """A waiting ``MSG.NEXT`` request."""
+
+    reply: bytes
+    n: int
+    max_bytes: int
+    no_wait: bool
+    expires_at: float | None
+    hb_s: float
+    next_hb: float | None
+    delivered: int = 0
+
+
+def parse_pull(body: bytes) -> tuple[int, int, bool, int, int] | str:
+    """``(batch, expires_ns, no_wait, max_bytes, idle_heartbeat_ns)`` or a 400 reason."""
+    text = body.strip()
+    if not text:
+        return 1, 0, False, 0, 0
+    if text[:1] == b"{":
+        try:
+            req = json.loads(text)
+        except ValueError as e:
+            return str(e)
+        if not isinstance(req, dict):
+            return "invalid request"
+        batch, expires, max_bytes, hb = (
+            req.get("batch", 0),
+            req.get("expires", 0),
+            req.get("max_bytes", 0),
+            req.get("idle_heartbeat", 0),
+        )
+        no_wait = req.get("no_wait", False)
+        ints = (batch, expires, max_bytes, hb)
+        if any(type(v) is not int for v in ints) or type(no_wait) is not bool:
+            return "json: cannot unmarshal into Go struct field JSApiConsumerGetNextRequest"
+        if hb > 0 and hb * 2 > expires:
+            return "heartbeat value too large"
+        return batch, expires, no_wait, max_bytes, hb
+    try:
+        return int(text), 0, False, 0, 0
+    except ValueError:
+        return 1, 0, False, 0, 0
+
+
+class PullDispatcher:
+    """The waiting list of one pull consumer and its delivery task."""
+
+    def __init__(self, mgr: ConsumerManager, consumer: Consumer) -> None:
+        self.mgr = mgr
+        self.consumer = consumer
+        self.waiting: deque[PullRequest] = deque()
+        self.last_request = trio.current_time()
+
+    @property
+    def cfg(self) -> ConsumerConfig:
+        return self.consumer.cfg
+
+    def _send(self, reply: bytes, hdr: bytes) -> None:
+        self.mgr.svc.client.publish(reply, b"", headers=hdr)
+
+    def add(self, reply: bytes, body: bytes) -> None:
+        """Take a ``MSG.NEXT`` (synchronous; answers refusals at once)."""
+        self.last_request = trio.current_time()
+        parsed = parse_pull(body)
+        if isinstance(parsed, str):
+            self._send(reply, status(400, f"Bad Request - {parsed}"))
+            return
+        batch, expires_ns, no_wait, max_bytes, hb_ns = parsed
+        cfg = self.cfg
+        if cfg.max_batch > 0 and batch > cfg.max_batch:
+            self._send(reply, status(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}"))
+            return
+        if expires_ns and cfg.max_expires_ns > 0 and expires_ns > cfg.max_expires_ns:
+            text = f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires_ns)}"
+            self._send(reply, status(409, text))
+            return
+        if max_bytes > 0 and cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
+            self._send(reply, status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"))
+            return
+        if no_wait and not expires_ns and not self.consumer.has_messages():
+            self._send(reply, status(404, "No Messages"))
+            return
+        if len(self.waiting) >= max(cfg.max_waiting, 1):
+            if not hb_ns:
+                self._send(reply, status(409, "Exceeded MaxWaiting"))
+            return
+        now = trio.current_time()
+        self.waiting.append(
+            PullRequest(
+                reply=reply,
+                n=max(batch, 1),
+                max_bytes=max(max_bytes, 0),
+                no_wait=no_wait,
+                expires_at=now + expires_ns / 1e9 if expires_ns > 0 else None,
+                hb_s=hb_ns / 1e9,
+                next_hb=now + hb_ns / 1e9 if hb_ns > 0 else None,
+            )
+        )
+        self.consumer.changed.set()
+
+    def close(self, reason: bytes | None) -> None:
+        """Answer every waiting request (``409 Consumer Deleted``) and forget them."""
+        while self.waiting:
+            wr = self.waiting.popleft()
+            if reason is not None:
+                self._send(wr.reply, reason)
+
+    async def run(self) -> None:
+        """Serve requests until cancelled."""
+        c = self.consumer
+        while not c.closed:
+            c.changed = trio.Event()
+            now = trio.current_time()
+            deadline = self._housekeeping(now)
+            if await self._serve():
+                continue
+            self._end_of_stream()
+            if not self.waiting and self.cfg.inactive_threshold_ns > 0:
+                idle_end = self.last_request + self.cfg.inactive_threshold_ns / 1e9
+                if now >= idle_end:
+                    await self.mgr.delete(c.stream.cfg.name, c.name)
+                    return
+                deadline = idle_end if deadline is None else min(deadline, idle_end)
+            with trio.move_on_at(deadline if deadline is not None else float("inf")):
+                await c.changed.wait()
+
+    def _housekeeping(self, now: float) -> float | None:
+        """Expire requests, drop those without interest, send heartbeats;
+        returns the next deadline."""
+        sublist = self.mgr.svc.server.router.sublist
+        deadline: float | None = None
+        keep: deque[PullRequest] = deque()
+        for wr in self.waiting:
+            if wr.expires_at is not None and now >= wr.expires_at:
+                hdr = status(
+                    408,
+                    "Request Timeout",
+                    ("Nats-Pending-Messages", wr.n),
+                    ("Nats-Pending-Bytes", wr.max_bytes),
+                )
+                self._send(wr.reply, hdr)
+                continue
+            if not sublist.has_interest(wr.reply):
+                continue
+            if wr.next_hb is not None:
+                if now >= wr.next_hb:
+                    self._heartbeat(wr.reply)
+                    wr.next_hb = now + wr.hb_s
+                deadline = wr.next_hb if deadline is None else min(deadline, wr.next_hb)
+            if wr.expires_at is not None:
+                deadline = wr.expires_at if deadline is None else min(deadline, wr.expires_at)
+            keep.append(wr)
+        self.waiting = keep
+        if self.waiting:
+            self.last_request = now
+        return deadline
+
+    def _heartbeat(self, reply: bytes) -> None:
+        fsm = self.consumer.fsm
+        hdr = status(
+            100,
+            "Idle Heartbeat",
+            ("Nats-Last-Consumer", fsm.dseq),
+            ("Nats-Last-Stream", fsm.delivered_sseq),
+        )
+        self._send(reply, hdr)
+
+    async def _serve(self) -> bool:
+        """Deliver to the head request; True if anything happened."""
+        c = self.consumer
+        if not self.waiting or not c.has_messages():
+            return False
+        wr = self.waiting[0]
+        got, too_big = await c.deliver(wr.n, wr.max_bytes)
+        if too_big:
+            self.waiting.popleft()
+            if wr.delivered == 0:
+                hdr = status(
+                    409,
+                    "Message Size Exceeds MaxBytes",
+                    ("Nats-Pending-Messages", wr.n),
+                    ("Nats-Pending-Bytes", wr.max_bytes),
+                )
+                self._send(wr.reply, hdr)
+            return True
+        if not got:
+            return False
+        self.mgr.send(c, wr.reply, got)
+        for m, _ in got:
+            wr.n -= 1
+            wr.delivered += 1
+            if wr.max_bytes:
+                wr.max_bytes -= len(m.subject) + len(m.headers) + len(m.payload)
+        if wr.n <= 0 and self.waiting and self.waiting[0] is wr:
+            self.waiting.popleft()
+        return True
+
+    def _end_of_stream(self) -> None:
+        """No more messages: finish ``no_wait`` requests as nats-server does."""
+        keep: deque[PullRequest] = deque()
+        for wr in self.waiting:
+            if wr.no_wait and (wr.expires_at is None or wr.delivered > 0):
+                self._send(wr.reply, status(404, "No Messages"))
+                continue
+            keep.append(wr)
+        self.waiting = keep
+
+
+class ConsumerManager:
+    """Consumers of one JetStream service: lifecycle, delivery, acks.
+
+    Args:
+        svc: the JetStream service (internal client, server, streams).
+        nursery: where consumer and dispatcher tasks run.
+    """
+
+    def __init__(self, svc: JetStreamService, nursery: trio.Nursery) -> None:
+        self.svc = svc
+        self.nursery = nursery
+        self.registry = ConsumerRegistry(svc.store_dir, nursery)
+        self.pulls: dict[tuple[str, str], PullDispatcher] = {}
+        self._subs: dict[tuple[str, str], Subscription] = {}
+        self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
+
+    def of(self, stream: str) -> dict[str, Consumer]:
+        """Consumers of ``stream`` by name."""
+        return self.registry.of(stream)
+
+    def count(self, stream: str) -> int:
+        """How many consumers ``stream`` has."""
+        return len(self.registry.of(stream))
+
+    async def recover(self) -> None:
+        """Restart the consumers saved on disk (after streams are recovered)."""
+        for name, stream in list(self.svc.api.streams.items()):
+            saved = await trio.to_thread.run_sync(self.registry.saved, name)
+            for cname, cfg, created_ns in saved:
+                await self.start(stream, cname, cfg, created_ns)
+
+    async def start(
+        self, stream: Stream, name: str, cfg: ConsumerConfig, created_ns: int | None = None
+    ) -> Consumer:
+        """Create a consumer, its ack subscription and (pull) dispatcher."""
+        consumer = await self.registry.create(stream, name, cfg, created_ns)
+        key = (stream.cfg.name, name)
+        consumer.outcome_listeners.append(lambda out: self._advise(consumer, out))
+        subject = f"$JS.ACK.{stream.cfg.name}.{name}.>".encode()
+        self._subs[key] = self.svc.client.subscribe(subject, self._on_ack)
+        if cfg.is_pull:
+            pull = PullDispatcher(self, consumer)
+            self.pulls[key] = pull
+            scope = trio.CancelScope()
+            self._scopes[key] = scope
+
+            async def run() -> None:
+                with scope:
+                    await pull.run()
+
+            self.nursery.start_soon(run)
+        return consumer
+
+    async def delete(self, stream: str, name: str) -> Consumer:
+        """Stop a consumer: waiting pulls get ``409 Consumer Deleted``."""
+        key = (stream, name)
+        self._teardown(key, status(409, "Consumer Deleted"))
+        consumer = await self.registry.delete(stream, name)
+        self._action(consumer, "delete")
+        return consumer
+
+    def drop_stream(self, stream: str) -> None:
+        """Forget the consumers of a deleted stream."""
+        for c in self.registry.drop_stream(stream):
+            self._teardown((stream, c.name), status(409, "Consumer Deleted"))
+
+    def _teardown(self, key: tuple[str, str], reason: bytes) -> None:
+        pull = self.pulls.pop(key, None)
+        if pull is not None:
+            pull.close(reason)
+        scope = self._scopes.pop(key, None)
+        if scope is not None:
+            scope.cancel()
+        sub = self._subs.pop(key, None)
+        if sub is not None:
+            self.svc.client.unsubscribe(sub)
+
+    # -- requests ---------------------------------------------------------------
+
+    def next_request(self, stream: str, name: str, reply: bytes, body: bytes) -> bool:
+        """A ``MSG.NEXT``; False when there is no such consumer."""
+        consumer = self.registry.of(stream).get(name)
+        if consumer is None:
+            return False
+        pull = self.pulls.get((stream, name))
+        if pull is None:
+            self.svc.client.publish(reply, b"", headers=status(409, "Consumer is push based"))
+            return True
+        pull.add(reply, body)
+        return True
+
+    # -- sending ------------------------------------------------------------------
+
+    def send(self, c: Consumer, to: bytes, got: list[tuple[StoredMsg, Delivery]]) -> None:
+        """Deliver messages to ``to`` with their ack subjects."""
+        router = self.svc.server.router
+        pending = c.num_pending()
+        new_after = sum(1 for _, d in got if d.dc == 1)
+        prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}."
+        for m, d in got:
+            if d.dc == 1:
+                new_after -= 1
+            ack = f"{prefix}{d.dc}.{d.sseq}.{d.dseq}.{m.ts_ns}.{pending + new_after}".encode()
+            headers: bytes | None = m.headers or None
+            payload = m.payload
+            if c.cfg.headers_only:
+                base = m.headers[:-2] if m.headers else b"NATS/1.0\r\n"
+                headers = base + b"Nats-Msg-Size: %d\r\n\r\n" % len(m.payload)
+                payload = b""
+            router.deliver_as(to, m.subject.encode(), ack, headers, payload)
+        router.flush()
+
+    # -- acks -----------------------------------------------------------------------
+
+    def _on_ack(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        tokens = subject.split(b".")
+        if len(tokens) != 9:
+            return
+        stream, name = tokens[2].decode(), tokens[3].decode()
+        consumer = self.registry.of(stream).get(name)
+        if consumer is None:
+            return
+        try:
+            sseq, dseq = int(tokens[5]), int(tokens[6])
+        except ValueError:
+            return
+        item, nxt = _ack_item(body, sseq, dseq)
+        if item is None:
+            return
+        client = self.svc.client
+
+        def done(res: Any) -> None:
+            if nxt is not None and reply:
+                self.next_request(stream, name, reply, nxt)
+            elif reply and res.ok:
+                client.publish(reply, b"")
+
+        consumer.offer_ack(item, done)
+
+    # -- advisories ----------------------------------------------------------------
+
+    def _publish_advisory(self, subject: str, type_: str, body: dict[str, Any]) -> None:
+        doc = {
+            "type": ADVISORY + type_,
+            "id": secrets.token_hex(11),
+            "timestamp": rfc3339_ns(time.time_ns()),
+            **body,
+        }
+        if self.svc.domain:
+            doc["domain"] = self.svc.domain
+        self.svc.client.publish(subject.encode(), json.dumps(doc, separators=(",", ":")).encode())
+
+    def _action(self, c: Consumer, action: str) -> None:
+        word = {"create": "CREATED", "delete": "DELETED"}[action]
+        subject = f"$JS.EVENT.ADVISORY.CONSUMER.{word}.{c.stream.cfg.name}.{c.name}"
+        body = {"stream": c.stream.cfg.name, "consumer": c.name, "action": action}
+        self._publish_advisory(subject, "consumer_action", body)
+
+    def created(self, c: Consumer) -> None:
+        """Announce a new consumer (``CONSUMER.CREATED`` advisory)."""
+        self._action(c, "create")
+
+    def _advise(self, c: Consumer, out: ConsumerOutcome) -> None:
+        s, n = c.stream.cfg.name, c.name
+        base = {"stream": s, "consumer": n}
+        for ev in out.events:
+            if isinstance(ev, MaxDeliveries):
+                self._publish_advisory(
+                    f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{s}.{n}",
+                    "max_deliver",
+                    {**base, "stream_seq": ev.sseq, "deliveries": ev.dc},
+                )
+            elif isinstance(ev, Nakked):
+                self._publish_advisory(
+                    f"$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.{s}.{n}",
+                    "nak",
+                    {**base, "consumer_seq": ev.dseq, "stream_seq": ev.sseq, "deliveries": ev.dc},
+                )
+            elif isinstance(ev, Terminated):
+                body = {
+                    **base,
+                    "consumer_seq": ev.dseq,
+                    "stream_seq": ev.sseq,
+                    "deliveries": ev.dc,
+                    "reason": ev.reason,
+                }
+                self._publish_advisory(
+                    f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{s}.{n}", "terminated", body
+                )
+
+
+def _ack_item(body: bytes, sseq: int, dseq: int) -> tuple[AckItem | None, bytes | None]:
+    """The ack a body means, and for ``+NXT`` the pull request that follows."""
+    text = body.strip()
+    if text in (b"", b"+ACK", b"+OK"):
+        return AckItem(AckKind.ACK, sseq, dseq), None
+    if text.startswith(b"+NXT"):
+        return AckItem(AckKind.ACK, sseq, dseq), body.strip()[4:]
+    if text.startswith(b"-NAK"):
+        arg = text[4:].strip()
+        delay = -1
+        if arg:
+            if arg[:1] == b"{":
+                try:
+                    doc = json.loads(arg)
+                    d = doc.get("delay", 0) if isinstance(doc, dict) else None
+                    delay = d if type(d) is int and d >= 0 else -1
+                except ValueError:
+                    delay = -1
+            else:
+                parsed = parse_go_duration(arg.decode(errors="replace"))
+                delay = parsed if parsed is not None else -1
+        return AckItem(AckKind.NAK, sseq, dseq, delay), None
+    if text == b"+WPI":
+        return AckItem(AckKind.PROGRESS, sseq, dseq), None
+    if text.startswith(b"+TERM"):
+        reason = text[5:].strip().decode(errors="replace")
+        return AckItem(AckKind.TERM, sseq, dseq, -1, reason), None
+    return None, None
