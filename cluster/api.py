@@ -22,6 +22,7 @@ from typing import Any
 import trio
 
 from cluster.model import StreamConfig
+from cluster.sourcing import Sourcing
 from cluster.stream_fsm import ApplyOutcome
 from cluster.streams import OnResult, Stream, StreamRegistry
 from store.api import StoredMsg
@@ -42,10 +43,12 @@ class JetStreamApi:
         nursery: where the streams' tasks run.
     """
 
-    def __init__(self, store_dir: str | None, nursery: trio.Nursery) -> None:
+    def __init__(self, store_dir: str | None, nursery: trio.Nursery, *, domain: str = "") -> None:
         self._registry = StreamRegistry(store_dir, nursery)
+        #: the feeds of mirrors and sourcing streams (started with each stream)
+        self.sourcing = Sourcing(self._registry.streams, nursery, domain=domain)
         #: called as ``on_created(stream)`` when a stream starts (also at recovery)
-        self.on_stream_started: list[Callable[[Stream], None]] = []
+        self.on_stream_started: list[Callable[[Stream], None]] = [self.sourcing.stream_started]
 
     # -- streams ------------------------------------------------------------------
 
@@ -94,7 +97,9 @@ class JetStreamApi:
             StreamNotFound.
         """
         self.stream(cfg.name)
-        return await self._registry.update(cfg)
+        result = await self._registry.update(cfg)
+        self.sourcing.stream_updated(self.stream(cfg.name))
+        return result
 
     async def delete_stream(self, name: str) -> None:
         """Stop a stream and remove its data.
@@ -103,6 +108,7 @@ class JetStreamApi:
             StreamNotFound.
         """
         self.stream(name)
+        self.sourcing.stream_deleted(name)
         await self._registry.delete(name)
 
     # -- messages -------------------------------------------------------------

@@ -158,6 +158,11 @@ class Stream:
         """Delete one message through the group (deny_delete and sealed decided in apply)."""
         return (await self._propose(DeleteMsg(seq, erase))).results[0]
 
+    async def propose(self, op: Op) -> ApplyOutcome:
+        """Propose ``op`` through the group (mirror and source feeds);
+        listeners hear the outcome like any other."""
+        return await self._propose(op)
+
     async def update(self, cfg: StreamConfig) -> Any:
         """Replace the config; the new policy goes through the group."""
         result = (await self._propose(UpdatePolicy(policy_of(cfg)))).results[0]

@@ -1,0 +1,742 @@
+"""Feeding mirrors and sourcing streams: the trio tasks that copy from origins.
+
+Theory of operation
+-------------------
+Every stream with a ``mirror`` gets one *feed*, every entry of ``sources``
+one feed each.  A feed owns its position in the origin (the last origin
+sequence it handled) and loops: read the next messages of the origin after
+that position, propose them as one ``MirrorMsg``/``SourcedMsg`` through the
+target stream's group (so a copied message is decided in apply and durable
+before the position moves, like any publish), then advance.  Nothing here
+writes a store.
+
+*Origins* are read through the ``Origin`` protocol, so the transport can
+change.  ``LocalOrigin`` serves an origin stream on this server -- a source
+without ``external``, or whose ``external.api`` is this server's own
+``$JS.<domain>.API`` -- by reading the origin's store from the position
+onward and sleeping on the origin's ``Stream.listeners`` (woken by
+``NewMessages``; no polling).  An origin in another domain needs a JetStream
+consumer created with ``<api>.CONSUMER.CREATE.<stream>`` on the far side and
+would implement the same protocol over its deliveries (ack-reply metadata
+gives the origin sequence, timestamp and pending count); trijet has no
+consumers to talk to yet, so such a feed stays idle and reports ``active``
+-1, as nats-server does while its consumer create goes unanswered.
+
+*Where to start* follows nats-server (``setupMirrorConsumer``,
+``trySetupSourceConsumer`` and the consumer's ``selectStartingSeqNo``):
+
+* mirror: a mirror that never held a message starts at ``opt_start_seq``,
+  ``opt_start_time`` or the origin's first message, else after its own last
+  sequence; if the origin has moved past that, the mirror skips to match
+  (``MirrorMsg.skip_to``).  Its position is its own last sequence, so it
+  resumes after a restart by construction.
+* source: the position is recovered from the newest stored message whose
+  ``Nats-Stream-Source`` header names this source (``<stream> <seq>
+  <filter> <dest> <subject> <identity>``), and is carried across config
+  updates.  Without one: ``opt_start_seq``; ``opt_start_time`` (not before
+  the stream's last message time); for a stream whose first sequence is past
+  1, its last message time; else everything.  The header's identity is the
+  origin's (a hash of its creation time): an origin deleted and re-created
+  is detected and sourced again from its start.
+
+*Refusals*: a batch stops at the first message the target refuses (limits,
+size, sealed); the feed records the error for ``StreamInfo`` and retries
+from that message after a backoff.  A sourced duplicate (``Nats-Msg-Id``)
+is no error: the feed moves on.
+
+``Sourcing`` is the node's registry of feeds; ``cluster.api`` tells it
+when streams start, change and go away, and asks it for the ``mirror`` and
+``sources`` entries of ``StreamInfo``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from cluster.model import StreamSource
+from cluster.ops import Mirrored, MirrorMsg, Publish, SourcedMsg
+from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, NewMessages, PubResult
+from cluster.streams import Stream
+from cluster.transform import SubjectTransform
+from store.api import StoredMsg, StreamState
+from store.errors import MsgNotFound
+
+__all__ = [
+    "SOURCE_HEADER",
+    "LocalOrigin",
+    "Origin",
+    "OriginGone",
+    "Sourcing",
+    "source_header_value",
+    "stream_identity",
+]
+
+log = logging.getLogger(__name__)
+
+SOURCE_HEADER = "Nats-Stream-Source"
+BATCH_MSGS_MAX = 512
+BATCH_BYTES_MAX = 1 << 20
+RETRY_S_MIN = 1.0
+RETRY_S_MAX = 30.0
+HEARTBEAT_NS = 1_000_000_000
+"""nats-server's source heartbeat: a healthy link is never silent longer."""
+SCAN_CHECKPOINT_MSGS = 1000
+"""Messages read between checkpoints while recovering source positions."""
+
+ERR_STREAM_NOT_FOUND = {"code": 404, "err_code": 10059, "description": "stream not found"}
+_HASH_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_STRIP_PREFIXES = (b"Nats-Expected-", b"Nats-Batch-")
+
+
+# --------------------------------------------------------------------------- wire helpers
+
+
+def _go_hash(text: str) -> str:
+    """nats-server ``getHash``: 8 base-62 digits of SHA-256."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return "".join(_HASH_DIGITS[b % 62] for b in digest[:8])
+
+
+def _rfc3339_ns(ts_ns: int) -> str:
+    secs, nanos = divmod(ts_ns, 1_000_000_000)
+    dt = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=secs)
+    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    if nanos:
+        text += "." + f"{nanos:09d}".rstrip("0")
+    return text + "Z"
+
+
+def stream_identity(created_ns: int) -> str:
+    """A stream's identity as nats-server writes it in ``Nats-Stream-Source``:
+    the hash of its creation time (RFC 3339, nanoseconds, UTC)."""
+    return _go_hash(_rfc3339_ns(created_ns))
+
+
+def parse_rfc3339_ns(text: str) -> int:
+    """Unix ns of an RFC 3339 time with up to nanosecond precision.
+
+    Raises:
+        ValueError: not such a time.
+    """
+    frac = 0
+    main = text
+    tz = ""
+    for i in range(len(text) - 1, 9, -1):
+        if text[i] in "Zz+-":
+            main, tz = text[:i], text[i:]
+            break
+    if "." in main:
+        main, f = main.split(".", 1)
+        if not f.isdigit() or len(f) > 9:
+            raise ValueError(f"bad fraction in {text!r}")
+        frac = int(f.ljust(9, "0"))
+    offset = "+00:00" if tz in ("Z", "z") else tz
+    dt = datetime.datetime.fromisoformat(main + offset)
+    return int(dt.timestamp()) * 1_000_000_000 + frac
+
+
+def _index_parts(src: StreamSource) -> tuple[str, str, str]:
+    """nats-server ``composeIName`` split in its three parts: stream (with
+    the hashed API prefix for an external origin), filters, destinations."""
+    name = src.name
+    if src.external is not None:
+        name += ":" + _go_hash(src.external.api)
+    if src.consumer is not None:
+        name += ":C=" + _go_hash(src.consumer.name)
+    if not src.subject_transforms:
+        return name, src.filter_subject or ">", ">"
+    srcs = "\f".join(t.src or ">" for t in src.subject_transforms)
+    dests = "\f".join(t.dest or ">" for t in src.subject_transforms)
+    return name, srcs, dests
+
+
+def source_header_value(src: StreamSource, seq: int, subject: str, identity: str) -> str:
+    """The ``Nats-Stream-Source`` value nats-server 2.15 writes."""
+    name, filters, dests = _index_parts(src)
+    out = f"{name} {seq} {filters} {dests} {subject}"
+    return f"{out} {identity}" if identity else out
+
+
+def _strip(hdr: bytes, drop_source: bool) -> list[bytes]:
+    """Header lines minus ``Nats-Expected-*``/``Nats-Batch-*`` (and
+    ``Nats-Stream-Source``); the first (status) line is kept."""
+    if not hdr:
+        return []
+    lines = hdr.split(b"\r\n")
+    keep = [lines[0]]
+    for line in lines[1:]:
+        if not line:
+            continue
+        if line.startswith(_STRIP_PREFIXES):
+            continue
+        if drop_source and line.startswith(SOURCE_HEADER.encode() + b":"):
+            continue
+        keep.append(line)
+    return keep
+
+
+def mirror_headers(hdr: bytes) -> bytes | None:
+    """A mirrored message's headers: ``Nats-Expected-*``/``Nats-Batch-*`` removed."""
+    if not hdr or not any(p in hdr for p in _STRIP_PREFIXES):
+        return hdr or None
+    return b"\r\n".join(_strip(hdr, False)) + b"\r\n\r\n"
+
+
+def sourced_headers(hdr: bytes, value: str) -> bytes:
+    """A sourced message's headers: stripped, then ``Nats-Stream-Source: value`` appended."""
+    lines = _strip(hdr, True) or [b"NATS/1.0"]
+    lines.append(SOURCE_HEADER.encode() + b": " + value.encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def _header_value(hdr: bytes) -> str | None:
+    key = b"\r\n" + SOURCE_HEADER.encode() + b":"
+    i = hdr.find(key)
+    if i < 0:
+        return None
+    j = hdr.find(b"\r\n", i + len(key))
+    return hdr[i + len(key) : j].decode("utf-8", "replace").strip()
+
+
+# --------------------------------------------------------------------------- origins
+
+
+class OriginGone(Exception):
+    """The origin went away (deleted); the feed looks for it again."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartAt:
+    """Where to start reading an origin (a consumer's deliver policy).
+
+    ``seq`` (> 0) is an explicit start sequence, not clamped to the origin's
+    end; else ``time_ns`` (> 0) starts at the first message at or after it;
+    else everything.
+    """
+
+    seq: int = 0
+    time_ns: int = 0
+
+
+class Origin(Protocol):
+    """An origin stream as a feed reads it (local store today, a remote
+    consumer later)."""
+
+    identity: str
+
+    async def start(self, at: StartAt) -> int:
+        """Position reading; returns the sequence *before* the first to be
+        delivered (a consumer's ``delivered.stream_seq``)."""
+        ...
+
+    async def read(self, after: int, max_msgs: int) -> list[StoredMsg]:
+        """The next messages after origin sequence ``after`` (at least one;
+        waits for them).
+
+        Raises:
+            OriginGone.
+        """
+        ...
+
+    def lag(self, after: int) -> int:
+        """Messages known to remain after ``after``."""
+        ...
+
+    def close(self) -> None:
+        """Stop listening."""
+        ...
+
+
+class LocalOrigin:
+    """An origin stream on this server, read from its store.
+
+    Args:
+        streams: the node's streams by name (to notice deletion).
+        stream: the origin.
+        filters: subject filters of the source (``">"`` for all).
+    """
+
+    def __init__(self, streams: Mapping[str, Stream], stream: Stream, filters: list[str]) -> None:
+        self._streams = streams
+        self._stream = stream
+        self._filters = filters
+        self.identity = stream_identity(stream.created_ns)
+        self._wake = trio.Event()
+        self._gone = trio.Event()
+        self._remaining = 0
+        stream.listeners.append(self._on_outcome)
+
+    def _on_outcome(self, outcome: ApplyOutcome) -> None:
+        if any(isinstance(e, NewMessages) for e in outcome.effects):
+            self._wake.set()
+
+    def gone(self) -> None:
+        """The origin was deleted (or replaced): wake the reader."""
+        self._gone.set()
+        self._wake.set()
+
+    def _alive(self) -> bool:
+        return not self._gone.is_set() and self._streams.get(self._stream.cfg.name) is self._stream
+
+    async def start(self, at: StartAt) -> int:
+        """See ``Origin.start`` (nats-server ``selectStartingSeqNo``)."""
+        if not self._alive():
+            raise OriginGone(self._stream.cfg.name)
+        st = self._stream.store.state()
+        if at.seq:
+            s = at.seq
+        elif at.time_ns:
+            s = self._seq_from_time(st, at.time_ns)
+        else:
+            s = st.first_seq
+        if st.first_seq == 0 and not at.seq:
+            s = 1
+        elif s > st.last_seq and not at.seq:
+            s = st.last_seq + 1
+        elif s < st.first_seq:
+            s = st.first_seq
+        return s - 1
+
+    def _seq_from_time(self, st: StreamState, t_ns: int) -> int:
+        """First live sequence with a timestamp at or after ``t_ns``."""
+        store = self._stream.store
+        lo, hi = st.first_seq, st.last_seq + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            m = store.load_next(">", mid)
+            if m is None or m.ts_ns >= t_ns:
+                hi = mid
+            else:
+                lo = m.seq + 1
+        return lo
+
+    async def read(self, after: int, max_msgs: int) -> list[StoredMsg]:
+        """See ``Origin.read``."""
+        store = self._stream.store
+        while True:
+            if not self._alive():
+                raise OriginGone(self._stream.cfg.name)
+            self._wake = trio.Event()
+            out: list[StoredMsg] = []
+            size = 0
+            pos = after
+            while len(out) < max_msgs and size < BATCH_BYTES_MAX:
+                m = store.load_next(self._filters, pos + 1)
+                if m is None:
+                    break
+                out.append(m)
+                size += len(m.headers) + len(m.payload)
+                pos = m.seq
+            if out:
+                full = len(out) >= max_msgs or size >= BATCH_BYTES_MAX
+                st = store.state()
+                self._remaining = min(st.msgs, st.last_seq - pos) if full else 0
+                return out
+            self._remaining = 0
+            await self._wake.wait()
+
+    def lag(self, after: int) -> int:
+        """An upper bound of what remained after the last batch read (0 when
+        the batch reached the end)."""
+        return self._remaining
+
+    def close(self) -> None:
+        """See ``Origin.close``."""
+        try:
+            self._stream.listeners.remove(self._on_outcome)
+        except ValueError:
+            pass
+
+
+# --------------------------------------------------------------------------- feeds
+
+
+class Feed:
+    """Copies one origin into one target stream (a mirror or one source).
+
+    Args:
+        sourcing: the node's registry.
+        target: the mirror or sourcing stream.
+        src: the ``mirror`` or ``sources`` entry.
+        mirror: whether this feeds a mirror.
+        pos: a known position (sources, across updates), 0 if none.
+        identity: the origin identity belonging to ``pos``.
+    """
+
+    def __init__(
+        self,
+        sourcing: Sourcing,
+        target: Stream,
+        src: StreamSource,
+        *,
+        mirror: bool,
+        pos: int = 0,
+        identity: str = "",
+    ) -> None:
+        self.sourcing = sourcing
+        self.target = target
+        self.src = src
+        self.mirror = mirror
+        self.pos = pos
+        self.identity = identity
+        self.index = " ".join(_index_parts(src))
+        self.lag = 0
+        self.last_ns = 0
+        self.error: dict[str, Any] | None = None
+        self.attached = False
+        #: last origin sequence copied (StreamInfo ``seq`` of a source)
+        self.copied = pos
+        #: a mirror shows its filter once it has tried to reach the origin
+        self.tried = False
+        self.scope = trio.CancelScope()
+        self._origin: LocalOrigin | None = None
+        self._changed = trio.Event()
+        self._transforms = [
+            t
+            for t in (SubjectTransform.compile(x.src, x.dest) for x in src.subject_transforms)
+            if t is not None
+        ]
+        if src.subject_transforms:
+            self.filters = [t.src or ">" for t in src.subject_transforms]
+        else:
+            self.filters = [src.filter_subject or ">"]
+
+    # -- signals from the registry ----------------------------------------------
+
+    def origin_changed(self) -> None:
+        """The origin stream started or went away."""
+        if self._origin is not None:
+            self._origin.gone()
+        self._changed.set()
+
+    # -- the task ---------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Feed until cancelled."""
+        with self.scope:
+            while True:
+                self._changed = trio.Event()
+                self.tried = True
+                origin = self.sourcing.open_origin(self)
+                if origin is None:
+                    self.attached = False
+                    await self._changed.wait()
+                    continue
+                self._origin = origin
+                try:
+                    await self._feed(origin)
+                except OriginGone:
+                    log.info(
+                        "event=origin_gone stream=%s origin=%s", self.target.cfg.name, self.src.name
+                    )
+                finally:
+                    self.attached = False
+                    self._origin = None
+                    origin.close()
+
+    def _start_at(self, origin: LocalOrigin) -> StartAt:
+        src = self.src
+        st = self.target.store.state()
+        if self.mirror:
+            if st.msgs == 0 and st.first_seq == 0:
+                if src.opt_start_seq:
+                    return StartAt(seq=src.opt_start_seq)
+                if src.opt_start_time:
+                    return StartAt(time_ns=parse_rfc3339_ns(src.opt_start_time))
+                return StartAt()
+            return StartAt(seq=st.last_seq + 1)
+        recreated = bool(self.pos and self.identity and self.identity != origin.identity)
+        if recreated:
+            log.warning(
+                "event=source_recreated stream=%s origin=%s", self.target.cfg.name, src.name
+            )
+            self.pos = self.copied = 0
+        if self.pos:
+            return StartAt(seq=self.pos + 1)
+        if src.opt_start_seq:
+            return StartAt(seq=src.opt_start_seq)
+        if src.opt_start_time:
+            t = parse_rfc3339_ns(src.opt_start_time)
+            return StartAt(time_ns=max(t, st.last_ts) if st.last_ts else t)
+        if st.first_seq > 1 and st.last_ts and not recreated:
+            return StartAt(time_ns=st.last_ts)
+        return StartAt()
+
+    async def _feed(self, origin: LocalOrigin) -> None:
+        delivered = await origin.start(self._start_at(origin))
+        self.identity = origin.identity
+        self.error = None
+        self.attached = True
+        self.last_ns = time.time_ns()
+        if self.mirror:
+            last = self.target.store.state().last_seq
+            if last < delivered:
+                await self.target.propose(MirrorMsg((), skip_to=delivered))
+            self.pos = max(delivered, last)
+        else:
+            self.pos = max(self.pos, delivered)
+        backoff = RETRY_S_MIN
+        while True:
+            msgs = await origin.read(self.pos, BATCH_MSGS_MAX)
+            self.last_ns = time.time_ns()
+            n_ok, err = await self._copy(msgs)
+            if n_ok:
+                self.pos = self.copied = msgs[n_ok - 1].seq
+            self.lag = origin.lag(self.pos) + (len(msgs) - n_ok)
+            if err is None:
+                self.error = None
+                backoff = RETRY_S_MIN
+                continue
+            self.error = {
+                "code": err.code,
+                "err_code": err.err_code,
+                "description": err.description,
+            }
+            log.debug(
+                "event=source_refused stream=%s origin=%s seq=%d err=%s",
+                self.target.cfg.name,
+                self.src.name,
+                msgs[n_ok].seq,
+                err.description,
+            )
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, RETRY_S_MAX)
+
+    async def _copy(self, msgs: list[StoredMsg]) -> tuple[int, ApiErrorResult | None]:
+        """Propose ``msgs``; returns how many were handled and the refusal, if any."""
+        if self.mirror:
+            op: MirrorMsg | SourcedMsg = MirrorMsg(
+                tuple(
+                    Mirrored(
+                        m.seq,
+                        self._subject(m.subject),
+                        mirror_headers(m.headers),
+                        m.payload,
+                        m.ts_ns,
+                    )
+                    for m in msgs
+                )
+            )
+        else:
+            now = time.time_ns()
+            op = SourcedMsg(
+                tuple(
+                    Publish(
+                        self._subject(m.subject),
+                        sourced_headers(
+                            m.headers,
+                            source_header_value(self.src, m.seq, m.subject, self.identity),
+                        ),
+                        m.payload,
+                        now,
+                    )
+                    for m in msgs
+                )
+            )
+        outcome = await self.target.propose(op)
+        for i, r in enumerate(outcome.results):
+            if not isinstance(r, PubResult):
+                assert isinstance(r, ApiErrorResult)
+                return i, r
+        return len(outcome.results), None
+
+    def _subject(self, subject: str) -> str:
+        for t in self._transforms:
+            out = t.match(subject)
+            if out is not None:
+                return out
+        return subject
+
+    # -- StreamInfo ---------------------------------------------------------------
+
+    def info(self, now_ns: int) -> dict[str, Any]:
+        """The ``mirror``/``sources`` entry of StreamInfo (nats-server key order)."""
+        d: dict[str, Any] = {"name": self.src.name}
+        if self.src.external is not None:
+            d["external"] = self.src.external.to_dict()
+        d["lag"] = self.lag
+        if not self.mirror and self.copied:
+            d["seq"] = self.copied
+        if not self.last_ns:
+            d["active"] = -1
+        elif self.attached:
+            d["active"] = min(max(now_ns - self.last_ns, 0), HEARTBEAT_NS)
+        else:
+            d["active"] = max(now_ns - self.last_ns, 0)
+        if self.error is not None:
+            d["error"] = dict(self.error)
+        if self.src.filter_subject and (self.tried or not self.mirror):
+            d["filter_subject"] = self.src.filter_subject
+        if self.src.subject_transforms:
+            d["subject_transforms"] = [t.to_dict() for t in self.src.subject_transforms]
+        return d
+
+
+# --------------------------------------------------------------------------- registry
+
+
+async def recover_positions(stream: Stream, feeds: list[Feed]) -> None:
+    """Raise each source feed's position to the newest stored message whose
+    ``Nats-Stream-Source`` header names it (nats-server
+    ``startingSequenceForSources``); a pre-2.10 header (``<stream> <seq>``)
+    counts for every source of that stream.  Walks back from the end until
+    every source is found; yields every ``SCAN_CHECKPOINT_MSGS`` messages."""
+    want = {f.index: f for f in feeds if not f.mirror}
+    store = stream.store
+    st = store.state()
+    seq = st.last_seq
+    n = 0
+    while want and st.msgs and seq >= st.first_seq:
+        n += 1
+        if n % SCAN_CHECKPOINT_MSGS == 0:
+            await trio.lowlevel.checkpoint()
+        try:
+            m = store.load(seq)
+        except MsgNotFound:
+            seq -= 1
+            continue
+        seq -= 1
+        value = _header_value(m.headers) if m.headers else None
+        if not value:
+            continue
+        f = value.split(" ")
+        if len(f) >= 4 and f[1].isdigit():
+            feed = want.pop(" ".join((f[0], f[2], f[3])), None)
+            if feed is not None and int(f[1]) >= feed.pos:
+                feed.pos = feed.copied = int(f[1])
+                feed.identity = f[5] if len(f) >= 6 else ""
+        elif len(f) == 2 and f[1].isdigit():
+            for key in [k for k, fd in want.items() if fd.src.name == f[0]]:
+                fd = want.pop(key)
+                fd.pos = fd.copied = max(fd.pos, int(f[1]))
+
+
+class Sourcing:
+    """The feeds of every mirror and sourcing stream on this node.
+
+    Args:
+        streams: the node's streams by name (live view).
+        nursery: where feeds run.
+        domain: this server's JetStream domain ("" if none); an
+            ``external.api`` of ``$JS.<domain>.API`` is this server.
+    """
+
+    def __init__(
+        self, streams: Mapping[str, Stream], nursery: trio.Nursery, *, domain: str = ""
+    ) -> None:
+        self._streams = streams
+        self._nursery = nursery
+        self._local_apis = {"$JS.API"} | ({f"$JS.{domain}.API"} if domain else set())
+        self._feeds: dict[str, list[Feed]] = {}
+        self._configs: dict[str, tuple[StreamSource | None, tuple[StreamSource, ...]]] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
+        self._warned: set[str] = set()
+
+    # -- lifecycle hooks (called by cluster.api) ----------------------------------
+
+    def stream_started(self, stream: Stream) -> None:
+        """A stream started (created, recovered, restored)."""
+        self._origin_event(stream.cfg.name)
+        self._start(stream, {})
+
+    def stream_updated(self, stream: Stream) -> None:
+        """A stream's config changed: restart its feeds if mirror/sources did."""
+        cfg = stream.cfg
+        name = cfg.name
+        if self._configs.get(name, (None, ())) == (cfg.mirror, cfg.sources):
+            return
+        old = {f.index: (f.pos, f.identity) for f in self._feeds.get(name, []) if not f.mirror}
+        self._stop(name)
+        self._start(stream, old)
+
+    def stream_deleted(self, name: str) -> None:
+        """A stream is going away: stop its feeds, tell feeds reading it."""
+        self._stop(name)
+        self._origin_event(name)
+
+    def _origin_event(self, name: str) -> None:
+        for feeds in self._feeds.values():
+            for f in feeds:
+                if f.src.name == name:
+                    f.origin_changed()
+
+    def _start(self, stream: Stream, known: dict[str, tuple[int, str]]) -> None:
+        cfg = stream.cfg
+        self._configs[cfg.name] = (cfg.mirror, cfg.sources)
+        if cfg.mirror is not None:
+            feeds = [Feed(self, stream, cfg.mirror, mirror=True)]
+        else:
+            feeds = []
+            for src in cfg.sources:
+                f = Feed(self, stream, src, mirror=False)
+                f.pos, f.identity = known.get(f.index, (0, ""))
+                f.copied = f.pos
+                feeds.append(f)
+        if not feeds:
+            return
+        self._feeds[cfg.name] = feeds
+        scope = trio.CancelScope()
+        self._scopes[cfg.name] = scope
+
+        async def run() -> None:
+            with scope:
+                await recover_positions(stream, feeds)
+                async with trio.open_nursery() as nursery:
+                    for f in feeds:
+                        nursery.start_soon(f.run)
+
+        self._nursery.start_soon(run)
+
+    def _stop(self, name: str) -> None:
+        scope = self._scopes.pop(name, None)
+        if scope is not None:
+            scope.cancel()
+        self._feeds.pop(name, None)
+        self._configs.pop(name, None)
+
+    # -- origins --------------------------------------------------------------------
+
+    def open_origin(self, feed: Feed) -> LocalOrigin | None:
+        """The origin ``feed`` reads, or None while it cannot be reached
+        (missing: ``feed.error`` says so; in another domain: no error)."""
+        ext = feed.src.external
+        if ext is not None and ext.api not in self._local_apis:
+            key = f"{feed.target.cfg.name}/{feed.index}"
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning(
+                    "event=source_unsupported stream=%s origin=%s api=%s "
+                    "reason=remote_origin_needs_consumers",
+                    feed.target.cfg.name,
+                    feed.src.name,
+                    ext.api,
+                )
+            return None
+        stream = self._streams.get(feed.src.name)
+        if stream is None:
+            feed.error = dict(ERR_STREAM_NOT_FOUND)
+            return None
+        return LocalOrigin(self._streams, stream, feed.filters)
+
+    # -- StreamInfo ---------------------------------------------------------------------
+
+    def mirror_info(self, name: str) -> dict[str, Any] | None:
+        """The ``mirror`` entry of stream ``name``'s info (None if not a mirror)."""
+        now = time.time_ns()
+        for f in self._feeds.get(name, []):
+            if f.mirror:
+                return f.info(now)
+        return None
+
+    def sources_info(self, name: str) -> list[dict[str, Any]]:
+        """The ``sources`` entries of stream ``name``'s info, in config order."""
+        now = time.time_ns()
+        return [f.info(now) for f in self._feeds.get(name, []) if not f.mirror]
