@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from cluster.consumer_fsm import ConsumerOutcome, Delivery, MaxDeliveries, Nakked, Terminated
+from cluster.consumer_fsm import (
+    ConsumerOutcome,
+    Delivery,
+    MaxDeliveries,
+    Nakked,
+    Terminated,
+    rfc3339_to_ns,
+)
 from cluster.consumer_model import ConsumerConfig
 from cluster.consumers import Consumer, ConsumerRegistry
 from cluster.ops import AckItem, AckKind
@@ -196,7 +203,11 @@ class PullDispatcher:
             c.changed = trio.Event()
             now = trio.current_time()
             deadline = self._housekeeping(now)
-            if await self._serve():
+            paused_s = self._paused_s()
+            if paused_s is not None:
+                end = now + paused_s
+                deadline = end if deadline is None else min(deadline, end)
+            elif await self._serve():
                 continue
             self._end_of_stream()
             if not self.waiting and self.cfg.inactive_threshold_ns > 0:
@@ -238,6 +249,14 @@ class PullDispatcher:
         if self.waiting:
             self.last_request = now
         return deadline
+
+    def _paused_s(self) -> float | None:
+        """Seconds the consumer stays paused (``pause_until``), None if not paused."""
+        until = self.cfg.pause_until
+        if not until:
+            return None
+        left = rfc3339_to_ns(until) - time.time_ns()
+        return left / 1e9 if left > 0 else None
 
     def _heartbeat(self, reply: bytes) -> None:
         fsm = self.consumer.fsm

@@ -196,3 +196,30 @@ def test_durable_consumer_survives_sigkill(tmp_path: Path) -> None:
         run(second)
     finally:
         server.stop()
+
+
+def test_pause_and_resume(tmp_path: Path) -> None:
+    server = _start(tmp_path / "store", tmp_path / "srv")
+
+    async def main() -> None:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        try:
+            await js.add_stream(name="Z", subjects=["z"])
+            await js.publish("z", b"1")
+            sub = await js.pull_subscribe("z", durable="pz", stream="Z")
+            paused = await js.pause_consumer("Z", "pz", "2099-01-01T00:00:00Z")
+            assert paused.paused and paused.pause_until == "2099-01-01T00:00:00Z"
+            with pytest.raises(nats.errors.TimeoutError):
+                await sub.fetch(1, timeout=0.5)
+            resumed = await js.resume_consumer("Z", "pz")
+            assert not resumed.paused
+            msgs = await sub.fetch(1, timeout=2)
+            assert msgs[0].data == b"1"
+        finally:
+            await nc.close()
+
+    try:
+        run(main)
+    finally:
+        server.stop()
