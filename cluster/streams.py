@@ -6,18 +6,24 @@ Messages captured for the stream are queued with ``offer`` (synchronous,
 bounded, called while a session processes a chunk); the stream's task takes
 everything queued, proposes it as one ``STREAM_MSG`` op (up to
 ``BATCH_MSGS_MAX`` publishes), and hands each result to the callback that
-came with the message (the PubAck).  The timestamp of every message is
+came with the message (the PubAck).  With the R1 ``LocalGroup`` the op object
+itself is proposed and applied (``apply_op``); a ``RaftGroup`` will take
+``encode_op(op)``.  The timestamp of every message is
 taken here, by the proposer, and carried in the op (DESIGN rule 2).  The
 group's sync makes the store durable before any result is delivered, so a
 PubAck means "on disk".
+``Stream.snapshot`` holds new proposals back until those in flight are done,
+so the state machine's snapshot is taken at one applied point.
 
 ``StreamRegistry`` keeps the streams of the node and their configs
 (``<store_dir>/<name>/config.json`` written with write-fsync-rename), and
-recreates them at start.
+recreates them at start; ``restore`` creates a stream from a snapshot
+document (installed before the stream runs).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -40,10 +46,9 @@ from cluster.ops import (
     StreamMsg,
     StreamPolicy,
     UpdatePolicy,
-    encode_op,
 )
 from cluster.stream_fsm import ApplyOutcome, StreamStateMachine
-from store.api import StreamStore
+from store.api import StreamState, StreamStore
 from store.file import FileStreamStore
 from store.memory import MemoryStreamStore
 
@@ -87,13 +92,25 @@ class Stream:
         self.created_ns = created_ns
         self.fsm = StreamStateMachine(store, policy_of(cfg))
         self.fsm.recover_from_store()  # dedupe ids and last msg id after a restart
-        self.group = LocalGroup(cfg.name, self.fsm, store.sync)
+        # R1: the group applies op objects directly (no encode/decode round
+        # trip); a memory store's sync costs nothing, so it needs no thread.
+        self.group = LocalGroup(
+            cfg.name,
+            self.fsm,
+            store.sync,
+            apply=self.fsm.apply_op,
+            sync_in_thread=not isinstance(store, MemoryStreamStore),
+        )
         self._queue: list[tuple[str, bytes | None, bytes, OnResult | None]] = []
         self._wake = trio.Event()
         self._expiry_changed = trio.Event()
         self.rejected = 0
         #: called with the ``ApplyOutcome`` of every op (consumers, advisories)
         self.listeners: list[Callable[[ApplyOutcome], None]] = []
+        # proposals in flight, and the event a snapshot holds them back with
+        self._inflight = 0
+        self._idle = trio.Event()
+        self._held: trio.Event | None = None
 
     def offer(
         self, subject: str, headers: bytes | None, payload: bytes, on_result: OnResult | None
@@ -126,7 +143,15 @@ class Stream:
                         cb(result)
 
     async def _propose(self, op: Op) -> ApplyOutcome:
-        outcome: ApplyOutcome = await self.group.propose(encode_op(op))
+        while self._held is not None:  # a snapshot is being taken
+            await self._held.wait()
+        self._inflight += 1
+        try:
+            outcome: ApplyOutcome = await self.group.propose(op)
+        finally:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()
         for listener in self.listeners:
             listener(outcome)
         self._expiry_changed.set()
@@ -167,7 +192,35 @@ class Stream:
         """Replace the config; the new policy goes through the group."""
         result = (await self._propose(UpdatePolicy(policy_of(cfg)))).results[0]
         self.cfg = cfg
+        self.fsm.report_stored = cfg.republish is not None  # Stored effects to republish
         return result
+
+    async def snapshot(self) -> tuple[bytes, StreamState]:
+        """The state machine's snapshot document and the store's state, taken
+        at one applied point.
+
+        New proposals are held back and the ones in flight are awaited, so no
+        batch is being applied or synced; then the document is written in one
+        go, on this thread (the store has one owner).  Publishes keep being
+        queued meanwhile and are proposed right after.
+
+        Cancellation: nothing is taken; held proposals go on.
+        """
+        while self._held is not None:
+            await self._held.wait()
+        held = self._held = trio.Event()
+        try:
+            while self._inflight:
+                self._idle = trio.Event()
+                await self._idle.wait()
+            return self.fsm.snapshot(), self.store.state()
+        finally:
+            self._held = None
+            held.set()
+
+
+class StreamExists(KeyError):
+    """A stream by that name exists or is being created or restored."""
 
 
 class StreamRegistry:
@@ -183,6 +236,7 @@ class StreamRegistry:
         self.nursery = nursery
         self.streams: dict[str, Stream] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
+        self._starting: set[str] = set()  # names being created or restored
 
     def _stream_dir(self, name: str) -> Path:
         assert self.dir is not None
@@ -195,26 +249,80 @@ class StreamRegistry:
         d.mkdir(parents=True, exist_ok=True)
         return FileStreamStore(d, cfg.limits(), compression=cfg.compression is not Compression.NONE)
 
+    def _claim(self, name: str) -> None:
+        if name in self.streams or name in self._starting:
+            raise StreamExists(name)
+        self._starting.add(name)
+
     async def create(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
-        """Create (or reopen) a stream and start its task."""
-        store = await trio.to_thread.run_sync(self._open_store, cfg)
-        if created_ns is None:
-            created_ns = time.time_ns()
-            if cfg.first_seq > 1 and store.state().last_seq == 0:
-                store.compact(cfg.first_seq)
-        stream = Stream(cfg, store, created_ns)
-        if self.dir is not None and cfg.storage is Storage.FILE:
-            await trio.to_thread.run_sync(self._write_config, cfg, created_ns)
+        """Create (or reopen) a stream and start its task.
+
+        Raises:
+            StreamExists: the name is taken (or being restored).
+        """
+        self._claim(cfg.name)
+        try:
+            store = await trio.to_thread.run_sync(self._open_store, cfg)
+            if created_ns is None:
+                created_ns = time.time_ns()
+                if cfg.first_seq > 1 and store.state().last_seq == 0:
+                    store.compact(cfg.first_seq)
+            stream = Stream(cfg, store, created_ns)
+            if self.dir is not None and cfg.storage is Storage.FILE:
+                await trio.to_thread.run_sync(self._write_config, cfg, created_ns)
+            await self._launch(stream)
+        finally:
+            self._starting.discard(cfg.name)
+        return stream
+
+    async def _launch(self, stream: Stream) -> None:
         scope = trio.CancelScope()
-        self._scopes[cfg.name] = scope
+        self._scopes[stream.cfg.name] = scope
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
                 await stream.run(task_status=task_status)
 
         await self.nursery.start(run)
-        self.streams[cfg.name] = stream
+        self.streams[stream.cfg.name] = stream
+
+    async def restore(self, cfg: StreamConfig, created_ns: int, document: bytes) -> Stream:
+        """Create stream ``cfg`` holding the state of a snapshot document.
+
+        The document (``StreamStateMachine.snapshot()``) is installed into a
+        fresh store before the stream runs; if its policy differs from
+        ``cfg``'s, the new policy then goes through the group (limits apply).
+
+        Raises:
+            StreamExists: the name is taken (or being created or restored).
+            StreamSnapshotError: the document is malformed; nothing is left behind.
+            StoreError, OSError: the store failed; nothing is left behind.
+        """
+        self._claim(cfg.name)
+        try:
+            if self.dir is not None:  # leftovers of a stream that no longer exists
+                await trio.to_thread.run_sync(self._remove_dir, cfg.name)
+            store = await trio.to_thread.run_sync(self._open_store, cfg)
+            stream = Stream(cfg, store, created_ns)
+            try:
+                await trio.to_thread.run_sync(stream.fsm.restore, io.BytesIO(document))
+                if self.dir is not None and cfg.storage is Storage.FILE:
+                    await trio.to_thread.run_sync(self._write_config, cfg, created_ns)
+            except BaseException:
+                store.close()
+                if self.dir is not None:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(self._remove_dir, cfg.name)
+                raise
+            await self._launch(stream)
+        finally:
+            self._starting.discard(cfg.name)
+        if stream.fsm.policy != policy_of(cfg):
+            await stream.update(cfg)
         return stream
+
+    def _remove_dir(self, name: str) -> None:
+        shutil.rmtree(self._stream_dir(name), ignore_errors=True)
 
     async def update(self, cfg: StreamConfig) -> Any:
         """Apply a new config to a running stream and persist it."""

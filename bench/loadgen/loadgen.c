@@ -17,6 +17,10 @@
  *   req  SUB _INBOX.lg.*, then send N requests with reply subject
  *        _INBOX.lg.<i>, keeping K in flight (K=1: strictly sequential);
  *        per-request round-trip latency is recorded.
+ *   jspub  JetStream publish: exactly req (reply _INBOX.lg.<i>, K in flight;
+ *        K=1 is one publish at a time), and every reply must be a PubAck
+ *        ({"stream":...,"seq":N} without "error"); acks that are not are
+ *        counted and the first one is reported.  The subject is the stream's.
  *
  * The inbound parser is incremental: it keeps unconsumed bytes across reads
  * and never assumes an op (control line or payload) arrives in one read.  It
@@ -309,7 +313,7 @@ typedef struct {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: loadgen pub|sub|req|rep [-H host] [-P port] [-s subject] [-n count]\n"
+            "usage: loadgen pub|sub|req|rep|jspub [-H host] [-P port] [-s subject] [-n count]\n"
             "               [-z size] [-b batch_bytes] [-i ping_every] [-w max_pings_out]\n"
             "               [-k inflight] [-t idle_timeout_s]\n");
     exit(2);
@@ -489,9 +493,41 @@ static void req_issue(conn_t *c, long i) {
     g_sent_at[i] = now_s();
 }
 
+/* jspub: what the replies said */
+static int g_jsack;
+static long g_acks_ok, g_acks_bad;
+static size_t g_seq_max;
+static char g_bad_ack[256];
+
+static void check_ack(const char *p, size_t n) {
+    static const char head[] = "{\"stream\":";
+    const char *seq = memmem(p, n, "\"seq\":", 6);
+    size_t v = 0, i = 0;
+    if (seq) {
+        const char *d = seq + 6;
+        while (d + i < p + n && d[i] >= '0' && d[i] <= '9') v = v * 10 + (size_t)(d[i++] - '0');
+    }
+    if (n > sizeof(head) - 1 && memcmp(p, head, sizeof(head) - 1) == 0 && seq && i > 0 &&
+        v > 0 && !memmem(p, n, "\"error\"", 7)) {
+        g_acks_ok++;
+        if (v > g_seq_max) g_seq_max = v;
+        return;
+    }
+    if (!g_acks_bad++) {
+        size_t j = 0;
+        for (size_t k = 0; k < n && j < sizeof(g_bad_ack) - 1; k++) {
+            char ch = p[k];
+            if (ch == '"' || ch == '\\' || (unsigned char)ch < 0x20) ch = '\'';
+            g_bad_ack[j++] = ch;
+        }
+        g_bad_ack[j] = 0;
+    }
+}
+
 static void req_on_msg(conn_t *c, const char *s, size_t sl, const char *r, size_t rl,
                        const char *p, size_t n, double now) {
-    (void)r; (void)rl; (void)p; (void)n;
+    (void)r; (void)rl;
+    if (g_jsack) check_ack(p, n);
     const char *dot = memrchr(s, '.', sl);
     size_t id;
     if (!dot || parse_size(dot + 1, sl - (size_t)(dot + 1 - s), &id) < 0 ||
@@ -539,12 +575,18 @@ static int mode_req(const opts_t *o) {
     double el = now_s() - t0;
     qsort(g_lat, (size_t)g_done, sizeof(double), cmp_double);
 #define PCT(q) (g_done ? g_lat[(size_t)((g_done - 1) * (q))] * 1e6 : 0.0)
-    int ok = g_done == o->count;
-    printf("{\"mode\":\"req\",\"ok\":%s,\"requests\":%ld,\"done\":%ld,\"inflight\":%ld,"
+    int ok = g_done == o->count && (!g_jsack || g_acks_ok == o->count);
+    if (g_jsack)
+        printf("{\"mode\":\"jspub\",\"acks_ok\":%ld,\"acks_bad\":%ld,\"seq_max\":%zu,"
+               "\"bad_ack\":\"%s\",\"ok\":%s,",
+               g_acks_ok, g_acks_bad, g_seq_max, g_bad_ack, ok ? "true" : "false");
+    else
+        printf("{\"mode\":\"req\",\"ok\":%s,", ok ? "true" : "false");
+    printf("\"requests\":%ld,\"done\":%ld,\"inflight\":%ld,"
            "\"elapsed_s\":%.6f,\"rps\":%.1f,\"lat_us\":{\"p50\":%.1f,\"p90\":%.1f,"
            "\"p99\":%.1f,\"max\":%.1f},\"unknown_replies\":%ld,\"closed\":%s,\"timeout\":%s,"
            "\"err\":\"%s\"}\n",
-           ok ? "true" : "false", o->count, g_done, k, el, el > 0 ? g_done / el : 0.0, PCT(0.5),
+           o->count, g_done, k, el, el > 0 ? g_done / el : 0.0, PCT(0.5),
            PCT(0.9), PCT(0.99), PCT(1.0), g_unknown, c.closed ? "true" : "false",
            timed_out ? "true" : "false", c.err);
     return ok ? 0 : 1;
@@ -581,6 +623,10 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "sub")) return mode_sub(&o);
     if (!strcmp(mode, "rep")) return mode_rep(&o);
     if (!strcmp(mode, "req")) return mode_req(&o);
+    if (!strcmp(mode, "jspub")) {
+        g_jsack = 1;
+        return mode_req(&o);
+    }
     usage();
     return 2;
 }

@@ -6,6 +6,7 @@ from typing import BinaryIO
 
 import pytest
 import trio
+import trio.testing
 
 from cluster.local import LocalGroup
 from raft.errors import QueueFull
@@ -66,4 +67,96 @@ async def test_apply_failure_reaches_the_proposer_and_queue_is_bounded() -> None
         with pytest.raises(QueueFull):
             await g.propose(b"x")
         g._pending.clear()
+        nursery.cancel_scope.cancel()
+
+
+async def test_sync_thread_group_commit_with_object_entries() -> None:
+    """The sync runs in the group's own thread, once per batch, before any result."""
+    import threading
+
+    fsm = Recorder()
+    sync_threads: set[str] = set()
+    syncs: list[int] = []
+
+    def sync() -> None:
+        sync_threads.add(threading.current_thread().name)
+        syncs.append(len(fsm.applied))
+        fsm.synced = len(fsm.applied)
+
+    seen: list[object] = []
+
+    def apply(entry: object) -> object:
+        seen.append(entry)
+        return fsm.apply(b"x")
+
+    g = LocalGroup("s", fsm, sync, apply=apply)
+    results: list[int] = []
+
+    async def one(i: int) -> None:
+        r = await g.propose(("op", i))
+        assert fsm.synced >= int(r)  # type: ignore[call-overload]
+        results.append(int(r))  # type: ignore[call-overload]
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        async with trio.open_nursery() as inner:
+            for i in range(200):
+                inner.start_soon(one, i)
+        nursery.cancel_scope.cancel()
+    assert sorted(results) == list(range(1, 201))
+    assert sorted(seen) == [("op", i) for i in range(200)]  # type: ignore[type-var]
+    assert sync_threads == {"sync-s"}
+    assert len(syncs) < 200
+    assert syncs == sorted(syncs) and syncs[-1] == 200
+
+
+async def test_cancelled_driver_finishes_its_sync_and_others_get_results() -> None:
+    fsm = Recorder()
+    started = trio.Event()
+    release = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    def sync() -> None:
+        token.run_sync_soon(started.set)
+        trio.from_thread.run(release.wait, trio_token=token)
+        fsm.synced = len(fsm.applied)
+
+    g = LocalGroup("s", fsm, sync)
+    got: list[object] = []
+    other_done = trio.Event()
+    cs = trio.CancelScope()
+
+    async def driver() -> None:
+        with cs:
+            await g.propose(b"a")  # the group is idle: drives its own batch
+
+    async def other() -> None:
+        got.append(await g.propose(b"b"))
+        other_done.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        nursery.start_soon(driver)
+        await started.wait()
+        cs.cancel()  # the sync in progress is waited for, not abandoned
+        nursery.start_soon(other)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not got  # "b" waits for the next batch
+        release.set()
+        with trio.fail_after(5):
+            await other_done.wait()
+        nursery.cancel_scope.cancel()
+    assert fsm.applied == [b"a", b"b"]
+    assert got == [2] and fsm.synced == 2
+
+
+async def test_sync_failure_reaches_the_driver() -> None:
+    def sync() -> None:
+        raise OSError("disk gone")
+
+    g = LocalGroup("s", Recorder(), sync)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        with pytest.raises(OSError, match="disk gone"):
+            await g.propose(b"x")
         nursery.cancel_scope.cancel()

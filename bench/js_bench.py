@@ -1,0 +1,500 @@
+"""JetStream R1 publish side by side: trijet against the reference nats-server.
+
+Theory of operation: for every storage (``file``, ``memory``) and mode
+(``sync``: one publish outstanding at a time; ``async``: a window of ``--window``
+publishes outstanding), each server is started afresh with JetStream in a new
+temporary store directory, an R1 stream ``BENCH`` (subjects ``bench.>``) is
+created through ``$JS.API.STREAM.CREATE.BENCH``, and ``--sync-msgs`` or
+``--async-msgs`` messages of ``--size`` bytes are published to ``bench.js``,
+each with its own reply inbox.
+
+The publisher is ``bench/loadgen/loadgen.c`` in its ``jspub`` mode (a raw-socket
+C client shared with ``core_bench``): it keeps K publishes in flight (K=1 for
+sync), checks that every reply is a PubAck (``{"stream":…,"seq":N}`` without
+``"error"``), and reports the rate from the first publish to the last PubAck and
+the round-trip latency.  Afterwards ``$JS.API.STREAM.INFO.BENCH`` must report
+exactly N messages with last sequence N; a run failing any check is excluded
+from the medians and listed under *notes*.
+
+Durability is the same on both sides: the reference runs with
+``jetstream { sync_interval: always }`` (nats-server syncs every write before
+it acks; the option is checked with ``nats-server -t -c`` and, once running,
+in ``/varz``), and trijet always makes a batch durable before acking it.  The
+memory rows measure the same path without disk.
+
+Figures per metric are medians over ``--repeat`` repetitions; the server order
+alternates between repetitions.  Server CPU per message is recorded because
+the machine is shared (2 cores).
+
+Run: ``python -m bench.js_bench [--repeat 3]`` (see ``bench/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.core_bench import (
+    OUT_DIR,
+    REPO_DIR,
+    SERVER_START_S_MAX,
+    ServerProc,
+    build_loadgen,
+    find_nats_server,
+    finish,
+    fmt,
+    print_collapsed_top,
+    stop_server,
+)
+
+STREAM = "BENCH"
+SUBJECT = "bench.js"
+API_TIMEOUT_S = 10.0
+TARGETS = {"sync": 0.5, "async": 0.3}
+"""Required trijet/reference ratio per mode."""
+
+# -- servers -----------------------------------------------------------------------
+
+
+@dataclass
+class JsServer:
+    """A server under test plus its store directory and monitoring port."""
+
+    proc: ServerProc
+    store_dir: str
+    http_port: int | None
+
+
+def ref_config(store_dir: str) -> str:
+    """The reference's config: JetStream with a sync before every ack."""
+    return f'jetstream {{\n  store_dir: "{store_dir}"\n  sync_interval: always\n}}\n'
+
+
+def check_ref_config(nats_server: str) -> None:
+    """Make sure the reference parses ``sync_interval: always`` (exit otherwise)."""
+    with tempfile.TemporaryDirectory(prefix="js_bench_cfg_") as d:
+        path = os.path.join(d, "ref.conf")
+        with open(path, "w") as fh:
+            fh.write(ref_config(os.path.join(d, "store")))
+        res = subprocess.run([nats_server, "-t", "-c", path], capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(f"js_bench: the reference rejects its config: {res.stderr or res.stdout}")
+
+
+def start_js_server(name: str, args: argparse.Namespace, tag: str) -> JsServer:
+    """Start ``ref``, ``trijet`` or ``trijet=DIR`` with JetStream in a fresh store dir."""
+    safe = "".join(ch if ch.isalnum() else "_" for ch in name)
+    ports_dir = tempfile.mkdtemp(prefix=f"js_bench_{safe}_")
+    store_dir = tempfile.mkdtemp(prefix=f"js_bench_store_{safe}_", dir=args.store_parent)
+    base = ["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "--ports_file_dir", ports_dir]
+    if name == "ref":
+        conf = os.path.join(ports_dir, "ref.conf")
+        with open(conf, "w") as fh:
+            fh.write(ref_config(store_dir))
+        cmd, cwd = [args.nats_server, "-c", conf, *base], REPO_DIR
+    else:
+        cwd = Path(name.split("=", 1)[1]) if "=" in name else REPO_DIR
+        cmd = [*shlex.split(args.trijet_prefix), sys.executable, "-m", "node"]
+        cmd += ["-js", "-sd", store_dir, *base]
+    log_path = OUT_DIR / f"js-{safe}-{tag}.log"
+    log_fh = open(log_path, "wb")  # closed by stop_server
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+    deadline = time.monotonic() + SERVER_START_S_MAX
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log_fh.close()
+            sys.exit(f"js_bench: {name} exited at start; see {log_path}")
+        files = glob.glob(os.path.join(ports_dir, "*.ports"))
+        if files:
+            try:
+                with open(files[0]) as fh:
+                    ports = json.load(fh)
+                url = ports["nats"][0]
+            except (OSError, ValueError, KeyError, IndexError):
+                time.sleep(0.02)
+                continue
+            port = int(url.rsplit(":", 1)[1])
+            mon = ports.get("monitoring") or [None]
+            http_port = int(mon[0].rsplit(":", 1)[1]) if mon[0] else None
+            sp = ServerProc(name, proc, port, log_path, log_fh, ports_dir)
+            return JsServer(sp, store_dir, http_port)
+        time.sleep(0.02)
+    proc.kill()
+    log_fh.close()
+    sys.exit(f"js_bench: {name} did not write its ports file in {SERVER_START_S_MAX}s")
+
+
+def stop_js_server(s: JsServer) -> None:
+    stop_server(s.proc)
+    subprocess.run(["rm", "-rf", s.store_dir], check=False)
+
+
+def varz_sync_always(s: JsServer) -> bool | None:
+    """``jetstream.config.sync_always`` from ``/varz`` (None when not reported)."""
+    if s.http_port is None:
+        return None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{s.http_port}/varz", timeout=5) as r:
+            doc = json.load(r)
+    except (OSError, ValueError):
+        return None
+    val = doc.get("jetstream", {}).get("config", {}).get("sync_always")
+    return bool(val) if val is not None else None
+
+
+# -- a tiny request client for the JetStream API --------------------------------------
+
+
+class ApiClient:
+    """One raw NATS connection that sends ``$JS.API`` requests and reads the replies."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=API_TIMEOUT_S)
+        self.buf = b""
+        self.n = 0
+        self._line()  # INFO
+        self.sock.sendall(
+            b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true,'
+            b'"protocol":1,"name":"js_bench"}\r\nSUB _INBOX.jsb.* 1\r\n'
+        )
+
+    def _fill(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise RuntimeError("server closed the API connection")
+        self.buf += data
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _take(self, n: int) -> bytes:
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2 :]
+        return data
+
+    def request(self, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send one request and return the decoded JSON reply."""
+        self.n += 1
+        payload = json.dumps(body).encode() if body is not None else b""
+        reply = f"_INBOX.jsb.{self.n}"
+        self.sock.sendall(f"PUB {subject} {reply} {len(payload)}\r\n".encode() + payload + b"\r\n")
+        while True:
+            line = self._line()
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+                continue
+            if line.startswith(b"-ERR"):
+                raise RuntimeError(f"server said {line.decode(errors='replace')}")
+            parts = line.split()
+            if parts and parts[0] == b"MSG":
+                data = self._take(int(parts[-1]))
+            elif parts and parts[0] == b"HMSG":
+                total, hdr = int(parts[-1]), int(parts[-2])
+                raw = self._take(total)
+                if not raw[hdr:]:
+                    raise RuntimeError(f"{subject}: {raw[:hdr].splitlines()[0]!r}")
+                data = raw[hdr:]
+            else:
+                continue
+            if parts[1] == reply.encode():
+                return dict(json.loads(data))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    """One (storage, mode) run on one server."""
+
+    server: str
+    storage: str
+    mode: str
+    rep: int
+    result: dict[str, Any]
+    cpu_s: float
+    wall_s: float
+    load: tuple[float, float, float]
+    ok: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def run_one(s: JsServer, storage: str, mode: str, rep: int, args: argparse.Namespace) -> Sample:
+    """Create the stream, publish, verify the stream's state."""
+    n = args.sync_msgs if mode == "sync" else args.async_msgs
+    window = 1 if mode == "sync" else args.window
+    api = ApiClient(s.proc.port)
+    notes: list[str] = []
+    try:
+        created = api.request(
+            f"$JS.API.STREAM.CREATE.{STREAM}",
+            {"name": STREAM, "subjects": ["bench.>"], "storage": storage, "num_replicas": 1},
+        )
+        if "error" in created:
+            raise RuntimeError(f"stream create failed: {created['error']}")
+        load = os.getloadavg()
+        cmd = [*args.loadgen, "jspub", "-H", "127.0.0.1", "-P", str(s.proc.port)]
+        cmd += ["-s", SUBJECT, "-n", str(n), "-z", str(args.size), "-k", str(window)]
+        cmd += ["-t", str(args.idle_s)]
+        spy = start_py_spy(s, storage, mode, rep, args)
+        try:
+            c0, t0 = s.proc.cpu_s(), time.monotonic()
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            res = finish(p, max(120.0, n / 200))
+            cpu, wall = s.proc.cpu_s() - c0, time.monotonic() - t0
+        finally:
+            stop_py_spy(spy)
+        info = api.request(f"$JS.API.STREAM.INFO.{STREAM}")
+    finally:
+        api.close()
+    state = info.get("state", {})
+    res["stream_msgs"] = state.get("messages")
+    res["stream_last_seq"] = state.get("last_seq")
+    sample = Sample(s.proc.name, storage, mode, rep, res, cpu, wall, load)
+    if not res.get("ok"):
+        notes.append(
+            f"publisher failed: done={res.get('done')} acks_ok={res.get('acks_ok')} "
+            f"acks_bad={res.get('acks_bad')} first bad ack={res.get('bad_ack')!r} "
+            f"err={res.get('err')!r} timeout={res.get('timeout')}"
+        )
+    if state.get("messages") != n or state.get("last_seq") != n:
+        notes.append(f"stream state after the run: {state} (expected {n} messages)")
+    sample.ok = not notes
+    for line in s.proc.new_log_lines():
+        low = line.lower()
+        if "err" in low or "wrn" in low or "warn" in low or "slow" in low:
+            notes.append(line.strip())
+    sample.notes = notes
+    return sample
+
+
+def start_py_spy(s: JsServer, storage: str, mode: str, rep: int, args: argparse.Namespace) -> Any:
+    if not args.py_spy or s.proc.name == "ref" or rep != 0:
+        return None
+    safe = "".join(ch if ch.isalnum() else "_" for ch in s.proc.name)
+    out = OUT_DIR / f"js-{safe}-{storage}-{mode}.raw"
+    cmd = [args.py_spy, "record", "--pid", str(s.proc.proc.pid), "-r", "250", "-o", str(out)]
+    cmd += ["--format", "raw", "--nonblocking"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # let it attach before the load starts
+    return p, out
+
+
+def stop_py_spy(spy: Any) -> None:
+    if spy is None:
+        return
+    p, out = spy
+    p.send_signal(signal.SIGINT)
+    try:
+        p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+    print(f"  py-spy profile: {out}")
+    if out.exists():
+        print_collapsed_top(out, top=30)
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def values(samples: list[Sample]) -> dict[tuple[str, str, str], dict[str, list[float]]]:
+    """(storage, mode, metric) -> server -> values over the successful runs."""
+    out: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for sm in samples:
+        if not sm.ok:
+            continue
+        r = sm.result
+        done = int(r["done"])
+        out[(sm.storage, sm.mode, "rate")][sm.server].append(float(r["rps"]))
+        out[(sm.storage, sm.mode, "p50")][sm.server].append(float(r["lat_us"]["p50"]))
+        out[(sm.storage, sm.mode, "p99")][sm.server].append(float(r["lat_us"]["p99"]))
+        out[(sm.storage, sm.mode, "cpu")][sm.server].append(1e6 * sm.cpu_s / done)
+    return out
+
+
+METRIC_LABEL = {
+    "rate": "msgs/s (first publish to last PubAck)",
+    "p50": "  p50 publish->ack us (lower=better)",
+    "p99": "  p99 publish->ack us (lower=better)",
+    "cpu": "  server CPU us per msg (lower=better)",
+}
+
+
+def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
+    """Print the table of medians, the ratio and target lines; return the summary."""
+    vals = values(samples)
+    names = list(dict.fromkeys(sm.server for sm in samples))
+    others = [n for n in names if n != "ref"]
+    short = {n: n if len(n) <= 12 else "…" + n[-11:] for n in names}
+    head = f"{'storage':8}{'mode':7}{'metric':40}" + "".join(f" {short[n]:>12}" for n in names)
+    if "ref" in names:
+        head += "".join(
+            f" {'ratio' + ('' if n == 'trijet' else str(i)):>7}" for i, n in enumerate(others)
+        )
+    print()
+    print(head + "  runs")
+    print("-" * (len(head) + 6))
+    summary: dict[str, Any] = {}
+    for key in sorted(vals, key=lambda k: (k[0], k[1] != "sync", list(METRIC_LABEL).index(k[2]))):
+        storage, mode, metric = key
+        med = {n: statistics.median(v) if (v := vals[key].get(n)) else None for n in names}
+        row = f"{storage:8}{mode:7}{METRIC_LABEL[metric]:40}"
+        row += "".join(f" {fmt(med[n]):>12}" for n in names)
+        entry: dict[str, Any] = {n: med[n] for n in names}
+        entry.update({n + "_all": vals[key].get(n, []) for n in names})
+        ref = med.get("ref")
+        if "ref" in names:
+            for n in others:
+                ratio = med[n] / ref if med[n] is not None and ref else None
+                entry["ratio" if n == "trijet" else f"ratio[{n}]"] = ratio
+                row += f" {'' if ratio is None else f'{ratio:.3f}':>7}"
+        runs = "/".join(str(len(vals[key].get(n, []))) for n in names)
+        print(f"{row}  {runs}")
+        summary["/".join(key)] = entry
+    notes = [(sm, n) for sm in samples for n in sm.notes]
+    if notes:
+        print("\nnotes (failed checks, server log lines):")
+        for sm, n in notes:
+            print(f"  [{sm.server} {sm.storage} {sm.mode} #{sm.rep}] {n[:200]}")
+    loads = [sm.load[0] for sm in samples]
+    print(
+        f"\nload average (1 min) at run starts: min {min(loads):.2f} "
+        f"median {statistics.median(loads):.2f} max {max(loads):.2f}; cpus {os.cpu_count()}"
+    )
+    print()
+    for storage in args.storages:
+        for mode in args.modes:
+            e = summary.get(f"{storage}/{mode}/rate")
+            if e is None:
+                continue
+            for n in others:
+                ratio = e.get("ratio" if n == "trijet" else f"ratio[{n}]")
+                if ratio is None:
+                    verdict = "n/a"
+                else:
+                    verdict = "met" if ratio >= TARGETS[mode] else "NOT met"
+                rtxt = "n/a" if ratio is None else f"{ratio:.3f}"
+                print(
+                    f"js_{storage}_{mode}: {n}={fmt(e.get(n))} ref={fmt(e.get('ref'))} "
+                    f"ratio={rtxt} target>={TARGETS[mode]}: {verdict}"
+                )
+    return summary
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.js_bench", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--sync-msgs", type=int, default=20_000, help="messages per sync run")
+    p.add_argument("--async-msgs", type=int, default=200_000, help="messages per async run")
+    p.add_argument("--size", type=int, default=128, help="payload bytes")
+    p.add_argument("--window", type=int, default=256, help="async: publishes in flight")
+    p.add_argument("--repeat", type=int, default=3, help="repetitions (median reported)")
+    p.add_argument("--servers", default="ref,trijet", help="comma list of ref, trijet, trijet=DIR")
+    p.add_argument("--storage", default="file,memory", help="comma list of file, memory")
+    p.add_argument("--modes", default="sync,async", help="comma list of sync, async")
+    p.add_argument("--store-parent", default=None, help="where the temp store dirs go (TMPDIR)")
+    p.add_argument("--idle-s", type=float, default=20.0, help="publisher gives up after idle")
+    p.add_argument("--trijet-prefix", default="", help="command prefix for trijet")
+    p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet (1st repetition)")
+    p.add_argument("--json", default="", help="write all raw results to this file")
+    args = p.parse_args(argv)
+    args.storages = [x.strip() for x in args.storage.split(",") if x.strip()]
+    args.modes = [x.strip() for x in args.modes.split(",") if x.strip()]
+    bad = [x for x in args.storages if x not in ("file", "memory")]
+    bad += [x for x in args.modes if x not in ("sync", "async")]
+    if bad:
+        p.error(f"unknown storage or mode: {', '.join(bad)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    OUT_DIR.mkdir(exist_ok=True)
+    args.nats_server = find_nats_server()
+    args.loadgen = build_loadgen(False)
+    if args.loadgen is None:
+        sys.exit("js_bench: needs the C load generator (gcc or cc)")
+    check_ref_config(args.nats_server)
+    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    ver = subprocess.run([args.nats_server, "--version"], capture_output=True, text=True)
+    print(f"reference: {args.nats_server} ({ver.stdout.strip()}), sync_interval: always")
+    print(f"trijet:    {sys.executable} -m node -js")
+    print(
+        f"sync_msgs={args.sync_msgs} async_msgs={args.async_msgs} window={args.window} "
+        f"size={args.size} repeat={args.repeat} load={os.getloadavg()}"
+    )
+    samples: list[Sample] = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for rep in range(args.repeat):
+        order = servers if rep % 2 == 0 else list(reversed(servers))
+        for storage in args.storages:
+            for mode in args.modes:
+                for name in order:
+                    s = start_js_server(name, args, f"{stamp}-{storage}-{mode}-{rep}")
+                    try:
+                        if name == "ref" and varz_sync_always(s) is False:
+                            sys.exit("js_bench: the reference does not report sync_always")
+                        sm = run_one(s, storage, mode, rep, args)
+                    except RuntimeError as exc:
+                        sm = Sample(name, storage, mode, rep, {}, 0.0, 0.0, os.getloadavg())
+                        sm.notes.append(f"run error: {exc}")
+                    finally:
+                        stop_js_server(s)
+                    samples.append(sm)
+                    print(f"[{rep}] {name:8} {storage:6} {mode:5} {brief(sm)}", flush=True)
+    summary = report(samples, args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(
+                {"args": vars(args), "summary": summary, "samples": [vars(sm) for sm in samples]},
+                fh,
+                indent=1,
+                default=str,
+            )
+    return 0
+
+
+def brief(sm: Sample) -> str:
+    r = sm.result
+    cores = sm.cpu_s / sm.wall_s if sm.wall_s else 0.0
+    tail = f"srv_cpu={sm.cpu_s:.2f}s ({cores:.2f} cores) load={sm.load[0]:.2f}"
+    if not r:
+        return f"ERROR {'; '.join(sm.notes)} {tail}"
+    lat = r.get("lat_us", {})
+    state = "ok" if sm.ok else "FAILED (see notes)"
+    return (
+        f"{r.get('rps', 0):>9,.0f} msgs/s p50={lat.get('p50', 0):.0f}us "
+        f"p99={lat.get('p99', 0):.0f}us {state} {tail}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
