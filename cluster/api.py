@@ -17,22 +17,37 @@ Results are the state machine's result types (``PubResult``,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from cluster.model import StreamConfig
 from cluster.sourcing import Sourcing
+from cluster.stream_archive import Archive
 from cluster.stream_fsm import ApplyOutcome
-from cluster.streams import OnResult, Stream, StreamRegistry
-from store.api import StoredMsg
+from cluster.streams import OnResult, Stream, StreamExists, StreamRegistry
+from store.api import StoredMsg, StreamState
 from store.errors import MsgNotFound
 
-__all__ = ["JetStreamApi", "MsgNotFound", "StreamNotFound"]
+__all__ = ["JetStreamApi", "MsgNotFound", "StreamExists", "StreamNotFound", "StreamSnapshot"]
 
 
 class StreamNotFound(KeyError):
     """No stream by that name."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSnapshot:
+    """A stream captured at one applied point (``snapshot_stream``).
+
+    Attributes:
+        archive: config, creation time and the state machine's document.
+        state: the store's state at that point.
+    """
+
+    archive: Archive
+    state: StreamState
 
 
 class JetStreamApi:
@@ -47,6 +62,8 @@ class JetStreamApi:
         self._registry = StreamRegistry(store_dir, nursery)
         #: the feeds of mirrors and sourcing streams (started with each stream)
         self.sourcing = Sourcing(self._registry.streams, nursery, domain=domain)
+        #: where long-running transfers (snapshot delivery, restore intake) run
+        self.nursery = nursery
         #: called as ``on_created(stream)`` when a stream starts (also at recovery)
         self.on_stream_started: list[Callable[[Stream], None]] = [self.sourcing.stream_started]
 
@@ -110,6 +127,32 @@ class JetStreamApi:
         self.stream(name)
         self.sourcing.stream_deleted(name)
         await self._registry.delete(name)
+
+    async def snapshot_stream(self, name: str) -> StreamSnapshot:
+        """Capture stream ``name`` at one applied point (publishing goes on).
+
+        Raises:
+            StreamNotFound; StoreError, OSError when the store cannot be read.
+        """
+        stream = self.stream(name)
+        document, state = await stream.snapshot()
+        return StreamSnapshot(Archive(stream.cfg, stream.created_ns, document), state)
+
+    async def restore_stream(self, cfg: StreamConfig, archive: Archive) -> Stream:
+        """Create stream ``cfg`` (validated by the caller) from ``archive``;
+        ``cfg`` is its identity from now on (a policy that differs from the
+        archived one is applied through the group after the restore).
+
+        Raises:
+            StreamExists: the name is taken, or being created or restored.
+            StreamSnapshotError: the archive's document is malformed.
+            StoreError, OSError: the store failed.
+            In every case nothing is created.
+        """
+        stream = await self._registry.restore(cfg, archive.created_ns, archive.document)
+        for cb in self.on_stream_started:
+            cb(stream)
+        return stream
 
     # -- messages -------------------------------------------------------------
 
