@@ -35,11 +35,12 @@ draws from a ``random.Random`` the caller passes (DESIGN rule 7).
 
 from __future__ import annotations
 
+import functools
 import random as _random
 import re
 from dataclasses import dataclass
 
-__all__ = ["SubjectTransform", "TransformError", "fnv1a32"]
+__all__ = ["SubjectTransform", "TransformError", "cached", "fnv1a32", "transform_error"]
 
 _INT32_MAX = (1 << 31) - 1
 
@@ -328,3 +329,23 @@ class SubjectTransform:
         parts = [tok[:rem]] if rem else []
         parts += [tok[i : i + size] for i in range(rem, n, size)]
         return ".".join(parts)
+
+
+@functools.lru_cache(maxsize=1024)
+def cached(src: str, dest: str) -> SubjectTransform | None:
+    """``SubjectTransform.compile`` memoised; ``None`` also when the pair is
+    invalid (configs are validated before they get here, by the API layer)."""
+    try:
+        return SubjectTransform.compile(src, dest)
+    except TransformError:
+        return None
+
+
+def transform_error(src: str, dest: str) -> str:
+    """Why nats-server would refuse ``src -> dest`` ("" if it would not):
+    the reason a stream's ``subject_transform`` is rejected with (10156)."""
+    try:
+        SubjectTransform.compile(src, dest)
+    except TransformError as e:
+        return str(e)
+    return ""

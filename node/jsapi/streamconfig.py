@@ -42,6 +42,7 @@ from cluster.model import (
     StreamConfig,
     StreamSource,
 )
+from cluster.transform import transform_error
 from node.jsapi.errors import (
     MIRROR_DURABLE_CONSUMER_CFG_INVALID,
     MIRROR_INVALID_STREAM_NAME,
@@ -277,7 +278,7 @@ def check_stream_config(
     if st is not None:
         if st.src and not _valid_subject(st.src):
             raise JSApiError(STREAM_TRANSFORM_INVALID_SOURCE, err=f"invalid subject {st.src}")
-        reason = validate_mapping(st.src, st.dest)
+        reason = transform_error(st.src, st.dest)
         if reason:
             raise JSApiError(STREAM_TRANSFORM_INVALID_DESTINATION, err=reason)
     rp = cfg.republish

@@ -248,7 +248,8 @@ def test_case_insensitive_keys_and_concatenated_values() -> None:
             (
                 400,
                 10156,
-                "stream transform: invalid mapping destination: wildcard index out of range",
+                "stream transform: invalid mapping destination: wildcard index out of range"
+                " in $2: [2]",
             ),
         ),
         (
