@@ -18,6 +18,8 @@ Streams found on disk are recreated at start.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -102,8 +104,6 @@ class JetStreamService:
         self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
         self.api_total = 0
         self.api_errors = 0
-        #: PubAck bytes before the sequence, per stream (``_acker``)
-        self._ack_prefixes: dict[str, bytes] = {}
         self.api_inflight = 0  # queued or being handled
 
     # -- lifecycle ----------------------------------------------------------
@@ -134,6 +134,9 @@ class JetStreamService:
     ) -> None:
         tokens = subject.decode(errors="replace").split(".")
         op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
+        if ".".join(op).startswith("DIRECT.GET"):
+            self._unserved(sub, subject, reply)  # served by per-stream subscriptions only
+            return
         if not reply and any(op[: len(p)] == p for p in _NEED_REPLY):
             return  # nats-server acts on other requests without a reply subject
         req = ApiRequest(subject, op, reply or b"", hdr, body, self.client.sender)
@@ -148,7 +151,7 @@ class JetStreamService:
 
     def _capture(self, stream: Stream) -> None:
         name = stream.cfg.name
-        acker = self._acker
+        ack = self._acker(name)
 
         def on_msg(
             sub: Subscription,
@@ -157,7 +160,7 @@ class JetStreamService:
             hdr: bytes | None,
             payload: bytes,
         ) -> None:
-            cb = None if (stream.cfg.no_ack or not reply) else acker(name, reply)
+            cb = None if (stream.cfg.no_ack or not reply) else partial(ack, reply)
             subj = subject.decode()
             st = stream.cfg.subject_transform
             if st is not None:  # stored under the transformed subject, if it matches
@@ -167,6 +170,54 @@ class JetStreamService:
                 self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
 
         self._subs[name] = [self.client.subscribe(s.encode(), on_msg) for s in stream.cfg.subjects]
+        if stream.cfg.allow_direct:
+            self._subs[name] += self._direct_subs(name)
+
+    def _direct_subs(self, name: str) -> list[Subscription]:
+        """``$JS.API.DIRECT.GET.<name>`` and ``….<name>.>`` (queue group
+        ``_sys_``, as nats-server): direct gets are answered only while the
+        stream allows them; they go through the API queue, never counted.
+        """
+        prefixes = [b"$JS.API."]
+        if self.domain:
+            prefixes.append(b"$JS." + self.domain.encode() + b".API.")
+        subs = []
+        for prefix in prefixes:
+            base = prefix + b"DIRECT.GET." + name.encode()
+            for subject in (base, base + b".>"):
+                subs.append(self.client.subscribe(subject, self._on_direct, queue=b"_sys_"))
+        return subs
+
+    def _on_direct(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        if not reply:
+            return
+        tokens = subject.decode(errors="replace").split(".")
+        op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
+        try:
+            self._send.send_nowait(ApiRequest(subject, op, reply, hdr, body, self.client.sender))
+        except trio.WouldBlock:
+            log.warning("event=jsapi_queue_full subject=%r", subject)
+        else:
+            self.api_inflight += 1
+
+    def _unserved(self, sub: Subscription, subject: bytes, reply: bytes | None) -> None:
+        """A direct get that reached only the API catch-all: nats-server keeps
+        these out of its API import, so the requester gets no-responders (503).
+        """
+        src = self.client.sender
+        if not reply or src is None or not getattr(src, "no_responders", False):
+            return
+        router = self.server.router
+        r = router.sublist.match(subject)
+        if any(s is not sub for s in r.psubs) or r.qsubs:
+            return
+        if router.route_sublist.count:
+            rr = router.route_sublist.match(subject)
+            if rr.psubs or rr.qsubs:
+                return
+        router.no_responders(src, subject, reply)
 
     def _attach_republish(self, stream: Stream) -> None:
         client = self.client
@@ -186,13 +237,16 @@ class JetStreamService:
         for sub in self._subs.pop(name, []):
             self.client.unsubscribe(sub)
 
-    def _acker(self, stream: str, reply: bytes) -> Any:
-        publish = self.client.publish
-        prefix = self._ack_prefixes.get(stream)
-        if prefix is None:
-            prefix = self._ack_prefix(stream)
+    def _acker(self, stream: str) -> Callable[[bytes, Any], None]:
+        """The PubAck sender of ``stream``: ``ack(reply, result)``.
 
-        def ack(result: Any) -> None:
+        The PubAck of a stored message is ``render.pub_ack`` up to the
+        sequence number (computed once here), the decimal sequence and ``}``.
+        """
+        publish = self.client.publish
+        prefix = render.pub_ack(stream, 0, domain=self.domain).removesuffix("0}").encode()
+
+        def ack(reply: bytes, result: Any) -> None:
             if type(result) is PubResult and not result.duplicate and result.stream == stream:
                 publish(reply, prefix + b"%d}" % result.seq)
             elif isinstance(result, PubResult):
@@ -201,20 +255,9 @@ class JetStreamService:
                 )
                 publish(reply, text.encode())
             elif isinstance(result, ApiErrorResult):
-                err = _pub_error(stream, result.code, result.err_code, result.description)
-                self.client.publish(reply, err)
+                publish(reply, _pub_error(stream, result.code, result.err_code, result.description))
 
         return ack
-
-    def _ack_prefix(self, stream: str) -> bytes:
-        """``render.pub_ack`` up to the sequence number (cached per stream name).
-
-        The PubAck of a stored message is this prefix, the decimal sequence and ``}``.
-        """
-        text = render.pub_ack(stream, 0, domain=self.domain)
-        prefix = text.removesuffix("0}").encode()
-        self._ack_prefixes[stream] = prefix
-        return prefix
 
     # -- API ------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from cluster.api import StreamNotFound
 from cluster.stream_fsm import ApiErrorResult, PurgeResult
 from cluster.streams import Stream
-from store.api import StreamState
 from node.jetstream import apireq
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
 from node.jsapi import render
@@ -39,6 +38,7 @@ from node.jsapi.streamconfig import (
     parse_update,
 )
 from node.subjects import overlaps
+from store.api import StreamState
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService

@@ -26,13 +26,14 @@ Shapes (nats-server 2.15, which trijet echoes):
 
 from __future__ import annotations
 
+import base64
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.model import StreamConfig
 from node.jsapi.errors import JSApiError, go_json
-from store.api import StreamState
+from store.api import StoredMsg, StreamState
 
 __all__ = [
     "API_TYPE_PREFIX",
@@ -42,7 +43,9 @@ __all__ = [
     "STREAM_UPDATE_RESPONSE",
     "config_dict",
     "config_json",
+    "direct_get_headers",
     "error_response",
+    "error_response_with",
     "pub_ack",
     "pub_ack_error",
     "rfc3339_ns",
@@ -51,6 +54,7 @@ __all__ = [
     "stream_info_dict",
     "stream_info_response",
     "stream_list_response",
+    "stream_msg_get_response",
     "stream_update_response",
 ]
 
@@ -59,6 +63,7 @@ STREAM_CREATE_RESPONSE = API_TYPE_PREFIX + "stream_create_response"
 STREAM_UPDATE_RESPONSE = API_TYPE_PREFIX + "stream_update_response"
 STREAM_INFO_RESPONSE = API_TYPE_PREFIX + "stream_info_response"
 STREAM_LIST_RESPONSE = API_TYPE_PREFIX + "stream_list_response"
+STREAM_MSG_GET_RESPONSE = API_TYPE_PREFIX + "stream_msg_get_response"
 
 _ZERO_TIME = "0001-01-01T00:00:00Z"
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -101,7 +106,7 @@ def state_dict(state: StreamState, *, consumer_count: int = 0) -> dict[str, Any]
     if state.num_subjects:
         d["num_subjects"] = state.num_subjects
     if state.subjects:
-        d["subjects"] = dict(state.subjects)
+        d["subjects"] = dict(sorted(state.subjects.items()))  # Go writes map keys sorted
     if state.num_deleted:
         d["num_deleted"] = state.num_deleted
     if state.deleted:
@@ -197,6 +202,55 @@ def stream_list_response(
 def error_response(type_: str, err: JSApiError) -> str:
     """``{"type":…,"error":{…}}`` for any API response type."""
     return _with_type(type_, {"error": err.to_dict()})
+
+
+def error_response_with(type_: str, err: JSApiError, tail: Mapping[str, Any]) -> str:
+    """An error answer whose Go response struct also writes fields without
+    ``omitempty`` (``tail``, in struct order) after ``error``: e.g. INFO's
+    ``"total":0,"offset":0,"limit":0`` or PURGE's ``"purged":0``.
+    """
+    return _with_type(type_, {"error": err.to_dict(), **tail})
+
+
+def stream_msg_get_response(msg: StoredMsg, *, headers: bool = True) -> str:
+    """STREAM.MSG.GET success: ``{"type","message":{"subject","seq",["hdrs"],["data"],"time"}}``.
+
+    ``hdrs`` (the raw header block) and ``data`` are base64, each omitted
+    when empty; ``headers=False`` (``no_hdr``) leaves ``hdrs`` out.
+    """
+    m: dict[str, Any] = {"subject": msg.subject, "seq": msg.seq}
+    if headers and msg.headers:
+        m["hdrs"] = base64.b64encode(msg.headers).decode()
+    if msg.payload:
+        m["data"] = base64.b64encode(msg.payload).decode()
+    m["time"] = rfc3339_ns(msg.ts_ns)
+    return _with_type(STREAM_MSG_GET_RESPONSE, {"message": m})
+
+
+def direct_get_headers(
+    stream: str, msg: StoredMsg, *, pending: int | None = None, last_seq: int = 0
+) -> bytes:
+    """The header block of a direct-get reply: the stored headers (if any)
+    followed by ``Nats-Stream``, ``Nats-Subject``, ``Nats-Sequence``,
+    ``Nats-Time-Stamp`` (RFC 3339 with nanoseconds) and, for batch replies
+    (``pending`` given), ``Nats-Num-Pending`` and ``Nats-Last-Sequence``.
+    """
+    lines = [
+        ("Nats-Stream", stream),
+        ("Nats-Subject", msg.subject),
+        ("Nats-Sequence", str(msg.seq)),
+        ("Nats-Time-Stamp", rfc3339_ns(msg.ts_ns)),
+    ]
+    if pending is not None:
+        lines += [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_seq))]
+    head = msg.headers[:-2] if len(msg.headers) > 2 else b"NATS/1.0\r\n"
+    tail = b"".join(k.encode() + b": " + _header_value(v) + b"\r\n" for k, v in lines)
+    return head + tail + b"\r\n"
+
+
+def _header_value(value: str) -> bytes:
+    """Go's ``http.Header.Write``: newlines become spaces, ends trimmed."""
+    return value.replace("\r", " ").replace("\n", " ").strip(" \t").encode()
 
 
 def pub_ack(stream: str, seq: int, *, duplicate: bool = False, domain: str = "") -> str:
