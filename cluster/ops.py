@@ -170,9 +170,8 @@ class StreamPolicy:
         sealed: No publish, purge or delete is permitted (10109).
         deny_delete: ``MSG.DELETE`` refused (10057).
         deny_purge: ``PURGE`` and rollups refused (10110 / 10111).
-        allow_msg_ttl: ``Nats-TTL`` is permitted (otherwise 10166).  Per-message
-            TTLs are not implemented yet: with this set the header is checked
-            and stored but does not shorten a message's life.
+        allow_msg_ttl: ``Nats-TTL`` is permitted (otherwise 10166) and honoured:
+            the store expires such messages (``store.ttl``; ``Expire`` ops).
     """
 
     name: str
