@@ -193,7 +193,6 @@ class Stream:
         result = (await self._propose(UpdatePolicy(policy_of(cfg)))).results[0]
         self.cfg = cfg
         self.fsm.report_stored = cfg.republish is not None  # Stored effects to republish
-        self.fsm.report_stored = cfg.republish is not None  # Stored effects to republish
         return result
 
     async def snapshot(self) -> tuple[bytes, StreamState]:
