@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cluster.api import StreamNotFound
+from cluster.model import Storage
 from cluster.stream_fsm import ApiErrorResult, PurgeResult
 from cluster.streams import Stream
 from node.jetstream import apireq
@@ -145,6 +146,10 @@ async def info(svc: JetStreamService, req: ApiRequest) -> str:
     details = req_.get("deleted_details", False)
     filt = req_.get("subjects_filter", "")
     state = stream.store.state(deleted_details=details, subjects_filter=filt or None)
+    if details and state.first_seq == state.last_seq == 0 and stream.cfg.storage is Storage.FILE:
+        # nats-server's file store counts the never-written stream's "sequence 0"
+        # as deleted when asked for details (its memory store does not)
+        state = dataclasses.replace(state, num_deleted=1, deleted=(0,))
     paging = (0, 0, 0)
     if filt and state.subjects:
         state, paging = _subjects_page(state, max(req_.get("offset", 0), 0))

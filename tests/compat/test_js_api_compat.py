@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 HDRS = b"NATS/1.0\r\nA: 1\r\nB: two\r\n\r\n"
+LONG = "L" * 300
 
 
 def create(name: str = "S", body: str | None = None) -> Req:
@@ -400,6 +401,9 @@ SCENARIOS: dict[str, list[Req]] = {
         info(),
         get('{"seq":1}'),
         pub("a.1"),
+        create(),
+        full_info(),
+        get('{"seq":1}'),
     ],
     "stream_delete_not_found": [
         Req("$JS.API.STREAM.DELETE.X"),
@@ -546,6 +550,88 @@ SCENARIOS: dict[str, list[Req]] = {
         get('{"seq":1}'),
         get('{"seq":9}'),
         Req("$JS.API.INFO"),
+    ],
+    # ------------------------------------------------------------------ odd input
+    "long_names_and_filters": [
+        create(),
+        *FILL,
+        info(name=LONG),
+        purge(name=LONG),
+        get('{"seq":1}', LONG),
+        delete_msg('{"seq":1}', LONG),
+        Req(f"$JS.API.STREAM.DELETE.{LONG}"),
+        dget('{"seq":1}', LONG),
+        info('{"subjects_filter":"' + "a." * 2000 + 'x"}'),
+        purge('{"filter":"' + "b" * 200_000 + '"}'),
+        get('{"last_by_subj":"' + "c" * 5000 + '"}'),
+        full_info(),
+    ],
+    "odd_json": [
+        create(),
+        *FILL,
+        get('{"seq":1e0}'),
+        get('{"seq":01}'),
+        get('{"seq":1,}'),
+        get('{"seq":1}}'),
+        get('{"seq":true}'),
+        get('{"seq":18446744073709551615}'),
+        get('{"seq":18446744073709551616}'),
+        delete_msg('{"seq":18446744073709551615}'),
+        purge('{"keep":1,"keep":2}'),
+        full_info(),
+    ],
+    "requests_without_reply": [
+        create(),
+        *FILL,
+        Req("$JS.API.STREAM.PURGE.S", '{"filter":"a.1"}', reply=False),
+        Req("$JS.API.STREAM.MSG.DELETE.S", '{"seq":2}', reply=False),
+        full_info(),
+    ],
+    "memory_stream_direct": [
+        create("S", '{"name":"S","subjects":["a.>"],"storage":"memory","allow_direct":true}'),
+        *FILL,
+        dget('{"seq":2}'),
+        dget('{"seq":1,"batch":3}', expect="eob"),
+        get('{"seq":2}'),
+        delete_msg('{"seq":3}'),
+        get('{"seq":3}'),
+        dget('{"seq":3}'),
+        dget('{"seq":2,"batch":3}', expect="eob"),
+        full_info(),
+    ],
+    "update_more_limits": [
+        create(),
+        update('{"name":"S","subjects":["a.>"],"max_msgs_per_subject":1}'),
+        *FILL,
+        full_info(),
+        update('{"name":"S","subjects":["a.>"],"discard":"new","max_msgs":2}'),
+        pub("a.7"),
+        full_info(),
+        update('{"name":"S","subjects":["a.>"],"allow_rollup_hdrs":true}'),
+        update('{"name":"S","subjects":["a.>"],"max_age":1000000000}'),
+        update('{"name":"S","subjects":["a.>"],"duplicate_window":5000000000}'),
+        update('{"name":"S"}'),
+        update('{"name":"S","subjects":[]}'),
+    ],
+    "direct_get_times_and_limits": [
+        create("S", '{"name":"S","subjects":["a.>"],"allow_direct":true}'),
+        *FILL,
+        dget('{"multi_last":["a.*"],"up_to_time":"2020-01-01T00:00:00Z"}', expect="eob"),
+        dget('{"multi_last":["a.*"],"up_to_time":"2200-01-01T00:00:00Z"}', expect="eob"),
+        dget('{"multi_last":["a.*"],"seq":3}', expect="eob"),
+        dget('{"seq":1,"up_to_seq":2,"up_to_time":"2200-01-01T00:00:00Z"}'),
+        dget('{"start_time":"2200-01-01T00:00:00Z"}'),
+        dget('{"start_time":"2200-01-01T00:00:00Z","batch":2}', expect="eob"),
+        dget('{"next_by_subj":"a.1","seq":2,"batch":5,"no_hdr":true}', expect="eob"),
+    ],
+    "direct_get_header_shapes": [
+        create("S", '{"name":"S","subjects":["a.>"],"allow_direct":true}'),
+        pub("a.1", "x", b"NATS/1.0\r\n\r\n"),
+        pub("a.2", "y", b"NATS/1.0\r\nK: a\r\nK: b\r\n\r\n"),
+        dget('{"seq":1}'),
+        dget('{"seq":2}'),
+        get('{"seq":1}'),
+        get('{"seq":2}'),
     ],
 }
 
