@@ -22,8 +22,11 @@ Delivery itself (pull waiting lists, push subjects) is the node's business
 chooses messages (``select.next_messages``), proposes ``ConsumerDelivered``
 and returns the messages with their ``Delivery`` values.  ``changed`` is an
 event the deliverer waits on; it is set whenever delivery may proceed.
-``outcome_listeners`` see every applied ``ConsumerOutcome`` (advisories,
-interest/workqueue retention).
+``outcome_listeners`` see every applied ``ConsumerOutcome`` (advisories).
+On a workqueue or interest stream the consumer's ``retention``
+(``cluster.retention``) is told about acks -- awaited before the acks are
+answered, so an answered ack means the message is gone -- and, for ack
+``none``, about deliveries.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from cluster.consumer_fsm import (
 )
 from cluster.consumer_model import ConsumerConfig
 from cluster.local import LocalGroup
+from cluster.model import Retention as RetentionPolicy
 from cluster.model import Storage
 from cluster.ops import (
     AckItem,
@@ -62,6 +66,7 @@ from cluster.ops import (
     ConsumerTimeouts,
     encode_op,
 )
+from cluster.retention import Retention
 from cluster.stream_fsm import ApplyOutcome, NewMessages, Purged
 from cluster.streams import Stream
 from store.api import ConsumerStore, StoredMsg
@@ -113,6 +118,8 @@ class Consumer:
         self.closed = False
         self._pending_cache: tuple[int, int, int] | None = None  # (next_sseq, last_seq, count)
         self._first_seq = 0  # a purge to tell the state machine about
+        #: workqueue/interest streams: removes what nobody needs any more
+        self.retention: Retention | None = None
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -184,6 +191,8 @@ class Consumer:
             del self._acks[:ACKS_PER_OP_MAX]
             op = ConsumerAcks(self.name, tuple(a for a, _ in batch), time.time_ns())
             out = await self.propose(op)
+            if self.retention is not None and out.acked:
+                await self.retention.after_acks(out.acked)
             for (_, cb), res in zip(batch, out.acks, strict=True):
                 if cb is not None:
                     cb(res)
@@ -227,10 +236,28 @@ class Consumer:
         self._pending_cache = (nxt, last, n)
         return n
 
+    def peek(self) -> StoredMsg | None:
+        """The message ``deliver(1)`` would hand out now (None if nothing)."""
+        return next(iter(next_messages(self.fsm, self.stream.store)), None)
+
     async def deliver(
-        self, n: int, max_bytes: int = 0
+        self,
+        n: int,
+        max_bytes: int = 0,
+        *,
+        budget_bytes: int = -1,
+        size_of: Callable[[StoredMsg], int] | None = None,
     ) -> tuple[list[tuple[StoredMsg, Delivery]], bool]:
         """Hand out up to ``n`` messages (``max_bytes`` > 0 bounds their size).
+
+        Args:
+            n: most messages to hand out.
+            max_bytes: > 0: their total size may not exceed it (pull).
+            budget_bytes: >= 0: stop before a message once the sizes picked
+                so far exceed it (push flow control: the window may be
+                overshot by the last message, as nats-server does).
+            size_of: how ``budget_bytes`` measures a message (default:
+                subject + headers + payload).
 
         Returns:
             ``(deliveries, too_big)``: the messages with their ``Delivery``
@@ -239,12 +266,17 @@ class Consumer:
         """
         picked: list[StoredMsg] = []
         size = 0
+        budget_used = 0
         too_big = False
         for m in next_messages(self.fsm, self.stream.store):
             msize = len(m.subject) + len(m.headers) + len(m.payload)
             if max_bytes > 0 and size + msize > max_bytes:
                 too_big = not picked
                 break
+            if budget_bytes >= 0:
+                if budget_used > budget_bytes:
+                    break
+                budget_used += size_of(m) if size_of is not None else msize
             picked.append(m)
             size += msize
             if len(picked) >= n:
@@ -254,6 +286,8 @@ class Consumer:
         out = await self.propose(
             ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
         )
+        if self.retention is not None and self.fsm.policy.ack == "none" and out.deliveries:
+            await self.retention.after_deliveries([d.sseq for d in out.deliveries])
         by_seq = {m.seq: m for m in picked}
         return [(by_seq[d.sseq], d) for d in out.deliveries], False
 
@@ -277,6 +311,7 @@ class ConsumerRegistry:
         self.nursery = nursery
         self.consumers: dict[str, dict[str, Consumer]] = {}
         self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
+        self.retentions: dict[str, Retention] = {}
 
     def _dir(self, stream: str, name: str) -> Path | None:
         if self.dir is None:
@@ -289,6 +324,17 @@ class ConsumerRegistry:
     def of(self, stream: str) -> dict[str, Consumer]:
         """The consumers of ``stream`` by name (live dict; do not mutate)."""
         return self.consumers.get(stream, {})
+
+    def retention(self, stream: Stream) -> Retention | None:
+        """The retention keeper of a workqueue/interest stream (None for limits)."""
+        name = stream.cfg.name
+        if stream.cfg.retention is RetentionPolicy.LIMITS:
+            self.retentions.pop(name, None)
+            return None
+        r = self.retentions.get(name)
+        if r is None or r.stream is not stream:
+            r = self.retentions[name] = Retention(stream, lambda: self.of(name).values())
+        return r
 
     async def create(
         self, stream: Stream, name: str, cfg: ConsumerConfig, created_ns: int | None = None
@@ -313,13 +359,21 @@ class ConsumerRegistry:
             with scope:
                 await consumer.run(task_status=task_status)
 
+        consumer.retention = self.retention(stream)
         await self.nursery.start(run)
         self.consumers.setdefault(stream.cfg.name, {})[name] = consumer
+        if consumer.retention is not None:
+            await consumer.retention.refresh_interest()
         return consumer
 
     async def update(self, consumer: Consumer, cfg: ConsumerConfig) -> None:
         """Apply a changed config and persist it."""
+        filters_changed = cfg.filters != consumer.cfg.filters
         await consumer.update(cfg)
+        r = consumer.retention
+        if r is not None and filters_changed and r.interest:
+            await r.refresh_interest()
+            await r.sweep(consumer.fsm.floor_sseq + 1)
         d = self._dir(consumer.stream.cfg.name, consumer.name)
         if d is not None and self._durable(consumer.stream, cfg):
             await trio.to_thread.run_sync(_write_json, d / "config.json", cfg, consumer.created_ns)
@@ -333,11 +387,14 @@ class ConsumerRegistry:
         d = self._dir(stream, name)
         if d is not None:
             await trio.to_thread.run_sync(lambda: shutil.rmtree(d, ignore_errors=True))
+        if consumer.retention is not None:
+            await consumer.retention.consumer_removed(consumer)
         return consumer
 
     def drop_stream(self, stream: str) -> list[Consumer]:
         """Stop every consumer of a deleted stream (its directory goes with it)."""
         gone = list(self.consumers.pop(stream, {}).values())
+        self.retentions.pop(stream, None)
         for c in gone:
             self._scopes.pop((stream, c.name)).cancel()
             c.closed = True

@@ -13,12 +13,19 @@ removing a literal subscription invalidates only that subject's entry; a
 wildcard subscription invalidates the cached subjects it matches.  Results are
 shared: callers must not mutate them.
 
+Interest watches (``watch``) call a function whenever a subscription whose
+subject is exactly the watched literal subject is inserted or removed (as
+nats-server's sublist notifications: wildcards never fire them).  The check
+is one dict lookup per insert/remove while watches exist, none per match.
+The watcher decides what the change means (``has_exact``).
+
 Pure: imports neither trio nor socket.  Items stored need ``subject`` and
 ``queue`` attributes (``queue`` is ``None`` for plain subscriptions).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from node.subjects import has_wildcard, match
@@ -77,6 +84,34 @@ class Sublist(Generic[S]):
         self.removes = 0
         self.matches = 0
         self.cache_hits = 0
+        self._watch: dict[bytes, list[Callable[[], None]]] = {}
+
+    # -- interest watches -------------------------------------------------
+
+    def watch(self, subject: bytes, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` after each insert/remove of a subscription on exactly
+        ``subject`` (a literal subject); ``unwatch`` with the same pair."""
+        self._watch.setdefault(subject, []).append(fn)
+
+    def unwatch(self, subject: bytes, fn: Callable[[], None]) -> None:
+        """Stop a ``watch`` (no error if it is not registered)."""
+        fns = self._watch.get(subject)
+        if fns is not None and fn in fns:
+            fns.remove(fn)
+            if not fns:
+                del self._watch[subject]
+
+    def has_exact(self, subject: bytes, queue: bytes | None) -> bool:
+        """A subscription on exactly ``subject`` exists: a plain one when
+        ``queue`` is None, else one in queue group ``queue``."""
+        r = self.match(subject)
+        if queue is None:
+            return any(s.subject == subject for s in r.psubs)
+        return any(g[0].queue == queue and any(s.subject == subject for s in g) for g in r.qsubs)
+
+    def _notify(self, subject: bytes) -> None:
+        for fn in list(self._watch.get(subject, ())):
+            fn()
 
     # -- mutation ---------------------------------------------------------
 
@@ -108,6 +143,8 @@ class Sublist(Generic[S]):
         self.count += 1
         self.inserts += 1
         self._invalidate(sub.subject)
+        if self._watch:
+            self._notify(sub.subject)
 
     def remove(self, sub: S) -> bool:
         """Remove ``sub``; returns False when it was not present."""
@@ -153,6 +190,8 @@ class Sublist(Generic[S]):
         self.count -= 1
         self.removes += 1
         self._invalidate(sub.subject)
+        if self._watch:
+            self._notify(sub.subject)
         return True
 
     def _invalidate(self, pattern: bytes) -> None:

@@ -45,7 +45,9 @@ def _new_name() -> str:
 def figures(svc: JetStreamService, c: Consumer) -> ConsumerFigures:
     """The live numbers of consumer ``c``."""
     fsm = c.fsm
-    pull = svc.consumers.pulls.get((c.stream.cfg.name, c.name))
+    key = (c.stream.cfg.name, c.name)
+    pull = svc.consumers.pulls.get(key)
+    push = svc.consumers.pushes.get(key)
     paused = _pause_remaining(c.cfg.pause_until)
     return ConsumerFigures(
         delivered_dseq=fsm.dseq,
@@ -58,7 +60,7 @@ def figures(svc: JetStreamService, c: Consumer) -> ConsumerFigures:
         num_redelivered=fsm.num_redelivered,
         num_waiting=len(pull.waiting) if pull is not None else 0,
         num_pending=c.num_pending(),
-        push_bound=None,
+        push_bound=push.active if push is not None else None,
         pause_remaining_ns=paused,
     )
 
@@ -115,7 +117,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str:
     else:
         consumer = svc.consumers.of(stream.cfg.name)[name]
         if cfg != consumer.cfg:
-            await svc.consumers.registry.update(consumer, cfg)
+            await svc.consumers.update(consumer, cfg)
     return cr.with_type(type_, info_dict(svc, consumer))
 
 
@@ -185,7 +187,7 @@ async def pause(svc: JetStreamService, req: ApiRequest) -> str:
     norm = _rfc3339_normalise(until) if until else ""
     if norm is None:
         raise error(type_, JSApiError(BAD_REQUEST))
-    await svc.consumers.registry.update(c, replace(c.cfg, pause_until=norm))
+    await svc.consumers.update(c, replace(c.cfg, pause_until=norm))
     remaining = _pause_remaining(norm)
     body: dict[str, Any] = {"paused": remaining is not None}
     body["pause_until"] = rfc3339_ns(0) if not norm else norm

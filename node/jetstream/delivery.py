@@ -20,6 +20,10 @@ its MSG line (``Router.deliver_as``) and the ack subject
 Acks are parsed here (``+ACK``/empty/``+OK``, ``-NAK`` [delay], ``+WPI``,
 ``+TERM`` [reason], ``+NXT`` [request]) and queued to the consumer; an ack
 with a reply subject is answered with an empty message once applied.
+
+Push consumers get a ``PushDispatcher`` (``node/jetstream/push.py``: deliver
+subject interest, flow control, idle heartbeats, pacing) instead of a
+waiting list; both send through ``ConsumerManager.send``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import re
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +52,7 @@ from cluster.consumer_model import ConsumerConfig
 from cluster.consumers import Consumer, ConsumerRegistry
 from cluster.ops import AckItem, AckKind
 from cluster.streams import Stream
+from node.jetstream.push import PushDispatcher
 from node.jsapi.consumerconfig import go_duration
 from node.jsapi.render import rfc3339_ns
 from node.session import Subscription
@@ -322,8 +328,16 @@ class ConsumerManager:
         self.nursery = nursery
         self.registry = ConsumerRegistry(svc.store_dir, nursery)
         self.pulls: dict[tuple[str, str], PullDispatcher] = {}
+        self.pushes: dict[tuple[str, str], PushDispatcher] = {}
         self._subs: dict[tuple[str, str], Subscription] = {}
         self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
+        svc.api.on_stream_started.append(self._stream_started)
+
+    def _stream_started(self, stream: Stream) -> None:
+        """A new (or restored) interest stream learns it has no consumers yet."""
+        r = self.registry.retention(stream)
+        if r is not None and r.interest:
+            self.nursery.start_soon(r.refresh_interest)
 
     def of(self, stream: str) -> dict[str, Consumer]:
         """Consumers of ``stream`` by name."""
@@ -339,28 +353,43 @@ class ConsumerManager:
             saved = await trio.to_thread.run_sync(self.registry.saved, name)
             for cname, cfg, created_ns in saved:
                 await self.start(stream, cname, cfg, created_ns)
+            r = self.registry.retention(stream)
+            if r is not None:  # filters, then acks a crash kept from the stream
+                await r.refresh_interest()
+                await r.sweep()
 
     async def start(
         self, stream: Stream, name: str, cfg: ConsumerConfig, created_ns: int | None = None
     ) -> Consumer:
-        """Create a consumer, its ack subscription and (pull) dispatcher."""
+        """Create a consumer, its ack subscription and (pull or push) dispatcher."""
         consumer = await self.registry.create(stream, name, cfg, created_ns)
         key = (stream.cfg.name, name)
         consumer.outcome_listeners.append(lambda out: self._advise(consumer, out))
         subject = f"$JS.ACK.{stream.cfg.name}.{name}.>".encode()
         self._subs[key] = self.svc.client.subscribe(subject, self._on_ack)
+        dispatcher: PullDispatcher | PushDispatcher
         if cfg.is_pull:
-            pull = PullDispatcher(self, consumer)
-            self.pulls[key] = pull
-            scope = trio.CancelScope()
-            self._scopes[key] = scope
+            dispatcher = self.pulls[key] = PullDispatcher(self, consumer)
+        else:
+            rng = self.svc.server.router.rng
+            dispatcher = self.pushes[key] = PushDispatcher(self, consumer, rng)
+        scope = trio.CancelScope()
+        self._scopes[key] = scope
 
-            async def run() -> None:
-                with scope:
-                    await pull.run()
+        async def run() -> None:
+            with scope:
+                await dispatcher.run()
 
-            self.nursery.start_soon(run)
+        self.nursery.start_soon(run)
         return consumer
+
+    async def update(self, consumer: Consumer, cfg: ConsumerConfig) -> None:
+        """Apply and persist a changed config; a push dispatcher re-reads it."""
+        old = consumer.cfg
+        await self.registry.update(consumer, cfg)
+        push = self.pushes.get((consumer.stream.cfg.name, consumer.name))
+        if push is not None:
+            push.reconfigure(old)
 
     async def delete(self, stream: str, name: str) -> Consumer:
         """Stop a consumer: waiting pulls get ``409 Consumer Deleted``."""
@@ -379,6 +408,9 @@ class ConsumerManager:
         pull = self.pulls.pop(key, None)
         if pull is not None:
             pull.close(reason)
+        push = self.pushes.pop(key, None)
+        if push is not None:
+            push.close()
         scope = self._scopes.pop(key, None)
         if scope is not None:
             scope.cancel()
@@ -402,8 +434,18 @@ class ConsumerManager:
 
     # -- sending ------------------------------------------------------------------
 
-    def send(self, c: Consumer, to: bytes, got: list[tuple[StoredMsg, Delivery]]) -> None:
-        """Deliver messages to ``to`` with their ack subjects."""
+    def send(
+        self,
+        c: Consumer,
+        to: bytes,
+        got: list[tuple[StoredMsg, Delivery]],
+        after_each: Callable[[int], None] | None = None,
+    ) -> None:
+        """Deliver messages to ``to`` with their ack subjects.
+
+        ``after_each(size)`` runs after each message with its delivered size
+        (``to`` + ack subject + headers + payload; push flow control).
+        """
         router = self.svc.server.router
         pending = c.num_pending()
         new_after = sum(1 for _, d in got if d.dc == 1)
@@ -419,6 +461,8 @@ class ConsumerManager:
                 headers = base + b"Nats-Msg-Size: %d\r\n\r\n" % len(m.payload)
                 payload = b""
             router.deliver_as(to, m.subject.encode(), ack, headers, payload)
+            if after_each is not None:
+                after_each(len(to) + len(ack) + len(headers or b"") + len(payload))
         router.flush()
 
     # -- acks -----------------------------------------------------------------------
