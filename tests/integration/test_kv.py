@@ -1,12 +1,11 @@
 """KV buckets through nats-py, on nats-server and on trijet with the same assertions.
 
 Every scenario runs against one server of each kind (shared per module, one
-bucket per scenario); the reference nats-server defines what is right.  The
-scenarios that need push/ordered consumers (keys, history, watch,
-purge_deletes) skip on trijet until those consumers exist; bucket options and
-their stream config, put/create/update with CAS, get by key and revision,
-delete and purge markers, limits, bucket and per-message TTL, status and
-bucket deletion run on both.  TTL scenarios wait (bounded) for the value to
+bucket per scenario); the reference nats-server defines what is right:
+bucket options and their stream config, put/create/update with CAS, get by
+key and revision, delete and purge markers, limits, bucket and per-message
+TTL, status, bucket deletion, and the scenarios that go through ordered push
+consumers (keys, history, watch, purge_deletes).  TTL scenarios wait (bounded) for the value to
 disappear instead of sleeping a fixed time.
 """
 
@@ -35,7 +34,6 @@ from nats.js.kv import KeyValue
 from tests.support import ServerProcess, start_server
 from tests.support.aio import noop_cb, run
 
-PUSH_CONSUMERS_PENDING = "trijet: push/ordered consumers not built yet"
 JS_TIMEOUT_S = 2.0
 
 Scenario = Callable[[nats.js.JetStreamContext], Awaitable[None]]
@@ -50,11 +48,6 @@ def server(
     srv = start_server(request.param, ["-js", "-sd", str(tmp / "store")], workdir=tmp / "srv")
     yield srv
     srv.stop()
-
-
-def needs_push_consumers(server: ServerProcess) -> None:
-    if server.kind == "trijet":
-        pytest.skip(PUSH_CONSUMERS_PENDING)
 
 
 def play(server: ServerProcess, scenario: Scenario) -> None:
@@ -333,8 +326,6 @@ def test_delete_bucket(server: ServerProcess) -> None:
 
 
 def test_keys(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_keys")
         with pytest.raises(NoKeysError):
@@ -350,8 +341,6 @@ def test_keys(server: ServerProcess) -> None:
 
 
 def test_history(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_hist", history=3)
         for i in range(1, 5):
@@ -370,8 +359,6 @@ def test_history(server: ServerProcess) -> None:
 
 
 def test_watch_last_values_then_updates(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_watch", history=5)
         await kv.put("a", b"a1")
@@ -399,8 +386,6 @@ def test_watch_last_values_then_updates(server: ServerProcess) -> None:
 
 
 def test_watch_key_with_history_and_empty_watch(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_watchh", history=5)
         empty = await kv.watch("a")
@@ -426,8 +411,6 @@ def test_watch_key_with_history_and_empty_watch(server: ServerProcess) -> None:
 
 
 def test_purge_deletes(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_pdel", history=5)
         await kv.put("a", b"1")

@@ -2,10 +2,9 @@
 
 Each test runs one scenario of ``tests/js/kv.mjs`` against a server of each kind
 and makes the same assertions on both: the reference nats-server defines what is
-right.  The scenarios that need push/ordered consumers (keys, history, watch)
-are skipped on trijet until those consumers exist; everything else (bucket
-options, put/create/update with CAS, get by key and revision, delete and purge
-markers, limits, TTL, bucket deletion) runs on both.
+right: bucket options, put/create/update with CAS, get by key and revision,
+delete and purge markers, limits, TTL, bucket deletion, and the scenarios that
+go through ordered push consumers (keys, history, watch).
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from tests.support.node_js import error_of, requires_node, run_scenario
 
 pytestmark = requires_node
 
-PUSH_CONSUMERS_PENDING = "trijet: push/ordered consumers not built yet"
-
 
 @pytest.fixture(scope="module", params=("reference", "trijet"))
 def server(
@@ -32,11 +29,6 @@ def server(
     srv = start_server(request.param, ["-js", "-sd", str(tmp / "store")], workdir=tmp / "srv")
     yield srv
     srv.stop()
-
-
-def needs_push_consumers(server: ServerProcess) -> None:
-    if server.kind == "trijet":
-        pytest.skip(PUSH_CONSUMERS_PENDING)
 
 
 def scenario(server: ServerProcess, name: str) -> dict[str, Any]:
@@ -165,7 +157,6 @@ def test_destroy_bucket(server: ServerProcess) -> None:
 
 
 def test_keys(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "keys")
     assert r["empty"] == []
     assert r["all"] == ["a", "b.c", "b.d"]
@@ -173,7 +164,6 @@ def test_keys(server: ServerProcess) -> None:
 
 
 def test_history(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "history")
     k = [entry("k", "v3", 3), entry("k", "v4", 4), entry("k", "", 5, "DEL")]
     assert r["k"] == k
@@ -181,7 +171,6 @@ def test_history(server: ServerProcess) -> None:
 
 
 def test_watch_last_values_then_updates(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "watch")
     assert r["initial"] == [entry("a", "a2", 2), entry("b", "b1", 3)]
     assert r["initialized"] is True
@@ -193,7 +182,6 @@ def test_watch_last_values_then_updates(server: ServerProcess) -> None:
 
 
 def test_watch_key_with_history(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "watch_history")
     assert r["initial"] == [entry("a", "a1", 1), entry("a", "a2", 2)]
     assert r["updates"] == [entry("a", "a3", 5)]
@@ -201,7 +189,6 @@ def test_watch_key_with_history(server: ServerProcess) -> None:
 
 
 def test_watch_updates_only(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "watch_updates")
     assert r["initialized"] is True
     assert r["updates"] == [entry("a", "new", 2), entry("b", "b", 3)]

@@ -1,12 +1,11 @@
 """Object stores through nats-py, on nats-server and on trijet with the same assertions.
 
 Every scenario runs against one server of each kind (shared per module, one
-store per scenario); the reference nats-server defines what is right.  Reading
-an object back, listing and watching go through push/ordered consumers, so
-those scenarios skip on trijet until the consumers exist; store options and
-their stream config, multi-chunk put and the meta message it leaves, info,
-replacement, delete (meta tombstone plus chunk purge), meta update, sealing,
-status and store deletion run on both.
+store per scenario); the reference nats-server defines what is right: store
+options and their stream config, multi-chunk put and the meta message it
+leaves, info, replacement, delete (meta tombstone plus chunk purge), meta
+update, sealing, status, store deletion, and reading an object back, listing
+and watching (these go through ordered push consumers).
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from nats.js.errors import (
 from tests.support import ServerProcess, start_server
 from tests.support.aio import noop_cb, run
 
-PUSH_CONSUMERS_PENDING = "trijet: push/ordered consumers not built yet"
 JS_TIMEOUT_S = 2.0
 CHUNK = 128 * 1024  # nats-py's default chunk size
 SEED = 8  # object contents are seeded pseudo-random bytes
@@ -51,11 +49,6 @@ def server(
     srv = start_server(request.param, ["-js", "-sd", str(tmp / "store")], workdir=tmp / "srv")
     yield srv
     srv.stop()
-
-
-def needs_push_consumers(server: ServerProcess) -> None:
-    if server.kind == "trijet":
-        pytest.skip(PUSH_CONSUMERS_PENDING)
 
 
 def play(server: ServerProcess, scenario: Scenario) -> None:
@@ -292,8 +285,6 @@ def test_seal_and_delete_store(server: ServerProcess) -> None:
 
 
 def test_get_multi_chunk_object_with_digest(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         obs = await js.create_object_store("py_get")
         data = blob(3 * CHUNK + 7)
@@ -318,8 +309,6 @@ def test_get_multi_chunk_object_with_digest(server: ServerProcess) -> None:
 
 
 def test_list_objects(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         obs = await js.create_object_store("py_list")
         with pytest.raises(NotFoundError):
@@ -340,8 +329,6 @@ def test_list_objects(server: ServerProcess) -> None:
 
 
 def test_watch_objects(server: ServerProcess) -> None:
-    needs_push_consumers(server)
-
     async def scenario(js: Any) -> None:
         obs = await js.create_object_store("py_watch")
         await obs.put("old", b"o")
