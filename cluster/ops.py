@@ -40,11 +40,13 @@ import cbor2
 from store.limits import Discard, StreamLimits
 
 __all__ = [
+    "ACK_REMOVE_SEQS_MAX",
     "FORMAT_VERSION",
     "INT64_MAX",
     "PUBLISHES_PER_ENTRY_MAX",
     "AckItem",
     "AckKind",
+    "AckRemove",
     "ConsumerAcks",
     "ConsumerCreated",
     "ConsumerDelivered",
@@ -55,6 +57,7 @@ __all__ = [
     "ConsumerTimeouts",
     "DeleteMsg",
     "Expire",
+    "Interest",
     "MirrorMsg",
     "Mirrored",
     "Op",
@@ -67,6 +70,7 @@ __all__ = [
     "StreamMsg",
     "StreamPolicy",
     "UpdatePolicy",
+    "decode_any",
     "decode_op",
     "decode_policy",
     "encode_op",
@@ -104,6 +108,8 @@ class OpCode(enum.IntEnum):
     EXPIRE = 5
     MIRROR_MSG = 6
     SOURCED_MSG = 7
+    ACK_REMOVE = 8
+    INTEREST = 9
     # 6..31: future stream ops.  32..63: consumer ops.
     CONSUMER_CREATED = 32
     CONSUMER_POLICY = 33
@@ -456,7 +462,68 @@ class SourcedMsg:
                 raise OpError("msgs must hold Publish values")
 
 
-Op = StreamMsg | Purge | DeleteMsg | UpdatePolicy | Expire | MirrorMsg | SourcedMsg
+@dataclass(frozen=True, slots=True)
+class AckRemove:
+    """Interest/workqueue retention: remove messages no consumer needs any more.
+
+    Proposed by the stream's retention shell (``cluster.retention``) after
+    consumer acks, deliveries (ack none) and consumer deletions.  Applied
+    regardless of ``deny_delete``, ``deny_purge`` and ``sealed``, as
+    nats-server removes acknowledged messages: first everything below
+    ``below`` (0 = nothing; the last consumer of an interest stream went),
+    then each of ``seqs`` still stored; sequences already gone are ignored.
+    Messages are not erased (no overwrite), as nats-server's ack removal.
+    """
+
+    code: ClassVar[OpCode] = OpCode.ACK_REMOVE
+    seqs: tuple[int, ...]
+    below: int = 0
+
+    def __post_init__(self) -> None:
+        if type(self.seqs) is not tuple:
+            raise OpError("seqs must be a tuple")
+        if len(self.seqs) > ACK_REMOVE_SEQS_MAX:
+            raise OpError(f"an AckRemove carries at most {ACK_REMOVE_SEQS_MAX} sequences")
+        for s in self.seqs:
+            _check_int("seq", s, 1, UINT64_MAX)
+        _check_int("below", self.below, 0, UINT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class Interest:
+    """Interest retention: the subject filters of the stream's consumers.
+
+    ``(">",)`` when some consumer is unfiltered; ``()`` when there is none.
+    From this op on, a publish whose subject no filter matches takes its
+    sequence but is not stored (nats-server's ``SkipMsgNoInterest``): the
+    decision is made in apply, in log order with the publishes.  Only
+    interest streams propose it (after each consumer change and at start).
+    """
+
+    code: ClassVar[OpCode] = OpCode.INTEREST
+    filters: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.filters) is not tuple:
+            raise OpError("filters must be a tuple")
+        for f in self.filters:
+            _check_str("filter", f)
+
+
+ACK_REMOVE_SEQS_MAX = 65536
+"""Most sequences one ``AckRemove`` carries."""
+
+Op = (
+    StreamMsg
+    | Purge
+    | DeleteMsg
+    | UpdatePolicy
+    | Expire
+    | MirrorMsg
+    | SourcedMsg
+    | AckRemove
+    | Interest
+)
 """Every op a stream group replicates."""
 
 
@@ -668,6 +735,15 @@ ConsumerOp = (
 )
 """Every op a consumer replicates."""
 
+_CONSUMER_OPS = (
+    ConsumerCreated,
+    ConsumerPolicyUpdate,
+    ConsumerDelivered,
+    ConsumerAcks,
+    ConsumerTimeouts,
+    ConsumerStreamFirst,
+)
+
 
 def _consumer_body(op: ConsumerOp) -> object:
     if isinstance(op, ConsumerCreated):
@@ -744,6 +820,10 @@ def _body(op: Op | ConsumerOp) -> object:
         return [op.skip_to, [[m.seq, m.subject, m.headers, m.payload, m.ts_ns] for m in op.msgs]]
     if isinstance(op, SourcedMsg):
         return [[m.subject, m.headers, m.payload, m.ts_ns] for m in op.msgs]
+    if isinstance(op, AckRemove):
+        return [list(op.seqs), op.below]
+    if isinstance(op, Interest):
+        return list(op.filters)
     if isinstance(op, ConsumerOp):
         return _consumer_body(op)
     raise OpError(f"not an op: {type(op).__name__}")
@@ -809,6 +889,19 @@ def _dec_sourced_msg(body: object) -> SourcedMsg:
     return SourcedMsg(_dec_stream_msg(body).msgs)
 
 
+def _dec_ack_remove(body: object) -> AckRemove:
+    seqs, below = _array("ack_remove", body, 2)
+    if type(seqs) is not list:
+        raise OpError("seqs must be an array")
+    return AckRemove(tuple(seqs), below)
+
+
+def _dec_interest(body: object) -> Interest:
+    if type(body) is not list:
+        raise OpError("interest body must be an array")
+    return Interest(tuple(body))
+
+
 _DECODERS: dict[int, Callable[[object], Op | ConsumerOp]] = {
     OpCode.STREAM_MSG: _dec_stream_msg,
     OpCode.PURGE: _dec_purge,
@@ -817,6 +910,8 @@ _DECODERS: dict[int, Callable[[object], Op | ConsumerOp]] = {
     OpCode.EXPIRE: _dec_expire,
     OpCode.MIRROR_MSG: _dec_mirror_msg,
     OpCode.SOURCED_MSG: _dec_sourced_msg,
+    OpCode.ACK_REMOVE: _dec_ack_remove,
+    OpCode.INTEREST: _dec_interest,
     OpCode.CONSUMER_CREATED: _dec_consumer_created,
     OpCode.CONSUMER_POLICY: _dec_consumer_policy,
     OpCode.CONSUMER_DELIVERED: _dec_consumer_delivered,
@@ -830,8 +925,20 @@ def _no_tags(decoder: object, tag: object) -> object:
     raise OpError("cbor tags are not allowed in ops")
 
 
-def decode_op(data: bytes) -> Op | ConsumerOp:
-    """Decode one entry made by ``encode_op``.
+def decode_op(data: bytes) -> Op:
+    """Decode one stream entry made by ``encode_op`` (``decode_any`` for any op).
+
+    Raises:
+        OpDecodeError: as ``decode_any``; also for a consumer op.
+    """
+    op = decode_any(data)
+    if isinstance(op, _CONSUMER_OPS):
+        raise OpDecodeError(f"consumer op {type(op).__name__} where a stream op belongs")
+    return op
+
+
+def decode_any(data: bytes) -> Op | ConsumerOp:
+    """Decode one entry made by ``encode_op``, stream or consumer op.
 
     Args:
         data: The entry bytes.

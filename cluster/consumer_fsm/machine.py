@@ -24,7 +24,7 @@ from cluster.ops import (
     ConsumerStreamFirst,
     ConsumerTimeouts,
     OpError,
-    decode_op,
+    decode_any,
 )
 from store.api import ConsumerState, ConsumerStore, Pending
 
@@ -209,7 +209,7 @@ class ConsumerStateMachine:
             OpDecodeError: not a consumer op.
             OpError: an op for another consumer or of a stream.
         """
-        op = decode_op(entry)
+        op = decode_any(entry)
         if not isinstance(
             op,
             ConsumerCreated

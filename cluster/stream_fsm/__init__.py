@@ -57,6 +57,13 @@ With ``report_stored`` set (streams that republish), every stored publish
 also yields ``Stored`` (the message and its subject's previous last sequence,
 looked up before the append); the shell republishes from it once durable.
 
+Retention (interest/workqueue): ``AckRemove`` removes messages the
+consumers no longer need, regardless of ``deny_delete``/``deny_purge``/
+``sealed``; ``Interest`` gives the machine its consumers' filters, after
+which a publish nobody is interested in takes its sequence without being
+stored (``store.skip``), decided in log order.  The filters are not part of
+the snapshot document: the shell proposes them again at start.
+
 Modules: ``machine`` (the state machine and its snapshot document),
 ``results`` (result, effect and error values), ``parse`` (header values).
 """
@@ -71,6 +78,7 @@ from cluster.stream_fsm.machine import (
 )
 from cluster.stream_fsm.parse import parse_msg_ttl_ns, parse_seq
 from cluster.stream_fsm.results import (
+    AckRemoveResult,
     ApiErrorResult,
     ApplyOutcome,
     DeleteResult,
@@ -89,6 +97,7 @@ from cluster.stream_fsm.results import (
 __all__ = [
     "HEADER_BYTES_MAX",
     "SNAPSHOT_VERSION",
+    "AckRemoveResult",
     "ApiErrorResult",
     "ApplyOutcome",
     "DeleteResult",

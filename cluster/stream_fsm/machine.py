@@ -14,8 +14,10 @@ import cbor2
 
 from cluster.headers import Headers, parse_headers
 from cluster.ops import (
+    AckRemove,
     DeleteMsg,
     Expire,
+    Interest,
     MirrorMsg,
     Op,
     OpError,
@@ -42,6 +44,7 @@ from cluster.stream_fsm.results import (
     ERR_STORE_EOF,
     ERR_TTL_DISABLED,
     ERR_TTL_INVALID,
+    AckRemoveResult,
     ApplyOutcome,
     DeleteResult,
     Effect,
@@ -62,6 +65,7 @@ from cluster.stream_fsm.sourced import SourcingApply
 from store.api import StreamStore
 from store.errors import LimitExceeded, MsgNotFound, SnapshotError, StoreEOF
 from store.limits import StreamLimits
+from store.subjects import Matcher, compile_filters
 
 __all__ = ["HEADER_BYTES_MAX", "SNAPSHOT_VERSION", "StreamSnapshotError", "StreamStateMachine"]
 
@@ -116,6 +120,10 @@ class StreamStateMachine(SourcingApply):
         #: add a ``Stored`` effect per stored publish (the shell sets it for
         #: streams that republish; it changes no state)
         self.report_stored = False
+        #: interest retention: the consumers' filters (None: store everything)
+        self._interest: tuple[str, ...] | None = None
+        self._interest_match: Matcher | None = None
+        self._skipped = False  # the last publish took a seq without being stored
         if store.limits != store_limits(policy):
             store.update_limits(store_limits(policy))
 
@@ -177,6 +185,10 @@ class StreamStateMachine(SourcingApply):
             return self._apply_mirror_msg(op)
         if isinstance(op, SourcedMsg):
             return self._apply_sourced_msg(op)
+        if isinstance(op, AckRemove):
+            return self._apply_ack_remove(op)
+        if isinstance(op, Interest):
+            return self._apply_interest(op)
         raise OpError(f"not an op: {type(op).__name__}")
 
     # ------------------------------------------------------------------ publish
@@ -192,7 +204,7 @@ class StreamStateMachine(SourcingApply):
             results.append(r)
             if isinstance(r, PubResult) and not r.duplicate:
                 stored = r.seq
-                if report:
+                if report and not self._skipped:
                     hdr = m.headers or b""
                     effects.append(Stored(r.seq, m.subject, hdr, m.payload, m.ts_ns, prev))
             if purged is not None:
@@ -232,10 +244,15 @@ class StreamStateMachine(SourcingApply):
             return ERR_MSG_SIZE, None
         if ttl_invalid:
             return ERR_TTL_INVALID, None
-        try:
-            seq, _ = self._store.append(m.subject, hdr, m.payload, m.ts_ns)
-        except LimitExceeded as e:
-            return err_store_failed(e), None
+        self._skipped = self._no_interest(m.subject)
+        if self._skipped:
+            seq = self._store.state().last_seq + 1
+            self._store.skip(seq)
+        else:
+            try:
+                seq, _ = self._store.append(m.subject, hdr, m.payload, m.ts_ns)
+            except LimitExceeded as e:
+                return err_store_failed(e), None
         if msg_id and pol.duplicate_window_ns > 0:
             self._dedupe.pop(msg_id, None)
             self._dedupe[msg_id] = (seq, m.ts_ns)
@@ -370,6 +387,36 @@ class StreamStateMachine(SourcingApply):
         n = self._store.expire(op.now_ns)
         self._prune_dedupe(op.now_ns)
         return ApplyOutcome((ExpireResult(n),))
+
+    # ------------------------------------------------------------------ retention
+
+    def _no_interest(self, subject: str) -> bool:
+        """Interest retention and no consumer filter matches ``subject``."""
+        if self._interest is None:
+            return False
+        if not self._interest:
+            return True  # no consumers at all
+        match = self._interest_match  # None: some consumer takes everything
+        return match is not None and not match(subject)
+
+    def _apply_interest(self, op: Interest) -> ApplyOutcome:
+        self._interest = op.filters
+        self._interest_match = compile_filters(op.filters) if op.filters else None
+        return ApplyOutcome((AckRemoveResult(0),))
+
+    def _apply_ack_remove(self, op: AckRemove) -> ApplyOutcome:
+        """Remove what the consumers no longer need (no deny_* or sealed check)."""
+        removed = 0
+        st = self._store.state()
+        if op.below > st.first_seq:
+            removed += self._store.compact(min(op.below, st.last_seq + 1))
+        for seq in op.seqs:
+            try:
+                self._store.remove(seq, erase=False)
+            except (MsgNotFound, StoreEOF):
+                continue
+            removed += 1
+        return ApplyOutcome((AckRemoveResult(removed),))
 
     # ------------------------------------------------------------------ snapshot
 

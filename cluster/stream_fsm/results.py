@@ -28,6 +28,7 @@ __all__ = [
     "ERR_STORE_EOF",
     "ERR_TTL_DISABLED",
     "ERR_TTL_INVALID",
+    "AckRemoveResult",
     "ApiErrorResult",
     "ApplyOutcome",
     "DeleteResult",
@@ -96,7 +97,22 @@ class ExpireResult:
     removed: int
 
 
-Result = PubResult | ApiErrorResult | PurgeResult | DeleteResult | PolicyResult | ExpireResult
+@dataclass(frozen=True, slots=True)
+class AckRemoveResult:
+    """Messages removed by retention (``AckRemove``), or 0 for ``Interest``."""
+
+    removed: int
+
+
+Result = (
+    PubResult
+    | ApiErrorResult
+    | PurgeResult
+    | DeleteResult
+    | PolicyResult
+    | ExpireResult
+    | AckRemoveResult
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,10 @@ from cluster.ops import (
     FORMAT_VERSION,
     INT64_MAX,
     PUBLISHES_PER_ENTRY_MAX,
+    AckRemove,
     DeleteMsg,
     Expire,
+    Interest,
     Op,
     OpCode,
     OpDecodeError,
@@ -40,6 +42,8 @@ def test_op_codes_are_pinned() -> None:
         "EXPIRE": 5,
         "MIRROR_MSG": 6,
         "SOURCED_MSG": 7,
+        "ACK_REMOVE": 8,
+        "INTEREST": 9,
         "CONSUMER_CREATED": 32,
         "CONSUMER_POLICY": 33,
         "CONSUMER_DELIVERED": 34,
@@ -55,6 +59,8 @@ def test_wire_layout_is_pinned() -> None:
     assert cbor2.loads(encode_op(DeleteMsg(3, erase=False))) == [1, 3, [3, False]]
     assert cbor2.loads(encode_op(Purge("x", None, 2))) == [1, 2, ["x", None, 2]]
     assert cbor2.loads(encode_op(Expire(9))) == [1, 5, [9]]
+    assert cbor2.loads(encode_op(AckRemove((4, 6), 2))) == [1, 8, [[4, 6], 2]]
+    assert cbor2.loads(encode_op(Interest(("a.>", "b")))) == [1, 9, ["a.>", "b"]]
 
 
 # --------------------------------------------------------------------------- strategies
@@ -102,6 +108,12 @@ op_st: st.SearchStrategy[Op] = st.one_of(
     st.builds(DeleteMsg, seq=_u64, erase=st.booleans()),
     st.builds(UpdatePolicy, policy=policy_st),
     st.builds(Expire, now_ns=_u63),
+    st.builds(
+        AckRemove,
+        seqs=st.lists(st.integers(1, (1 << 64) - 1), max_size=5).map(tuple),
+        below=_u64,
+    ),
+    st.builds(Interest, filters=st.lists(st.text(min_size=1, max_size=8), max_size=4).map(tuple)),
 )
 
 
