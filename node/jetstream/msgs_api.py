@@ -173,8 +173,12 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
         raise TypeError(f"unexpected delete result {result!r}")
     refusal = _store_refusal(stream.cfg.storage, stream.store, seq, result)
     if refusal is None:  # sealed or denied since the checks above: as those
-        err = {"code": result.code, "err_code": result.err_code, "description": result.description}
-        raise ApiAnswer(dumps({"type": type_, "error": err}))
+        denied = {
+            "code": result.code,
+            "err_code": result.err_code,
+            "description": result.description,
+        }
+        raise ApiAnswer(dumps({"type": type_, "error": denied}))
     # nats-server sends the store's refusals as plain answers (not API errors)
     return dumps({"type": type_, "error": refusal})
 

@@ -12,6 +12,10 @@ group says the message is applied and durable.  An unknown API subject gets
 no reply, as nats-server does.  Answers sent through the API layer are
 counted (``api_total``/``api_errors``, after the handler ran) and audited on
 ``$JS.EVENT.ADVISORY.API`` (``common`` says which; ``advisories`` publishes).
+Direct gets (``$JS.API.DIRECT.GET.<stream>[.<subject>]``) are not API calls:
+the catch-all ignores them and a stream with ``allow_direct`` has its own
+queue subscriptions for them (made and released with its capture), so a
+direct get of any other stream finds no responder (503), as in nats-server.
 Streams found on disk are recreated at start.
 """
 

@@ -141,8 +141,8 @@ async def info(svc: JetStreamService, req: ApiRequest) -> str:
     try:
         stream = svc.api.stream(req.op[2])
     except StreamNotFound:
-        err = JSApiError(STREAM_NOT_FOUND)
-        raise ApiAnswer(render.error_response_with(type_, err, zero_paging)) from None
+        missing = JSApiError(STREAM_NOT_FOUND)
+        raise ApiAnswer(render.error_response_with(type_, missing, zero_paging)) from None
     details = req_.get("deleted_details", False)
     filt = req_.get("subjects_filter", "")
     state = stream.store.state(deleted_details=details, subjects_filter=filt or None)
@@ -263,5 +263,5 @@ async def purge(svc: JetStreamService, req: ApiRequest) -> str:
         return dumps({"type": PURGE_RESPONSE, "success": True, "purged": result.purged})
     if not isinstance(result, ApiErrorResult):
         raise TypeError(f"unexpected purge result {result!r}")
-    err = {"code": result.code, "err_code": result.err_code, "description": result.description}
-    raise ApiAnswer(dumps({"type": PURGE_RESPONSE, "error": err, "purged": 0}))
+    refused = {"code": result.code, "err_code": result.err_code, "description": result.description}
+    raise ApiAnswer(dumps({"type": PURGE_RESPONSE, "error": refused, "purged": 0}))

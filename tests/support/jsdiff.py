@@ -88,7 +88,9 @@ class Frame:
     @property
     def is_status(self) -> bool:
         """A status-only message (``NATS/1.0 <code> …``)."""
-        return bool(self.headers) and self.headers.split(b"\r\n", 1)[0].strip() != b"NATS/1.0"
+        if not self.headers:
+            return False
+        return self.headers.split(b"\r\n", 1)[0].strip() != b"NATS/1.0"
 
     def json(self) -> dict[str, object]:
         out: dict[str, object] = json.loads(self.payload)
