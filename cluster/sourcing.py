@@ -487,9 +487,14 @@ class Feed:
         while True:
             msgs = await origin.read(self.pos, BATCH_MSGS_MAX)
             self.last_ns = time.time_ns()
+            # like nats-server, the tracked sequence moves before the store
+            # answers (info never lags what is stored) and is put back on a refusal
+            before = self.copied
+            self.copied = msgs[-1].seq
             n_ok, err = await self._copy(msgs)
+            self.copied = msgs[n_ok - 1].seq if n_ok else before
             if n_ok:
-                self.pos = self.copied = msgs[n_ok - 1].seq
+                self.pos = self.copied
             self.lag = origin.lag(self.pos) + (len(msgs) - n_ok)
             if err is None:
                 self.error = None

@@ -6,6 +6,8 @@ for a stream to reach a sequence through its listeners (no sleeps).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 from cluster.api import JetStreamApi
@@ -82,6 +84,18 @@ async def _reach(stream: Stream, last_seq: int) -> None:
         stream.listeners.remove(on)
 
 
+def _watch(stream: Stream, pred: Callable[[ApplyOutcome], bool]) -> trio.Event:
+    """An event set by the first outcome of ``stream`` that satisfies ``pred``."""
+    seen = trio.Event()
+
+    def on(outcome: ApplyOutcome) -> None:
+        if pred(outcome):
+            seen.set()
+
+    stream.listeners.append(on)
+    return seen
+
+
 def _cfg(name: str, **kw: object) -> StreamConfig:
     return StreamConfig(name=name, storage=Storage.MEMORY, **kw)  # type: ignore[arg-type]
 
@@ -106,7 +120,11 @@ async def test_mirror_and_sources_copy_with_headers_and_dedupe() -> None:
         hdr = encode_headers([("Nats-Msg-Id", "same"), ("Nats-Expected-Last-Sequence", "0")])
         api.publish("O", "o.a", hdr, b"one", None)
         api.publish("O", "o.b", None, b"two", None)
+        await _reach(src, 1)
+        deduped = _watch(src, lambda o: any(getattr(r, "duplicate", False) for r in o.results))
         api.publish("P", "p.a", encode_headers([("Nats-Msg-Id", "same")]), b"dup", None)
+        with trio.fail_after(WAIT_S):
+            await deduped.wait()
         api.publish("O", "o.a", None, b"three", None)
         await _reach(mirror, 3)
         await _reach(src, 2)
