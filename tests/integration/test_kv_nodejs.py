@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support import ServerProcess, start_server
-from tests.support.node_js import error_of, requires_node, run_scenario
+from tests.support.node_js import error_message, error_of, requires_node, run_scenario
 
 pytestmark = requires_node
 
@@ -103,7 +103,7 @@ def test_bucket_options_become_the_stream_config(server: ServerProcess) -> None:
         True,
     )
     assert "metadata" not in defaults
-    assert error_of(r["bad_bucket"])["message"] == "invalid bucket name: no.dots"  # type: ignore[index]
+    assert error_message(r["bad_bucket"]) == "invalid bucket name: no.dots"
 
 
 def test_put_create_update_and_get(server: ServerProcess) -> None:
@@ -117,7 +117,7 @@ def test_put_create_update_and_get(server: ServerProcess) -> None:
     assert r["get_rev_other_key"] is None  # revision 3 belongs to key "n"
     assert r["get_missing"] is None
     assert r["get_rev_missing"] is None
-    assert error_of(r["bad_key"])["message"] == "invalid key: bad key"  # type: ignore[index]
+    assert error_message(r["bad_key"]) == "invalid key: bad key"
 
 
 def test_delete_and_purge_markers(server: ServerProcess) -> None:

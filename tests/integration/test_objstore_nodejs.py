@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support import ServerProcess, start_server
-from tests.support.node_js import error_of, requires_node, run_scenario
+from tests.support.node_js import error_message, error_of, requires_node, run_scenario
 
 pytestmark = requires_node
 
@@ -54,12 +54,6 @@ def pattern(n: int) -> bytes:
 
 def digest(data: bytes) -> str:
     return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
-
-
-def message(observed: Any) -> str:
-    err = error_of(observed)
-    assert err is not None, f"expected an error, got {observed!r}"
-    return str(err["message"])
 
 
 def info(
@@ -134,7 +128,7 @@ def test_store_options_become_the_stream_config(server: ServerProcess) -> None:
         -1,
         True,
     )
-    assert message(r["bad_name"]) == "invalid bucket name: bad.name"
+    assert error_message(r["bad_name"]) == "invalid bucket name: bad.name"
 
 
 def test_put_multi_chunk_object_meta_and_info(server: ServerProcess) -> None:
@@ -217,11 +211,11 @@ def test_update_meta_and_rename(server: ServerProcess) -> None:
     assert r["info_a"] == info(
         "a", "js_meta", b"alpha", 5, description="first letter", options=None
     )
-    assert message(r["rename_taken"]) == "an object already exists with that name"
+    assert error_message(r["rename_taken"]) == "an object already exists with that name"
     assert r["rename"] == 6
     assert r["info_old"] is None
     assert r["info_new"] == info("c", "js_meta", b"alpha", 6, options=None)
-    assert message(r["update_missing"]) == "object not found"
+    assert error_message(r["update_missing"]) == "object not found"
 
 
 def test_links(server: ServerProcess) -> None:
@@ -248,9 +242,9 @@ def test_links(server: ServerProcess) -> None:
         "description": "",
         "options": {"link": {"bucket": "js_lsrc"}, "max_chunk_size": CHUNK},
     }
-    assert message(r["link_taken"]) == "an object already exists with that name"
-    assert message(r["link_to_link"]) == "src object is a link"
-    assert message(r["link_to_deleted"]) == "src object is deleted"
+    assert error_message(r["link_taken"]) == "an object already exists with that name"
+    assert error_message(r["link_to_link"]) == "src object is a link"
+    assert error_message(r["link_to_deleted"]) == "src object is deleted"
 
 
 def test_seal_and_destroy(server: ServerProcess) -> None:
@@ -264,7 +258,7 @@ def test_seal_and_destroy(server: ServerProcess) -> None:
         "invalid operation on sealed stream",
     )
     assert r["destroy"] is True
-    assert message(r["status_gone"]) == "object store not found"
+    assert error_message(r["status_gone"]) == "object store not found"
     err = error_of(r["info_gone"])
     assert err is not None
     assert (err["status"], err["err_code"]) == (404, 10059)
@@ -291,7 +285,7 @@ def test_get_through_links(server: ServerProcess) -> None:
     needs_push_consumers(server)
     r = scenario(server, "link_get")
     assert r["via_link"] == r["sha256"] == hashlib.sha256(pattern(CHUNK + 5)).hexdigest()
-    assert message(r["bucket_link"]) == "link is a bucket"
+    assert error_message(r["bucket_link"]) == "link is a bucket"
 
 
 def test_list(server: ServerProcess) -> None:

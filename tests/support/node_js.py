@@ -109,3 +109,10 @@ def error_of(observed: Any) -> dict[str, Any] | None:
         err = observed["error"]
         return err if isinstance(err, dict) else None
     return None
+
+
+def error_message(observed: Any) -> str:
+    """The message of a step that must have failed (assertion error otherwise)."""
+    err = error_of(observed)
+    assert err is not None, f"expected an error, got {observed!r}"
+    return str(err["message"])
