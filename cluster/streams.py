@@ -41,14 +41,16 @@ from cluster.ops import (
     DeleteMsg,
     Expire,
     Op,
+    OpError,
     Publish,
     Purge,
     StreamMsg,
     StreamPolicy,
     UpdatePolicy,
 )
-from cluster.stream_fsm import ApplyOutcome, StreamStateMachine
+from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
 from store.api import StreamState, StreamStore
+from store.errors import StoreError
 from store.file import FileStreamStore
 from store.memory import MemoryStreamStore
 
@@ -141,7 +143,17 @@ class Stream:
                     del self._queue[:BATCH_MSGS_MAX]
                 now = time.time_ns()
                 op = StreamMsg(tuple(Publish(s, h, p, now) for s, h, p, _ in batch))
-                outcome = await self._propose(op)
+                try:
+                    outcome = await self._propose(op)
+                except (StoreError, OSError, OpError, OverflowError) as exc:
+                    # The store refused or failed: every publish of the batch
+                    # hears it; the stream keeps running (nothing was acked).
+                    log.exception("event=stream_apply_failed stream=%s", self.cfg.name)
+                    failed = ApiErrorResult(503, 10077, str(exc) or type(exc).__name__)
+                    for _, _, _, cb in batch:
+                        if cb is not None:
+                            cb(failed)
+                    continue
                 for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
                     if cb is not None:
                         cb(result)

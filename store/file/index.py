@@ -16,8 +16,8 @@ next or previous live sequence is a C-speed ``bytearray.find``/``rfind``.
 
 *Subjects.*  Each distinct subject gets an id, never reused until the index
 is reset (``_subjects``, ``_sid_of``, ``_sid_of_b`` for the bytes form seen
-by recovery).  Per subject id, ``array('q')`` count / first / last.  Counts
-are always exact.  After a deletion, first and last may be stale: a stale
+by recovery).  Per subject id, ``array('q')`` count and ``array('Q')``
+first / last (sequences are u64).  Counts are always exact.  After a deletion, first and last may be stale: a stale
 first is a lower bound and a stale last an upper bound of the true value, and
 both are recomputed lazily on demand (``_resolve_first``/``_resolve_last``,
 scanning the segments' subject arrays with ``array.index``).
@@ -65,8 +65,8 @@ class StreamIndex:
         self._sid_of: dict[str, int] = {}
         self._sid_of_b: dict[bytes, int] = {}
         self._scount = array("q")
-        self._sfirst = array("q")
-        self._slast = array("q")
+        self._sfirst = array("Q")
+        self._slast = array("Q")
         self._stale_first: set[int] = set()
         self._stale_last: set[int] = set()
         self._nsubj = 0
