@@ -64,7 +64,7 @@ def test_bucket_options_become_the_stream_config(server: ServerProcess) -> None:
         "storage": "memory",
         "num_replicas": 1,
         "duplicate_window": 60_000_000_000,
-        "compression": "none",
+        "compression": "s2",
         "allow_direct": True,
         "mirror_direct": False,
         "sealed": False,
@@ -87,6 +87,7 @@ def test_bucket_options_become_the_stream_config(server: ServerProcess) -> None:
         "description": "settings",
         "maxValueSize": 1024,
         "max_bytes": 1048576,
+        "compression": True,
         "streamName": "KV_js_cfg",
     }
     assert r["status"] == status
@@ -140,6 +141,29 @@ def test_history_and_value_size_limits(server: ServerProcess) -> None:
     assert r["get_rev2"] == entry("k", "v2", 2)
     assert api_error(r["too_big"]) == (400, 10054, "message size exceeds maximum allowed")
     assert r["values"] == 2
+    assert r["fill"] == 1
+    assert api_error(r["over_max_bytes"]) == (503, 10077, "maximum bytes exceeded")  # discard new
+
+
+def test_bucket_sourcing_and_mirroring_another(server: ServerProcess) -> None:
+    r = scenario(server, "replicated")
+    assert r["agg_sources"] == [
+        {
+            "name": "KV_js_src",
+            "subject_transforms": [{"src": "$KV.js_src.>", "dest": "$KV.js_agg.>"}],
+        }
+    ]
+    assert r["agg_synced"] is True
+    assert r["agg_get"] == entry("a", "3", 3)
+    assert r["agg_get_b"] == entry("b", "2", 2)
+    assert r["mir_config"] == {
+        "mirror": {"name": "KV_js_src"},
+        "mirror_direct": True,
+        "subjects": None,
+    }
+    assert r["mir_synced"] == {"ok": True, "messages": 2, "last_seq": 3}
+    # a mirror captures no subjects: a put finds no stream
+    assert (error_of(r["mir_put"]) or {}).get("code") == "503"
 
 
 def test_bucket_ttl_expires_values(server: ServerProcess) -> None:

@@ -25,6 +25,7 @@ function status(s) {
     description: s.description,
     maxValueSize: s.maxValueSize,
     max_bytes: s.max_bytes,
+    compression: s.compression,
     streamName: s.streamInfo.config.name,
   };
 }
@@ -51,6 +52,7 @@ const scenarios = {
         storage: StorageType.Memory,
         description: "settings",
         metadata: { owner: "tests" },
+        compression: true,
       });
       return b;
     });
@@ -109,6 +111,35 @@ const scenarios = {
     await step("get_rev2", async () => entry(await kv.get("k", { revision: 2 })));
     await step("too_big", () => kv.put("k", bytes("x".repeat(17))));
     await step("values", async () => (await kv.status()).values);
+    const small = await js.views.kv("js_lim_bytes", { max_bytes: 200 });
+    await step("fill", () => small.put("k", bytes("x".repeat(100))));
+    await step("over_max_bytes", () => small.put("k2", bytes("x".repeat(100))));
+  },
+
+  // a bucket sourcing another (subjects rewritten by a transform) and a mirror of it
+  async replicated({ js, jsm, step }) {
+    const src = await js.views.kv("js_src", { history: 3 });
+    await src.put("a", bytes("1"));
+    await src.put("b", bytes("2"));
+    await src.put("a", bytes("3"));
+    const agg = await js.views.kv("js_agg", { sources: [{ name: "js_src" }] });
+    await step("agg_sources", async () => (await jsm.streams.info("KV_js_agg")).config.sources);
+    await step("agg_synced", () =>
+      eventually(async () => (await jsm.streams.info("KV_js_agg")).state.messages === 2, 5000),
+    );
+    await step("agg_get", async () => entry(await agg.get("a")));
+    await step("agg_get_b", async () => entry(await agg.get("b")));
+    const mir = await js.views.kv("js_mir", { mirror: { name: "js_src" } });
+    await step("mir_config", async () => {
+      const c = (await jsm.streams.info("KV_js_mir")).config;
+      return { mirror: c.mirror, mirror_direct: c.mirror_direct, subjects: c.subjects ?? null };
+    });
+    await step("mir_synced", async () => {
+      const ok = await eventually(async () => (await jsm.streams.info("KV_js_mir")).state.last_seq === 3, 5000);
+      const st = (await jsm.streams.info("KV_js_mir")).state;
+      return { ok, messages: st.messages, last_seq: st.last_seq };
+    });
+    await step("mir_put", () => mir.put("c", bytes("x")));
   },
 
   // bucket TTL: a value disappears once it is older than the TTL
