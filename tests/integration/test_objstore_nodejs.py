@@ -3,10 +3,10 @@
 Each test runs one scenario of ``tests/js/objstore.mjs`` against a server of
 each kind with the same assertions; the reference nats-server defines what is
 right.  Object contents are ``pattern(n)`` (byte i = (31*i + 7) mod 256), so
-sizes and digests are recomputed here.  Reading objects back (also through
-links), listing and watching need push/ordered consumers and skip on trijet
-until those exist; store options, multi-chunk put and its meta message, info,
-replacement, delete, meta update and rename, links, seal and destroy run on both.
+sizes and digests are recomputed here.  Covered: store options, multi-chunk
+put and its meta message, info, replacement, delete, meta update and rename,
+links, seal and destroy, and what goes through ordered push consumers: reading
+objects back (digest checked by the client, also through links), list, watch.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from tests.support.node_js import error_message, error_of, requires_node, run_sc
 
 pytestmark = requires_node
 
-PUSH_CONSUMERS_PENDING = "trijet: push/ordered consumers not built yet"
 CHUNK = 128 * 1024
 
 
@@ -36,11 +35,6 @@ def server(
     srv = start_server(request.param, ["-js", "-sd", str(tmp / "store")], workdir=tmp / "srv")
     yield srv
     srv.stop()
-
-
-def needs_push_consumers(server: ServerProcess) -> None:
-    if server.kind == "trijet":
-        pytest.skip(PUSH_CONSUMERS_PENDING)
 
 
 def scenario(server: ServerProcess, name: str) -> dict[str, Any]:
@@ -265,7 +259,6 @@ def test_seal_and_destroy(server: ServerProcess) -> None:
 
 
 def test_get_multi_chunk_objects_with_digest(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "get")
     data = pattern(3 * CHUNK + 7)
     assert r["sha256"] == hashlib.sha256(data).hexdigest()
@@ -282,21 +275,18 @@ def test_get_multi_chunk_objects_with_digest(server: ServerProcess) -> None:
 
 
 def test_get_through_links(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "link_get")
     assert r["via_link"] == r["sha256"] == hashlib.sha256(pattern(CHUNK + 5)).hexdigest()
     assert error_message(r["bucket_link"]) == "link is a bucket"
 
 
 def test_list(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "list")
     assert r["empty"] == []
     assert r["listed"] == [["one", 3], ["three", 5]]
 
 
 def test_watch(server: ServerProcess) -> None:
-    needs_push_consumers(server)
     r = scenario(server, "watch")
     assert r["initial"] == [["old", 1], None]
     assert r["changes"] == [["new", False, CHUNK + 1], ["old", True, 0]]
