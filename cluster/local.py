@@ -196,8 +196,10 @@ class _SyncThread:
     """One long-lived thread that runs ``fn`` on request; completion wakes trio via a socket pair.
 
     ``run`` is shielded from cancellation: a sync, once started, is waited
-    for, so no call is ever outstanding when the next one (or ``close``)
-    comes.  An exception raised by ``fn`` is re-raised by ``run``.
+    for, so no call is ever outstanding when the next one comes.  ``close``
+    during a ``run`` (a proposer's task drives a batch while the group's
+    driver is cancelled at shutdown) is carried out when that run ends.  An
+    exception raised by ``fn`` is re-raised by ``run``.
     """
 
     def __init__(self, fn: Callable[[], None], name: str) -> None:
@@ -206,6 +208,8 @@ class _SyncThread:
         self._error: BaseException | None = None
         self._rsock, self._wsock = socket.socketpair()
         self._rsock.setblocking(False)
+        self._running = False
+        self._closing = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -221,19 +225,29 @@ class _SyncThread:
     async def run(self) -> None:
         """Run ``fn`` in the thread and wait for it (not cancellable once started)."""
         self._jobs.put(True)
-        with trio.CancelScope(shield=True):
-            while True:
-                try:
-                    self._rsock.recv(1)
-                    break
-                except BlockingIOError:
-                    await trio.lowlevel.wait_readable(self._rsock)
+        self._running = True
+        try:
+            with trio.CancelScope(shield=True):
+                while True:
+                    try:
+                        self._rsock.recv(1)
+                        break
+                    except BlockingIOError:
+                        await trio.lowlevel.wait_readable(self._rsock)
+        finally:
+            self._running = False
+            if self._closing:
+                self.close()
         if self._error is not None:
             err, self._error = self._error, None
             raise err
 
     def close(self) -> None:
-        """Stop the thread (it is idle: ``run`` never leaves a call outstanding)."""
+        """Stop the thread now, or when the ``run`` in progress ends."""
+        if self._running:
+            self._closing = True
+            return
+        self._closing = False
         self._jobs.put(False)
         self._rsock.close()
         self._wsock.close()

@@ -219,7 +219,7 @@ class PullDispatcher:
             if not self.waiting and self.cfg.inactive_threshold_ns > 0:
                 idle_end = self.last_request + self.cfg.inactive_threshold_ns / 1e9
                 if now >= idle_end:
-                    await self.mgr.delete(c.stream.cfg.name, c.name)
+                    await self.mgr.delete_inactive(c)
                     return
                 deadline = idle_end if deadline is None else min(deadline, idle_end)
             with trio.move_on_at(deadline if deadline is not None else float("inf")):
@@ -398,6 +398,18 @@ class ConsumerManager:
         consumer = await self.registry.delete(stream, name)
         self._action(consumer, "delete")
         return consumer
+
+    async def delete_inactive(self, c: Consumer) -> None:
+        """Delete ``c`` for inactivity, from its own dispatcher task.
+
+        Shielded: the deletion cancels the dispatcher's scope, and must still
+        finish (files, advisory).  Nothing happens if ``c`` is already gone.
+
+        Cancellation: not cancellable (the deletion completes).
+        """
+        with trio.CancelScope(shield=True):
+            if self.registry.of(c.stream.cfg.name).get(c.name) is c:
+                await self.delete(c.stream.cfg.name, c.name)
 
     def drop_stream(self, stream: str) -> None:
         """Forget the consumers of a deleted stream."""

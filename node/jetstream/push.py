@@ -277,7 +277,7 @@ class PushDispatcher:
             if not self.active and self.cfg.inactive_threshold_ns > 0:
                 idle_end = self.unbound_at + self.cfg.inactive_threshold_ns / 1e9
                 if now >= idle_end:
-                    await self.mgr.delete(c.stream.cfg.name, c.name)
+                    await self.mgr.delete_inactive(c)
                     return
                 deadline = idle_end
             if self.hb_s > 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import BinaryIO
 
 import pytest
@@ -160,3 +161,36 @@ async def test_sync_failure_reaches_the_driver() -> None:
         with pytest.raises(OSError, match="disk gone"):
             await g.propose(b"x")
         nursery.cancel_scope.cancel()
+
+
+async def test_shutdown_while_a_proposer_drives_a_threaded_sync() -> None:
+    """The group's driver is cancelled while a proposer's batch syncs in the
+    thread: the sync completes, the proposer gets its result, nothing hangs."""
+    fsm = Recorder()
+    started, release = threading.Event(), threading.Event()
+
+    def sync() -> None:
+        started.set()
+        release.wait(5)
+
+    g = LocalGroup("t", fsm, sync, sync_in_thread=True)
+    results: list[object] = []
+
+    async def proposer() -> None:
+        results.append(await g.propose(b"x"))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as outer:
+            run_scope = trio.CancelScope()
+
+            async def run_group(task_status: trio.TaskStatus[None]) -> None:
+                with run_scope:
+                    await g.run(task_status=task_status)
+
+            await outer.start(run_group)
+            outer.start_soon(proposer)
+            await trio.to_thread.run_sync(started.wait, 5)
+            run_scope.cancel()  # shutdown: the driver's finally closes the sync thread
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+    assert results == [1]
