@@ -79,7 +79,9 @@ async function counts(jsm, bucket) {
 
 /** The store's raw meta message for `name`: headers and JSON body. */
 async function rawMeta(jsm, bucket, name) {
-  const subj = `$O.${bucket}.M.${Buffer.from(name).toString("base64url")}${"=".repeat((3 - (name.length % 3)) % 3)}`;
+  const raw = Buffer.from(name);
+  // the meta token is padded base64url (Go's base64.URLEncoding), Node's base64url is unpadded
+  const subj = `$O.${bucket}.M.${raw.toString("base64url")}${"=".repeat((3 - (raw.length % 3)) % 3)}`;
   const m = await jsm.streams.getMessage(`OBJ_${bucket}`, { last_by_subj: subj });
   const h = m.header;
   return {
