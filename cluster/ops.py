@@ -178,6 +178,12 @@ class StreamPolicy:
         deny_purge: ``PURGE`` and rollups refused (10110 / 10111).
         allow_msg_ttl: ``Nats-TTL`` is permitted (otherwise 10166) and honoured:
             the store expires such messages (``store.ttl``; ``Expire`` ops).
+        subject_delete_marker_ttl_ns: > 0: when ``Expire`` removes the last
+            message of a subject, a delete marker takes its place (see
+            ``cluster.stream_fsm.markers``); its ``Nats-TTL`` is this many
+            whole seconds, and smaller per-message TTLs are raised to it.
+            0 = no markers.  Encoded only when set, so the encoding of a
+            policy without markers is the one older nodes wrote and read.
     """
 
     name: str
@@ -188,6 +194,7 @@ class StreamPolicy:
     deny_delete: bool = False
     deny_purge: bool = False
     allow_msg_ttl: bool = False
+    subject_delete_marker_ttl_ns: int = 0
 
     def __post_init__(self) -> None:
         _check_str("name", self.name)
@@ -203,6 +210,7 @@ class StreamPolicy:
         _check_int("duplicate_window_ns", self.duplicate_window_ns, 0, INT64_MAX)
         for fname in ("allow_rollup_hdrs", "sealed", "deny_delete", "deny_purge", "allow_msg_ttl"):
             _check_bool(fname, getattr(self, fname))
+        _check_int("subject_delete_marker_ttl_ns", self.subject_delete_marker_ttl_ns, 0, INT64_MAX)
 
 
 _POLICY_KEYS = (
@@ -221,12 +229,14 @@ _POLICY_KEYS = (
     "deny_purge",
     "allow_msg_ttl",
 )
+_POLICY_OPTIONAL_KEYS = ("subject_delete_marker_ttl_ns",)
+"""Keys added later: written only when not the default, optional on decode."""
 
 
 def encode_policy(p: StreamPolicy) -> dict[str, Any]:
     """The cbor-ready map of a policy (also used inside stream snapshots)."""
     lim = p.limits
-    return {
+    m: dict[str, Any] = {
         "name": p.name,
         "max_msgs": lim.max_msgs,
         "max_bytes": lim.max_bytes,
@@ -242,6 +252,9 @@ def encode_policy(p: StreamPolicy) -> dict[str, Any]:
         "deny_purge": p.deny_purge,
         "allow_msg_ttl": p.allow_msg_ttl,
     }
+    if p.subject_delete_marker_ttl_ns:
+        m["subject_delete_marker_ttl_ns"] = p.subject_delete_marker_ttl_ns
+    return m
 
 
 def decode_policy(m: object) -> StreamPolicy:
@@ -252,7 +265,8 @@ def decode_policy(m: object) -> StreamPolicy:
     """
     if type(m) is not dict:
         raise OpError("policy must be a map")
-    if set(m) != set(_POLICY_KEYS) or len(m) != len(_POLICY_KEYS):
+    keys = set(m)
+    if not keys >= set(_POLICY_KEYS) or not keys <= set(_POLICY_KEYS + _POLICY_OPTIONAL_KEYS):
         raise OpError("policy has wrong keys")
     discard = m["discard"]
     if discard not in ("old", "new") or type(discard) is not str:
@@ -275,6 +289,7 @@ def decode_policy(m: object) -> StreamPolicy:
         deny_delete=m["deny_delete"],
         deny_purge=m["deny_purge"],
         allow_msg_ttl=m["allow_msg_ttl"],
+        subject_delete_marker_ttl_ns=m.get("subject_delete_marker_ttl_ns", 0),
     )
 
 

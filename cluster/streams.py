@@ -76,6 +76,7 @@ def policy_of(cfg: StreamConfig) -> StreamPolicy:
         deny_delete=cfg.deny_delete,
         deny_purge=cfg.deny_purge,
         allow_msg_ttl=cfg.allow_msg_ttl,
+        subject_delete_marker_ttl_ns=max(0, cfg.subject_delete_marker_ttl_ns),
     )
 
 

@@ -15,13 +15,21 @@ store (``StoreError`` such as ``InvariantViolation``, ``OSError``).
 
 A publish is decided in nats-server's order (``processJetStreamMsg``):
 sealed (10109); ``Nats-Expected-Stream`` (10060); a valid ``Nats-TTL`` on a
-stream without ``allow_msg_ttl`` (10166); ``Nats-Msg-Id`` dedupe
-(a duplicate answers with the original seq); ``Nats-Expected-Last-Subject-
+stream without ``allow_msg_ttl`` (10166); ``Nats-Expected-Last-Subject-
 Sequence`` [``-Subject``] (10071); ``Nats-Expected-Last-Sequence`` (10071);
+a client's ``Nats-Stream-Source`` header (10227: only sourcing stores it);
+``Nats-Msg-Id`` dedupe (a duplicate answers with the original seq);
 ``Nats-Expected-Last-Msg-Id`` (10070); ``Nats-Rollup`` (10111); header size
 (10097); ``max_msg_size`` (10054); an invalid ``Nats-TTL`` (10165); then
 ``StreamStore.append`` (``seq = last_seq + 1``; discard-new limits 10077),
-then the rollup purge.  Header names are matched case-sensitively.
+then the rollup purge.  Header names are matched case-sensitively.  (The
+account's storage limit, 10023, is the proposer's check before all this:
+``node.jetstream.resources``.)
+
+Subject delete markers (``StreamPolicy.subject_delete_marker_ttl_ns``):
+``Expire`` replaces the last expiring message of a subject with a marker
+message and publishes with a shorter ``Nats-TTL`` get the marker TTL
+(``markers``).
 
 Per-message TTLs: the store honours ``Nats-TTL`` when its limits say so
 (``store_limits``: ``allow_msg_ttl`` becomes ``StreamLimits.msg_ttl``) and
@@ -65,7 +73,8 @@ stored (``store.skip``), decided in log order.  The filters are not part of
 the snapshot document: the shell proposes them again at start.
 
 Modules: ``machine`` (the state machine and its snapshot document),
-``results`` (result, effect and error values), ``parse`` (header values).
+``results`` (result, effect and error values), ``parse`` (header values),
+``markers`` (subject delete markers).
 """
 
 from cluster.ops import StreamPolicy

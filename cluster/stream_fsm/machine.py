@@ -31,6 +31,7 @@ from cluster.ops import (
     decode_policy,
     encode_policy,
 )
+from cluster.stream_fsm.markers import marker_headers, min_ttl_s, plan_expiry, raise_msg_ttl
 from cluster.stream_fsm.parse import parse_msg_ttl_ns, parse_seq
 from cluster.stream_fsm.results import (
     ERR_DELETE_DENIED,
@@ -41,6 +42,7 @@ from cluster.stream_fsm.results import (
     ERR_PURGE_DENIED,
     ERR_ROLLUP_DENIED,
     ERR_SEALED,
+    ERR_SOURCE_HDR,
     ERR_STORE_EOF,
     ERR_TTL_DISABLED,
     ERR_TTL_INVALID,
@@ -84,6 +86,7 @@ EXPECTED_LAST_SUBJ_SEQ_SUBJ = "Nats-Expected-Last-Subject-Sequence-Subject"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 ROLLUP = "Nats-Rollup"
 MSG_TTL = "Nats-TTL"
+STREAM_SOURCE = "Nats-Stream-Source"
 
 
 class StreamSnapshotError(ValueError):
@@ -228,6 +231,7 @@ class StreamStateMachine(SourcingApply):
         msg_id = ""
         rollup = ""
         ttl_invalid = False
+        ttl_ns: int | None = None
         if hdr:
             h = parse_headers(hdr, strict=False)
             msg_id = h.get(MSG_ID) or ""
@@ -236,7 +240,9 @@ class StreamStateMachine(SourcingApply):
                 return checked, None
             rollup = h.get(ROLLUP) or ""
             ttl_value = h.get(MSG_TTL)
-            ttl_invalid = bool(ttl_value) and parse_msg_ttl_ns(ttl_value or "") is None
+            if ttl_value:
+                ttl_ns = parse_msg_ttl_ns(ttl_value)
+                ttl_invalid = ttl_ns is None
         if len(hdr) > HEADER_BYTES_MAX:
             return ERR_HEADER_SIZE, None
         max_size = pol.limits.max_msg_size
@@ -244,6 +250,8 @@ class StreamStateMachine(SourcingApply):
             return ERR_MSG_SIZE, None
         if ttl_invalid:
             return ERR_TTL_INVALID, None
+        if ttl_ns is not None and ttl_ns > 0 and pol.subject_delete_marker_ttl_ns > 0:
+            hdr = self._raise_ttl(hdr, ttl_ns)
         self._skipped = self._no_interest(m.subject)
         if self._skipped:
             seq = self._store.state().last_seq + 1
@@ -263,6 +271,14 @@ class StreamStateMachine(SourcingApply):
             n = self._store.purge(filter=subject, keep=1)
             purged = Purged(self._store.state().first_seq, n)
         return PubResult(pol.name, seq), purged
+
+    def _raise_ttl(self, hdr: bytes, ttl_ns: int) -> bytes:
+        """A TTL below the marker TTL is raised to it (not with one message
+        per subject: nats-server's rule, see ``markers``)."""
+        floor_s = min_ttl_s(self._policy.subject_delete_marker_ttl_ns)
+        if self._policy.limits.max_msgs_per_subject == 1 or ttl_ns // 1_000_000_000 >= floor_s:
+            return hdr
+        return raise_msg_ttl(hdr, floor_s)
 
     def recover_from_store(self) -> int:
         """Rebuild the dedupe table and last msg id from the store's messages.
@@ -310,10 +326,6 @@ class StreamStateMachine(SourcingApply):
         v = h.get(MSG_TTL)
         if v and not pol.allow_msg_ttl and parse_msg_ttl_ns(v) is not None:
             return ERR_TTL_DISABLED  # an invalid value is 10165, decided later
-        if msg_id:
-            dup = self._dedupe.get(msg_id)
-            if dup is not None and m.ts_ns - dup[1] < pol.duplicate_window_ns:
-                return PubResult(pol.name, dup[0], duplicate=True)
         v = h.get(EXPECTED_LAST_SUBJ_SEQ)
         if v:
             want = parse_seq(v)
@@ -329,6 +341,12 @@ class StreamStateMachine(SourcingApply):
             last = self._store.state().last_seq
             if parse_seq(v) != last:
                 return err_wrong_last_seq(last)
+        if h.get(STREAM_SOURCE):
+            return ERR_SOURCE_HDR  # only sourcing may store it (not checked for those)
+        if msg_id:
+            dup = self._dedupe.get(msg_id)
+            if dup is not None and m.ts_ns - dup[1] < pol.duplicate_window_ns:
+                return PubResult(pol.name, dup[0], duplicate=True)
         v = h.get(EXPECTED_LAST_MSG_ID)
         if v and v != self._last_msg_id:
             return err_wrong_last_msg_id(self._last_msg_id)
@@ -384,9 +402,50 @@ class StreamStateMachine(SourcingApply):
         return ApplyOutcome((PolicyResult(removed),))
 
     def _apply_expire(self, op: Expire) -> ApplyOutcome:
+        if self._policy.subject_delete_marker_ttl_ns > 0:
+            return self._expire_with_markers(op.now_ns)
         n = self._store.expire(op.now_ns)
         self._prune_dedupe(op.now_ns)
         return ApplyOutcome((ExpireResult(n),))
+
+    def _expire_with_markers(self, now_ns: int) -> ApplyOutcome:
+        """Expiry that leaves subject delete markers (``markers``): each due
+        message is removed; the last of its subject is replaced by a marker
+        stored at the next sequence at ``now_ns``."""
+        store = self._store
+        hdr = marker_headers(min_ttl_s(self._policy.subject_delete_marker_ttl_ns))
+        effects: list[Effect] = []
+        removed = stored = 0
+        for step in plan_expiry(store, store.expiring(now_ns)):
+            if step.marker:
+                seq = self._store_marker(step.subject, hdr, now_ns, step.seq, effects)
+                stored = seq or stored
+            try:
+                store.remove(step.seq, erase=False)
+            except MsgNotFound:
+                continue  # the marker's limits took it already
+            removed += 1
+        self._prune_dedupe(now_ns)
+        if stored:
+            effects.append(NewMessages(stored))
+        return ApplyOutcome((ExpireResult(removed),), tuple(effects))
+
+    def _store_marker(
+        self, subject: str, hdr: bytes, now_ns: int, prev: int, effects: list[Effect]
+    ) -> int:
+        """Append one marker (its seq; 0 if none stored: no interest, or a
+        discard-new limit refused it -- the expired message goes anyway)."""
+        if self._no_interest(subject):
+            self._store.skip(self._store.state().last_seq + 1)
+            return 0
+        try:
+            seq, _ = self._store.append(subject, hdr, b"", now_ns)
+        except LimitExceeded:
+            return 0
+        self._last_msg_id = ""
+        if self.report_stored:
+            effects.append(Stored(seq, subject, hdr, b"", now_ns, prev))
+        return seq
 
     # ------------------------------------------------------------------ retention
 

@@ -25,6 +25,7 @@ __all__ = [
     "ERR_PURGE_DENIED",
     "ERR_ROLLUP_DENIED",
     "ERR_SEALED",
+    "ERR_SOURCE_HDR",
     "ERR_STORE_EOF",
     "ERR_TTL_DISABLED",
     "ERR_TTL_INVALID",
@@ -188,6 +189,7 @@ ERR_PURGE_DENIED = _err(500, 10110, "stream purge not permitted")
 ERR_DELETE_DENIED = _err(500, 10057, "message delete not permitted")
 ERR_NO_MESSAGE = _err(500, 10057, "no message found")
 ERR_STORE_EOF = _err(500, 10057, "stream store EOF")
+ERR_SOURCE_HDR = _err(400, 10227, "message stream source header is not allowed")
 
 
 def err_wrong_last_seq(seq: int) -> ApiErrorResult:
