@@ -22,8 +22,9 @@ from typing import Any
 
 import trio
 
+from cluster.api_origin import ApiOrigin, Messaging
 from cluster.model import StreamConfig
-from cluster.sourcing import Sourcing
+from cluster.sourcing import Feed, Origin, Sourcing
 from cluster.stream_archive import Archive
 from cluster.stream_fsm import ApplyOutcome
 from cluster.streams import OnResult, Stream, StreamExists, StreamRegistry
@@ -56,12 +57,37 @@ class JetStreamApi:
     Args:
         store_dir: the JetStream directory; None keeps everything in memory.
         nursery: where the streams' tasks run.
+        domain: this server's JetStream domain ("" if none).
+        messaging: core NATS inside the server, for mirrors and sources in
+            other domains (read through consumers created over their API);
+            None leaves those idle.
     """
 
-    def __init__(self, store_dir: str | None, nursery: trio.Nursery, *, domain: str = "") -> None:
+    def __init__(
+        self,
+        store_dir: str | None,
+        nursery: trio.Nursery,
+        *,
+        domain: str = "",
+        messaging: Messaging | None = None,
+    ) -> None:
         self._registry = StreamRegistry(store_dir, nursery)
+        remote = None
+        if messaging is not None:
+            bus = messaging
+
+            def remote(feed: Feed) -> Origin:
+                return ApiOrigin(
+                    bus,
+                    feed.src,
+                    target=feed.target.cfg.name,
+                    mirror=feed.mirror,
+                    domain=domain,
+                    identity=feed.identity,
+                )
+
         #: the feeds of mirrors and sourcing streams (started with each stream)
-        self.sourcing = Sourcing(self._registry.streams, nursery, domain=domain)
+        self.sourcing = Sourcing(self._registry.streams, nursery, domain=domain, remote=remote)
         #: where long-running transfers (snapshot delivery, restore intake) run
         self.nursery = nursery
         #: called as ``on_created(stream)`` when a stream starts (also at recovery)
@@ -88,6 +114,12 @@ class JetStreamApi:
     def configs(self) -> dict[str, StreamConfig]:
         """Every stream's config by name."""
         return {n: s.cfg for n, s in self._registry.streams.items()}
+
+    def set_sync_interval(self, interval_s: float | None) -> None:
+        """File stores opened from now on: None syncs each batch before its
+        results (the default); seconds syncs on that timer instead (the
+        user's ``sync_interval``).  Call before ``recover``."""
+        self._registry.sync_interval_s = interval_s
 
     async def recover(self) -> list[Stream]:
         """Reopen the streams saved on disk (at start)."""

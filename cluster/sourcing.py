@@ -15,12 +15,13 @@ change.  ``LocalOrigin`` serves an origin stream on this server -- a source
 without ``external``, or whose ``external.api`` is this server's own
 ``$JS.<domain>.API`` -- by reading the origin's store from the position
 onward and sleeping on the origin's ``Stream.listeners`` (woken by
-``NewMessages``; no polling).  An origin in another domain needs a JetStream
-consumer created with ``<api>.CONSUMER.CREATE.<stream>`` on the far side and
-would implement the same protocol over its deliveries (ack-reply metadata
-gives the origin sequence, timestamp and pending count); trijet has no
-consumers to talk to yet, so such a feed stays idle and reports ``active``
--1, as nats-server does while its consumer create goes unanswered.
+``NewMessages``; no polling).  An origin in another domain is read through a
+push consumer created over its API (``cluster.api_origin.ApiOrigin``, made
+by the ``remote`` factory the facade passes in; without one such a feed
+stays idle and reports ``active`` -1).  A remote origin that cannot be
+reached is retried with backoff (its error, if it answered one, shows in
+StreamInfo); a lost delivery or a silent consumer restarts the consumer from
+the next needed sequence (``OriginRetry``).
 
 *Where to start* follows nats-server (``setupMirrorConsumer``,
 ``trySetupSourceConsumer`` and the consumer's ``selectStartingSeqNo``):
@@ -55,7 +56,7 @@ import datetime
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -74,7 +75,13 @@ __all__ = [
     "LocalOrigin",
     "Origin",
     "OriginGone",
+    "OriginRecreated",
+    "OriginRetry",
+    "OriginUnavailable",
+    "RemoteOriginFactory",
     "Sourcing",
+    "go_hash",
+    "rfc3339_ns",
     "source_header_value",
     "stream_identity",
 ]
@@ -99,13 +106,14 @@ _STRIP_PREFIXES = (b"Nats-Expected-", b"Nats-Batch-")
 # --------------------------------------------------------------------------- wire helpers
 
 
-def _go_hash(text: str) -> str:
+def go_hash(text: str) -> str:
     """nats-server ``getHash``: 8 base-62 digits of SHA-256."""
     digest = hashlib.sha256(text.encode()).digest()
     return "".join(_HASH_DIGITS[b % 62] for b in digest[:8])
 
 
-def _rfc3339_ns(ts_ns: int) -> str:
+def rfc3339_ns(ts_ns: int) -> str:
+    """RFC 3339 text (UTC, up to nanoseconds, trailing zeros cut) of Unix ns, as Go prints it."""
     secs, nanos = divmod(ts_ns, 1_000_000_000)
     dt = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=secs)
     text = dt.strftime("%Y-%m-%dT%H:%M:%S")
@@ -117,7 +125,7 @@ def _rfc3339_ns(ts_ns: int) -> str:
 def stream_identity(created_ns: int) -> str:
     """A stream's identity as nats-server writes it in ``Nats-Stream-Source``:
     the hash of its creation time (RFC 3339, nanoseconds, UTC)."""
-    return _go_hash(_rfc3339_ns(created_ns))
+    return go_hash(rfc3339_ns(created_ns))
 
 
 def parse_rfc3339_ns(text: str) -> int:
@@ -148,9 +156,9 @@ def _index_parts(src: StreamSource) -> tuple[str, str, str]:
     the hashed API prefix for an external origin), filters, destinations."""
     name = src.name
     if src.external is not None:
-        name += ":" + _go_hash(src.external.api)
+        name += ":" + go_hash(src.external.api)
     if src.consumer is not None:
-        name += ":C=" + _go_hash(src.consumer.name)
+        name += ":C=" + go_hash(src.consumer.name)
     if not src.subject_transforms:
         return name, src.filter_subject or ">", ">"
     srcs = "\f".join(t.src or ">" for t in src.subject_transforms)
@@ -213,6 +221,30 @@ class OriginGone(Exception):
     """The origin went away (deleted); the feed looks for it again."""
 
 
+class OriginRetry(Exception):
+    """The origin's consumer lost something or went silent: start again
+    from the next needed sequence."""
+
+
+class OriginRecreated(Exception):
+    """The origin is not the stream the position belongs to (deleted and
+    created again): start over from its beginning."""
+
+
+class OriginUnavailable(Exception):
+    """The origin could not be reached or refused to serve.
+
+    Attributes:
+        error: the API error it answered (``code``, ``err_code``,
+            ``description``; shown in StreamInfo), or None when nothing
+            answered.
+    """
+
+    def __init__(self, error: dict[str, Any] | None) -> None:
+        super().__init__(error["description"] if error else "no answer")
+        self.error = error
+
+
 @dataclass(frozen=True, slots=True)
 class StartAt:
     """Where to start reading an origin (a consumer's deliver policy).
@@ -227,14 +259,24 @@ class StartAt:
 
 
 class Origin(Protocol):
-    """An origin stream as a feed reads it (local store today, a remote
-    consumer later)."""
+    """An origin stream as a feed reads it: ``LocalOrigin`` (this server's
+    store) or ``cluster.api_origin.ApiOrigin`` (a consumer in another domain).
+
+    ``identity`` is the origin's (known after ``start`` at the latest);
+    ``last_contact_ns`` the wall clock of the last sign of life from a remote
+    origin (0 for a local one).
+    """
 
     identity: str
+    last_contact_ns: int
 
     async def start(self, at: StartAt) -> int:
         """Position reading; returns the sequence *before* the first to be
-        delivered (a consumer's ``delivered.stream_seq``)."""
+        delivered (a consumer's ``delivered.stream_seq``).
+
+        Raises:
+            OriginGone, OriginUnavailable, OriginRecreated.
+        """
         ...
 
     async def read(self, after: int, max_msgs: int) -> list[StoredMsg]:
@@ -242,7 +284,7 @@ class Origin(Protocol):
         waits for them).
 
         Raises:
-            OriginGone.
+            OriginGone, OriginRetry.
         """
         ...
 
@@ -269,6 +311,7 @@ class LocalOrigin:
         self._stream = stream
         self._filters = filters
         self.identity = stream_identity(stream.created_ns)
+        self.last_contact_ns = 0
         self._wake = trio.Event()
         self._gone = trio.Event()
         self._remaining = 0
@@ -397,7 +440,10 @@ class Feed:
         #: a mirror shows its filter once it has tried to reach the origin
         self.tried = False
         self.scope = trio.CancelScope()
-        self._origin: LocalOrigin | None = None
+        self._origin: Origin | None = None
+        #: the origin was found re-created: start at its beginning, not by time
+        self._recreated = False
+        self._backoff = RETRY_S_MIN
         self._changed = trio.Event()
         self._transforms = [
             t
@@ -412,8 +458,8 @@ class Feed:
     # -- signals from the registry ----------------------------------------------
 
     def origin_changed(self) -> None:
-        """The origin stream started or went away."""
-        if self._origin is not None:
+        """The (local) origin stream started or went away."""
+        if isinstance(self._origin, LocalOrigin):
             self._origin.gone()
         self._changed.set()
 
@@ -431,18 +477,52 @@ class Feed:
                     await self._changed.wait()
                     continue
                 self._origin = origin
+                pause = 0.0
                 try:
                     await self._feed(origin)
                 except OriginGone:
                     log.info(
                         "event=origin_gone stream=%s origin=%s", self.target.cfg.name, self.src.name
                     )
+                except OriginRetry as e:
+                    log.info(
+                        "event=origin_retry stream=%s origin=%s reason=%s",
+                        self.target.cfg.name,
+                        self.src.name,
+                        e,
+                    )
+                    pause = RETRY_S_MIN
+                except OriginRecreated:
+                    self._forget_origin()
+                except OriginUnavailable as e:
+                    if e.error is not None:
+                        self.error = dict(e.error)
+                    log.info(
+                        "event=origin_unavailable stream=%s origin=%s reason=%s",
+                        self.target.cfg.name,
+                        self.src.name,
+                        e,
+                    )
+                    pause, self._backoff = self._backoff, min(self._backoff * 2, RETRY_S_MAX)
                 finally:
                     self.attached = False
                     self._origin = None
                     origin.close()
+                if pause:
+                    with trio.move_on_after(pause):
+                        await self._changed.wait()
 
-    def _start_at(self, origin: LocalOrigin) -> StartAt:
+    def _forget_origin(self) -> None:
+        """The origin was deleted and created again: source it from its start."""
+        log.warning(
+            "event=source_recreated stream=%s origin=%s", self.target.cfg.name, self.src.name
+        )
+        if not self.mirror:
+            self.pos = self.copied = 0
+            self.identity = ""
+            self._recreated = True
+
+    def _start_at(self, origin: Origin) -> StartAt:
         src = self.src
         st = self.target.store.state()
         if self.mirror:
@@ -453,12 +533,9 @@ class Feed:
                     return StartAt(time_ns=parse_rfc3339_ns(src.opt_start_time))
                 return StartAt()
             return StartAt(seq=st.last_seq + 1)
-        recreated = bool(self.pos and self.identity and self.identity != origin.identity)
-        if recreated:
-            log.warning(
-                "event=source_recreated stream=%s origin=%s", self.target.cfg.name, src.name
-            )
-            self.pos = self.copied = 0
+        if self._replaced(origin):
+            self._forget_origin()
+        recreated = self._recreated
         if self.pos:
             return StartAt(seq=self.pos + 1)
         if src.opt_start_seq:
@@ -470,9 +547,23 @@ class Feed:
             return StartAt(time_ns=st.last_ts)
         return StartAt()
 
-    async def _feed(self, origin: LocalOrigin) -> None:
+    def _replaced(self, origin: Origin) -> bool:
+        """A source position that belongs to another incarnation of the origin."""
+        return bool(
+            not self.mirror
+            and self.pos
+            and self.identity
+            and origin.identity
+            and self.identity != origin.identity
+        )
+
+    async def _feed(self, origin: Origin) -> None:
         delivered = await origin.start(self._start_at(origin))
+        if self._replaced(origin):  # a remote origin's identity is known from start on
+            raise OriginRecreated(self.src.name)
         self.identity = origin.identity
+        self._recreated = False
+        self._backoff = RETRY_S_MIN
         self.error = None
         self.attached = True
         self.last_ns = time.time_ns()
@@ -570,8 +661,11 @@ class Feed:
         d["lag"] = self.lag
         if not self.mirror and self.copied:
             d["seq"] = self.copied
+        contact = self._origin.last_contact_ns if self._origin is not None else 0
         if not self.last_ns:
             d["active"] = -1
+        elif self.attached and contact:
+            d["active"] = max(now_ns - max(contact, self.last_ns), 0)
         elif self.attached:
             d["active"] = min(max(now_ns - self.last_ns, 0), HEARTBEAT_NS)
         else:
@@ -624,6 +718,10 @@ async def recover_positions(stream: Stream, feeds: list[Feed]) -> None:
                 fd.pos = fd.copied = max(fd.pos, int(f[1]))
 
 
+#: remote(feed) -> the origin of a feed whose ``external.api`` is another domain's
+RemoteOriginFactory = Callable[[Feed], Origin]
+
+
 class Sourcing:
     """The feeds of every mirror and sourcing stream on this node.
 
@@ -632,13 +730,21 @@ class Sourcing:
         nursery: where feeds run.
         domain: this server's JetStream domain ("" if none); an
             ``external.api`` of ``$JS.<domain>.API`` is this server.
+        remote: makes the origin of a feed in another domain; None leaves
+            such feeds idle.
     """
 
     def __init__(
-        self, streams: Mapping[str, Stream], nursery: trio.Nursery, *, domain: str = ""
+        self,
+        streams: Mapping[str, Stream],
+        nursery: trio.Nursery,
+        *,
+        domain: str = "",
+        remote: RemoteOriginFactory | None = None,
     ) -> None:
         self._streams = streams
         self._nursery = nursery
+        self._remote = remote
         self._local_apis = {"$JS.API"} | ({f"$JS.{domain}.API"} if domain else set())
         self._feeds: dict[str, list[Feed]] = {}
         self._configs: dict[str, tuple[StreamSource | None, tuple[StreamSource, ...]]] = {}
@@ -670,8 +776,12 @@ class Sourcing:
     def _origin_event(self, name: str) -> None:
         for feeds in self._feeds.values():
             for f in feeds:
-                if f.src.name == name:
+                if f.src.name == name and not self.is_remote(f.src):
                     f.origin_changed()
+
+    def is_remote(self, src: StreamSource) -> bool:
+        """``src`` names an origin in another domain (``external.api``)."""
+        return src.external is not None and src.external.api not in self._local_apis
 
     def _start(self, stream: Stream, known: dict[str, tuple[int, str]]) -> None:
         cfg = stream.cfg
@@ -709,17 +819,19 @@ class Sourcing:
 
     # -- origins --------------------------------------------------------------------
 
-    def open_origin(self, feed: Feed) -> LocalOrigin | None:
+    def open_origin(self, feed: Feed) -> Origin | None:
         """The origin ``feed`` reads, or None while it cannot be reached
-        (missing: ``feed.error`` says so; in another domain: no error)."""
+        (missing: ``feed.error`` says so; in another domain without a
+        ``remote`` factory: no error)."""
         ext = feed.src.external
-        if ext is not None and ext.api not in self._local_apis:
+        if ext is not None and self.is_remote(feed.src):
+            if self._remote is not None:
+                return self._remote(feed)
             key = f"{feed.target.cfg.name}/{feed.index}"
             if key not in self._warned:
                 self._warned.add(key)
                 log.warning(
-                    "event=source_unsupported stream=%s origin=%s api=%s "
-                    "reason=remote_origin_needs_consumers",
+                    "event=source_unsupported stream=%s origin=%s api=%s reason=no_messaging",
                     feed.target.cfg.name,
                     feed.src.name,
                     ext.api,

@@ -10,6 +10,12 @@ synchronously with the message instead.  Publishing with a reply subject to a
 subject nobody listens on sends the publisher a ``503`` status message when it
 asked for no-responders.  Never awaits: one publish is a handful of list
 appends, so a session can route a whole received chunk before yielding.
+
+JetStream deliveries (``deliver_as``) are routed by their deliver subject but
+shown to clients with the stream subject.  Across a route they travel as
+nats-server sends them: ``RMSG <deliver subject> $JS.ACK.….<pending>@<stream
+subject>``; a message arriving on a route with such a reply is delivered
+locally under the stream subject with the plain ack reply.
 """
 
 from __future__ import annotations
@@ -25,6 +31,21 @@ if TYPE_CHECKING:
 
 CRLF = b"\r\n"
 PLANS_MAX = 4096
+JS_ACK_PREFIX = b"$JS.ACK."
+
+
+def split_js_ack(reply: bytes) -> tuple[bytes, bytes] | None:
+    """``(ack, subject)`` of a routed ``$JS.ACK.….<pending>@<subject>`` reply
+    (the first ``@`` after the ack subject's eight dots), else None."""
+    if not reply.startswith(JS_ACK_PREFIX):
+        return None
+    i = reply.find(b"@")
+    while i > 0:
+        if reply.count(b".", 0, i) >= 8:
+            return (reply[:i], reply[i + 1 :]) if i < len(reply) - 1 else None
+        i = reply.find(b"@", i + 1)
+    return None
+
 
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
@@ -82,6 +103,10 @@ class Router:
         routes do it after each received chunk, internal clients after each
         publish).
         """
+        if routed_queues is not None and reply is not None and reply.startswith(JS_ACK_PREFIX):
+            split = split_js_ack(reply)
+            if split is not None:
+                return self.deliver_as(subject, split[1], split[0], headers, payload, False)
         if headers is None and not routed_queues:
             plan = self._plans.get(subject)
             if (
@@ -226,11 +251,18 @@ class Router:
         def routed(subject: bytes, reply: bytes | None, payload: bytes) -> None:
             route.in_msgs += 1
             route.in_bytes += len(payload)
+            if reply is not None and reply.startswith(JS_ACK_PREFIX):
+                self.publish(None, subject, reply, None, payload, ())
+                return
             one(None, subject, reply, payload, False)
 
         def routed_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
             route.in_msgs += len(payloads)
             route.in_bytes += sum(map(len, payloads))
+            if any(r is not None and r.startswith(JS_ACK_PREFIX) for r in replies):
+                for reply, payload in zip(replies, payloads, strict=True):
+                    self.publish(None, subject, reply, None, payload, ())
+                return
             self._run(None, subject, replies, payloads, False)
 
         return routed, routed_run
@@ -480,13 +512,20 @@ class Router:
         reply: bytes | None,
         headers: bytes | None,
         payload: bytes,
+        to_routes: bool = True,
     ) -> int:
-        """Deliver to the local subscribers of ``to`` a message whose MSG line
+        """Deliver to the subscribers of ``to`` a message whose MSG line
         names ``subject`` (JetStream deliveries: routed by the inbox, shown
-        with the stream subject).  One member per queue group.  Returns the
-        number of copies handed out.
+        with the stream subject).  One member per queue group.  Routes with
+        interest in ``to`` get it as ``RMSG to reply@subject`` unless
+        ``to_routes`` is False (it came from a route).  Returns the number of
+        copies handed out (a route counts once).
         """
         r = self.sublist.match(to)
+        routed = 0
+        if to_routes and self.route_sublist.count:
+            via = reply + b"@" + subject if reply else None
+            routed = self._to_routes(to, via, headers, payload, r.qsubs)
         targets = list(r.psubs)
         for group in r.qsubs:
             targets.append(group[self.rng.randrange(len(group))] if len(group) > 1 else group[0])
@@ -522,7 +561,7 @@ class Router:
             n += 1
         self.out_msgs += n
         self.out_bytes += plen * n
-        return n
+        return n + routed
 
     def no_responders(self, src: Any, subject: bytes, reply: bytes) -> None:
         """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""

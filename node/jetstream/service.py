@@ -16,7 +16,9 @@ Direct gets (``$JS.API.DIRECT.GET.<stream>[.<subject>]``) are not API calls:
 the catch-all ignores them and a stream with ``allow_direct`` has its own
 queue subscriptions for them (made and released with its capture), so a
 direct get of any other stream finds no responder (503), as in nats-server.
-Streams found on disk are recreated at start.
+Streams found on disk are recreated at start.  Mirrors and sources in other
+domains talk to their origins through the same internal client
+(``ClientMessaging``, the facade's ``Messaging``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from cluster.api import JetStreamApi
+from cluster.api_origin import MsgHandler
 from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
 from cluster.transform import cached as cached_transform
@@ -37,9 +40,10 @@ from node.jetstream import consumers_api, msgs_api, republish, snapshot_api, str
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
+from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
 from node.jsapi import render
 from node.monitor.connz import GLOBAL_ACCOUNT
-from node.monitor.endpoints import JS_API_LEVEL
+from node.monitor.endpoints import JS_API_LEVEL, js_store_limits
 from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
 from node.session import Subscription
 
@@ -78,6 +82,45 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
 }
 
 
+class ClientMessaging:
+    """``cluster.api_origin.Messaging`` over an internal client (subjects as text).
+
+    Args:
+        client: the JetStream service's internal client.
+    """
+
+    def __init__(self, client: InternalClient) -> None:
+        self._client = client
+
+    def subscribe(self, subject: str, handler: MsgHandler) -> object:
+        """Subscribe ``subject``; ``handler`` runs synchronously per message."""
+
+        def on_msg(
+            sub: Subscription, subj: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+        ) -> None:
+            handler(subj.decode(errors="replace"), reply.decode() if reply else None, hdr, body)
+
+        return self._client.subscribe(subject.encode(), on_msg)
+
+    def unsubscribe(self, handle: object) -> None:
+        """Drop a subscription made by ``subscribe``."""
+        if isinstance(handle, Subscription):
+            self._client.unsubscribe(handle)
+
+    def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        reply: str | None = None,
+        headers: bytes | None = None,
+    ) -> None:
+        """Publish on the server's behalf."""
+        self._client.publish(
+            subject.encode(), payload, reply=reply.encode() if reply else None, headers=headers
+        )
+
+
 def route(op: tuple[str, ...]) -> Handler | None:
     """The handler for an op (tokens after ``API``), or None (no reply)."""
     for n in range(min(3, len(op)), 0, -1):
@@ -104,6 +147,8 @@ class JetStreamService:
         self.api: JetStreamApi = None  # type: ignore[assignment]  # set in run()
         self.consumers: ConsumerManager = None  # type: ignore[assignment]  # set in run()
         self.advisories = Advisories(self)
+        #: the server's storage limits (reservations and usage), resolved at start
+        self.resources = StorageLimits(*js_store_limits(js))
         self._subs: dict[str, list[Subscription]] = {}
         self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
         self.api_total = 0
@@ -115,7 +160,11 @@ class JetStreamService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Recover streams, subscribe the API, answer requests until cancelled."""
         async with trio.open_nursery() as nursery:
-            self.api = JetStreamApi(self.store_dir, nursery, domain=self.domain)
+            self.api = JetStreamApi(
+                self.store_dir, nursery, domain=self.domain, messaging=ClientMessaging(self.client)
+            )
+            self.api.set_sync_interval(_sync_interval_s(self.server.cfg.jetstream.sync_interval))
+            self.api.on_stream_started.append(self.resources.track)
             self.api.on_stream_started.append(self._capture)
             self.api.on_stream_started.append(self._attach_republish)
             await self.api.recover()
@@ -156,6 +205,7 @@ class JetStreamService:
     def _capture(self, stream: Stream) -> None:
         name = stream.cfg.name
         ack = self._acker(name)
+        resources = self.resources
 
         def on_msg(
             sub: Subscription,
@@ -164,6 +214,10 @@ class JetStreamService:
             hdr: bytes | None,
             payload: bytes,
         ) -> None:
+            if resources.exceeded(stream.cfg.storage):  # the proposer's check (10023)
+                if reply and not stream.cfg.no_ack:
+                    self.client.publish(reply, _pub_error(name, *INSUFFICIENT_RESOURCES))
+                return
             cb = None if (stream.cfg.no_ack or not reply) else partial(ack, reply)
             subj = subject.decode()
             st = stream.cfg.subject_transform
@@ -383,6 +437,14 @@ async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
         body["domain"] = svc.domain
     body["api"] = api_stats(view.api_level, view.api_total, view.api_errors)
     return dumps(body)
+
+
+def _sync_interval_s(configured: str | float | None) -> float | None:
+    """The stores' sync interval: None (each batch, before its PubAcks) unless
+    the user configured a positive ``sync_interval``."""
+    if isinstance(configured, int | float) and configured > 0:
+        return float(configured)
+    return None
 
 
 def _pub_error(stream: str, code: int, err_code: int, description: str) -> bytes:
