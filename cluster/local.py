@@ -25,6 +25,12 @@ a group with a sync that blocks keeps one dedicated thread instead, which
 signals completion through a socket pair the driver waits on (~100 us).  A
 store whose sync costs nothing (memory) passes ``sync_in_thread=False``.
 
+Interval mode (``sync_each_batch=False``, the user's ``sync_interval``):
+batches are applied and answered without a sync; ``sync()`` (the stream's
+timer) asks the ``run`` task to sync between batches, so the store still has
+one owner at a time and everything applied before the request is durable
+when it returns.  A result then means "applied", not "on disk".
+
 Cancellation: a cancelled ``propose`` may still be applied and synced; its
 result is dropped.
 """
@@ -64,6 +70,8 @@ class LocalGroup:
         sync_in_thread: run ``sync`` in the group's sync thread (off: in the
             driver task, for a sync that costs nothing, and in tests).
         apply: applies one entry (default ``fsm.apply``, which takes bytes).
+        sync_each_batch: sync before resolving each batch (default); off:
+            only when ``sync()`` asks (interval mode).
     """
 
     def __init__(
@@ -75,6 +83,7 @@ class LocalGroup:
         pending_max: int = 20_000,
         sync_in_thread: bool = True,
         apply: Callable[[Any], Any] | None = None,
+        sync_each_batch: bool = True,
     ) -> None:
         self.group_id = group_id
         self.fsm = fsm
@@ -89,6 +98,11 @@ class LocalGroup:
         self._syncer: _SyncThread | None = None
         self.applied = 0
         self.batches = 0
+        self.sync_each_batch = sync_each_batch
+        self.syncs = 0
+        self._sync_requested = False
+        self._sync_done = trio.Event()
+        self._sync_error: BaseException | None = None
 
     is_leader = True
 
@@ -136,6 +150,9 @@ class LocalGroup:
         task_status.started()
         try:
             while True:
+                if self._sync_requested and not self._busy:
+                    await self._sync_between_batches()
+                    continue
                 if not self._pending or self._busy:
                     await self._wake.wait()
                     self._wake = trio.Event()
@@ -168,16 +185,53 @@ class LocalGroup:
                     p.result = apply(p.entry)
                 except Exception as exc:  # an invariant failure: the proposer hears it
                     p.error = exc
-            if self._syncer is not None:
-                await self._syncer.run()
-            else:
-                self._sync()
+            if self.sync_each_batch:
+                await self._sync_now()
             self.applied += len(batch)
             self.batches += 1
             for p in batch:
                 p.done.set()
         finally:
             self._busy = False
+            if self._pending or self._sync_requested:
+                self._wake.set()
+
+    async def _sync_now(self) -> None:
+        if self._syncer is not None:
+            await self._syncer.run()
+        else:
+            self._sync()
+        self.syncs += 1
+
+    async def sync(self) -> None:
+        """Make everything applied so far durable (interval mode's timer).
+
+        The ``run`` task syncs between batches; this waits for that sync.
+
+        Raises:
+            Exception: whatever the store's sync raised (``OSError`` ...).
+
+        Cancellation: the sync may still happen.
+        """
+        done = self._sync_done
+        self._sync_requested = True
+        self._wake.set()
+        await done.wait()
+        if self._sync_error is not None:
+            err, self._sync_error = self._sync_error, None
+            raise err
+
+    async def _sync_between_batches(self) -> None:
+        self._sync_requested = False
+        done, self._sync_done = self._sync_done, trio.Event()
+        self._busy = True
+        try:
+            await self._sync_now()
+        except Exception as exc:  # handed to the waiting ``sync()``
+            self._sync_error = exc
+        finally:
+            self._busy = False
+            done.set()
             if self._pending:
                 self._wake.set()
 

@@ -11,7 +11,9 @@ itself is proposed and applied (``apply_op``); a ``RaftGroup`` will take
 ``encode_op(op)``.  The timestamp of every message is
 taken here, by the proposer, and carried in the op (DESIGN rule 2).  The
 group's sync makes the store durable before any result is delivered, so a
-PubAck means "on disk".
+PubAck means "on disk" -- unless the user configured ``sync_interval`` (the
+store's ``SyncPolicy.INTERVAL``): then batches are answered once applied and
+the stream's task has the group sync the store every ``sync_interval_s``.
 ``Stream.snapshot`` holds new proposals back until those in flight are done,
 so the state machine's snapshot is taken at one applied point.
 
@@ -49,7 +51,7 @@ from cluster.ops import (
     UpdatePolicy,
 )
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
-from store.api import StreamState, StreamStore
+from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.file import FileStreamStore
 from store.memory import MemoryStreamStore
@@ -103,6 +105,7 @@ class Stream:
             store.sync,
             apply=self.fsm.apply_op,
             sync_in_thread=not isinstance(store, MemoryStreamStore),
+            sync_each_batch=store.sync_policy is not SyncPolicy.INTERVAL,
         )
         self._queue: list[tuple[str, bytes | None, bytes, OnResult | None]] = []
         self._wake = trio.Event()
@@ -132,6 +135,8 @@ class Stream:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group.run)
             nursery.start_soon(self._expire_loop)
+            if not self.group.sync_each_batch:
+                nursery.start_soon(self._sync_loop)
             task_status.started()
             while True:
                 if not self._queue:
@@ -158,6 +163,12 @@ class Stream:
                 for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
                     if cb is not None:
                         cb(result)
+
+    async def _sync_loop(self) -> None:
+        """Interval mode: the group syncs the store every ``sync_interval_s``."""
+        while True:
+            await trio.sleep(self.store.sync_interval_s)
+            await self.group.sync()
 
     async def _propose(self, op: Op) -> ApplyOutcome:
         while self._held is not None:  # a snapshot is being taken
@@ -268,6 +279,9 @@ class StreamRegistry:
         self.streams: dict[str, Stream] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
         self._starting: set[str] = set()  # names being created or restored
+        #: None: file stores are synced before each batch is answered (the
+        #: default); seconds: the user's ``sync_interval`` (synced on a timer)
+        self.sync_interval_s: float | None = None
 
     def _stream_dir(self, name: str) -> Path:
         assert self.dir is not None
@@ -278,7 +292,16 @@ class StreamRegistry:
             return MemoryStreamStore(cfg.limits())
         d = self._stream_dir(cfg.name) / "msgs"
         d.mkdir(parents=True, exist_ok=True)
-        return FileStreamStore(d, cfg.limits(), compression=cfg.compression is not Compression.NONE)
+        compress = cfg.compression is not Compression.NONE
+        if self.sync_interval_s is None:
+            return FileStreamStore(d, cfg.limits(), compression=compress)
+        return FileStreamStore(
+            d,
+            cfg.limits(),
+            compression=compress,
+            sync_policy=SyncPolicy.INTERVAL,
+            sync_interval_s=self.sync_interval_s,
+        )
 
     def _claim(self, name: str) -> None:
         if name in self.streams or name in self._starting:

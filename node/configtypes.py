@@ -111,7 +111,9 @@ class JetStreamConfig:
     max_memory_store: int = -1
     max_file_store: int = -1
     domain: str | None = None
-    sync_interval: Literal["always"] | float = 120.0
+    #: None: not configured -- trijet syncs each batch before acknowledging
+    #: (as ``"always"``); seconds: the user's lazier interval mode
+    sync_interval: Literal["always"] | float | None = None
     unique_tag: str | None = None
     strict: bool = True
     max_ha_assets: int = 0

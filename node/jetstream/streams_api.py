@@ -100,6 +100,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str:
         if cfg.name in existing:
             check_recreate(cfg, existing[cfg.name])
             return render.stream_create_response(info_dict(svc, svc.api.stream(cfg.name)))
+        svc.resources.check_create(cfg, existing.values())
         check_overlap(cfg, existing.values())
     except JSApiError as err:
         raise error(type_, err) from None
@@ -117,6 +118,7 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str:
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
         cfg = check_update(old, new, clustered=False)
+        svc.resources.check_update(old, cfg, existing.values())
         check_overlap(cfg, existing.values())
     except JSApiError as err:
         raise error(type_, err) from None
@@ -182,6 +184,7 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
     cfg = stream.cfg
     svc.release(cfg.name)
     await svc.api.delete_stream(cfg.name)
+    svc.resources.forget(cfg.name)
     svc.advisories.stream_action("delete", cfg.name, cfg)
     return dumps({"type": DELETE_RESPONSE, "success": True})
 

@@ -43,6 +43,7 @@ SUB_LIST_SIZE_DEFAULT = 1024
 TLS_TIMEOUT_S_DEFAULT = 2.0
 JS_MEMORY_DEFAULT_FRACTION = 0.75  # nats-server: 75% of physical memory
 JS_STORAGE_DEFAULT_FRACTION = 0.75  # nats-server: 75% of free disk at the store dir
+JS_SYNC_INTERVAL_DEFAULT_S = 120.0  # nats-server's default, reported beside sync_always
 JS_API_LEVEL = 0  # API level of NATS_VERSION 2.10 (2.11 → 1, 2.12 → 2 …)
 
 
@@ -115,9 +116,10 @@ def _js_hook(server: Any) -> dict[str, Any]:
     return dict(fn()) if callable(fn) else {}
 
 
-def _js_config(server: Any) -> dict[str, Any]:
-    """JetStreamConfig as nats-server reports it (defaults resolved like nats-server)."""
-    js = server.cfg.jetstream
+def js_store_limits(js: Any) -> tuple[int, int]:
+    """The server's JetStream ``(max_memory, max_storage)`` in bytes: as
+    configured, else nats-server's dynamic defaults (75% of physical memory,
+    75% of the free disk at the store dir, read now)."""
     store_dir = js.jetstream_dir
     max_mem = js.max_memory_store
     if max_mem is None or max_mem < 0:
@@ -141,11 +143,23 @@ def _js_config(server: Any) -> dict[str, Any]:
             max_store = int(shutil.disk_usage(probe or ".").free * JS_STORAGE_DEFAULT_FRACTION)
         except OSError:
             max_store = 0
+    return max_mem, max_store
+
+
+def _js_config(server: Any) -> dict[str, Any]:
+    """JetStreamConfig as nats-server reports it (defaults resolved like nats-server)."""
+    js = server.cfg.jetstream
+    store_dir = js.jetstream_dir
+    max_mem, max_store = js_store_limits(js)
     cfg: dict[str, Any] = {"max_memory": max_mem, "max_storage": max_store, "store_dir": store_dir}
-    if js.sync_interval == "always":
-        cfg["sync_always"] = True
-    elif js.sync_interval:
+    if isinstance(js.sync_interval, int | float) and js.sync_interval > 0:
         cfg["sync_interval"] = _ns(float(js.sync_interval))
+    else:
+        # "always", and trijet's default (nats-server's default is a 2 minute
+        # interval; trijet syncs before every PubAck unless told otherwise):
+        # reported as nats-server reports ``sync_interval: always``
+        cfg["sync_interval"] = _ns(JS_SYNC_INTERVAL_DEFAULT_S)
+        cfg["sync_always"] = True
     if js.domain:
         cfg["domain"] = js.domain
     if (js.max_memory_store or 0) > 0 and (js.max_file_store or 0) > 0:

@@ -34,7 +34,7 @@ def test_defaults() -> None:
     assert cfg.auth.timeout_s == 2.0 and cfg.tls is None and cfg.cluster is None
     assert cfg.logtime and not cfg.debug and not cfg.trace
     assert not cfg.jetstream.enabled and cfg.jetstream.max_memory_store == -1
-    assert cfg.jetstream.sync_interval == 120.0 and cfg.jetstream.strict
+    assert cfg.jetstream.sync_interval is None and cfg.jetstream.strict  # not configured
     assert cfg.jetstream.jetstream_dir == os.path.join(tempfile.gettempdir(), "nats", "jetstream")
     assert cfg.monitor_host == "0.0.0.0"
 

@@ -1,0 +1,130 @@
+"""The server's JetStream storage limits: reservations at create/update, usage at publish.
+
+Theory of operation
+-------------------
+``jetstream { max_memory_store, max_file_store }`` (or, unconfigured,
+nats-server's dynamic defaults: 75% of the memory, 75% of the free disk at
+start) bound what this server stores, per storage type.  nats-server checks
+them in two places, and so does this module -- both are node-level resource
+checks made before anything is proposed, not replicated state:
+
+* **Reservations** (STREAM.CREATE, STREAM.UPDATE): a stream's ``max_bytes``
+  is reserved for it.  A create needs ``max_bytes`` (1 byte when the stream
+  has none) to fit under the limit beside what the other streams of that
+  storage type reserve; an update needs the growth of its ``max_bytes``
+  (nothing when it shrinks or stays) to fit beside every reservation, its
+  own old one included.  Failing: 500/10047 ``insufficient storage resources
+  available`` (file) or 500/10028 ``insufficient memory resources
+  available`` (memory).  Observed on 2.15.1 with 1 MB: 600000 + 448576 is
+  accepted, 600000 + 448577 is not; a stream without ``max_bytes`` cannot
+  be created once the reservations fill the limit.
+* **Usage** (each captured publish): once the bytes stored in all streams
+  of a storage type are *above* the limit, a publish to any stream of that
+  type is refused with 503/10023 ``insufficient resources`` (PubAck
+  ``{"error":…,"stream":…,"seq":0}``) and not stored.  Observed: 1 MB and
+  100 KiB messages -- the 11th is stored (10 stored < 1 MB), the 12th is
+  refused (11 stored > 1 MB); a purge makes room again.
+
+Usage is the sum of the streams' ``state().bytes`` (nats-server's message
+size accounting), kept per stream and refreshed by a listener after every
+op a stream applies, so the publish check is one dict lookup.  It sees the
+usage of applied batches: publishes already queued behind a batch that
+crosses the limit are still stored (nats-server, checking per message,
+stops at the first) -- an overshoot of at most one batch.
+
+The account limits nats-server also checks are -1 for trijet's one account
+``$G`` (``$JS.API.INFO`` says so), so only the server's limits apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cluster.model import Storage, StreamConfig
+from cluster.streams import Stream
+from node.jsapi.errors import (
+    MEMORY_RESOURCES_EXCEEDED,
+    STORAGE_RESOURCES_EXCEEDED,
+    JSApiError,
+)
+
+__all__ = ["INSUFFICIENT_RESOURCES", "StorageLimits"]
+
+INSUFFICIENT_RESOURCES = (503, 10023, "insufficient resources")
+"""The PubAck error of a publish refused for the server's storage usage."""
+
+
+class StorageLimits:
+    """Reservation checks and stored-bytes tracking against the server's limits.
+
+    Args:
+        max_memory: bytes ``storage: memory`` streams may reserve and use.
+        max_storage: the same for ``storage: file`` streams.
+    """
+
+    def __init__(self, max_memory: int, max_storage: int) -> None:
+        self.max = {Storage.MEMORY: max_memory, Storage.FILE: max_storage}
+        self.used = {Storage.MEMORY: 0, Storage.FILE: 0}
+        self._streams: dict[str, tuple[Stream, int]] = {}
+
+    # -- reservations ----------------------------------------------------------------
+
+    def check_create(self, cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:
+        """Whether a new stream ``cfg`` fits beside ``existing``' reservations.
+
+        Raises:
+            JSApiError: 10047 (file) or 10028 (memory).
+        """
+        add = cfg.max_bytes if cfg.max_bytes > 0 else 1
+        self._check(cfg.storage, add, _reserved(cfg.storage, existing))
+
+    def check_update(
+        self, old: StreamConfig, new: StreamConfig, existing: Iterable[StreamConfig]
+    ) -> None:
+        """Whether stream ``old`` may become ``new`` (``existing`` holds ``old``).
+
+        Raises:
+            JSApiError: 10047 (file) or 10028 (memory).
+        """
+        grow = max(new.max_bytes, 0) - max(old.max_bytes, 0)
+        self._check(new.storage, max(grow, 0), _reserved(new.storage, existing))
+
+    def _check(self, storage: Storage, add: int, reserved: int) -> None:
+        limit = self.max[storage]
+        if reserved > limit or add > limit - reserved:
+            if storage is Storage.MEMORY:
+                raise JSApiError(MEMORY_RESOURCES_EXCEEDED)
+            raise JSApiError(STORAGE_RESOURCES_EXCEEDED)
+
+    # -- usage -----------------------------------------------------------------------
+
+    def track(self, stream: Stream) -> None:
+        """Count ``stream``'s stored bytes now and after every op it applies."""
+        name = stream.cfg.name
+
+        def observe(_outcome: object) -> None:
+            if name in self._streams and self._streams[name][0] is stream:
+                self._set(name, stream)
+
+        self._set(name, stream)
+        stream.listeners.append(observe)
+
+    def forget(self, name: str) -> None:
+        """Stream ``name`` is gone: its bytes no longer count."""
+        old = self._streams.pop(name, None)
+        if old is not None:
+            self.used[old[0].cfg.storage] -= old[1]
+
+    def _set(self, name: str, stream: Stream) -> None:
+        self.forget(name)
+        nbytes = stream.store.state().bytes
+        self._streams[name] = (stream, nbytes)
+        self.used[stream.cfg.storage] += nbytes
+
+    def exceeded(self, storage: Storage) -> bool:
+        """The stored bytes of ``storage`` are above the limit (publishes refused)."""
+        return self.used[storage] > self.max[storage]
+
+
+def _reserved(storage: Storage, configs: Iterable[StreamConfig]) -> int:
+    return sum(c.max_bytes for c in configs if c.storage is storage and c.max_bytes > 0)
