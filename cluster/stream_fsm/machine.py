@@ -127,6 +127,7 @@ class StreamStateMachine(SourcingApply):
         self._interest: tuple[str, ...] | None = None
         self._interest_match: Matcher | None = None
         self._skipped = False  # the last publish took a seq without being stored
+        self._stored_hdr = b""  # the header block of the last publish stored
         if store.limits != store_limits(policy):
             store.update_limits(store_limits(policy))
 
@@ -208,7 +209,7 @@ class StreamStateMachine(SourcingApply):
             if isinstance(r, PubResult) and not r.duplicate:
                 stored = r.seq
                 if report and not self._skipped:
-                    hdr = m.headers or b""
+                    hdr = self._stored_hdr  # as stored (a raised Nats-TTL)
                     effects.append(Stored(r.seq, m.subject, hdr, m.payload, m.ts_ns, prev))
             if purged is not None:
                 effects.append(purged)
@@ -252,6 +253,7 @@ class StreamStateMachine(SourcingApply):
             return ERR_TTL_INVALID, None
         if ttl_ns is not None and ttl_ns > 0 and pol.subject_delete_marker_ttl_ns > 0:
             hdr = self._raise_ttl(hdr, ttl_ns)
+        self._stored_hdr = hdr
         self._skipped = self._no_interest(m.subject)
         if self._skipped:
             seq = self._store.state().last_seq + 1
