@@ -46,6 +46,7 @@ from cluster.consumer_fsm import (
     ConsumerOutcome,
     ConsumerStateMachine,
     Delivery,
+    count_matching,
     count_pending,
     next_messages,
     policy_of,
@@ -72,11 +73,14 @@ from cluster.streams import Stream
 from store.api import ConsumerStore, StoredMsg
 from store.consumer import FileConsumerStore
 from store.memory import MemoryConsumerStore
+from store.subjects import compile_filters
 
 log = logging.getLogger(__name__)
 
 ACK_QUEUE_MAX = 100_000
 ACKS_PER_OP_MAX = 4096
+PENDING_DELTA_MAX = 10_000
+"""Beyond this many sequences moved, ``num_pending`` recounts instead."""
 TIMER_RECHECK_S = 60.0
 """Longest sleep of the timer loop before it looks again (clock jumps)."""
 
@@ -116,10 +120,15 @@ class Consumer:
         self.changed = trio.Event()
         self.outcome_listeners: list[Callable[[ConsumerOutcome], None]] = []
         self.closed = False
-        self._pending_cache: tuple[int, int, int] | None = None  # (next_sseq, last_seq, count)
+        #: (next_sseq, last_seq, live msgs, count) of the last ``num_pending``
+        self._pending_cache: tuple[int, int, int, int] | None = None
         self._first_seq = 0  # a purge to tell the state machine about
         #: workqueue/interest streams: removes what nobody needs any more
         self.retention: Retention | None = None
+        #: deliveries applied but not yet handed to ``send`` (``settled``)
+        self.delivering = 0
+        self._settled = trio.Event()
+        self._settled.set()
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -225,16 +234,42 @@ class Consumer:
         return self.num_pending() > 0
 
     def num_pending(self) -> int:
-        """Matching messages not yet delivered (ConsumerInfo ``num_pending``)."""
+        """Matching messages not yet delivered (ConsumerInfo ``num_pending``).
+
+        Kept up to date incrementally: when the stream only grew (every new
+        sequence stored, nothing removed) and the consumer only moved on, the
+        new messages are added and the ones passed are taken off -- a walk
+        over just those; anything else (removals, purges, skips) recounts.
+        """
         nxt = self.fsm.next_sseq
-        last = self.stream.store.state().last_seq
+        st = self.stream.store.state()
+        last, msgs = st.last_seq, st.msgs
         cached = self._pending_cache
-        if cached is not None and cached[0] == nxt and cached[1] == last:
-            return cached[2]
+        if cached is not None:
+            c_nxt, c_last, c_msgs, c_n = cached
+            if (c_nxt, c_last, c_msgs) == (nxt, last, msgs):
+                return c_n
+            if (
+                nxt >= c_nxt
+                and last >= c_last
+                and msgs - c_msgs == last - c_last
+                and (nxt - c_nxt) + (last - c_last) <= PENDING_DELTA_MAX
+            ):
+                store, match = self.stream.store, self._filter_match()
+                n = c_n + count_matching(store, match, c_last + 1, last)
+                n -= count_matching(store, match, c_nxt, nxt - 1)
+                self._pending_cache = (nxt, last, msgs, n)
+                return n
         n = count_pending(self.stream.store, self.fsm.policy.filters, nxt)
-        n += len([s for s in self.fsm.lss if s < nxt])
-        self._pending_cache = (nxt, last, n)
+        if self.fsm.lss:  # last_per_subject start: recount until it is done
+            self._pending_cache = None
+            return n + len([s for s in self.fsm.lss if s < nxt])
+        self._pending_cache = (nxt, last, msgs, n)
         return n
+
+    def _filter_match(self) -> Callable[[str], bool] | None:
+        filters = self.fsm.policy.filters
+        return compile_filters(filters) if filters else None
 
     def peek(self) -> StoredMsg | None:
         """The message ``deliver(1)`` would hand out now (None if nothing)."""
@@ -247,6 +282,7 @@ class Consumer:
         *,
         budget_bytes: int = -1,
         size_of: Callable[[StoredMsg], int] | None = None,
+        send: Callable[[list[tuple[StoredMsg, Delivery]]], None] | None = None,
     ) -> tuple[list[tuple[StoredMsg, Delivery]], bool]:
         """Hand out up to ``n`` messages (``max_bytes`` > 0 bounds their size).
 
@@ -258,6 +294,11 @@ class Consumer:
                 overshot by the last message, as nats-server does).
             size_of: how ``budget_bytes`` measures a message (default:
                 subject + headers + payload).
+            send: called (synchronously) with the deliveries as soon as
+                they are applied; until then ``settled()`` waits, so a
+                ConsumerInfo never counts a message as delivered before it
+                was handed to its subscriber (nats-server does both under
+                one lock).
 
         Returns:
             ``(deliveries, too_big)``: the messages with their ``Delivery``
@@ -283,13 +324,29 @@ class Consumer:
                 break
         if not picked:
             return [], too_big
-        out = await self.propose(
-            ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
-        )
+        if not self.delivering:
+            self._settled = trio.Event()
+        self.delivering += 1
+        try:
+            out = await self.propose(
+                ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
+            )
+            by_seq = {m.seq: m for m in picked}
+            got = [(by_seq[d.sseq], d) for d in out.deliveries]
+            if send is not None and got:
+                send(got)
+        finally:
+            self.delivering -= 1
+            if not self.delivering:
+                self._settled.set()
         if self.retention is not None and self.fsm.policy.ack == "none" and out.deliveries:
             await self.retention.after_deliveries([d.sseq for d in out.deliveries])
-        by_seq = {m.seq: m for m in picked}
-        return [(by_seq[d.sseq], d) for d in out.deliveries], False
+        return got, False
+
+    async def settled(self) -> None:
+        """Return once no delivery sits between its apply and its ``send``."""
+        while self.delivering:
+            await self._settled.wait()
 
 
 class ConsumerRegistry:

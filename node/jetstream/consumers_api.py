@@ -124,6 +124,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str:
 async def info(svc: JetStreamService, req: ApiRequest) -> str:
     type_ = cr.CONSUMER_INFO_RESPONSE
     c = _consumer(svc, req.op[2], req.op[3], type_)
+    await c.settled()  # what it counts as delivered has gone out
     return cr.with_type(type_, info_dict(svc, c))
 
 
@@ -163,7 +164,10 @@ async def list_(svc: JetStreamService, req: ApiRequest) -> str:
     consumers = svc.consumers.of(req.op[2])
     ordered = [consumers[n] for n in sorted(consumers)]
     offset = min(offset, len(ordered))
-    infos = [info_dict(svc, c) for c in ordered[offset : offset + LIST_PAGE]]
+    page = ordered[offset : offset + LIST_PAGE]
+    for c in page:
+        await c.settled()
+    infos = [info_dict(svc, c) for c in page]
     return cr.list_response(infos, total=len(ordered), offset=offset, limit=LIST_PAGE)
 
 

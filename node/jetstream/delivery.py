@@ -280,7 +280,9 @@ class PullDispatcher:
         if not self.waiting or not c.has_messages():
             return False
         wr = self.waiting[0]
-        got, too_big = await c.deliver(wr.n, wr.max_bytes)
+        got, too_big = await c.deliver(
+            wr.n, wr.max_bytes, send=lambda got: self.mgr.send(c, wr.reply, got)
+        )
         if too_big:
             self.waiting.popleft()
             if wr.delivered == 0:
@@ -294,7 +296,6 @@ class PullDispatcher:
             return True
         if not got:
             return False
-        self.mgr.send(c, wr.reply, got)
         for m, _ in got:
             wr.n -= 1
             wr.delivered += 1

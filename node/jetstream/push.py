@@ -335,13 +335,16 @@ class PushDispatcher:
             if c.closed or not self.active:
                 return True  # re-evaluate
         budget = self.fc_window - self.pbytes if self.fc_window else -1
+        to = self.cfg.deliver_subject.encode()
         got, _ = await c.deliver(
-            1 if paced else PUSH_BATCH_MAX, budget_bytes=budget, size_of=self._est_size
+            1 if paced else PUSH_BATCH_MAX,
+            budget_bytes=budget,
+            size_of=self._est_size,
+            send=lambda got: self.mgr.send(c, to, got, after_each=self._sent),
         )
         if not got:
             return False
         self._lts = got[-1][0].ts_ns
-        self.mgr.send(c, self.cfg.deliver_subject.encode(), got, after_each=self._sent)
         if self.hb_s > 0:
             self.next_hb = trio.current_time() + self.hb_s
         return True

@@ -35,15 +35,6 @@ from tests.support import ServerProcess, start_server
 from tests.support.aio import noop_cb, run
 
 JS_TIMEOUT_S = 2.0
-#: nats-py's watch() (keys, history, watch, purge_deletes) creates an ordered push consumer,
-#: asks CONSUMER.INFO and, when it says num_pending 0 while the subscription has received
-#: nothing yet, ends the initial values at once.  nats-server writes the first deliveries to
-#: the client before that answer; trijet can answer CONSUMER.INFO with the deliveries already
-#: counted (delivered.consumer_seq advanced, num_pending 0) before it writes them, so these
-#: scenarios fail intermittently on trijet (keys/history empty, watch yields None first).
-DELIVERY_ORDER_RACE = (
-    "trijet: CONSUMER.INFO can count push deliveries not yet written to the client"
-)
 
 Scenario = Callable[[nats.js.JetStreamContext], Awaitable[None]]
 
@@ -57,12 +48,6 @@ def server(
     srv = start_server(request.param, ["-js", "-sd", str(tmp / "store")], workdir=tmp / "srv")
     yield srv
     srv.stop()
-
-
-def delivery_order_race(server: ServerProcess, request: pytest.FixtureRequest) -> None:
-    """Mark a watch-based scenario as a known intermittent failure on trijet (see DELIVERY_ORDER_RACE)."""
-    if server.kind == "trijet":
-        request.applymarker(pytest.mark.xfail(reason=DELIVERY_ORDER_RACE, strict=False))
 
 
 def play(server: ServerProcess, scenario: Scenario) -> None:
@@ -340,8 +325,7 @@ def test_delete_bucket(server: ServerProcess) -> None:
     play(server, scenario)
 
 
-def test_keys(server: ServerProcess, request: pytest.FixtureRequest) -> None:
-    delivery_order_race(server, request)
+def test_keys(server: ServerProcess) -> None:
 
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_keys")
@@ -357,8 +341,7 @@ def test_keys(server: ServerProcess, request: pytest.FixtureRequest) -> None:
     play(server, scenario)
 
 
-def test_history(server: ServerProcess, request: pytest.FixtureRequest) -> None:
-    delivery_order_race(server, request)
+def test_history(server: ServerProcess) -> None:
 
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_hist", history=3)
@@ -377,10 +360,7 @@ def test_history(server: ServerProcess, request: pytest.FixtureRequest) -> None:
     play(server, scenario)
 
 
-def test_watch_last_values_then_updates(
-    server: ServerProcess, request: pytest.FixtureRequest
-) -> None:
-    delivery_order_race(server, request)
+def test_watch_last_values_then_updates(server: ServerProcess) -> None:
 
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_watch", history=5)
@@ -408,10 +388,7 @@ def test_watch_last_values_then_updates(
     play(server, scenario)
 
 
-def test_watch_key_with_history_and_empty_watch(
-    server: ServerProcess, request: pytest.FixtureRequest
-) -> None:
-    delivery_order_race(server, request)
+def test_watch_key_with_history_and_empty_watch(server: ServerProcess) -> None:
 
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_watchh", history=5)
@@ -437,8 +414,7 @@ def test_watch_key_with_history_and_empty_watch(
     play(server, scenario)
 
 
-def test_purge_deletes(server: ServerProcess, request: pytest.FixtureRequest) -> None:
-    delivery_order_race(server, request)
+def test_purge_deletes(server: ServerProcess) -> None:
 
     async def scenario(js: Any) -> None:
         kv = await js.create_key_value(bucket="py_pdel", history=5)
