@@ -65,7 +65,6 @@ from cluster.ops import (
     ConsumerPolicyUpdate,
     ConsumerStreamFirst,
     ConsumerTimeouts,
-    encode_op,
 )
 from cluster.retention import Retention
 from cluster.stream_fsm import ApplyOutcome, NewMessages, Purged
@@ -113,7 +112,15 @@ class Consumer:
         self.store = store
         self.created_ns = created_ns
         self.fsm = ConsumerStateMachine(name, store)
-        self.group = LocalGroup(f"{stream.cfg.name}/{name}", self.fsm, store.sync)
+        # R1: op objects are applied directly (no cbor round trip); a memory
+        # store's sync costs nothing, so it needs no sync thread
+        self.group = LocalGroup(
+            f"{stream.cfg.name}/{name}",
+            self.fsm,
+            store.sync,
+            apply=self.fsm.apply_op,
+            sync_in_thread=not isinstance(store, MemoryConsumerStore),
+        )
         self._acks: list[tuple[AckItem, OnAck | None]] = []
         self._acks_wake = trio.Event()
         self._timer_changed = trio.Event()
@@ -162,7 +169,7 @@ class Consumer:
 
     async def propose(self, op: ConsumerOp) -> ConsumerOutcome:
         """Apply ``op`` through the group (durable on return) and tell listeners."""
-        out: ConsumerOutcome = await self.group.propose(encode_op(op))
+        out: ConsumerOutcome = await self.group.propose(op)
         for listener in self.outcome_listeners:
             listener(out)
         if out.wake:

@@ -47,6 +47,7 @@ from cluster.consumer_fsm.machine import (
     Terminated,
 )
 from cluster.consumer_fsm.select import (
+    count_matching,
     count_pending,
     next_messages,
     policy_of,
@@ -62,6 +63,7 @@ __all__ = [
     "MaxDeliveries",
     "Nakked",
     "Terminated",
+    "count_matching",
     "count_pending",
     "next_messages",
     "policy_of",

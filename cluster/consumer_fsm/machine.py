@@ -294,7 +294,7 @@ class ConsumerStateMachine:
             return
         if dseq == self.floor_dseq + 1:
             self.floor_dseq, self.floor_sseq = dseq, sseq
-            nxt = min(s for s in self.pending)
+            nxt = min(self.pending)
             p = self.pending[nxt]
             if p[0] > 0:
                 self.floor_dseq, self.floor_sseq = p[0] - 1, nxt - 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from cluster.consumer_fsm.machine import ConsumerStateMachine
 from cluster.consumer_model import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -19,7 +19,14 @@ from cluster.ops import ConsumerPolicy
 from store.api import StoredMsg, StreamStore
 from store.errors import MsgNotFound, StoreEOF
 
-__all__ = ["count_pending", "next_messages", "policy_of", "rfc3339_to_ns", "select_start"]
+__all__ = [
+    "count_matching",
+    "count_pending",
+    "next_messages",
+    "policy_of",
+    "rfc3339_to_ns",
+    "select_start",
+]
 
 _RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 
@@ -136,22 +143,45 @@ def _full(fsm: ConsumerStateMachine, extra: int) -> bool:
 
 
 def count_pending(store: StreamStore, filters: tuple[str, ...], start_seq: int) -> int:
-    """Live messages matching ``filters`` with ``seq >= start_seq`` (``num_pending``)."""
+    """Live messages matching ``filters`` with ``seq >= start_seq`` (``num_pending``).
+
+    Subjects wholly at or after ``start_seq`` count from the store's subject
+    state; the subjects straddling it are counted in one forward walk from
+    ``start_seq`` (O(remaining messages), never a walk per subject).
+    """
     st = store.state()
-    if start_seq > st.last_seq:
+    if start_seq > st.last_seq or not st.msgs:
         return 0
-    if not filters:
+    if not filters or any(f in ("", ">") for f in filters):
         if start_seq <= st.first_seq:
             return st.msgs
-        filters = (">",)
+        if not st.num_deleted:
+            return st.last_seq - start_seq + 1
+        return count_matching(store, None, start_seq, st.last_seq)
     total = 0
+    straddling: set[str] = set()
     for f in filters:
         for subject, ss in store.subject_state(f).items():
             if ss.first_seq >= start_seq:
                 total += ss.msgs
             elif ss.last_seq >= start_seq:
-                seq = start_seq
-                while (m := store.load_next(subject, seq)) is not None:
-                    total += 1
-                    seq = m.seq + 1
+                straddling.add(subject)
+    if straddling:
+        total += count_matching(store, straddling.__contains__, start_seq, st.last_seq)
     return total
+
+
+def count_matching(
+    store: StreamStore, match: Callable[[str], bool] | None, lo: int, hi: int
+) -> int:
+    """Live messages with ``lo <= seq <= hi`` whose subject ``match``es (None: all)."""
+    n = 0
+    seq = lo
+    while seq <= hi:
+        m = store.load_next(">", seq)
+        if m is None or m.seq > hi:
+            break
+        if match is None or match(m.subject):
+            n += 1
+        seq = m.seq + 1
+    return n
