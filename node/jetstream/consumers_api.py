@@ -3,7 +3,16 @@
 Creates are validated by ``node.jsapi.consumerconfig`` in nats-server's order
 (subject forms, stream lookup, defaults, checks, existing consumer, action)
 before anything changes; then the ``ConsumerManager`` (``delivery``) starts
-or updates the consumer.
+or updates the consumer.  Create and info answers show the dynamic
+``_nats.ver``/``_nats.level`` metadata, LIST the stored keys only; PAUSE
+rewrites the stored ``_nats.req.level`` (``node.jsapi.versioning``).
+
+Priority groups (``priority_policy`` other than ``none``) are not served by
+trijet's pull delivery (no ``group``/``Nats-Pin-Id``/``min_pending``
+handling), so a valid config using them is refused with 412/10185
+``JetStream minimum api level required`` — the answer nats-server gives a
+request needing an API level it cannot serve — instead of creating a
+consumer that would silently ignore them.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from cluster.consumer_model import PriorityPolicy
 from cluster.consumers import Consumer
 from node.jetstream.common import ApiRequest, dumps, error, json_object
 from node.jetstream.streams_api import stream_of
@@ -25,10 +35,13 @@ from node.jsapi.errors import (
     CONSUMER_NOT_FOUND,
     INVALID_JSON,
     NOT_EMPTY_REQUEST,
+    REQUIRED_API_LEVEL,
     STREAM_NOT_FOUND,
     JSApiError,
 )
 from node.jsapi.render import rfc3339_ns
+from node.jsapi.versioning import REQUIRED_LEVEL_STATUS, demands_higher_level, with_static_consumer
+from node.version import NATS_VERSION
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
@@ -74,8 +87,9 @@ def _pause_remaining(pause_until: str) -> int | None:
     return left if left > 0 else None
 
 
-def info_dict(svc: JetStreamService, c: Consumer) -> dict[str, Any]:
-    """ConsumerInfo of ``c``."""
+def info_dict(svc: JetStreamService, c: Consumer, *, versioned: bool = True) -> dict[str, Any]:
+    """ConsumerInfo of ``c``; ``versioned`` shows ``_nats.ver``/``_nats.level``
+    (create and info answers, not LIST)."""
     return cr.consumer_info_dict(
         c.stream.cfg.name,
         c.name,
@@ -83,6 +97,7 @@ def info_dict(svc: JetStreamService, c: Consumer) -> dict[str, Any]:
         created_ns=c.created_ns,
         figures=figures(svc, c),
         ts_ns=time.time_ns(),
+        version=NATS_VERSION if versioned else "",
     )
 
 
@@ -109,6 +124,8 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str:
             new_name=_new_name,
             deliver_bound=lambda s: bool(s) and svc.server.router.sublist.has_interest(s.encode()),
         )
+        if cfg.priority_policy is not PriorityPolicy.NONE:
+            raise JSApiError(REQUIRED_API_LEVEL)  # priority groups: not served here
     except JSApiError as err:
         raise error(type_, err) from None
     if is_new:
@@ -167,12 +184,16 @@ async def list_(svc: JetStreamService, req: ApiRequest) -> str:
     page = ordered[offset : offset + LIST_PAGE]
     for c in page:
         await c.settled()
-    infos = [info_dict(svc, c) for c in page]
+    infos = [info_dict(svc, c, versioned=False) for c in page]
     return cr.list_response(infos, total=len(ordered), offset=offset, limit=LIST_PAGE)
 
 
 async def msg_next(svc: JetStreamService, req: ApiRequest) -> None:
-    """``MSG.NEXT``: hand the request to the consumer's waiting list."""
+    """``MSG.NEXT``: hand the request to the consumer's waiting list (a
+    ``Nats-Required-Api-Level`` above ours: ``412 Required Api Level``)."""
+    if demands_higher_level(req.headers) and req.op[4] in svc.consumers.of(req.op[3]):
+        svc.client.publish(req.reply, b"", headers=REQUIRED_LEVEL_STATUS)
+        return None
     if not svc.consumers.next_request(req.op[3], req.op[4], req.reply, req.body):
         nr = b"NATS/1.0 503\r\nNats-Subject: " + req.subject + b"\r\n\r\n"
         svc.client.publish(req.reply, b"", headers=nr)
@@ -191,7 +212,7 @@ async def pause(svc: JetStreamService, req: ApiRequest) -> str:
     norm = _rfc3339_normalise(until) if until else ""
     if norm is None:
         raise error(type_, JSApiError(BAD_REQUEST))
-    await svc.consumers.update(c, replace(c.cfg, pause_until=norm))
+    await svc.consumers.update(c, with_static_consumer(replace(c.cfg, pause_until=norm)))
     remaining = _pause_remaining(norm)
     body: dict[str, Any] = {"paused": remaining is not None}
     body["pause_until"] = rfc3339_ns(0) if not norm else norm

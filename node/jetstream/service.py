@@ -36,16 +36,18 @@ from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
 from cluster.transform import cached as cached_transform
 from node.internal import InternalClient
-from node.jetstream import consumers_api, msgs_api, republish, snapshot_api, streams_api
+from node.jetstream import apilevel, consumers_api, msgs_api, republish, snapshot_api, streams_api
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
 from node.jsapi import render
+from node.jsapi.versioning import demands_higher_level
 from node.monitor.connz import GLOBAL_ACCOUNT
-from node.monitor.endpoints import JS_API_LEVEL, js_store_limits
+from node.monitor.endpoints import js_store_limits
 from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
 from node.session import Subscription
+from node.version import JS_API_LEVEL
 
 if TYPE_CHECKING:
     from node.jetstream.common import Handler
@@ -326,6 +328,8 @@ class JetStreamService:
             handler = route(req.op)
         if handler is None:
             return
+        if demands_higher_level(req.headers):  # Nats-Required-Api-Level above ours
+            handler = apilevel.refuse
         answer: str | bytes | None
         try:
             answer = await handler(self, req)

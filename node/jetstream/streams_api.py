@@ -9,7 +9,9 @@ shaped as nats-server's Go response structs write them: error answers of
 paged calls keep their zero ``total``/``offset``/``limit`` (and NAMES its
 ``"streams":null``, LIST ``"streams":[]``), PURGE errors ``"purged":0``.
 StreamInfo carries ``cluster`` only in INFO answers (a single nats-server
-2.15 leaves it out of CREATE, UPDATE and LIST).
+2.15 leaves it out of CREATE, UPDATE and LIST); CREATE, UPDATE and INFO show
+the dynamic ``_nats.ver``/``_nats.level`` metadata, LIST the stored keys
+only (``node.jsapi.versioning``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from node.jsapi.streamconfig import (
     parse_update,
 )
 from node.subjects import overlaps
+from node.version import NATS_VERSION
 from store.api import StreamState
 
 if TYPE_CHECKING:
@@ -68,6 +71,7 @@ def info_dict(
     paging: tuple[int, int, int] | None = None,
     state: StreamState | None = None,
     cluster: bool = False,
+    versioned: bool = True,
 ) -> dict[str, Any]:
     """StreamInfo of ``stream`` as this server reports it.
 
@@ -77,6 +81,8 @@ def info_dict(
         paging: ``(total, offset, limit)`` of the subjects listed (INFO only).
         state: the state to report (default: the store's plain state).
         cluster: add ``{"leader": <server name>}`` (INFO answers).
+        versioned: show ``_nats.ver``/``_nats.level`` in the config's
+            metadata (create, update and info answers; not LIST).
     """
     return render.stream_info_dict(
         stream.cfg,
@@ -89,6 +95,7 @@ def info_dict(
         sources=svc.api.sourcing.sources_info(stream.cfg.name),
         domain=svc.domain,
         paging=paging,
+        version=NATS_VERSION if versioned else "",
     )
 
 
@@ -233,7 +240,7 @@ async def list_(svc: JetStreamService, req: ApiRequest) -> str:
     offset, subject = _paging(req.body, apireq.STREAM_LIST, type_, [])
     streams = _matching(svc, subject)
     offset = min(offset, len(streams))
-    infos = [info_dict(svc, s) for s in streams[offset : offset + LIST_PAGE]]
+    infos = [info_dict(svc, s, versioned=False) for s in streams[offset : offset + LIST_PAGE]]
     return render.stream_list_response(infos, total=len(streams), offset=offset, limit=LIST_PAGE)
 
 

@@ -11,11 +11,13 @@ single server adds no ``cluster`` object to consumer info.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cluster.consumer_model import ConsumerConfig
+from node.jsapi import versioning
 from node.jsapi.errors import go_json
 from node.jsapi.render import API_TYPE_PREFIX, rfc3339_ns
 
@@ -82,8 +84,17 @@ def consumer_info_dict(
     created_ns: int,
     figures: ConsumerFigures,
     ts_ns: int,
+    version: str = "",
 ) -> dict[str, Any]:
-    """ConsumerInfo (without ``type``)."""
+    """ConsumerInfo (without ``type``).
+
+    ``version`` non-empty (create and info answers) adds the dynamic
+    ``_nats.ver``/``_nats.level`` keys to the config's metadata; LIST shows
+    the stored keys only (``versioning``).
+    """
+    if version:
+        meta = versioning.with_dynamic(dict(cfg.metadata), version)
+        cfg = dataclasses.replace(cfg, metadata=tuple(meta.items()))
     f = figures
     d: dict[str, Any] = {
         "stream_name": stream,

@@ -7,7 +7,9 @@ errors reach the client in that order; we keep the order:
 
 1. ``parse_create``: decode the ``CreateConsumerRequest`` body the way Go's
    strict decoder does (``godecode``: 10025 ``invalid JSON: …`` with Go's
-   wording), then apply the subject form rules of
+   wording; the dynamic ``_nats.ver``/``_nats.level`` metadata keys dropped
+   and the stored ``_nats.req.level`` set, see ``versioning``), then apply
+   the subject form rules of
    ``$JS.API.CONSUMER.CREATE.<stream>[.<name>[.<filter…>]]`` and
    ``$JS.API.CONSUMER.DURABLE.CREATE.<stream>.<durable>`` (10056, 10127,
    10018, 10017, 10020, 10137, 10131) and refuse replicas > 1 on a single
@@ -129,6 +131,7 @@ from node.jsapi.godecode import (
     scan_go,
 )
 from node.jsapi.streamrequest import _rfc3339_normalise
+from node.jsapi.versioning import copy_required_level, drop_dynamic, with_static_consumer
 from node.subjects import has_wildcard, overlaps, subset, valid_subject
 
 __all__ = [
@@ -356,12 +359,10 @@ def decode_create(body: bytes) -> CreateRequest:
     cfg_raw = dict(raw.get("config") or {})
     cfg_raw.pop("sourcing", None)
     if isinstance(cfg_raw.get("metadata"), dict):
-        cfg_raw["metadata"] = {
-            k: v for k, v in cfg_raw["metadata"].items() if not k.startswith("_nats.")
-        }
+        cfg_raw["metadata"] = drop_dynamic(cfg_raw["metadata"])
     return CreateRequest(
         stream=str(raw.get("stream_name") or ""),
-        config=ConsumerConfig.from_dict(cfg_raw),
+        config=with_static_consumer(ConsumerConfig.from_dict(cfg_raw)),
         action=raw.get("action", Action.CREATE_OR_UPDATE),
         pedantic=raw.get("pedantic") is True,
     )
@@ -826,12 +827,12 @@ def decide_create(
     others = [(n, c) for n, c in existing.items()]
     if cname and cname in existing:
         old = existing[cname]
-        if req.action is Action.CREATE and replace(cfg, metadata=old.metadata) != old:
+        if req.action is Action.CREATE and copy_required_level(cfg, old) != old:
             raise JSApiError(CONSUMER_ALREADY_EXISTS)
         check_workqueue(cfg, stream, cname, others, exists=True)
         new = stamp_ephemeral(cfg) if not old.durable_name else cfg
         check_update(old, new, deliver_bound=deliver_bound(old.deliver_subject))
-        return cname, new, False
+        return cname, with_static_consumer(new), False  # the kept pause counts
     if req.action is Action.UPDATE:
         raise JSApiError(CONSUMER_DOES_NOT_EXIST)
     if stream.max_consumers > 0 and len(existing) >= stream.max_consumers:

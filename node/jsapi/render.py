@@ -12,8 +12,9 @@ the zero time.
 
 Shapes (nats-server 2.15, which trijet echoes):
 
-* ``config``: ``StreamConfig.to_dict()``; trijet does not add ``_nats.*``
-  metadata keys (no API-level reporting).
+* ``config``: ``StreamConfig.to_dict()``; create, info and update answers
+  (``version`` given) add the dynamic ``_nats.ver``/``_nats.level`` keys
+  to its ``metadata`` (``versioning``), LIST shows only the stored ones.
 * ``state``: ``messages, bytes, first_seq, first_ts, last_seq, last_ts,
   [num_subjects], [subjects], [num_deleted], [deleted], consumer_count``.
 * stream info (INFO/UPDATE/LIST item): ``[type], [total, offset, limit],
@@ -27,11 +28,13 @@ Shapes (nats-server 2.15, which trijet echoes):
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.model import StreamConfig
+from node.jsapi import versioning
 from node.jsapi.errors import JSApiError, go_json
 from store.api import StoredMsg, StreamState
 
@@ -81,8 +84,17 @@ def rfc3339_ns(ts_ns: int) -> str:
     return text + "Z"
 
 
-def config_dict(cfg: StreamConfig) -> dict[str, Any]:
-    """The ``config`` object (nats-server key order and omission rules)."""
+def config_dict(cfg: StreamConfig, *, version: str = "") -> dict[str, Any]:
+    """The ``config`` object (nats-server key order and omission rules).
+
+    Args:
+        cfg: the stored config.
+        version: the server version to show in ``_nats.ver`` (with
+            ``_nats.level``); "" shows the stored metadata only.
+    """
+    if version:
+        meta = versioning.with_dynamic(dict(cfg.metadata), version)
+        cfg = dataclasses.replace(cfg, metadata=tuple(meta.items()))
     return cfg.to_dict()
 
 
@@ -127,6 +139,7 @@ def stream_info_dict(
     sources: Sequence[Mapping[str, Any]] | None = None,
     domain: str = "",
     paging: tuple[int, int, int] | None = None,
+    version: str = "",
 ) -> dict[str, Any]:
     """A StreamInfo object.
 
@@ -141,11 +154,12 @@ def stream_info_dict(
         sources: Source infos.
         domain: JetStream domain; omitted when empty.
         paging: ``(total, offset, limit)`` for INFO responses.
+        version: show the dynamic versioning metadata (see ``config_dict``).
     """
     d: dict[str, Any] = {}
     if paging is not None:
         d["total"], d["offset"], d["limit"] = paging
-    d["config"] = config_dict(cfg)
+    d["config"] = config_dict(cfg, version=version)
     d["created"] = rfc3339_ns(created_ns)
     d["state"] = state_dict(state, consumer_count=consumer_count)
     if cluster is not None:

@@ -7,10 +7,10 @@ Three stages, each nats-server's own:
 1. ``decode_request`` (``streamrequest``, on the Go ``encoding/json``
    imitation in ``godecode``; strict: unknown fields are errors) turns the
    body into a ``StreamConfig`` holding Go zero values.  Its errors are
-   10025 ``invalid JSON: <Go message>`` with Go's wording.  Reserved
-   ``_nats.*`` metadata keys are dropped: trijet does not implement JetStream
-   API levels, so it neither stores ``_nats.req.level`` nor echoes
-   ``_nats.ver``/``_nats.level``.
+   10025 ``invalid JSON: <Go message>`` with Go's wording.  The dynamic
+   ``_nats.ver``/``_nats.level`` metadata keys are dropped; create and update
+   then set the stored ``_nats.req.level`` (``versioning``) before the checks,
+   as nats-server does, and a recreate is compared ignoring it.
 2. ``check_stream_config`` (nats-server ``checkStreamCfg``): defaults
    (subjects ``[name]``, ``-1`` limits, replicas 1, duplicate window 2 min
    capped by ``max_age``, republish source ``>``), then validation with the
@@ -88,6 +88,7 @@ from node.jsapi.godecode import (
     go_quote,
 )
 from node.jsapi.streamrequest import StreamRequest, decode_request
+from node.jsapi.versioning import copy_required_level, with_static_stream
 from node.subjects import has_wildcard, overlaps, subset, valid_literal_subject, valid_subject
 
 __all__ = [
@@ -562,7 +563,7 @@ def parse_create(
         JSApiError: as listed.
     """
     req = decode_request(body)
-    cfg = req.config
+    cfg = with_static_stream(req.config)
     if cfg.name != subject_name:
         raise JSApiError(STREAM_MISMATCH)
     if "\\" in subject_name or "/" in subject_name:
@@ -583,7 +584,7 @@ def check_recreate(new: StreamConfig, existing: StreamConfig) -> None:
     Raises:
         JSApiError: 10058 ``stream name already in use with a different configuration``.
     """
-    if new != existing:
+    if copy_required_level(new, existing) != existing:
         raise JSApiError(STREAM_NAME_EXIST)
 
 
@@ -600,7 +601,7 @@ def parse_update(
         JSApiError: 10025, any ``check_stream_config`` error, then 10056.
     """
     req = decode_request(body)
-    cfg = check_stream_config(req.config, pedantic=req.pedantic, lookup=lookup)
+    cfg = check_stream_config(with_static_stream(req.config), pedantic=req.pedantic, lookup=lookup)
     if cfg.name != subject_name:
         raise JSApiError(STREAM_MISMATCH)
     return cfg, req.pedantic

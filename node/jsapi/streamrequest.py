@@ -5,8 +5,9 @@ Theory of operation: the request is decoded the way nats-server's
 ``StreamConfigRequest`` (see ``godecode``): a ``Schema`` names every field's
 Go type, so type errors carry Go's wording (10025 ``invalid JSON: …``).  The
 result holds zero values; defaults and validation are ``streamconfig``'s job.
-Reserved ``_nats.*`` metadata keys are dropped (trijet does not implement
-JetStream API levels).  Pure: no I/O.
+The dynamic versioning keys ``_nats.ver``/``_nats.level`` are dropped from
+``metadata`` (never stored, see ``versioning``); other ``_nats.*`` keys stay.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from node.jsapi.godecode import (
     new_ctx,
     scan_go,
 )
+from node.jsapi.versioning import drop_dynamic
 
 __all__ = ["StreamRequest", "decode_request"]
 
@@ -237,11 +239,5 @@ def decode_request(body: bytes) -> StreamRequest:
     merged = dict(_ZERO)
     merged.update({k: v for k, v in raw.items() if v is not None})
     if isinstance(merged.get("metadata"), dict):
-        merged["metadata"] = {
-            k: v for k, v in merged["metadata"].items() if not k.startswith(_RESERVED_META)
-        }
+        merged["metadata"] = drop_dynamic(merged["metadata"])
     return StreamRequest(StreamConfig.from_dict(merged), pedantic)
-
-
-#: Metadata key prefix nats-server 2.11+ reserves (``_nats.req.level``, ``_nats.ver`` …).
-_RESERVED_META = "_nats."

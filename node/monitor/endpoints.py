@@ -37,14 +37,13 @@ from node.monitor.gofmt import NS_PER_S, go_time, rtt_string, uptime
 from node.monitor.jsz import jsz as jsz_doc
 from node.monitor.query import MonitorError, Query
 from node.subjects import valid_literal_subject
-from node.version import NATS_VERSION
+from node.version import JS_API_LEVEL, NATS_VERSION
 
 SUB_LIST_SIZE_DEFAULT = 1024
 TLS_TIMEOUT_S_DEFAULT = 2.0
 JS_MEMORY_DEFAULT_FRACTION = 0.75  # nats-server: 75% of physical memory
 JS_STORAGE_DEFAULT_FRACTION = 0.75  # nats-server: 75% of free disk at the store dir
 JS_SYNC_INTERVAL_DEFAULT_S = 120.0  # nats-server's default, reported beside sync_always
-JS_API_LEVEL = 0  # API level of NATS_VERSION 2.10 (2.11 → 1, 2.12 → 2 …)
 
 
 # -- process sampling -------------------------------------------------------------------------

@@ -6,6 +6,8 @@ The byte-for-byte comparison with the reference server is in
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cluster.model import (
@@ -73,7 +75,7 @@ def test_catalogue() -> None:
 
 def test_defaults() -> None:
     cfg = parse_create("S", b'{"name":"S"}')
-    assert cfg == StreamConfig(name="S", subjects=("S",))
+    assert cfg == StreamConfig(name="S", subjects=("S",), metadata=(("_nats.req.level", "0"),))
     assert (cfg.max_msgs, cfg.num_replicas, cfg.duplicate_window_ns, cfg.storage) == (
         -1,
         1,
@@ -132,9 +134,17 @@ def test_marker_ttl_turns_on_ttl_and_rollup() -> None:
     assert cfg.allow_msg_ttl and cfg.allow_rollup and not cfg.deny_purge
 
 
-def test_metadata_reserved_keys_dropped() -> None:
-    cfg = parse_create("S", b'{"name":"S","metadata":{"_nats.req.level":"1","a":"b"}}')
-    assert cfg.metadata == (("a", "b"),)
+def test_metadata_versioning_keys() -> None:
+    """Dynamic keys dropped, the required level computed (a sent one overwritten),
+    other ``_nats.*`` keys kept, as nats-server does."""
+    body = b'{"name":"S","metadata":{"_nats.req.level":"1","_nats.ver":"x","_nats.level":"9",'
+    cfg = parse_create("S", body + b'"_nats.foo":"y","a":"b"}}')
+    assert cfg.metadata == (("_nats.foo", "y"), ("_nats.req.level", "0"), ("a", "b"))
+    ttl = parse_create("S", b'{"name":"S","allow_msg_ttl":true}')
+    assert ttl.metadata == (("_nats.req.level", "1"),)
+    markers = parse_create("S", b'{"name":"S","subject_delete_marker_ttl":1000000000}')
+    assert dict(markers.metadata)["_nats.req.level"] == "1"
+    check_recreate(cfg, dataclasses.replace(cfg, metadata=(("_nats.foo", "y"), ("a", "b"))))
 
 
 def test_case_insensitive_keys_and_concatenated_values() -> None:

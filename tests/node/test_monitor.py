@@ -35,7 +35,7 @@ from node.monitor.gofmt import dumps, go_duration, go_time, rtt_string, uptime
 from node.monitor.jsz import AccountView, JetStreamView, StreamView
 from node.server import Server
 from node.session import ClosedReason, Subscription
-from node.version import NATS_VERSION
+from node.version import JS_API_LEVEL, NATS_VERSION
 from store.api import StreamState
 
 T0 = 1_700_000_000.0  # a fixed wall time for deterministic documents
@@ -473,7 +473,7 @@ def test_varz_cluster_and_jetstream_sections(tmp_path: Any) -> None:
     assert js["config"]["max_memory"] == 1 << 20
     assert js["config"]["store_dir"] == str(tmp_path / "jetstream")
     assert js["config"]["sync_interval"] == 120_000_000_000
-    assert js["stats"]["api"] == {"level": 0, "total": 0, "errors": 0}
+    assert js["stats"]["api"] == {"level": JS_API_LEVEL, "total": 0, "errors": 0}
 
 
 # -- /jsz /healthz and the small ones ---------------------------------------------------------
