@@ -10,8 +10,9 @@ after normalising what is volatile or differs by version on purpose:
   the stream ``cluster.leader`` (a server name), ``store_dir`` (each its own
   temp dir, checked separately) and the dynamic ``max_memory``/``max_storage``
   (derived from the machine);
-* ``api.level`` (trijet advertises nats-server 2.10.24, level 0; the
-  reference 2.15.1 says 5) and the reference's ``_nats.*`` stream metadata;
+* ``api.level`` (trijet advertises nats-server 2.11.17, level 1; the
+  reference 2.15.1 says 5) and the values of ``_nats.ver``/``_nats.level``
+  in stream metadata (the stored ``_nats.req.level`` is compared);
 * ``limits``: nats-server 2.15 reports its new default
   ``default_max_consumers: 1000`` there, a 2.15 feature trijet does not have
   (the key is checked present in both);
@@ -90,10 +91,10 @@ def _norm(obj: Any, key: str = "") -> Any:
                 out[k] = "<level>"
             elif k == "limits" and key == "":
                 out[k] = "<limits>"
-            elif k == "metadata":
-                meta = {mk: mv for mk, mv in v.items() if not mk.startswith("_nats.")}
-                if meta:
-                    out[k] = meta
+            elif k == "metadata":  # the server's own version/level differ; req.level compared
+                out[k] = {
+                    mk: "<v>" if mk in ("_nats.ver", "_nats.level") else mv for mk, mv in v.items()
+                }
             elif k == "stream_detail":
                 out[k] = sorted((_norm(x, k) for x in v), key=lambda d: d["name"])
             else:

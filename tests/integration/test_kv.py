@@ -92,7 +92,8 @@ async def absent(kv: KeyValue, key: str) -> bool:
 
 
 def user_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A stream config without the ``_nats.*`` metadata nats-server adds (trijet does not)."""
+    """A stream config without the server-owned ``_nats.*`` metadata (the
+    servers' versions differ; ``test_limit_marker_ttl_needs_api_level_1`` checks it)."""
     out = dict(config)
     meta = {
         k: v for k, v in (out.pop("metadata", None) or {}).items() if not k.startswith("_nats.")
@@ -308,6 +309,24 @@ def test_per_message_ttl_on_create_and_purge_marker(server: ServerProcess) -> No
         assert (await kv.status()).values == 1
         # the key can be created again once its entry expired
         assert await kv.create("brief", b"again") == 5
+
+    play(server, scenario)
+
+
+def test_limit_marker_ttl_needs_api_level_1(server: ServerProcess) -> None:
+    """nats-py refuses ``limit_marker_ttl`` below JetStream API level 1; both
+    servers accept it, store ``_nats.req.level`` 1 and age the value out."""
+
+    async def scenario(js: Any) -> None:
+        assert (await js.account_info()).api.level >= 1
+        kv = await js.create_key_value(bucket="py_marker", ttl=0.5, limit_marker_ttl=5)
+        si = await js.stream_info("KV_py_marker")
+        assert (si.config.subject_delete_marker_ttl, si.config.allow_msg_ttl) == (5, True)
+        assert si.config.metadata is not None
+        assert si.config.metadata["_nats.req.level"] == "1"
+        assert set(si.config.metadata) == {"_nats.req.level", "_nats.ver", "_nats.level"}
+        await kv.put("k", b"short")
+        assert await eventually(lambda: gone(kv, "k"), within_s=5.0)
 
     play(server, scenario)
 

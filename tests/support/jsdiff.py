@@ -19,8 +19,10 @@ fresh connection) and returns the two transcripts as lists of text, one entry
 per step, normalised by ``normalise_frame``: volatile values (``created``,
 ``ts``, ``first_ts``, ``last_ts``, ``time``, the ``leader`` server name, the
 ``Nats-Time-Stamp`` header) become ``<t>`` unless they are Go's zero time,
-and the reference's reserved ``_nats.*`` metadata keys are dropped (trijet
-does not implement JetStream API levels).  Everything else — key order,
+and the values of the server-owned ``_nats.ver``/``_nats.level`` metadata
+keys and of ``api.level`` become ``<v>``/``<n>`` (trijet is 2.11.17, level 1;
+the reference 2.15.1, level 5); their presence and ``_nats.req.level`` are
+compared.  Everything else — key order,
 ``\\u003e`` escapes, omitted fields, header order — is compared as text.
 ``Pair.reset()`` deletes every stream on both servers between scenarios.
 
@@ -214,7 +216,7 @@ class JsClient:
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _VOLATILE = re.compile(r'"(created|ts|first_ts|last_ts|time|leader|start|pause_until)":"([^"]*)"')
-_NATS_META = re.compile(r'"_nats\.[A-Za-z0-9_.]+":"[^"]*",?')
+_SERVER_META = re.compile(r'"(_nats\.ver|_nats\.level)":"[^"]*"')
 _STAMP = re.compile(rb"(Nats-Time-Stamp: )[^\r]*")
 _API_LEVEL = re.compile(r'"api":\{"level":\d+,')
 
@@ -225,13 +227,10 @@ def _volatile(m: re.Match[str]) -> str:
 
 
 def normalise_text(text: str) -> str:
-    """Volatile values -> ``<t>``; reserved ``_nats.*`` metadata keys removed."""
+    """Volatile values -> ``<t>``; the server's version and API level masked."""
     text = _VOLATILE.sub(_volatile, text)
     text = _API_LEVEL.sub('"api":{"level":<n>,', text)  # trijet reports its own level
-    text = _NATS_META.sub("", text)
-    text = text.replace(",}", "}")
-    text = re.sub(r',?"metadata":\{\}', "", text)
-    return text.replace("{,", "{")
+    return _SERVER_META.sub(r'"\1":"<v>"', text)
 
 
 def normalise_frame(frame: Frame) -> str:
