@@ -6,14 +6,16 @@ request; streams are deleted after each case.  trijet's pure create path
 (``parse_create`` + ``decide_create``) must produce:
 
 * on success: the same ``config`` object, compared as Go-encoded text (key
-  order, omitted fields, ``\\u003e`` escaping), after removing the
-  reference's ``_nats.*`` metadata keys; and the same consumer name unless
-  the reference generated one.
+  order, omitted fields, ``\\u003e`` escaping) as stored: the reference's
+  dynamic ``_nats.ver``/``_nats.level`` removed, ``_nats.req.level``
+  compared; and the same consumer name unless the reference generated one.
 * on failure: the same ``error`` object (``code``, ``err_code``,
   ``description``).
 
-Deliberate difference (documented, not compared): ``_nats.*`` metadata
-(trijet does not implement JetStream API levels).
+Deliberate difference: these cases check the pure decision
+(``decide_create``); trijet's CONSUMER.CREATE handler then refuses a valid
+priority policy with 412/10185 (priority groups are not served by its pull
+delivery), which the reference accepts.
 """
 
 from __future__ import annotations
@@ -422,7 +424,10 @@ def _ours(
 
 def _ref_config(cfg: dict[str, Any]) -> str:
     cfg = dict(cfg)
-    meta = {k: v for k, v in (cfg.get("metadata") or {}).items() if not k.startswith("_nats.")}
+    # the stored config: the answer's dynamic _nats.ver/_nats.level (the servers'
+    # own version and level) dropped; _nats.req.level is compared
+    dynamic = ("_nats.ver", "_nats.level")
+    meta = {k: v for k, v in (cfg.get("metadata") or {}).items() if k not in dynamic}
     if meta:
         cfg["metadata"] = dict(sorted(meta.items()))
     else:
