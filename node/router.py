@@ -74,6 +74,10 @@ class Router:
         # options bumps ``gen``, which retires every plan at once.
         self.gen = 0
         self._touched: set[Any] = set()  # buffers the fast path appended to
+        # ack intake: b"<stream>.<consumer>" -> the internal subscription on
+        # ``$JS.ACK.<stream>.<consumer>.>``, decided at generation _ack_gen
+        self._ack_subs: dict[bytes, Any] = {}
+        self._ack_gen = -1
         self._plans: dict[
             bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
         ] = {}
@@ -107,6 +111,12 @@ class Router:
             split = split_js_ack(reply)
             if split is not None:
                 return self.deliver_as(subject, split[1], split[0], headers, payload, False)
+        if (
+            headers is None
+            and subject.startswith(JS_ACK_PREFIX)
+            and self._ack_intake(src, subject, reply, payload)
+        ):
+            return 1
         if headers is None and not routed_queues:
             plan = self._plans.get(subject)
             if (
@@ -206,6 +216,49 @@ class Router:
         self.out_msgs += n
         self.out_bytes += nbytes
         return n
+
+    def _ack_intake(self, src: Any, subject: bytes, reply: bytes | None, payload: bytes) -> bool:
+        """Hand a ``$JS.ACK.<stream>.<consumer>.…`` publish straight to the
+        consumer's internal ack subscription, without a sublist match (every
+        ack subject is unique: each would miss the match cache and leave a
+        plan behind).  Only while those subscriptions are the sole interest
+        that overlaps ``$JS.ACK.>`` (no client or route interest, no queue);
+        False sends the message down the normal path.
+        """
+        if self._ack_gen != self.gen:
+            self._ack_subs = self._ack_table()
+            self._ack_gen = self.gen
+        i = subject.find(b".", 8)
+        j = subject.find(b".", i + 1) if i > 0 else -1
+        if j < 0 or j == len(subject) - 1:
+            return False
+        sub = self._ack_subs.get(subject[8:j])
+        if sub is None:
+            return False
+        self.out_msgs += 1
+        sub.client.deliver_internal(sub, subject, reply, None, payload, src)
+        return True
+
+    def _ack_table(self) -> dict[bytes, Any]:
+        """The ack intake table for the current interest ({} = not usable)."""
+        if self.route_sublist.count and self.route_sublist.overlapping(b"$JS.ACK"):
+            return {}
+        table: dict[bytes, Any] = {}
+        for sub in self.sublist.overlapping(b"$JS.ACK"):
+            toks = sub.subject.split(b".")
+            key = b".".join(toks[2:4])
+            if (
+                not getattr(sub.client, "internal", False)
+                or sub.queue is not None
+                or sub.max_msgs is not None
+                or len(toks) != 5
+                or toks[4] != b">"
+                or any(t in (b"*", b">") for t in toks[2:4])
+                or key in table
+            ):
+                return {}
+            table[key] = sub
+        return table
 
     def fast_publisher(self, src: Any) -> tuple[PubFn, PubRunFn]:
         """PUB handlers for a client with no per-message checks to make.

@@ -278,6 +278,48 @@ class Sublist(Generic[S]):
                 stack.append(node.fwc)
         return out
 
+    def overlapping(self, prefix: bytes) -> list[S]:
+        """Every subscription that matches some subject ``prefix.<more tokens>``.
+
+        ``prefix`` is literal tokens (``$JS.ACK``); wildcards on the way
+        (``*``, ``>``) count, as does everything stored below the prefix.
+        """
+        out: list[S] = []
+        nodes = [self._root]
+        for tok in prefix.split(b"."):
+            nxt: list[_Node[S]] = []
+            for node in nodes:
+                if node.fwc is not None:
+                    out.extend(self._everything(node.fwc))
+                if node.pwc is not None:
+                    nxt.append(node.pwc)
+                lit = node.literal.get(tok)
+                if lit is not None:
+                    nxt.append(lit)
+            nodes = nxt
+        for node in nodes:  # at least one token follows: not the node's own subs
+            below = [*node.literal.values(), node.pwc, node.fwc]
+            for child in below:
+                if child is not None:
+                    out.extend(self._everything(child))
+        return out
+
+    @staticmethod
+    def _everything(root: _Node[S]) -> list[S]:
+        out: list[S] = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            out.extend(node.psubs)
+            for group in node.qsubs.values():
+                out.extend(group)
+            stack.extend(node.literal.values())
+            if node.pwc is not None:
+                stack.append(node.pwc)
+            if node.fwc is not None:
+                stack.append(node.fwc)
+        return out
+
     def cache_size(self) -> int:
         """Number of cached match results."""
         return len(self._cache)

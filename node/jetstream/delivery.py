@@ -367,7 +367,7 @@ class ConsumerManager:
         key = (stream.cfg.name, name)
         consumer.outcome_listeners.append(lambda out: self._advise(consumer, out))
         subject = f"$JS.ACK.{stream.cfg.name}.{name}.>".encode()
-        self._subs[key] = self.svc.client.subscribe(subject, self._on_ack)
+        self._subs[key] = self.svc.client.subscribe(subject, self._ack_handler(consumer))
         dispatcher: PullDispatcher | PushDispatcher
         if cfg.is_pull:
             dispatcher = self.pulls[key] = PullDispatcher(self, consumer)
@@ -480,32 +480,43 @@ class ConsumerManager:
 
     # -- acks -----------------------------------------------------------------------
 
-    def _on_ack(
-        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
-    ) -> None:
-        tokens = subject.split(b".")
-        if len(tokens) != 9:
-            return
-        stream, name = tokens[2].decode(), tokens[3].decode()
-        consumer = self.registry.of(stream).get(name)
-        if consumer is None:
-            return
-        try:
-            sseq, dseq = int(tokens[5]), int(tokens[6])
-        except ValueError:
-            return
-        item, nxt = _ack_item(body, sseq, dseq)
-        if item is None:
-            return
+    def _ack_handler(
+        self, consumer: Consumer
+    ) -> Callable[[Subscription, bytes, bytes | None, bytes | None, bytes], None]:
+        """The handler of ``consumer``'s ack subscription (its subject names it)."""
+        stream, name = consumer.stream.cfg.name, consumer.name
         client = self.svc.client
+        offer = consumer.offer_ack
 
-        def done(res: Any) -> None:
-            if nxt is not None and reply:
-                self.next_request(stream, name, reply, nxt)
-            elif reply and res.ok:
-                client.publish(reply, b"")
+        def on_ack(
+            sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+        ) -> None:
+            tokens = subject.split(b".")
+            if len(tokens) != 9:
+                return
+            try:
+                sseq, dseq = int(tokens[5]), int(tokens[6])
+            except ValueError:
+                return
+            if not reply and (not body or body == b"+ACK"):  # the common case
+                offer(AckItem(AckKind.ACK, sseq, dseq), None)
+                return
+            item, nxt = _ack_item(body, sseq, dseq)
+            if item is None:
+                return
+            if not reply:
+                offer(item, None)
+                return
 
-        consumer.offer_ack(item, done)
+            def done(res: Any) -> None:
+                if nxt is not None:
+                    self.next_request(stream, name, reply, nxt)
+                elif res.ok:
+                    client.publish(reply, b"")
+
+            offer(item, done)
+
+        return on_ack
 
     # -- advisories ----------------------------------------------------------------
 
