@@ -251,6 +251,8 @@ class Consumer:
         nxt = self.fsm.next_sseq
         st = self.stream.store.state()
         last, msgs = st.last_seq, st.msgs
+        if not st.num_deleted and not self.fsm.policy.filters and not self.fsm.lss:
+            return max(0, last - max(nxt, st.first_seq) + 1) if msgs else 0
         cached = self._pending_cache
         if cached is not None:
             c_nxt, c_last, c_msgs, c_n = cached

@@ -127,11 +127,21 @@ def next_messages(fsm: ConsumerStateMachine, store: StreamStore) -> Iterator[Sto
     if fsm.lss:
         return
     filters = _filters(fsm.policy.filters)
+    every = filters == ">"
     seq = fsm.next_sseq
     while not _full(fsm, taken):
-        m = store.load_next(filters, seq)
+        m: StoredMsg | None = None
+        if every:  # the next sequence is usually there: one lookup, no filter
+            try:
+                m = store.load(seq)
+            except StoreEOF:
+                return
+            except MsgNotFound:
+                m = None
         if m is None:
-            return
+            m = store.load_next(filters, seq)
+            if m is None:
+                return
         yield m
         taken += 1
         seq = m.seq + 1
