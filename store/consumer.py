@@ -1,20 +1,32 @@
-"""File-backed consumer state.
+"""File-backed consumer state: a compacted state file plus an append-only log.
 
 Theory of operation
 -------------------
-A consumer's state is small (positions plus the pending and redelivery maps),
-so it is rewritten whole rather than logged.  ``save`` only keeps the latest
-state in memory; ``sync`` writes it crash-safely:
+A consumer's state is small (positions plus the pending and redelivery maps)
+and changes with every delivery batch and every ack batch.  ``save`` only
+keeps the latest state in memory; ``sync`` makes it durable by *appending*
+it, whole, to ``log`` and fsyncing that one file -- no temp file, no rename,
+no directory fsync on the hot path:
 
-1. encode with cbor2 (integer keys, no pickle), frame as
-   ``b"TJCS" | u8 version | u32 crc32(body) | body``,
-2. write ``state.tmp``, fsync it,
-3. ``rename`` over ``state`` (atomic on POSIX), fsync the directory.
+* ``log`` = ``b"TJCL" | u8 version`` then records
+  ``u32 len | u32 crc32(body) | body`` (body: cbor2, integer keys, no pickle).
+  The last complete record is the current state.
+* ``state`` = ``b"TJCS" | u8 version | u32 crc32(body) | body``: the state
+  at the last compaction.
 
-A crash at any point leaves either the old or the new complete file; a torn
-``state.tmp`` is ignored and removed at open.  A ``state`` file that fails its
-checksum raises ``CorruptionError`` rather than silently restarting the
-consumer from zero.
+Compaction (when the log outgrows ``LOG_COMPACT_BYTES`` and a few records,
+and at ``close``) writes ``state.tmp``, fsyncs it, renames it over ``state``,
+fsyncs the directory, then truncates the log back to its header.  The log's
+last record is never older than ``state`` (compaction writes the state that
+was just appended), so a crash anywhere leaves a readable newest state:
+
+* mid-append: the torn record fails its length or checksum and is cut at
+  open; the previous record (or ``state``) is the state;
+* mid-compaction: a torn ``state.tmp`` is removed at open; after the rename
+  but before the truncation, the log still ends with the same state.
+
+A ``state`` file that fails its checksum, or a log with a bad header, raises
+``CorruptionError`` rather than silently restarting the consumer from zero.
 """
 
 from __future__ import annotations
@@ -30,11 +42,17 @@ import cbor2
 from store.api import ConsumerState, ConsumerStore, Pending
 from store.errors import CorruptionError, StoreClosed
 
-__all__ = ["FileConsumerStore", "decode_consumer_state", "encode_consumer_state"]
+__all__ = ["FileConsumerStore", "decode_consumer_state", "encode_consumer_state", "scan_log"]
 
 _MAGIC = b"TJCS"
 _VERSION = 1
 _HDR = struct.Struct("<4sBI")
+_LOG_HEADER = b"TJCL\x01"
+_REC = struct.Struct("<II")
+LOG_COMPACT_BYTES = 1 << 20
+"""The log is compacted into ``state`` once it is larger than this..."""
+LOG_COMPACT_RECORDS_MIN = 8
+"""...and than this many records of the current state's size."""
 
 
 def encode_consumer_state(state: ConsumerState) -> bytes:
@@ -82,10 +100,13 @@ def fsync_dir(path: Path) -> None:
 
 
 class FileConsumerStore:
-    """A ``ConsumerStore`` persisted in ``<directory>/state``.
+    """A ``ConsumerStore`` persisted in ``<directory>/state`` and ``<directory>/log``.
 
     Args:
         directory: Created if missing; one directory per consumer.
+
+    Raises:
+        CorruptionError: ``state`` fails its checksum or ``log`` its header.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -93,11 +114,16 @@ class FileConsumerStore:
         self._dir.mkdir(parents=True, exist_ok=True)
         self._path = self._dir / "state"
         self._tmp = self._dir / "state.tmp"
+        self._log_path = self._dir / "log"
         self._closed = False
         self._dirty = False
         if self._tmp.exists():
             self._tmp.unlink()
         self._state = self._read() if self._path.exists() else ConsumerState()
+        self._log_fd = -1
+        self._log_bytes = 0
+        self._log_records = 0
+        self._open_log()
 
     def _read(self) -> ConsumerState:
         data = self._path.read_bytes()
@@ -113,6 +139,37 @@ class FileConsumerStore:
             return decode_consumer_state(body)
         except ValueError as e:
             raise CorruptionError(str(self._path), _HDR.size, 0, "decode") from e
+
+    def _open_log(self) -> None:
+        """Open the log, take its last complete record, cut a torn tail."""
+        fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            data = b""
+            while chunk := os.read(fd, 1 << 20):
+                data += chunk
+            if len(data) < len(_LOG_HEADER):  # new, or torn while being created
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, _LOG_HEADER)
+                os.fsync(fd)
+                fsync_dir(self._dir)
+                data = _LOG_HEADER
+            elif data[: len(_LOG_HEADER)] != _LOG_HEADER:
+                raise CorruptionError(str(self._log_path), 0, 0, "header")
+            end, last, records = scan_log(data)
+            if last is not None:
+                try:
+                    self._state = decode_consumer_state(last)
+                except ValueError as e:  # checksummed but undecodable: not a torn tail
+                    raise CorruptionError(str(self._log_path), end, 0, "decode") from e
+            if end < len(data):  # torn tail of a crashed append
+                os.ftruncate(fd, end)
+                os.fsync(fd)
+            os.lseek(fd, end, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._log_fd, self._log_bytes, self._log_records = fd, end, records
 
     def _check_open(self) -> None:
         if self._closed:
@@ -130,11 +187,22 @@ class FileConsumerStore:
         self._dirty = True
 
     def sync(self) -> None:
-        """See ``ConsumerStore.sync``."""
+        """See ``ConsumerStore.sync``: one appended record, one fsync of the log
+        (compacting first when the log has grown past its bound)."""
         self._check_open()
         if not self._dirty:
             return
         body = encode_consumer_state(self._state)
+        os.write(self._log_fd, _REC.pack(len(body), zlib.crc32(body)) + body)
+        os.fdatasync(self._log_fd)
+        self._log_bytes += _REC.size + len(body)
+        self._log_records += 1
+        self._dirty = False
+        if self._log_bytes > max(LOG_COMPACT_BYTES, LOG_COMPACT_RECORDS_MIN * len(body)):
+            self._compact(body)
+
+    def _compact(self, body: bytes) -> None:
+        """Write ``body`` (the state just logged) as ``state``, then empty the log."""
         data = _HDR.pack(_MAGIC, _VERSION, zlib.crc32(body)) + body
         fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -144,22 +212,45 @@ class FileConsumerStore:
             os.close(fd)
         os.replace(self._tmp, self._path)
         fsync_dir(self._dir)
-        self._dirty = False
+        os.ftruncate(self._log_fd, len(_LOG_HEADER))
+        os.lseek(self._log_fd, len(_LOG_HEADER), os.SEEK_SET)
+        os.fsync(self._log_fd)
+        self._log_bytes, self._log_records = len(_LOG_HEADER), 0
 
     def delete(self) -> None:
         """See ``ConsumerStore.delete``."""
+        if not self._closed:
+            os.close(self._log_fd)
         self._closed = True
-        for p in (self._path, self._tmp):
+        for p in (self._path, self._tmp, self._log_path):
             if p.exists():
                 p.unlink()
         fsync_dir(self._dir)
 
     def close(self) -> None:
-        """See ``ConsumerStore.close``."""
+        """See ``ConsumerStore.close``: syncs and compacts (the log ends empty)."""
         if self._closed:
             return
         self.sync()
+        if self._log_records:
+            self._compact(encode_consumer_state(self._state))
+        os.close(self._log_fd)
         self._closed = True
+
+
+def scan_log(data: bytes) -> tuple[int, bytes | None, int]:
+    """Walk a consumer log (header included): ``(end of the last complete
+    record, its body or None, complete records)``; a short or failing record
+    ends the walk (a torn tail)."""
+    pos, last, records = len(_LOG_HEADER), None, 0
+    while pos + _REC.size <= len(data):
+        n, crc = _REC.unpack_from(data, pos)
+        body = data[pos + _REC.size : pos + _REC.size + n]
+        if len(body) < n or zlib.crc32(body) != crc:
+            break
+        pos += _REC.size + n
+        last, records = body, records + 1
+    return pos, last, records
 
 
 if TYPE_CHECKING:

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 from store.api import ConsumerState, ConsumerStore, Pending
-from store.consumer import FileConsumerStore, decode_consumer_state, encode_consumer_state
+from store.consumer import (
+    FileConsumerStore,
+    decode_consumer_state,
+    encode_consumer_state,
+    scan_log,
+)
 from store.errors import CorruptionError, StoreClosed
 from store.memory import MemoryConsumerStore
 
@@ -81,3 +86,104 @@ def test_file_delete(tmp_path: Path) -> None:
     cs.delete()
     assert not (d / "state").exists()
     assert FileConsumerStore(d).load() == ConsumerState()
+
+
+def _state(i: int) -> ConsumerState:
+    return ConsumerState(
+        delivered_consumer_seq=i,
+        delivered_stream_seq=i,
+        ack_floor_consumer_seq=i - 1,
+        ack_floor_stream_seq=i - 1,
+        pending={i: Pending(i, i * 10)},
+    )
+
+
+def test_file_sync_appends_to_the_log_only(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    cs = FileConsumerStore(d)
+    for i in range(1, 6):
+        cs.save(_state(i))
+        cs.sync()
+    assert not (d / "state").exists()  # no rewrite on the hot path
+    end, last, records = scan_log((d / "log").read_bytes())
+    assert end == (d / "log").stat().st_size
+    assert records == 5 and last == encode_consumer_state(_state(5))
+    assert FileConsumerStore(d).load() == _state(5)
+    cs.sync()  # nothing changed: nothing appended
+    assert scan_log((d / "log").read_bytes())[2] == 5
+
+
+@pytest.mark.parametrize("cut", [1, 4, 8, 9, -1])
+def test_file_log_torn_tail_is_cut(tmp_path: Path, cut: int) -> None:
+    d = tmp_path / "c"
+    cs = FileConsumerStore(d)
+    cs.save(_state(1))
+    cs.sync()
+    good = (d / "log").stat().st_size
+    cs.save(_state(2))
+    cs.sync()
+    data = (d / "log").read_bytes()
+    (d / "log").write_bytes(
+        data[: good + cut] if cut > 0 else data[:-1]
+    )  # crash in the middle of the second append
+    again = FileConsumerStore(d)
+    assert again.load() == _state(1)
+    assert (d / "log").stat().st_size == good
+    again.save(_state(3))
+    again.sync()
+    assert FileConsumerStore(d).load() == _state(3)
+
+
+def test_file_log_bit_flip_in_last_record_falls_back(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    cs = FileConsumerStore(d)
+    for i in (1, 2):
+        cs.save(_state(i))
+        cs.sync()
+    data = bytearray((d / "log").read_bytes())
+    data[-1] ^= 0x01
+    (d / "log").write_bytes(bytes(data))
+    assert FileConsumerStore(d).load() == _state(1)
+
+
+def test_file_log_compaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.consumer as mod
+
+    monkeypatch.setattr(mod, "LOG_COMPACT_BYTES", 200)
+    d = tmp_path / "c"
+    cs = FileConsumerStore(d)
+    for i in range(1, 40):
+        cs.save(_state(i))
+        cs.sync()
+        assert (d / "log").stat().st_size <= 200 + 8 * 64
+        assert FileConsumerStore(d).load() == _state(i)
+    assert (d / "state").exists()
+    assert FileConsumerStore(d).load() == _state(39)
+
+
+def test_file_crash_between_compaction_rename_and_log_truncation(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    cs = FileConsumerStore(d)
+    for i in (1, 2):
+        cs.save(_state(i))
+        cs.sync()
+    log_before = (d / "log").read_bytes()
+    cs.close()  # compacts: state = _state(2), log emptied
+    assert scan_log((d / "log").read_bytes())[2] == 0
+    assert FileConsumerStore(d).load() == _state(2)
+    (d / "log").write_bytes(log_before)  # the truncation never reached the disk
+    assert FileConsumerStore(d).load() == _state(2)
+    (d / "state.tmp").write_bytes(b"TJCS\x01torn")  # or the crash hit the temp file
+    assert FileConsumerStore(d).load() == _state(2)
+
+
+def test_file_log_header_and_empty_log(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    cs = FileConsumerStore(d)
+    cs.save(STATE)
+    cs.close()
+    (d / "log").write_bytes(b"")  # crash while the log was being created
+    assert FileConsumerStore(d).load() == STATE
+    (d / "log").write_bytes(b"XXXX\x01")
+    with pytest.raises(CorruptionError):
+        FileConsumerStore(d)
