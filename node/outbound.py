@@ -16,6 +16,15 @@ write.  There are two ways in:
 ``_counted`` is the number of items already accounted; ``_take()`` hands the
 writer everything and resets the counters.  Over ``max_pending`` bytes the
 owner's ``_overflow()`` runs (slow consumer).
+
+Held wake-ups: while the owner's own reader acts on a received chunk
+(``_hold()``), whatever is queued for the owner (a PONG, a reply, a PubAck)
+does not wake the writer; at the end of the chunk ``_release()`` says whether
+a wake-up is due, and the reader either writes the bytes itself (one
+non-blocking send, when the writer is idle) or wakes the writer then.  The
+common request/response case so costs no task switch to the writer.  Nothing
+awaits between ``_hold()`` and ``_release()``, so no other task can queue
+meanwhile.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ class Outbound:
     _max_pending: int
     _wake: trio.Event
     _wake_set: bool
+    _holding: bool
     closing: object
 
     def _init_outbound(self, max_pending: int) -> None:
@@ -45,6 +55,7 @@ class Outbound:
         self._max_pending = max_pending
         self._wake = trio.Event()
         self._wake_set = False
+        self._holding = False
 
     def _overflow(self) -> None:
         """Called when pending bytes pass ``max_pending`` (owner closes)."""
@@ -67,7 +78,30 @@ class Outbound:
             return
         if not self._wake_set:
             self._wake_set = True
-            self._wake.set()
+            if not self._holding:
+                self._wake.set()
+
+    def _hold(self) -> None:
+        """Hold writer wake-ups (the owner's reader starts acting on a chunk)."""
+        self._holding = True
+
+    def _release(self) -> bool:
+        """End a hold; True when something was queued meanwhile and the
+        writer has not been woken (the caller writes it or calls ``_wake_now``)."""
+        self._holding = False
+        return self._wake_set and not self._wake.is_set()
+
+    def _wake_now(self) -> None:
+        """Wake the writer for data queued during a hold."""
+        self._wake_set = True
+        self._wake.set()
+
+    def _take_held(self) -> bytes:
+        """Everything queued, for a write by the owner's reader after a hold
+        (the writer's wake-up is left as it is: not set)."""
+        data = self._take_data()
+        self._wake_set = False
+        return data
 
     def _push(self, data: bytes, *, msg: bool) -> bool:
         """Queue one item; False when that made the buffer overflow."""
@@ -82,7 +116,8 @@ class Outbound:
             return False
         if not self._wake_set:
             self._wake_set = True
-            self._wake.set()
+            if not self._holding:
+                self._wake.set()
         return True
 
     def _drop_pending(self) -> None:
@@ -94,6 +129,9 @@ class Outbound:
         """Everything queued, joined (b"" if nothing); resets the wake-up."""
         self._wake = trio.Event()
         self._wake_set = False
+        return self._take_data()
+
+    def _take_data(self) -> bytes:
         out = self._out
         if not out:
             return b""

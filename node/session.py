@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import ssl
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +156,8 @@ class ClientSession(Outbound):
         self.out_msgs = 0
         self.out_bytes = 0
         self._init_outbound(cfg.max_pending)
+        self._fd = -1  # a plain socket's descriptor (set after the handshake), else -1
+        self._sending = False  # the writer is in send_all (a partial send's rest)
         self._closed = trio.Event()
         self._writer_done = trio.Event()
         self.closing: ClosedReason | None = None
@@ -192,6 +195,8 @@ class ClientSession(Outbound):
         try:
             if not await self._handshake():
                 return
+            if isinstance(self.stream, trio.SocketStream):
+                self._fd = self.stream.socket.fileno()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reader)
                 nursery.start_soon(self._writer)
@@ -311,6 +316,7 @@ class ClientSession(Outbound):
 
     async def _writer(self) -> None:
         stream = self.stream
+        fd = self._fd
         deadline_s = self.server.cfg.write_deadline_s
         try:
             while True:
@@ -319,12 +325,18 @@ class ClientSession(Outbound):
                 data = self._take()
                 if data:
                     try:
-                        with trio.fail_after(deadline_s):
-                            await stream.send_all(data)
+                        if fd >= 0:  # one non-blocking send, no trio checkpoint
+                            n = self._send_now(fd, data)
+                            data = data[n:] if n < len(data) else b""
+                        if data:
+                            self._sending = True
+                            with trio.fail_after(deadline_s):
+                                await stream.send_all(data)
+                            self._sending = False
                     except trio.TooSlowError:
                         self.close(ClosedReason.SLOW_CONSUMER_DEADLINE, flush=False)
                         return
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         self.close(ClosedReason.WRITE_ERROR, flush=False)
                         return
                     if self.closing is not None and not self._out:
@@ -340,6 +352,41 @@ class ClientSession(Outbound):
                     self._ping_timer(now)
         finally:
             self._writer_done.set()
+
+    @staticmethod
+    def _send_now(fd: int, data: bytes) -> int:
+        """Bytes of ``data`` one non-blocking send took (0 when the socket is full).
+
+        Raises:
+            OSError: the connection is broken.
+        """
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+
+    def _write_held(self) -> None:
+        """After a chunk: write what it queued for this client, or wake the writer.
+
+        The reader writes itself when it can (a plain socket, the writer idle):
+        one non-blocking send, the rest (if any) left to the writer.
+        """
+        fd = self._fd
+        if fd < 0 or self._sending or self.closing is not None:
+            self._wake_now()
+            return
+        data = self._take_held()
+        try:
+            n = self._send_now(fd, data)
+        except OSError:
+            self.close(ClosedReason.WRITE_ERROR, flush=False)
+            return
+        if n < len(data):
+            rest = data[n:]
+            self._out.insert(0, rest)
+            self._counted += 1
+            self.pending_bytes += len(rest)
+            self._wake_now()
 
     def _ping_timer(self, now: float) -> None:
         need_rtt = (
@@ -359,20 +406,47 @@ class ClientSession(Outbound):
 
     # -- inbound ----------------------------------------------------------
 
+    async def _receive(self) -> bytes:
+        """The next chunk (b"" at end of stream).
+
+        On a plain socket: non-blocking reads, waiting for readability only
+        when there is nothing to read, and one checkpoint when data was there
+        at once (the reader yields once per chunk, so a busy client never
+        starves the others) — trio's ``receive_some`` adds a scheduling
+        pass after every read, which a request/response exchange pays each
+        time.  Other streams (TLS, in-memory) use ``receive_some``.
+
+        Raises:
+            trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError,
+            OSError: the connection is broken.
+        """
+        fd = self._fd
+        if fd < 0:
+            data = await self.stream.receive_some(RECV_BYTES_MAX)
+            return data if type(data) is bytes else bytes(data)  # TLS, memory: bytearray
+        waited = False
+        while True:
+            try:
+                data = os.read(fd, RECV_BYTES_MAX)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                waited = True
+                continue
+            if not waited:
+                await trio.lowlevel.checkpoint()
+            return data
+
     async def _reader(self) -> None:
-        stream = self.stream
         proto = self._proto
         while self.closing is None:
             try:
-                data = await stream.receive_some(RECV_BYTES_MAX)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError):
+                data = await self._receive()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError, OSError):
                 self.close(ClosedReason.READ_ERROR, flush=False)
                 return
             if not data:
                 self.close(ClosedReason.CLIENT_CLOSED, flush=False)
                 return
-            if type(data) is not bytes:  # TLS and memory streams give bytearray
-                data = bytes(data)
             self.last_in = trio.current_time()
             if (
                 not self.connected
@@ -384,8 +458,13 @@ class ClientSession(Outbound):
                 self._auth_violation()
                 return
             in_msgs, in_bytes = self.in_msgs, self.in_bytes
-            proto.feed(data, self._pub_handler, self._on_event, self._pub_run_handler)
-            self._flush()
+            self._hold()
+            try:
+                proto.feed(data, self._pub_handler, self._on_event, self._pub_run_handler)
+                self._flush()
+            finally:
+                if self._release():
+                    self._write_held()
             st = self.server.stats
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes
