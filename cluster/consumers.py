@@ -111,13 +111,18 @@ class Consumer:
         self.cfg = cfg
         self.store = store
         self.created_ns = created_ns
-        self.fsm = ConsumerStateMachine(name, store)
+        self.fsm = fsm = ConsumerStateMachine(name, store, save_each_op=False)
+
+        def sync() -> None:  # the state is built and saved once per batch
+            fsm.flush()
+            store.sync()
+
         # R1: op objects are applied directly (no cbor round trip); a memory
         # store's sync costs nothing, so it needs no sync thread
         self.group = LocalGroup(
             f"{stream.cfg.name}/{name}",
             self.fsm,
-            store.sync,
+            sync,
             apply=self.fsm.apply_op,
             sync_in_thread=not isinstance(store, MemoryConsumerStore),
         )

@@ -85,6 +85,10 @@ class AckOutcome:
     ok: bool
 
 
+_OK = AckOutcome(True)
+_NOT_OK = AckOutcome(False)
+
+
 @dataclass(slots=True)
 class ConsumerOutcome:
     """Result of one applied op.
@@ -117,11 +121,19 @@ class ConsumerStateMachine:
         name: the consumer's name (ops naming another consumer are refused).
         store: where the state is kept (``save`` after each op; the group
             syncs it before results are released).
+        save_each_op: False: ops only mark the state changed and ``flush``
+            saves it (once per batch, from the group's sync).
+
+    ``pending`` is kept in ascending stream sequence order (new deliveries
+    are appended in order; loads and restores sort), so its first key is
+    its minimum.
     """
 
-    def __init__(self, name: str, store: ConsumerStore) -> None:
+    def __init__(self, name: str, store: ConsumerStore, *, save_each_op: bool = True) -> None:
         self.name = name
         self._store = store
+        self._save_each_op = save_each_op
+        self._unsaved = False
         self.policy = ConsumerPolicy()
         st = store.load()
         self.dseq = st.delivered_consumer_seq
@@ -130,7 +142,7 @@ class ConsumerStateMachine:
         self.floor_sseq = st.ack_floor_stream_seq
         #: stream seq -> [original consumer seq, last delivery / progress time]
         self.pending: dict[int, list[int]] = {
-            s: [p.consumer_seq, p.ts_ns] for s, p in st.pending.items()
+            s: [p.consumer_seq, p.ts_ns] for s, p in sorted(st.pending.items())
         }
         #: stream seq -> redeliveries so far (deliveries - 1)
         self.rdc: dict[int, int] = dict(st.redelivered)
@@ -252,15 +264,33 @@ class ConsumerStateMachine:
             self._timeouts(op.now_ns, out)
         else:
             self._stream_first(op.first_seq, out)
-        self._store.save(self.state())
+        if self._save_each_op:
+            self._store.save(self.state())
+        else:
+            self._unsaved = True
         return out
+
+    def flush(self) -> None:
+        """Save the state if ops changed it since the last save (``save_each_op=False``)."""
+        if self._unsaved:
+            self._unsaved = False
+            self._store.save(self.state())
 
     def _delivered(self, op: ConsumerDelivered, out: ConsumerOutcome) -> None:
         ack_none = self.policy.ack == "none"
+        md = self.policy.max_deliver
         for sseq in op.sseqs:
             if sseq in self.pending:  # a redelivery
                 if sseq in self.rdq:
                     self.rdq.remove(sseq)
+                dc = self.deliveries(sseq)
+                if md > 0 and dc >= md:  # a -NAK'd last delivery: given up now
+                    p = self.pending.pop(sseq)
+                    self._move_floor(p[0], sseq)
+                    self.rdc[sseq] = dc
+                    out.events.append(MaxDeliveries(sseq, dc))
+                    out.acked.append(sseq)
+                    continue
                 self.rdc[sseq] = self.rdc.get(sseq, 0) + 1
                 self.pending[sseq][1] = op.now_ns
             elif self.lss and sseq == self.lss[0]:
@@ -294,7 +324,7 @@ class ConsumerStateMachine:
             return
         if dseq == self.floor_dseq + 1:
             self.floor_dseq, self.floor_sseq = dseq, sseq
-            nxt = min(self.pending)
+            nxt = next(iter(self.pending))  # ascending: the first is the minimum
             p = self.pending[nxt]
             if p[0] > 0:
                 self.floor_dseq, self.floor_sseq = p[0] - 1, nxt - 1
@@ -305,14 +335,14 @@ class ConsumerStateMachine:
             p = self.pending.get(sseq)
             if p is not None:
                 p[1] = now_ns
-            return AckOutcome(True)
+            return _OK
         if kind is AckKind.NAK:
             return self._nak(item, now_ns, out)
         dc = self.deliveries(sseq)
         ok = self._take_ack(sseq, dseq, out)
         if kind is AckKind.TERM:
             out.events.append(Terminated(sseq, dseq, dc, item.reason))
-        return AckOutcome(ok)
+        return _OK if ok else _NOT_OK
 
     def _take_ack(self, sseq: int, dseq: int, out: ConsumerOutcome) -> bool:
         if sseq >= self.next_sseq and not self.lss:
@@ -346,18 +376,18 @@ class ConsumerStateMachine:
     def _nak(self, item: AckItem, now_ns: int, out: ConsumerOutcome) -> AckOutcome:
         sseq, dseq = item.sseq, item.dseq
         if dseq <= self.floor_dseq or dseq > self.dseq or sseq not in self.pending:
-            return AckOutcome(True)
+            return _OK
         out.events.append(Nakked(sseq, dseq, self.deliveries(sseq)))
         if item.delay_ns >= 0:
             if sseq in self.rdq:
                 self.rdq.remove(sseq)
             # the timer then runs out ``delay`` from now
             self.pending[sseq][1] = now_ns - self._wait_for(sseq) + item.delay_ns
-            return AckOutcome(True)
+            return _OK
         if sseq not in self.rdq:
             bisect.insort(self.rdq, sseq)
         out.wake = True
-        return AckOutcome(True)
+        return _OK
 
     def _wait_for(self, sseq: int) -> int:
         _, ts = self.pending[sseq]
@@ -428,7 +458,7 @@ class ConsumerStateMachine:
             v, dseq, nxt, fd, fs, pend, rdc, rdq, lss = cbor2.loads(reader.read())
             if v != 1:
                 raise ValueError(f"unknown consumer snapshot version {v!r}")
-            pending = {int(s): [int(p[0]), int(p[1])] for s, p in pend.items()}
+            pending = {int(s): [int(p[0]), int(p[1])] for s, p in sorted(pend.items())}
             rdc2 = {int(s): int(n) for s, n in rdc.items()}
             rdq2, lss2 = [int(s) for s in rdq], [int(s) for s in lss]
         except (TypeError, KeyError, IndexError, cbor2.CBORDecodeError) as e:
