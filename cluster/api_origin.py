@@ -12,7 +12,9 @@ that the node layer provides; this module never imports ``node``.
 *Setup* (``start``): subscribe a fresh deliver subject
 (``<external.deliver>.M.<token>``/``….S.<token>``, or ``$JS.M.<token>``/
 ``$JS.S.<token>`` without a deliver prefix), then send
-``<api>.CONSUMER.CREATE.<stream>[.<name>.<filter>]`` with nats-server's
+``<api>.CONSUMER.CREATE.<stream>[.<name>.<filter>]`` (with
+``Nats-Required-Api-Level`` 5 and ``Nats-Stream-Identity`` for a source, 4
+for a mirror, lowered on a 10185 answer as nats-server does) and nats-server's
 request: ephemeral push consumer, ``ack_policy: none``, ``max_deliver`` 1,
 ``ack_wait`` 22 h, flow control, 1 s idle heartbeats, 10 s
 ``inactive_threshold``, ``direct``, the filters of the mirror/source and a
@@ -72,7 +74,16 @@ from typing import Any, Protocol
 import trio
 
 from cluster.model import StreamSource
-from cluster.sourcing import StartAt, go_hash, parse_rfc3339_ns, rfc3339_ns, stream_identity
+from cluster.sourcing import (
+    OriginRecreated,
+    OriginRetry,
+    OriginUnavailable,
+    StartAt,
+    go_hash,
+    parse_rfc3339_ns,
+    rfc3339_ns,
+    stream_identity,
+)
 from store.api import StoredMsg
 
 __all__ = [
@@ -105,6 +116,7 @@ RECV_MSGS_MAX = 16_384
 """Messages queued between the subscription and the feed (flow control
 keeps it far lower; beyond it a message is dropped and the gap restarts)."""
 ERR_IDENTITY_MISMATCH = 10225
+ERR_API_LEVEL = 10185
 _TOKEN_ALPHABET = string.ascii_letters + string.digits
 _CONTROL = b"NATS/1.0 100 "
 
@@ -130,29 +142,6 @@ class Messaging(Protocol):
     ) -> None:
         """Publish a message on the server's behalf."""
         ...
-
-
-class OriginRetry(Exception):
-    """The consumer lost something or went silent: recreate it from the
-    next needed sequence."""
-
-
-class OriginRecreated(Exception):
-    """The origin is not the stream the position belongs to (deleted and
-    created again): start over."""
-
-
-class OriginUnavailable(Exception):
-    """The consumer could not be created.
-
-    Attributes:
-        error: the API error answered (``code``, ``err_code``,
-            ``description``), or None when nothing answered.
-    """
-
-    def __init__(self, error: dict[str, Any] | None) -> None:
-        super().__init__(error["description"] if error else "no answer")
-        self.error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,14 +325,10 @@ class ApiOrigin:
             metadata=self._metadata,
         )
         self._sub = self._msg.subscribe(deliver, self._on_delivery)
-        hdr = "NATS/1.0\r\nNats-Required-Api-Level: 4\r\n"
-        if not self._mirror and self._known_identity:
-            hdr = f"NATS/1.0\r\nNats-Required-Api-Level: 5\r\nNats-Stream-Identity: {self._known_identity}\r\n"
         try:
-            rhdr, answer = await self._request(
-                _api_subject(self._api, rest), json.dumps(body).encode(), (hdr + "\r\n").encode()
+            rhdr, info = await self._create(
+                _api_subject(self._api, rest), json.dumps(body).encode()
             )
-            info = self._check_answer(answer)
             identity = _header(rhdr, b"Nats-Stream-Identity") if rhdr else None
             if not identity:
                 identity = await self._identity_from_info()
@@ -365,6 +350,32 @@ class ApiOrigin:
             sseq + 1,
         )
         return sseq
+
+    async def _create(self, subject: str, body: bytes) -> tuple[bytes | None, dict[str, Any]]:
+        """Send the create request at the highest API level the origin takes.
+
+        Like nats-server: a source states level 5 with the identity its
+        position belongs to, a mirror level 4; an origin that answers
+        10185 (level not supported) is asked again one level lower, last
+        without the header.
+        """
+        levels: list[str | None] = [None, "4"]
+        if not self._mirror:
+            levels.append("5")
+        while True:
+            level = levels.pop()
+            hdr = None
+            if level is not None:
+                text = f"NATS/1.0\r\nNats-Required-Api-Level: {level}\r\n"
+                if level == "5":
+                    text += f"Nats-Stream-Identity: {self._known_identity}\r\n"
+                hdr = (text + "\r\n").encode()
+            rhdr, answer = await self._request(subject, body, hdr)
+            try:
+                return rhdr, self._check_answer(answer)
+            except OriginUnavailable as e:
+                if not levels or e.error is None or e.error["err_code"] != ERR_API_LEVEL:
+                    raise
 
     def _deliver_subject(self) -> str:
         tag = ".M" if self._mirror else ".S"
@@ -476,6 +487,8 @@ class ApiOrigin:
                     out.append(m)
             if out:
                 return out
+            if self._retry_next:
+                raise OriginRetry("delivery lost")
             self._wake = trio.Event()
             if self._queue:
                 continue

@@ -312,3 +312,32 @@ async def test_silence_is_a_stall(mock_clock: trio.testing.MockClock) -> None:
     with pytest.raises(OriginRetry):
         await origin.read(0, 10)
     assert trio.current_time() - before == pytest.approx(10.0)
+
+
+async def test_api_level_is_lowered_when_the_origin_does_not_take_it() -> None:
+    bus = FakeBus()
+    too_high = {
+        "code": 412,
+        "err_code": 10185,
+        "description": "JetStream minimum api level required",
+    }
+
+    def answer(subject: str, body: bytes, hdr: bytes | None) -> tuple[bytes | None, bytes] | None:
+        if hdr is not None:  # this origin takes no level requirement at all
+            return None, json.dumps({"error": too_high}).encode()
+        return b"NATS/1.0\r\nNats-Stream-Identity: I\r\n\r\n", _created(body, 0)
+
+    bus.answer = answer
+    origin = _origin(bus)
+    await origin.start(StartAt())
+    assert [h for _, _, _, h in bus.sent] == [
+        b"NATS/1.0\r\nNats-Required-Api-Level: 5\r\nNats-Stream-Identity: \r\n\r\n",
+        b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n",
+        None,
+    ]
+    bus.sent.clear()
+    await _origin(bus, mirror=True).start(StartAt())
+    assert [h for _, _, _, h in bus.sent] == [
+        b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n",
+        None,
+    ]
