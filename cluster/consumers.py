@@ -9,7 +9,8 @@ on disk.  The consumer's one task drives the group, the ack queue and the
 ack timers:
 
 * acks arrive synchronously from the router (``offer_ack``), are queued
-  (bounded) and proposed in batches as one ``ConsumerAcks``; each ack's
+  (bounded) and proposed in batches: runs of plain acks as one
+  ``ConsumerAcked`` (sequence arrays), others as one ``ConsumerAcks``; each ack's
   callback then gets its ``AckOutcome`` (ack sync replies).
 * timers are data: the task sleeps until ``fsm.next_due_ns()`` (or until
   something changes) and proposes ``ConsumerTimeouts(now)``.
@@ -58,6 +59,7 @@ from cluster.model import Retention as RetentionPolicy
 from cluster.model import Storage
 from cluster.ops import (
     AckItem,
+    ConsumerAcked,
     ConsumerAcks,
     ConsumerCreated,
     ConsumerDelivered,
@@ -126,7 +128,9 @@ class Consumer:
             apply=self.fsm.apply_op,
             sync_in_thread=not isinstance(store, MemoryConsumerStore),
         )
-        self._acks: list[tuple[AckItem, OnAck | None]] = []
+        #: queued acks: (item, 0, 0, callback), or (None, sseq, dseq, callback)
+        #: for a plain ack
+        self._acks: list[tuple[AckItem | None, int, int, OnAck | None]] = []
         self._acks_wake = trio.Event()
         self._timer_changed = trio.Event()
         self.changed = trio.Event()
@@ -193,7 +197,16 @@ class Consumer:
         """Queue an ack (called synchronously by the router); False when full."""
         if len(self._acks) >= ACK_QUEUE_MAX:
             return False
-        self._acks.append((item, on_done))
+        self._acks.append((item, 0, 0, on_done))
+        self._acks_wake.set()
+        return True
+
+    def offer_plain_ack(self, sseq: int, dseq: int, on_done: OnAck | None) -> bool:
+        """Queue a plain ack (``+ACK``): like ``offer_ack`` with an ``ACK`` item,
+        without the item (runs of them are proposed as one ``ConsumerAcked``)."""
+        if len(self._acks) >= ACK_QUEUE_MAX:
+            return False
+        self._acks.append((None, sseq, dseq, on_done))
         self._acks_wake.set()
         return True
 
@@ -210,13 +223,27 @@ class Consumer:
                 continue
             batch = self._acks[:ACKS_PER_OP_MAX]
             del self._acks[:ACKS_PER_OP_MAX]
-            op = ConsumerAcks(self.name, tuple(a for a, _ in batch), time.time_ns())
-            out = await self.propose(op)
-            if self.retention is not None and out.acked:
-                await self.retention.after_acks(out.acked)
-            for (_, cb), res in zip(batch, out.acks, strict=True):
-                if cb is not None:
-                    cb(res)
+            now_ns = time.time_ns()
+            i = 0
+            while i < len(batch):  # runs of plain acks, runs of the others, in order
+                plain = batch[i][0] is None
+                j = i + 1
+                while j < len(batch) and (batch[j][0] is None) == plain:
+                    j += 1
+                run = batch[i:j]
+                i = j
+                op: ConsumerAcked | ConsumerAcks
+                if plain:
+                    sseqs = tuple(e[1] for e in run)
+                    op = ConsumerAcked(self.name, sseqs, tuple(e[2] for e in run), now_ns)
+                else:
+                    op = ConsumerAcks(self.name, tuple(e[0] for e in run if e[0]), now_ns)
+                out = await self.propose(op)
+                if self.retention is not None and out.acked:
+                    await self.retention.after_acks(out.acked)
+                for e, res in zip(run, out.acks, strict=True):
+                    if e[3] is not None:
+                        e[3](res)
 
     # -- timers ---------------------------------------------------------------------
 

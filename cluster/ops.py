@@ -47,6 +47,7 @@ __all__ = [
     "AckItem",
     "AckKind",
     "AckRemove",
+    "ConsumerAcked",
     "ConsumerAcks",
     "ConsumerCreated",
     "ConsumerDelivered",
@@ -117,6 +118,7 @@ class OpCode(enum.IntEnum):
     CONSUMER_ACKS = 35
     CONSUMER_TIMEOUTS = 36
     CONSUMER_STREAM_FIRST = 37
+    CONSUMER_ACKED = 38
 
 
 # --------------------------------------------------------------------------- field checks
@@ -715,6 +717,30 @@ class ConsumerAcks:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerAcked:
+    """A batch of plain acks (``+ACK``, ``+OK``, empty, ``+NXT``) as two parallel
+    sequence arrays: the common case without one value object per ack.  Its
+    ``AckOutcome`` per ack is as ``ConsumerAcks`` gives an ``ACK`` item."""
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_ACKED
+    consumer: str
+    sseqs: tuple[int, ...]
+    dseqs: tuple[int, ...]
+    now_ns: int
+
+    def __post_init__(self) -> None:
+        _check_str("consumer", self.consumer)
+        if type(self.sseqs) is not tuple or type(self.dseqs) is not tuple or not self.sseqs:
+            raise OpError("sseqs and dseqs must be non-empty tuples")
+        if len(self.sseqs) != len(self.dseqs):
+            raise OpError("sseqs and dseqs differ in length")
+        for seqs in (self.sseqs, self.dseqs):
+            if not all(type(v) is int and 0 <= v <= UINT64_MAX for v in seqs):
+                raise OpError("sequences must be ints in 0..2**64-1")
+        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerTimeouts:
     """Ack timers that ran out by ``now_ns``: redeliver or give up (max_deliver)."""
 
@@ -747,6 +773,7 @@ ConsumerOp = (
     | ConsumerAcks
     | ConsumerTimeouts
     | ConsumerStreamFirst
+    | ConsumerAcked
 )
 """Every op a consumer replicates."""
 
@@ -757,6 +784,7 @@ _CONSUMER_OPS = (
     ConsumerAcks,
     ConsumerTimeouts,
     ConsumerStreamFirst,
+    ConsumerAcked,
 )
 
 
@@ -772,6 +800,8 @@ def _consumer_body(op: ConsumerOp) -> object:
         return [op.consumer, items, op.now_ns]
     if isinstance(op, ConsumerTimeouts):
         return [op.consumer, op.now_ns]
+    if isinstance(op, ConsumerAcked):
+        return [op.consumer, list(op.sseqs), list(op.dseqs), op.now_ns]
     return [op.consumer, op.first_seq]
 
 
@@ -805,6 +835,13 @@ def _dec_consumer_acks(body: object) -> ConsumerAcks:
             raise OpError(f"bad ack kind {kind!r}")
         acks.append(AckItem(AckKind(kind), sseq, dseq, delay, reason))
     return ConsumerAcks(name, tuple(acks), now)
+
+
+def _dec_consumer_acked(body: object) -> ConsumerAcked:
+    name, sseqs, dseqs, now = _array("consumer_acked", body, 4)
+    if type(sseqs) is not list or type(dseqs) is not list:
+        raise OpError("sseqs and dseqs must be arrays")
+    return ConsumerAcked(name, tuple(sseqs), tuple(dseqs), now)
 
 
 def _dec_consumer_timeouts(body: object) -> ConsumerTimeouts:
@@ -933,6 +970,7 @@ _DECODERS: dict[int, Callable[[object], Op | ConsumerOp]] = {
     OpCode.CONSUMER_ACKS: _dec_consumer_acks,
     OpCode.CONSUMER_TIMEOUTS: _dec_consumer_timeouts,
     OpCode.CONSUMER_STREAM_FIRST: _dec_consumer_stream_first,
+    OpCode.CONSUMER_ACKED: _dec_consumer_acked,
 }
 
 

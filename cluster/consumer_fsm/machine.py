@@ -15,6 +15,7 @@ import cbor2
 from cluster.ops import (
     AckItem,
     AckKind,
+    ConsumerAcked,
     ConsumerAcks,
     ConsumerCreated,
     ConsumerDelivered,
@@ -95,7 +96,7 @@ class ConsumerOutcome:
 
     Attributes:
         deliveries: for ``ConsumerDelivered``, one per delivered sequence.
-        acks: for ``ConsumerAcks``, one per item.
+        acks: for ``ConsumerAcks`` and ``ConsumerAcked``, one per ack.
         acked: stream sequences no longer wanted by this consumer (acked,
             terminated or given up): interest/workqueue retention hooks here.
         events: advisories to publish (``Nakked``, ``Terminated``,
@@ -229,7 +230,8 @@ class ConsumerStateMachine:
             | ConsumerDelivered
             | ConsumerAcks
             | ConsumerTimeouts
-            | ConsumerStreamFirst,
+            | ConsumerStreamFirst
+            | ConsumerAcked,
         ):
             raise OpError(f"not a consumer op: {type(op).__name__}")
         return self.apply_op(op)
@@ -256,6 +258,11 @@ class ConsumerStateMachine:
             out.wake = True
         elif isinstance(op, ConsumerDelivered):
             self._delivered(op, out)
+        elif isinstance(op, ConsumerAcked):
+            take, acks = self._take_ack, out.acks
+            for sseq, dseq in zip(op.sseqs, op.dseqs, strict=True):
+                acks.append(_OK if take(sseq, dseq, out) else _NOT_OK)
+            self.last_ack_ns = op.now_ns
         elif isinstance(op, ConsumerAcks):
             for item in op.acks:
                 out.acks.append(self._ack(item, op.now_ns, out))

@@ -486,7 +486,7 @@ class ConsumerManager:
         """The handler of ``consumer``'s ack subscription (its subject names it)."""
         stream, name = consumer.stream.cfg.name, consumer.name
         client = self.svc.client
-        offer = consumer.offer_ack
+        offer, offer_plain = consumer.offer_ack, consumer.offer_plain_ack
 
         def on_ack(
             sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
@@ -499,13 +499,16 @@ class ConsumerManager:
             except ValueError:
                 return
             if not reply and (not body or body == b"+ACK"):  # the common case
-                offer(AckItem(AckKind.ACK, sseq, dseq), None)
+                offer_plain(sseq, dseq, None)
                 return
             item, nxt = _ack_item(body, sseq, dseq)
             if item is None:
                 return
             if not reply:
-                offer(item, None)
+                if item.kind is AckKind.ACK:
+                    offer_plain(sseq, dseq, None)
+                else:
+                    offer(item, None)
                 return
 
             def done(res: Any) -> None:

@@ -50,6 +50,7 @@ def test_op_codes_are_pinned() -> None:
         "CONSUMER_ACKS": 35,
         "CONSUMER_TIMEOUTS": 36,
         "CONSUMER_STREAM_FIRST": 37,
+        "CONSUMER_ACKED": 38,
     }
 
 
