@@ -31,6 +31,15 @@ timer) asks the ``run`` task to sync between batches, so the store still has
 one owner at a time and everything applied before the request is durable
 when it returns.  A result then means "applied", not "on disk".
 
+Started batches (``start``/``finish``): an owner that has an entry in hand
+while the group is ``idle`` (the stream's capture at the end of a received
+chunk) applies it at once in its own task, without awaiting; when the batch
+needs a sync in the thread, that sync starts at once too and the owner's task
+awaits ``finish`` before it hands out the result.  Without a sync thread
+(memory store, interval mode) the result is final on return.  Either way the
+batch is an ordinary batch: ``_busy`` until it is durable, proposals arriving
+meanwhile pile up for the next one.
+
 Cancellation: a cancelled ``propose`` may still be applied and synced; its
 result is dropped.
 """
@@ -45,7 +54,7 @@ from typing import Any
 
 import trio
 
-from raft.errors import QueueFull
+from raft.errors import InvariantViolation, QueueFull
 from raft.fsm import StateMachine
 
 
@@ -96,6 +105,7 @@ class LocalGroup:
         self._running = False
         self._busy = False
         self._syncer: _SyncThread | None = None
+        self._started: _SyncThread | None = None  # the sync of a ``start``ed batch
         self.applied = 0
         self.batches = 0
         self.sync_each_batch = sync_each_batch
@@ -137,6 +147,69 @@ class LocalGroup:
         if p.error is not None:
             raise p.error
         return p.result
+
+    @property
+    def idle(self) -> bool:
+        """Running, no batch in progress, nothing waiting: ``start`` may apply now."""
+        return self._running and not self._busy and not self._pending and not self._sync_requested
+
+    def start(self, entry: Any) -> _Pending:
+        """Apply ``entry`` now, in the caller's task, as a batch of its own.
+
+        Only while ``idle``.  Returns the proposal: resolved (``done`` set,
+        ``result`` or ``error``) when the batch needs no sync in the thread;
+        otherwise its sync is running and the caller must await ``finish``
+        with it (before proposing anything else from that task).
+
+        Raises:
+            InvariantViolation: the group is not idle.
+        """
+        if not self.idle:
+            raise InvariantViolation(f"{self.group_id}: start while a batch is in progress")
+        p = _Pending(entry)
+        self._busy = True
+        try:
+            p.result = self._apply(entry)
+        except Exception as exc:  # an invariant failure: the proposer hears it
+            p.error = exc
+        if self.sync_each_batch and self._syncer is not None:
+            self._started = self._syncer
+            self._syncer.start()
+            return p  # busy until ``finish``
+        try:
+            if self.sync_each_batch:
+                self._sync()
+                self.syncs += 1
+        except Exception as exc:
+            p.error = p.error or exc
+        self._resolve([p])
+        return p
+
+    async def finish(self, p: _Pending) -> None:
+        """Wait until the sync of a batch begun with ``start`` is done, then
+        resolve it (the sync thread's error, if any, becomes ``p.error``).
+
+        Cancellation: shielded; the sync completes and ``p`` is resolved.
+        """
+        syncer, self._started = self._started, None  # kept if ``run`` ended meanwhile
+        if syncer is None:
+            raise InvariantViolation(f"{self.group_id}: finish without a started sync")
+        try:
+            await syncer.wait()
+            self.syncs += 1
+        except Exception as exc:
+            p.error = p.error or exc
+        self._resolve([p])
+
+    def _resolve(self, batch: list[_Pending]) -> None:
+        """End the batch in progress: count it, wake its proposers, let the next in."""
+        self.applied += len(batch)
+        self.batches += 1
+        for p in batch:
+            p.done.set()
+        self._busy = False
+        if self._pending or self._sync_requested:
+            self._wake.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Drive batches nobody else drives, until cancelled; owns the sync thread.
@@ -249,8 +322,8 @@ class LocalGroup:
 class _SyncThread:
     """One long-lived thread that runs ``fn`` on request; completion wakes trio via a socket pair.
 
-    ``run`` is shielded from cancellation: a sync, once started, is waited
-    for, so no call is ever outstanding when the next one comes.  ``close``
+    ``run`` (``start`` then ``wait``) is shielded from cancellation: a sync,
+    once started, is waited for, so no call is ever outstanding when the next one comes.  ``close``
     during a ``run`` (a proposer's task drives a batch while the group's
     driver is cancelled at shutdown) is carried out when that run ends.  An
     exception raised by ``fn`` is re-raised by ``run``.
@@ -278,8 +351,16 @@ class _SyncThread:
 
     async def run(self) -> None:
         """Run ``fn`` in the thread and wait for it (not cancellable once started)."""
+        self.start()
+        await self.wait()
+
+    def start(self) -> None:
+        """Start ``fn`` in the thread; ``wait`` must follow."""
         self._jobs.put(True)
         self._running = True
+
+    async def wait(self) -> None:
+        """Wait for the run begun by ``start`` (shielded from cancellation)."""
         try:
             with trio.CancelScope(shield=True):
                 while True:

@@ -17,6 +17,17 @@ the stream's task has the group sync the store every ``sync_interval_s``.
 ``Stream.snapshot`` holds new proposals back until those in flight are done,
 so the state machine's snapshot is taken at one applied point.
 
+Inline batches: a capturer that routes a whole received chunk before it
+yields passes ``defer`` (the router's) to ``offer``; the stream then asks for
+one ``drain`` call once the chunk is routed instead of waking its task.
+``drain`` applies the queue as one batch right there when the group is idle
+(``LocalGroup.start``): for a memory store (or interval mode) the PubAcks are
+handed out before the chunk's replies are written, with no task switch; for
+a file store the sync starts at once and the stream's task awaits it and
+hands the results out.  When the group is busy it wakes the task, as
+without ``defer``.  Either way the same apply decides, one batch at a time,
+and no result is handed out before the batch is durable.
+
 ``StreamRegistry`` keeps the streams of the node and their configs
 (``<store_dir>/<name>/config.json`` written with write-fsync-rename), and
 recreates them at start; ``restore`` creates a stream from a snapshot
@@ -65,6 +76,14 @@ EXPIRY_RECHECK_S = 60.0
 
 #: callback(result) for one captured message (``PubResult`` or ``ApiErrorResult``)
 OnResult = Callable[[Any], None]
+#: a captured message waiting for its batch: subject, headers, payload, callback
+Queued = tuple[str, bytes | None, bytes, OnResult | None]
+
+
+def _publish_op(batch: list[Queued]) -> StreamMsg:
+    """The op of a publish batch; its timestamp is read here, by the proposer."""
+    now = time.time_ns()
+    return StreamMsg(tuple(Publish(s, h, p, now) for s, h, p, _ in batch))
 
 
 def policy_of(cfg: StreamConfig) -> StreamPolicy:
@@ -107,8 +126,11 @@ class Stream:
             sync_in_thread=not isinstance(store, MemoryStreamStore),
             sync_each_batch=store.sync_policy is not SyncPolicy.INTERVAL,
         )
-        self._queue: list[tuple[str, bytes | None, bytes, OnResult | None]] = []
+        self._queue: list[Queued] = []
         self._wake = trio.Event()
+        self._drain_due = False  # a ``drain`` call is deferred
+        # a batch ``drain`` started whose sync the task awaits: (proposal, op, batch)
+        self._started: tuple[Any, StreamMsg, list[Queued]] | None = None
         self._expiry_changed = trio.Event()
         self._expiry_armed = False  # the expiry task waits for a due time
         self.rejected = 0
@@ -120,15 +142,92 @@ class Stream:
         self._held: trio.Event | None = None
 
     def offer(
-        self, subject: str, headers: bytes | None, payload: bytes, on_result: OnResult | None
+        self,
+        subject: str,
+        headers: bytes | None,
+        payload: bytes,
+        on_result: OnResult | None,
+        defer: Callable[[Callable[[], None]], None] | None = None,
     ) -> bool:
-        """Queue a captured message; False when the queue is full (not stored)."""
+        """Queue a captured message; False when the queue is full (not stored).
+
+        Args:
+            defer: schedules a call for when the caller's batch of messages
+                is routed (``Router.defer``); the stream then has ``drain``
+                called once instead of waking its task.
+        """
         if len(self._queue) >= QUEUE_MSGS_MAX:
             self.rejected += 1
             return False
         self._queue.append((subject, headers, payload, on_result))
-        self._wake.set()
+        if defer is None:
+            self._wake.set()
+        elif not self._drain_due:
+            self._drain_due = True
+            defer(self.drain)
         return True
+
+    def drain(self) -> None:
+        """Apply the queued messages now, in the caller's task, if the group is idle.
+
+        One batch (up to ``BATCH_MSGS_MAX``): without a sync thread (memory
+        store, interval mode) its results are handed out before this returns;
+        otherwise its sync is started and the stream's task hands them out
+        once it is done.  Anything left over, or everything when the group is
+        busy or a snapshot holds proposals back, is left to the task.  Never
+        raises: a failed apply answers the batch with 503/10077.
+        """
+        self._drain_due = False
+        if not self._queue:
+            return
+        if self._held is not None or self._started is not None or not self.group.idle:
+            self._wake.set()
+            return
+        batch = self._take_batch()
+        op = _publish_op(batch)
+        self._inflight += 1
+        p = self.group.start(op)
+        if p.done.is_set():
+            self._settle(p.result, p.error, op, batch)
+        else:
+            self._started = (p, op, batch)
+            self._wake.set()
+        if self._queue:
+            self._wake.set()
+
+    def _take_batch(self) -> list[Queued]:
+        if len(self._queue) <= BATCH_MSGS_MAX:
+            batch, self._queue = self._queue, []
+        else:
+            batch = self._queue[:BATCH_MSGS_MAX]
+            del self._queue[:BATCH_MSGS_MAX]
+        return batch
+
+    def _settle(
+        self, outcome: Any, error: BaseException | None, op: StreamMsg, batch: list[Queued]
+    ) -> None:
+        """Hand out the results of a batch started by ``drain``."""
+        self._inflight -= 1
+        if not self._inflight:
+            self._idle.set()
+        if error is not None:
+            self._answer_failed(error, batch)
+            return
+        self._after(op, outcome)
+        for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
+            if cb is not None:
+                cb(result)
+
+    def _answer_failed(self, exc: BaseException, batch: list[Queued]) -> None:
+        """The store refused or failed: every publish of the batch hears it;
+        the stream keeps running (nothing was acked)."""
+        log.error(
+            "event=stream_apply_failed stream=%s", self.cfg.name, exc_info=exc
+        )
+        failed = ApiErrorResult(503, 10077, str(exc) or type(exc).__name__)
+        for _, _, _, cb in batch:
+            if cb is not None:
+                cb(failed)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Drive the group, the publish batches and ``max_age`` expiry until cancelled."""
@@ -139,26 +238,23 @@ class Stream:
                 nursery.start_soon(self._sync_loop)
             task_status.started()
             while True:
-                if not self._queue:
+                if not self._queue and self._started is None:
                     await self._wake.wait()
                 self._wake = trio.Event()
-                if len(self._queue) <= BATCH_MSGS_MAX:
-                    batch, self._queue = self._queue, []
-                else:
-                    batch = self._queue[:BATCH_MSGS_MAX]
-                    del self._queue[:BATCH_MSGS_MAX]
-                now = time.time_ns()
-                op = StreamMsg(tuple(Publish(s, h, p, now) for s, h, p, _ in batch))
+                if self._started is not None:
+                    p, op, batch = self._started
+                    await self.group.finish(p)
+                    self._started = None
+                    self._settle(p.result, p.error, op, batch)
+                    continue
+                if not self._queue:
+                    continue
+                batch = self._take_batch()
+                op = _publish_op(batch)
                 try:
                     outcome = await self._propose(op)
                 except (StoreError, OSError, OpError, OverflowError) as exc:
-                    # The store refused or failed: every publish of the batch
-                    # hears it; the stream keeps running (nothing was acked).
-                    log.exception("event=stream_apply_failed stream=%s", self.cfg.name)
-                    failed = ApiErrorResult(503, 10077, str(exc) or type(exc).__name__)
-                    for _, _, _, cb in batch:
-                        if cb is not None:
-                            cb(failed)
+                    self._answer_failed(exc, batch)
                     continue
                 for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
                     if cb is not None:
@@ -180,11 +276,15 @@ class Stream:
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()
+        self._after(op, outcome)
+        return outcome
+
+    def _after(self, op: Op, outcome: ApplyOutcome) -> None:
+        """Tell the listeners, and the expiry task when the op may move the next expiry."""
         for listener in self.listeners:
             listener(outcome)
         if type(op) is not StreamMsg or self._publish_moves_expiry():
             self._expiry_changed.set()
-        return outcome
 
     def _publish_moves_expiry(self) -> bool:
         """Whether stored publishes may bring the next expiry forward.

@@ -208,6 +208,7 @@ class JetStreamService:
         name = stream.cfg.name
         ack = self._acker(name)
         resources = self.resources
+        defer = self.server.router.defer  # the batch is applied once the chunk is routed
 
         def on_msg(
             sub: Subscription,
@@ -226,7 +227,7 @@ class JetStreamService:
             if st is not None:  # stored under the transformed subject, if it matches
                 tr = cached_transform(st.src, st.dest)
                 subj = (tr.match(subj) if tr is not None else None) or subj
-            if not stream.offer(subj, hdr, payload, cb) and reply:
+            if not stream.offer(subj, hdr, payload, cb, defer) and reply:
                 self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
 
         self._subs[name] = [self.client.subscribe(s.encode(), on_msg) for s in stream.cfg.subjects]
