@@ -74,7 +74,6 @@ class Router:
         # options bumps ``gen``, which retires every plan at once.
         self.gen = 0
         self._touched: set[Any] = set()  # buffers the fast path appended to
-        self._deferred: list[Callable[[], None]] = []  # run at the next flush()
         # ack intake: b"<stream>.<consumer>" -> the internal subscription on
         # ``$JS.ACK.<stream>.<consumer>.>``, decided at generation _ack_gen
         self._ack_subs: dict[bytes, Any] = {}
@@ -435,20 +434,8 @@ class Router:
         self.out_msgs += k * n
         self.out_bytes += total * n
 
-    def defer(self, fn: Callable[[], None]) -> None:
-        """Have ``fn()`` called at the next ``flush()``, before the buffers are
-        woken: work that a batch of messages being routed gathers (a stream's
-        captured publishes) is then done once per batch, by the routing task.
-        ``fn`` must not raise."""
-        self._deferred.append(fn)
-
     def flush(self) -> None:
-        """Run deferred work, then account and wake every buffer the fast path
-        appended to."""
-        while self._deferred:
-            fns, self._deferred = self._deferred, []
-            for fn in fns:
-                fn()
+        """Account and wake every buffer the fast path appended to."""
         touched = self._touched
         if touched:
             for c in touched:
@@ -628,6 +615,55 @@ class Router:
         self.out_msgs += n
         self.out_bytes += plen * n
         return n + routed
+
+    def deliver_run_as(
+        self, to: bytes, msgs: list[tuple[bytes, bytes | None, bytes | None, bytes]]
+    ) -> int:
+        """``deliver_as`` for several messages ``(subject, reply, headers,
+        payload)`` to one inbox.  When ``to`` has exactly one plain local
+        subscriber and no route interest (a pull request's inbox), their ops
+        are built with one join and appended in batch mode (the caller must
+        ``flush()``); otherwise each goes through ``deliver_as``.  Returns the
+        copies handed out.
+        """
+        r = self.sublist.match(to)
+        psubs = r.psubs
+        c = psubs[0].client if len(psubs) == 1 else None
+        if (
+            c is None
+            or r.qsubs
+            or self.route_sublist.count
+            or c.internal
+            or c.deliver_filter is not None
+            or psubs[0].max_msgs is not None
+        ):
+            return sum(self.deliver_as(to, *m) for m in msgs)
+        sub = psubs[0]
+        sid = sub.sid_sp
+        with_headers = c.headers
+        parts = []
+        total = 0
+        for subject, reply, headers, payload in msgs:
+            plen = len(payload)
+            total += plen
+            mid = b" " + reply + b" " if reply else b" "
+            if headers is None or not with_headers:
+                parts.append(b"MSG %b%b%b%d\r\n%b\r\n" % (subject, sid, mid, plen, payload))
+            else:
+                hl = len(headers)
+                parts.append(
+                    b"HMSG %b%b%b%d %d\r\n%b%b\r\n"
+                    % (subject, sid, mid, hl, hl + plen, headers, payload)
+                )
+        k = len(msgs)
+        c._out.append(b"".join(parts))
+        c.out_msgs += k
+        c.out_bytes += total
+        sub.delivered += k
+        self._touched.add(c)
+        self.out_msgs += k
+        self.out_bytes += total
+        return k
 
     def no_responders(self, src: Any, subject: bytes, reply: bytes) -> None:
         """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""

@@ -462,20 +462,30 @@ class ConsumerManager:
         router = self.svc.server.router
         pending = c.num_pending()
         new_after = sum(1 for _, d in got if d.dc == 1)
-        prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}."
+        prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()
+        headers_only = c.cfg.headers_only
+        # without per-message flow control (pull), the batch is built in one go
+        run: list[tuple[bytes, bytes | None, bytes | None, bytes]] | None = (
+            [] if after_each is None else None
+        )
         for m, d in got:
             if d.dc == 1:
                 new_after -= 1
-            ack = f"{prefix}{d.dc}.{d.sseq}.{d.dseq}.{m.ts_ns}.{pending + new_after}".encode()
+            ack = b"%b%d.%d.%d.%d.%d" % (prefix, d.dc, d.sseq, d.dseq, m.ts_ns, pending + new_after)
             headers: bytes | None = m.headers or None
             payload = m.payload
-            if c.cfg.headers_only:
+            if headers_only:
                 base = m.headers[:-2] if m.headers else b"NATS/1.0\r\n"
                 headers = base + b"Nats-Msg-Size: %d\r\n\r\n" % len(m.payload)
                 payload = b""
+            if run is not None:
+                run.append((m.subject.encode(), ack, headers, payload))
+                continue
             router.deliver_as(to, m.subject.encode(), ack, headers, payload)
             if after_each is not None:
                 after_each(len(to) + len(ack) + len(headers or b"") + len(payload))
+        if run:
+            router.deliver_run_as(to, run)
         router.flush()
 
     # -- acks -----------------------------------------------------------------------
