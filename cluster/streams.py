@@ -221,9 +221,7 @@ class Stream:
     def _answer_failed(self, exc: BaseException, batch: list[Queued]) -> None:
         """The store refused or failed: every publish of the batch hears it;
         the stream keeps running (nothing was acked)."""
-        log.error(
-            "event=stream_apply_failed stream=%s", self.cfg.name, exc_info=exc
-        )
+        log.error("event=stream_apply_failed stream=%s", self.cfg.name, exc_info=exc)
         failed = ApiErrorResult(503, 10077, str(exc) or type(exc).__name__)
         for _, _, _, cb in batch:
             if cb is not None:
