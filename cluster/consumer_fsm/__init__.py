@@ -20,7 +20,10 @@ expired message for redelivery, or, when it already had ``max_deliver``
 deliveries, drops it and reports ``MaxDeliveries`` (the advisory fires at the
 moment the next redelivery would have happened, as nats-server does).  A
 ``-NAK`` with a delay re-bases the message's timer so that it runs out
-``delay`` from the nak; ``+WPI`` restarts it.
+``delay`` from the nak; ``+WPI`` restarts it.  A message ``-NAK``'d on its
+``max_deliver``-th delivery is given up (``MaxDeliveries``) when apply is
+asked to redeliver it, as nats-server does when it takes it off its
+redelivery queue.
 
 Which messages to deliver is *chosen* by the proposer (``select.next_messages``:
 redeliveries first, then the ``last_per_subject`` list, then new matching

@@ -17,6 +17,7 @@ consumer that would silently ignore them.
 
 from __future__ import annotations
 
+import json
 import secrets
 import string
 import time
@@ -25,20 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.consumer_model import PriorityPolicy
 from cluster.consumers import Consumer
-from node.jetstream.common import ApiRequest, dumps, error, json_object
+from node.jetstream import apireq
+from node.jetstream.common import ApiAnswer, ApiRequest, dumps, error
 from node.jetstream.streams_api import stream_of
 from node.jsapi import consumer_render as cr
 from node.jsapi.consumer_render import ConsumerFigures
 from node.jsapi.consumerconfig import decide_create, parse_create
 from node.jsapi.errors import (
-    BAD_REQUEST,
     CONSUMER_NOT_FOUND,
-    INVALID_JSON,
     NOT_EMPTY_REQUEST,
     REQUIRED_API_LEVEL,
     STREAM_NOT_FOUND,
     JSApiError,
 )
+from node.jsapi.godecode import INT
 from node.jsapi.render import rfc3339_ns
 from node.jsapi.versioning import REQUIRED_LEVEL_STATUS, demands_higher_level, with_static_consumer
 from node.version import NATS_VERSION
@@ -70,8 +71,8 @@ def figures(svc: JetStreamService, c: Consumer) -> ConsumerFigures:
         last_delivered_ns=fsm.last_delivered_ns,
         last_ack_ns=fsm.last_ack_ns,
         num_ack_pending=fsm.num_ack_pending,
-        num_redelivered=fsm.num_redelivered,
-        num_waiting=len(pull.waiting) if pull is not None else 0,
+        num_redelivered=0 if c.cfg.max_deliver == 1 else fsm.num_redelivered,  # as nats-server
+        num_waiting=pull.num_waiting() if pull is not None else 0,
         num_pending=c.num_pending(),
         push_bound=push.active if push is not None else None,
         pause_remaining_ns=paused,
@@ -154,20 +155,32 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
     return dumps({"type": type_, "success": True})
 
 
+_CONSUMERS_REQUEST = apireq.Request("JSApiConsumersRequest", {"offset": INT})
+_PAUSE_REQUEST = apireq.Request("JSApiConsumerPauseRequest", {"pause_until": apireq._d_time_ns})
+_ZERO_TIME = rfc3339_ns(0)
+
+
+def _paged_error(type_: str, err: JSApiError) -> Exception:
+    """NAMES/LIST errors carry the zero page (``total``…``consumers: []``)."""
+    body = {"error": err.to_dict(), "total": 0, "offset": 0, "limit": 0, "consumers": []}
+    return error_with(type_, body)
+
+
 def _offset(body: bytes, type_: str) -> int:
-    doc = json_object(body, type_)
-    offset = doc.get("offset", 0)
-    if type(offset) is not int:
-        raise error(type_, JSApiError(INVALID_JSON))
-    return max(offset, 0)
+    if not apireq.is_json_object_or_array(body):
+        return 0
+    try:
+        doc = apireq.decode(body, _CONSUMERS_REQUEST)
+    except JSApiError as err:
+        raise _paged_error(type_, err) from None
+    return max(int(doc.get("offset", 0)), 0)
 
 
 async def names(svc: JetStreamService, req: ApiRequest) -> str:
     type_ = cr.CONSUMER_NAMES_RESPONSE
     offset = _offset(req.body, type_)
     if req.op[2] not in svc.api.streams:
-        body = {"error": JSApiError(STREAM_NOT_FOUND).to_dict(), "total": 0, "offset": 0}
-        raise error_with(type_, {**body, "limit": 0, "consumers": []})
+        raise _paged_error(type_, JSApiError(STREAM_NOT_FOUND))
     all_names = sorted(svc.consumers.of(req.op[2]))
     offset = min(offset, len(all_names))
     page = all_names[offset : offset + NAMES_PAGE]
@@ -177,7 +190,8 @@ async def names(svc: JetStreamService, req: ApiRequest) -> str:
 async def list_(svc: JetStreamService, req: ApiRequest) -> str:
     type_ = cr.CONSUMER_LIST_RESPONSE
     offset = _offset(req.body, type_)
-    stream_of(svc, req.op[2], type_)
+    if req.op[2] not in svc.api.streams:
+        raise _paged_error(type_, JSApiError(STREAM_NOT_FOUND))
     consumers = svc.consumers.of(req.op[2])
     ordered = [consumers[n] for n in sorted(consumers)]
     offset = min(offset, len(ordered))
@@ -189,33 +203,54 @@ async def list_(svc: JetStreamService, req: ApiRequest) -> str:
 
 
 async def msg_next(svc: JetStreamService, req: ApiRequest) -> None:
+    """``MSG.NEXT`` from the API queue (the service normally calls ``next_now``)."""
+    next_now(svc, req)
+
+
+def next_now(svc: JetStreamService, req: ApiRequest) -> None:
     """``MSG.NEXT``: hand the request to the consumer's waiting list (a
-    ``Nats-Required-Api-Level`` above ours: ``412 Required Api Level``)."""
+    ``Nats-Required-Api-Level`` above ours: ``412 Required Api Level``).
+
+    Synchronous: the service calls it as the request arrives, so a pull
+    never waits behind slow API requests (nats-server's consumers subscribe
+    their own ``MSG.NEXT`` subjects)."""
     if demands_higher_level(req.headers) and req.op[4] in svc.consumers.of(req.op[3]):
         svc.client.publish(req.reply, b"", headers=REQUIRED_LEVEL_STATUS)
-        return None
+        return
     if not svc.consumers.next_request(req.op[3], req.op[4], req.reply, req.body):
         nr = b"NATS/1.0 503\r\nNats-Subject: " + req.subject + b"\r\n\r\n"
         svc.client.publish(req.reply, b"", headers=nr)
-    return None
 
 
 async def pause(svc: JetStreamService, req: ApiRequest) -> str:
-    type_ = cr.CONSUMER_PAUSE_RESPONSE
-    c = _consumer(svc, req.op[2], req.op[3], type_)
-    doc = json_object(req.body, type_)
-    until = doc.get("pause_until", "")
-    if not isinstance(until, str):
-        raise error(type_, JSApiError(BAD_REQUEST))
-    from node.jsapi.consumerconfig import _rfc3339_normalise
+    """PAUSE: ``pause_until`` in the future pauses, anything else resumes.
 
-    norm = _rfc3339_normalise(until) if until else ""
-    if norm is None:
-        raise error(type_, JSApiError(BAD_REQUEST))
-    await svc.consumers.update(c, with_static_consumer(replace(c.cfg, pause_until=norm)))
-    remaining = _pause_remaining(norm)
-    body: dict[str, Any] = {"paused": remaining is not None}
-    body["pause_until"] = rfc3339_ns(0) if not norm else norm
+    Errors carry ``paused: false`` and the zero ``pause_until`` as
+    nats-server's response struct does; the time is stored and answered in
+    UTC.  The pause advisory is the consumer manager's (on change only).
+    """
+    type_ = cr.CONSUMER_PAUSE_RESPONSE
+    zero = {"paused": False, "pause_until": _ZERO_TIME}
+    try:
+        doc: dict[str, Any] = {}
+        if apireq.is_json_object_or_array(req.body):
+            doc = apireq.decode(req.body, _PAUSE_REQUEST)
+        stream_of(svc, req.op[2], type_)
+        c = svc.consumers.of(req.op[2]).get(req.op[3])
+        if c is None:
+            raise JSApiError(CONSUMER_NOT_FOUND)
+    except JSApiError as err:
+        raise error_with(type_, {"error": err.to_dict(), **zero}) from None
+    except ApiAnswer as answer:  # stream not found: add the zero fields
+        body = json.loads(answer.text)
+        body.pop("type", None)
+        raise error_with(type_, {**body, **zero}) from None
+    until_ns = doc.get("pause_until")
+    norm = rfc3339_ns(until_ns) if until_ns is not None else _ZERO_TIME
+    stored = "" if norm == _ZERO_TIME else norm
+    await svc.consumers.update(c, with_static_consumer(replace(c.cfg, pause_until=stored)))
+    remaining = _pause_remaining(stored)
+    body: dict[str, Any] = {"paused": remaining is not None, "pause_until": norm}
     if remaining is not None:
         body["pause_remaining"] = remaining
     return cr.with_type(type_, body)
@@ -223,6 +258,4 @@ async def pause(svc: JetStreamService, req: ApiRequest) -> str:
 
 def error_with(type_: str, body: dict[str, Any]) -> Exception:
     """An error answer carrying extra zero-valued fields."""
-    from node.jetstream.common import ApiAnswer
-
     return ApiAnswer(dumps({"type": type_, **body}))

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import secrets
 import time
 from collections import deque
 from collections.abc import Callable
@@ -48,12 +47,23 @@ from cluster.consumer_fsm import (
     Terminated,
     rfc3339_to_ns,
 )
-from cluster.consumer_model import ConsumerConfig
+from cluster.consumer_model import AckPolicy, ConsumerConfig
 from cluster.consumers import Consumer, ConsumerRegistry
 from cluster.ops import AckItem, AckKind
 from cluster.streams import Stream
+from node.jetstream.common import dumps
 from node.jetstream.push import PushDispatcher
 from node.jsapi.consumerconfig import go_duration
+from node.jsapi.godecode import (
+    DURATION,
+    INT,
+    INT64,
+    GoJSONError,
+    d_bool,
+    d_str,
+    new_ctx,
+    scan_go,
+)
 from node.jsapi.render import rfc3339_ns
 from node.session import Subscription
 from store.api import StoredMsg
@@ -64,6 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ADVISORY = "io.nats.jetstream.advisory.v1."
+ACK_METRIC = "io.nats.jetstream.metric.v1.consumer_ack"
 _GO_DURATION = re.compile(r"^([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$")
 _UNITS = {
     "ns": 1,
@@ -108,35 +119,126 @@ class PullRequest:
     delivered: int = 0
 
 
-def parse_pull(body: bytes) -> tuple[int, int, bool, int, int] | str:
-    """``(batch, expires_ns, no_wait, max_bytes, idle_heartbeat_ns)`` or a 400 reason."""
+@dataclass(frozen=True, slots=True)
+class PullSpec:
+    """A decoded ``MSG.NEXT`` body (``JSApiConsumerGetNextRequest``)."""
+
+    batch: int = 1
+    expires_ns: int = 0
+    no_wait: bool = False
+    max_bytes: int = 0
+    hb_ns: int = 0
+    #: a JSON request (carries a priority group, possibly empty)
+    formal: bool = False
+    group: str = ""
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    pin_id: str = ""
+    priority: int = 0
+
+
+_PULL_FIELDS: dict[str, Any] = {
+    "expires": DURATION,
+    "batch": INT,
+    "max_bytes": INT,
+    "no_wait": d_bool,
+    "idle_heartbeat": DURATION,
+    "group": d_str,
+    "min_pending": INT64,
+    "min_ack_pending": INT64,
+    "id": d_str,
+    "priority": INT,
+}
+_AT_OFFSET = re.compile(r" at offset \d+$")
+
+
+def decode_pull(body: bytes) -> PullSpec | str:
+    """A ``MSG.NEXT`` body as nats-server reads it, or the 400 reason (Go's text).
+
+    Empty -> one message; a number -> that batch; anything else that is not
+    a JSON object -> one message.  An object is read like Go's
+    ``json.Unmarshal``: unknown keys ignored, keys matched case-insensitively,
+    the first type error reported, syntax errors without their offset.
+    """
     text = body.strip()
     if not text:
-        return 1, 0, False, 0, 0
-    if text[:1] == b"{":
+        return PullSpec()
+    if text[:1] != b"{":
         try:
-            req = json.loads(text)
-        except ValueError as e:
-            return str(e)
-        if not isinstance(req, dict):
-            return "invalid request"
-        batch, expires, max_bytes, hb = (
-            req.get("batch", 0),
-            req.get("expires", 0),
-            req.get("max_bytes", 0),
-            req.get("idle_heartbeat", 0),
-        )
-        no_wait = req.get("no_wait", False)
-        ints = (batch, expires, max_bytes, hb)
-        if any(type(v) is not int for v in ints) or type(no_wait) is not bool:
-            return "json: cannot unmarshal into Go struct field JSApiConsumerGetNextRequest"
-        if hb > 0 and hb * 2 > expires:
-            return "heartbeat value too large"
-        return batch, expires, no_wait, max_bytes, hb
+            return PullSpec(batch=int(text))
+        except ValueError:
+            return PullSpec()
     try:
-        return int(text), 0, False, 0, 0
-    except ValueError:
-        return 1, 0, False, 0, 0
+        values = scan_go(text)
+    except GoJSONError as e:
+        msg = str(e)
+        if msg == "unexpected EOF":
+            return "unexpected end of JSON input"
+        try:  # Unmarshal wants exactly one value
+            _, end = json.JSONDecoder().raw_decode(text.decode(errors="replace"))
+        except ValueError:
+            return _AT_OFFSET.sub("", msg)
+        rest = text.decode(errors="replace")[end:].lstrip(" \t\r\n")
+        return f"invalid character {rest[:1]!r} after top-level value"
+    if len(values) != 1:
+        return "invalid character '{' after top-level value"
+    ctx = new_ctx("")
+    got: dict[str, Any] = {}
+    folded = {k.lower(): k for k in _PULL_FIELDS}
+    for key, item in values[0]:
+        name = key if key in _PULL_FIELDS else folded.get(key.lower())
+        if name is None:
+            continue
+        ctx.path.append(name)
+        out = _PULL_FIELDS[name](item, ctx)
+        ctx.path.pop()
+        if isinstance(out, (int, str)):
+            got[name] = out
+    if ctx.first is not None:
+        return str(ctx.first)
+    expires, hb = got.get("expires", 0), got.get("idle_heartbeat", 0)
+    if hb > 0 and hb * 2 > expires:
+        return "heartbeat value too large"
+    return PullSpec(
+        batch=got.get("batch", 0),
+        expires_ns=expires,
+        no_wait=got.get("no_wait", False),
+        max_bytes=got.get("max_bytes", 0),
+        hb_ns=hb,
+        formal=True,
+        group=got.get("group", ""),
+        min_pending=got.get("min_pending", 0),
+        min_ack_pending=got.get("min_ack_pending", 0),
+        pin_id=got.get("id", ""),
+        priority=got.get("priority", 0),
+    )
+
+
+def parse_pull(body: bytes) -> tuple[int, int, bool, int, int] | str:
+    """``(batch, expires_ns, no_wait, max_bytes, idle_heartbeat_ns)`` or a 400 reason."""
+    spec = decode_pull(body)
+    if isinstance(spec, str):
+        return spec
+    return spec.batch, spec.expires_ns, spec.no_wait, spec.max_bytes, spec.hb_ns
+
+
+def _priority_refusal(spec: PullSpec, cfg: ConsumerConfig) -> str | None:
+    """nats-server's 400 reasons for priority-group fields a consumer cannot take."""
+    if not spec.formal:
+        return None
+    policy = cfg.priority_policy.value
+    if (spec.min_pending or spec.min_ack_pending) and policy != "overflow":
+        return "Not a Overflow Priority consumer"
+    if spec.pin_id and policy != "pinned_client":
+        return "Not a Pinned Client Priority consumer"
+    if not 0 <= spec.priority <= 9:
+        return "Priority must be between 0 and 9"
+    if policy != "none":
+        if not spec.group:
+            return "Priority Group missing"
+        if spec.group not in cfg.priority_groups:
+            return "Invalid Priority Group"
+    return None
 
 
 class PullDispatcher:
@@ -147,6 +249,7 @@ class PullDispatcher:
         self.consumer = consumer
         self.waiting: deque[PullRequest] = deque()
         self.last_request = trio.current_time()
+        self.last_check = self.last_request  # last ``_housekeeping``
 
     @property
     def cfg(self) -> ConsumerConfig:
@@ -156,44 +259,77 @@ class PullDispatcher:
         self.mgr.svc.client.publish(reply, b"", headers=hdr)
 
     def add(self, reply: bytes, body: bytes) -> None:
-        """Take a ``MSG.NEXT`` (synchronous; answers refusals at once)."""
-        self.last_request = trio.current_time()
-        parsed = parse_pull(body)
-        if isinstance(parsed, str):
-            self._send(reply, status(400, f"Bad Request - {parsed}"))
+        """Take a ``MSG.NEXT`` (synchronous; answers refusals at once).
+
+        nats-server's order: 400 for a body it cannot read, the 409 request
+        limits (``max_batch``, ``max_expires``, ``max_bytes``), 400 for
+        priority-group fields; a full waiting list is cleaned (expired
+        requests, lost interest) at most once a second; a ``no_wait``
+        request gets ``404 No Messages`` when nothing is pending and it has
+        no expiry, and ``408 Requests Pending`` when the waiting requests
+        already ask for more than is pending; a request that finds the list
+        full gets ``409 Exceeded MaxWaiting`` (nothing when it asked for
+        heartbeats: the client waits for missing heartbeats instead).
+        """
+        now = trio.current_time()
+        self.last_request = now
+        spec = decode_pull(body)
+        if isinstance(spec, str):
+            self._send(reply, status(400, f"Bad Request - {spec}"))
             return
-        batch, expires_ns, no_wait, max_bytes, hb_ns = parsed
         cfg = self.cfg
-        if cfg.max_batch > 0 and batch > cfg.max_batch:
+        if cfg.max_batch > 0 and spec.batch > cfg.max_batch:
             self._send(reply, status(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}"))
             return
+        expires_ns = spec.expires_ns
         if expires_ns and cfg.max_expires_ns > 0 and expires_ns > cfg.max_expires_ns:
             text = f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires_ns)}"
             self._send(reply, status(409, text))
             return
-        if max_bytes > 0 and cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
+        if spec.max_bytes > 0 and cfg.max_bytes > 0 and spec.max_bytes > cfg.max_bytes:
             self._send(reply, status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"))
             return
-        if no_wait and not expires_ns and not self.consumer.has_messages():
-            self._send(reply, status(404, "No Messages"))
+        refusal = _priority_refusal(spec, cfg)
+        if refusal is not None:
+            self._send(reply, status(400, f"Bad Request - {refusal}"))
             return
-        if len(self.waiting) >= max(cfg.max_waiting, 1):
-            if not hb_ns:
+        max_waiting = max(cfg.max_waiting, 1)
+        if len(self.waiting) >= max_waiting and now - self.last_check > 1.0:
+            self._housekeeping(now)
+        if spec.no_wait:
+            c = self.consumer
+            msgs_pending = c.num_pending() + len(c.fsm.redeliveries())
+            if msgs_pending == 0 and not expires_ns:
+                self._send(reply, status(404, "No Messages"))
+                return
+            if msgs_pending > 0:
+                self._housekeeping(now)
+                if msgs_pending < sum(wr.n for wr in self.waiting):
+                    self._send(reply, status(408, "Requests Pending"))
+                    return
+        if len(self.waiting) >= max_waiting:
+            if not spec.hb_ns:
                 self._send(reply, status(409, "Exceeded MaxWaiting"))
             return
-        now = trio.current_time()
+        hb_s = spec.hb_ns / 1e9
         self.waiting.append(
             PullRequest(
                 reply=reply,
-                n=max(batch, 1),
-                max_bytes=max(max_bytes, 0),
-                no_wait=no_wait,
-                expires_at=now + expires_ns / 1e9 if expires_ns > 0 else None,
-                hb_s=hb_ns / 1e9,
-                next_hb=now + hb_ns / 1e9 if hb_ns > 0 else None,
+                n=max(spec.batch, 1),
+                max_bytes=max(spec.max_bytes, 0),
+                no_wait=spec.no_wait,
+                expires_at=now + expires_ns / 1e9 if expires_ns else None,
+                hb_s=hb_s,
+                next_hb=now + hb_s if spec.hb_ns > 0 else None,
             )
         )
         self.consumer.changed.set()
+
+    def num_waiting(self) -> int:
+        """Requests still waiting (expired and abandoned ones dropped first,
+        as nats-server does before reporting ``num_waiting``)."""
+        self._housekeeping(trio.current_time())
+        return len(self.waiting)
 
     def close(self, reason: bytes | None) -> None:
         """Answer every waiting request (``409 Consumer Deleted``) and forget them."""
@@ -229,6 +365,7 @@ class PullDispatcher:
         """Expire requests, drop those without interest, send heartbeats;
         returns the next deadline."""
         sublist = self.mgr.svc.server.router.sublist
+        self.last_check = now
         deadline: float | None = None
         keep: deque[PullRequest] = deque()
         for wr in self.waiting:
@@ -332,6 +469,7 @@ class ConsumerManager:
         self.pushes: dict[tuple[str, str], PushDispatcher] = {}
         self._subs: dict[tuple[str, str], Subscription] = {}
         self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
+        self._pause_timers: dict[tuple[str, str], trio.CancelScope] = {}
         svc.api.on_stream_started.append(self._stream_started)
 
     def _stream_started(self, stream: Stream) -> None:
@@ -382,6 +520,7 @@ class ConsumerManager:
                 await dispatcher.run()
 
         self.nursery.start_soon(run)
+        self._arm_pause(consumer)
         return consumer
 
     async def update(self, consumer: Consumer, cfg: ConsumerConfig) -> None:
@@ -391,6 +530,31 @@ class ConsumerManager:
         push = self.pushes.get((consumer.stream.cfg.name, consumer.name))
         if push is not None:
             push.reconfigure(old)
+        if _pause_ns(old.pause_until) != _pause_ns(cfg.pause_until):
+            self.pause_advisory(consumer)
+            self._arm_pause(consumer)
+
+    def _arm_pause(self, c: Consumer) -> None:
+        """Until ``pause_until`` passes: then the pause advisory (paused
+        false) and a wake-up for the dispatcher, as nats-server's timer."""
+        key = (c.stream.cfg.name, c.name)
+        old = self._pause_timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        until_ns = _pause_ns(c.cfg.pause_until)
+        if until_ns <= time.time_ns():
+            return
+        scope = self._pause_timers[key] = trio.CancelScope()
+
+        async def expire() -> None:
+            with scope:
+                await trio.sleep((until_ns - time.time_ns()) / 1e9)
+                if self._pause_timers.get(key) is scope and not c.closed:
+                    del self._pause_timers[key]
+                    self.pause_advisory(c)
+                    c.changed.set()
+
+        self.nursery.start_soon(expire)
 
     async def delete(self, stream: str, name: str) -> Consumer:
         """Stop a consumer: waiting pulls get ``409 Consumer Deleted``."""
@@ -424,9 +588,10 @@ class ConsumerManager:
         push = self.pushes.pop(key, None)
         if push is not None:
             push.close()
-        scope = self._scopes.pop(key, None)
-        if scope is not None:
-            scope.cancel()
+        for scopes in (self._scopes, self._pause_timers):
+            scope = scopes.pop(key, None)
+            if scope is not None:
+                scope.cancel()
         sub = self._subs.pop(key, None)
         if sub is not None:
             self.svc.client.unsubscribe(sub)
@@ -508,13 +673,16 @@ class ConsumerManager:
                 sseq, dseq = int(tokens[5]), int(tokens[6])
             except ValueError:
                 return
-            if not reply and (not body or body == b"+ACK"):  # the common case
+            if not reply and (not body or body == b"+ACK") and not consumer.cfg.sample_freq:
                 offer_plain(sseq, dseq, None)
                 return
             item, nxt = _ack_item(body, sseq, dseq)
-            if item is None:
+            if item is None:  # an unknown ack body: nothing done, still answered
+                if reply and sseq:
+                    client.publish(reply, b"")
                 return
-            if not reply:
+            metric = self._ack_metric(consumer, item) if consumer.cfg.sample_freq else None
+            if not reply and metric is None:
                 if item.kind is AckKind.ACK:
                     offer_plain(sseq, dseq, None)
                 else:
@@ -522,6 +690,10 @@ class ConsumerManager:
                 return
 
             def done(res: Any) -> None:
+                if metric is not None:
+                    metric(res)
+                if not reply:
+                    return
                 if nxt is not None:
                     self.next_request(stream, name, reply, nxt)
                 elif res.ok:
@@ -534,15 +706,73 @@ class ConsumerManager:
     # -- advisories ----------------------------------------------------------------
 
     def _publish_advisory(self, subject: str, type_: str, body: dict[str, Any]) -> None:
+        """Publish a consumer advisory as nats-server does: only when someone
+        listens, NUID ``id``, Go-escaped JSON, ``domain`` last when set."""
+        adv = self.svc.advisories
+        subj = subject.encode()
+        if not adv.interested(subj):
+            return
         doc = {
-            "type": ADVISORY + type_,
-            "id": secrets.token_hex(11),
+            "type": type_ if "." in type_ else ADVISORY + type_,
+            "id": adv.nuid.next(),
             "timestamp": rfc3339_ns(time.time_ns()),
             **body,
         }
         if self.svc.domain:
             doc["domain"] = self.svc.domain
-        self.svc.client.publish(subject.encode(), json.dumps(doc, separators=(",", ":")).encode())
+        self.svc.client.publish(subj, dumps(doc).encode())
+
+    def _ack_metric(self, c: Consumer, item: AckItem) -> Callable[[Any], None] | None:
+        """For a sampled ack (``sample_freq``) of a message pending on an
+        explicit-ack consumer: the callback that publishes its
+        ``$JS.EVENT.METRIC.CONSUMER.ACK`` metric once the ack is applied
+        (``ack_time``: ns since the message's ack timer started)."""
+        cfg = c.cfg
+        if (
+            not cfg.sample_freq
+            or item.kind is not AckKind.ACK
+            or cfg.ack_policy is not AckPolicy.EXPLICIT
+        ):
+            return None
+        try:
+            freq = int(cfg.sample_freq.removesuffix("%"))
+        except ValueError:
+            return None
+        if freq <= 0 or (freq < 100 and self.svc.server.rng.randrange(100) > freq):
+            return None
+        p = c.fsm.pending.get(item.sseq)
+        if p is None:
+            return None
+        dseq, started_ns = p[0], p[1]
+        dc = c.fsm.deliveries(item.sseq)
+
+        def publish(res: Any) -> None:
+            if not res.ok or item.sseq in c.fsm.pending:
+                return
+            s, n = c.stream.cfg.name, c.name
+            body = {
+                "stream": s,
+                "consumer": n,
+                "consumer_seq": dseq,
+                "stream_seq": item.sseq,
+                "ack_time": time.time_ns() - started_ns,
+                "deliveries": dc,
+            }
+            self._publish_advisory(f"$JS.EVENT.METRIC.CONSUMER.ACK.{s}.{n}", ACK_METRIC, body)
+
+        return publish
+
+    def pause_advisory(self, c: Consumer) -> None:
+        """``$JS.EVENT.ADVISORY.CONSUMER.PAUSE``: the consumer's pause state."""
+        until = c.cfg.pause_until
+        body = {
+            "stream": c.stream.cfg.name,
+            "consumer": c.name,
+            "paused": bool(until) and _pause_ns(until) > time.time_ns(),
+            "pause_until": until or rfc3339_ns(0),
+        }
+        subject = f"$JS.EVENT.ADVISORY.CONSUMER.PAUSE.{c.stream.cfg.name}.{c.name}"
+        self._publish_advisory(subject, "consumer_pause", body)
 
     def _action(self, c: Consumer, action: str) -> None:
         word = {"create": "CREATED", "delete": "DELETED"}[action]
@@ -576,11 +806,17 @@ class ConsumerManager:
                     "consumer_seq": ev.dseq,
                     "stream_seq": ev.sseq,
                     "deliveries": ev.dc,
-                    "reason": ev.reason,
                 }
+                if ev.reason:
+                    body["reason"] = ev.reason
                 self._publish_advisory(
                     f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{s}.{n}", "terminated", body
                 )
+
+
+def _pause_ns(until: str) -> int:
+    """``pause_until`` as Unix ns (0 when unset)."""
+    return rfc3339_to_ns(until) if until else 0
 
 
 def _ack_item(body: bytes, sseq: int, dseq: int) -> tuple[AckItem | None, bytes | None]:

@@ -5,8 +5,10 @@ Theory of operation: one internal client subscribes to ``$JS.API.>`` (and
 over synchronously; it is queued (bounded) and one API task answers requests
 in order through the handler table ``ROUTES`` (the handlers live in
 ``streams_api``, ``msgs_api``, ``snapshot_api``, … and talk to the cluster
-facade ``cluster.api``).  Each stream's subjects are internal subscriptions
-too: a captured message is offered to its stream together with a callback
+facade ``cluster.api``).  ``CONSUMER.MSG.NEXT`` is the exception: it goes
+straight to the consumer layer as it arrives (``consumers_api.next_now``),
+so pulls never wait behind slow API requests.  Each stream's subjects are
+internal subscriptions too: a captured message is offered to its stream together with a callback
 that publishes the PubAck on the message's reply subject once the stream's
 group says the message is applied and durable.  An unknown API subject gets
 no reply, as nats-server does.  Answers sent through the API layer are
@@ -57,7 +59,8 @@ log = logging.getLogger(__name__)
 
 API_QUEUE_MAX = 10_000
 #: op prefixes nats-server drops when they come without a reply subject
-_NEED_REPLY = (("DIRECT", "GET"), ("CONSUMER", "MSG", "NEXT"))
+_MSG_NEXT = ("CONSUMER", "MSG", "NEXT")
+_NEED_REPLY = (("DIRECT", "GET"), _MSG_NEXT)
 
 #: op prefix -> (handler, min and max count of tokens after the prefix)
 ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
@@ -195,6 +198,12 @@ class JetStreamService:
         if not reply and any(op[: len(p)] == p for p in _NEED_REPLY):
             return  # nats-server acts on other requests without a reply subject
         req = ApiRequest(subject, op, reply or b"", hdr, body, self.client.sender)
+        if len(op) == 5 and op[:3] == _MSG_NEXT:  # the consumer layer answers, now
+            try:
+                consumers_api.next_now(self, req)
+            except Exception:
+                log.exception("event=msg_next_failure subject=%r", subject)
+            return
         try:
             self._send.send_nowait(req)
         except trio.WouldBlock:
