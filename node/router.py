@@ -74,6 +74,7 @@ class Router:
         # options bumps ``gen``, which retires every plan at once.
         self.gen = 0
         self._touched: set[Any] = set()  # buffers the fast path appended to
+        self._deferred: list[Callable[[], None]] = []  # run at the next flush()
         # ack intake: b"<stream>.<consumer>" -> the internal subscription on
         # ``$JS.ACK.<stream>.<consumer>.>``, decided at generation _ack_gen
         self._ack_subs: dict[bytes, Any] = {}
@@ -434,8 +435,20 @@ class Router:
         self.out_msgs += k * n
         self.out_bytes += total * n
 
+    def defer(self, fn: Callable[[], None]) -> None:
+        """Have ``fn()`` called at the next ``flush()``, before the buffers are
+        woken: work that a batch of messages being routed gathers (a stream's
+        captured publishes) is then done once per batch, by the routing task.
+        ``fn`` must not raise."""
+        self._deferred.append(fn)
+
     def flush(self) -> None:
-        """Account and wake every buffer the fast path appended to."""
+        """Run deferred work, then account and wake every buffer the fast path
+        appended to."""
+        while self._deferred:
+            fns, self._deferred = self._deferred, []
+            for fn in fns:
+                fn()
         touched = self._touched
         if touched:
             for c in touched:
