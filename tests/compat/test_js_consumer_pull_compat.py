@@ -326,6 +326,25 @@ async def requests_pending_scenario(p: Probe) -> None:
     await collect(p, "hb", got, 5)
 
 
+async def waiting_full_scenario(p: Probe) -> None:
+    """max_waiting 1: a request nobody listens for does not hold the list;
+    a live one does; a deleted consumer answers its waiting pulls."""
+    s = "PW"
+    await p.api(f"$JS.API.STREAM.CREATE.{s}", stream_body(s))
+    cfg = consumer_body(s, durable_name="w", ack_policy="explicit", max_waiting=1)
+    await p.api(_api(s, "CREATE", "w"), cfg)
+    subject = f"$JS.API.CONSUMER.MSG.NEXT.{s}.w"
+    await p.nc.publish(subject, b'{"batch":1,"expires":10000000000}', reply=p.nc.new_inbox())
+    await p.nc.flush()
+    await p.pull(s, "w", '{"batch":1,"expires":400000000}', expect=1)  # 408
+    await p.info(s, "w")
+    waiting = await pull_later(p, s, "w", '{"batch":2,"expires":5000000000}')
+    await p.pull(s, "w", '{"batch":1,"expires":400000000}', expect=1)  # 409
+    await p.info(s, "w")
+    await p.api(_api(s, "DELETE", "w"))
+    await collect(p, "deleted", waiting, 1)
+
+
 async def bad_requests_scenario(p: Probe) -> None:
     s = "PB"
     await p.api(f"$JS.API.STREAM.CREATE.{s}", stream_body(s))
@@ -458,6 +477,10 @@ def test_pull_status(pair: tuple[ServerProcess, ServerProcess]) -> None:
 
 def test_requests_pending(pair: tuple[ServerProcess, ServerProcess]) -> None:
     compare(pair, requests_pending_scenario)
+
+
+def test_waiting_list_full(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    compare(pair, waiting_full_scenario)
 
 
 def test_bad_pull_requests(pair: tuple[ServerProcess, ServerProcess]) -> None:
