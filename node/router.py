@@ -75,6 +75,7 @@ class Router:
         self.gen = 0
         self._touched: set[Any] = set()  # buffers the fast path appended to
         self._deferred: list[Callable[[], None]] = []  # run at the next flush()
+        self._flushing = False  # deferred work is running
         # ack intake: b"<stream>.<consumer>" -> the internal subscription on
         # ``$JS.ACK.<stream>.<consumer>.>``, decided at generation _ack_gen
         self._ack_subs: dict[bytes, Any] = {}
@@ -435,6 +436,39 @@ class Router:
         self.out_msgs += k * n
         self.out_bytes += total * n
 
+    def publish_once(self, subject: bytes, payload: bytes) -> int:
+        """Publish a header-less message on the server's behalf to a subject
+        used once (a reply inbox: PubAcks).
+
+        The subject's match is not cached and no delivery plan is made for
+        it: they would never be used again and would only push useful
+        entries out of both tables.  One plain local subscriber and no route
+        interest (the usual inbox) gets the op appended in batch mode (the
+        caller must ``flush()``); anything else takes ``publish``.  Returns
+        the number of copies handed out.
+        """
+        r = self.sublist.match(subject, cache=False)
+        psubs = r.psubs
+        if len(psubs) == 1 and not r.qsubs and not self.route_sublist.count:
+            sub = psubs[0]
+            c = sub.client
+            if not c.internal and c.deliver_filter is None and sub.max_msgs is None:
+                plen = len(payload)
+                c._out.append(b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload))
+                c.out_msgs += 1
+                c.out_bytes += plen
+                sub.delivered += 1
+                self._touched.add(c)
+                self.out_msgs += 1
+                self.out_bytes += plen
+                return 1
+        return self.publish(None, subject, None, None, payload)
+
+    @property
+    def flushing(self) -> bool:
+        """Deferred work is running: the enclosing ``flush()`` wakes what it touches."""
+        return self._flushing
+
     def defer(self, fn: Callable[[], None]) -> None:
         """Have ``fn()`` called at the next ``flush()``, before the buffers are
         woken: work that a batch of messages being routed gathers (a stream's
@@ -445,10 +479,15 @@ class Router:
     def flush(self) -> None:
         """Run deferred work, then account and wake every buffer the fast path
         appended to."""
-        while self._deferred:
-            fns, self._deferred = self._deferred, []
-            for fn in fns:
-                fn()
+        if self._deferred and not self._flushing:
+            self._flushing = True
+            try:
+                while self._deferred:
+                    fns, self._deferred = self._deferred, []
+                    for fn in fns:
+                        fn()
+            finally:
+                self._flushing = False
         touched = self._touched
         if touched:
             for c in touched:

@@ -206,8 +206,12 @@ class Sublist(Generic[S]):
 
     # -- queries ----------------------------------------------------------
 
-    def match(self, subject: bytes) -> SublistResult[S]:
-        """Return the subscriptions interested in the literal ``subject``."""
+    def match(self, subject: bytes, cache: bool = True) -> SublistResult[S]:
+        """Return the subscriptions interested in the literal ``subject``.
+
+        ``cache=False`` for a subject used once (a reply inbox): a miss is
+        not added to the cache, where it would only push others out.
+        """
         self.matches += 1
         cached = self._cache.get(subject)
         if cached is not None:
@@ -217,12 +221,12 @@ class Sublist(Generic[S]):
         qmap: dict[bytes, list[S]] = {}
         self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
         result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
-        if self.cache_enabled:
-            cache = self._cache
-            if len(cache) >= self.cache_entries_max:
-                for key in list(cache)[: self.cache_entries_max // 2]:
-                    del cache[key]
-            cache[subject] = result
+        if self.cache_enabled and cache:
+            entries = self._cache
+            if len(entries) >= self.cache_entries_max:
+                for key in list(entries)[: self.cache_entries_max // 2]:
+                    del entries[key]
+            entries[subject] = result
         return result
 
     def _walk(

@@ -312,8 +312,19 @@ class JetStreamService:
 
         The PubAck of a stored message is ``render.pub_ack`` up to the
         sequence number (computed once here), the decimal sequence and ``}``.
+        The reply inbox is used once: ``Router.publish_once`` (no cached
+        match, no delivery plan), flushed at once unless the acks are handed
+        out inside a ``flush()`` (a drained batch), which wakes them all.
         """
-        publish = self.client.publish
+        client = self.client
+        router = self.server.router
+
+        def publish(reply: bytes, body: bytes) -> None:
+            client.out_msgs += 1
+            router.publish_once(reply, body)
+            if not router.flushing:
+                router.flush()
+
         prefix = render.pub_ack(stream, 0, domain=self.domain).removesuffix("0}").encode()
 
         def ack(reply: bytes, result: Any) -> None:
