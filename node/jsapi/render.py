@@ -78,7 +78,8 @@ def rfc3339_ns(ts_ns: int) -> str:
         return _ZERO_TIME
     secs, nanos = divmod(ts_ns, 1_000_000_000)
     dt = _EPOCH + datetime.timedelta(seconds=secs)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    # the year always has four digits (strftime's %Y does not pad years before 1000)
+    text = f"{dt.year:04d}-" + dt.strftime("%m-%dT%H:%M:%S")
     if nanos:
         text += "." + f"{nanos:09d}".rstrip("0")
     return text + "Z"
