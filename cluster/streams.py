@@ -433,7 +433,12 @@ class StreamRegistry:
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
-                await stream.run(task_status=task_status)
+                try:
+                    await stream.run(task_status=task_status)
+                except Exception:
+                    # One stream's failure must not take the server down; its
+                    # data stays on disk and the log says why it stopped.
+                    log.exception("event=stream_task_failed stream=%s", stream.cfg.name)
 
         await self.nursery.start(run)
         self.streams[stream.cfg.name] = stream

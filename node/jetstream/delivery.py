@@ -364,7 +364,8 @@ class PullDispatcher:
     def _housekeeping(self, now: float) -> float | None:
         """Expire requests, drop those without interest, send heartbeats;
         returns the next deadline."""
-        sublist = self.mgr.svc.server.router.sublist
+        router = self.mgr.svc.server.router
+        sublist, remote = router.sublist, router.route_sublist
         self.last_check = now
         deadline: float | None = None
         keep: deque[PullRequest] = deque()
@@ -378,8 +379,10 @@ class PullDispatcher:
                 )
                 self._send(wr.reply, hdr)
                 continue
-            if not sublist.has_interest(wr.reply):
-                continue
+            if not sublist.has_interest(wr.reply) and not (
+                remote.count and remote.has_interest(wr.reply)
+            ):
+                continue  # the requester is gone (here and across routes)
             if wr.next_hb is not None:
                 if now >= wr.next_hb:
                     self._heartbeat(wr.reply)
@@ -517,7 +520,12 @@ class ConsumerManager:
 
         async def run() -> None:
             with scope:
-                await dispatcher.run()
+                try:
+                    await dispatcher.run()
+                except Exception:
+                    # One consumer's failure must not take the server down:
+                    # it stops delivering (its state stays on disk) and says so.
+                    log.exception("event=consumer_dispatch_failed stream=%s consumer=%s", *key)
 
         self.nursery.start_soon(run)
         self._arm_pause(consumer)

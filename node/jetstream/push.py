@@ -117,6 +117,8 @@ class PushDispatcher:
         self.consumer = consumer
         self.rng = rng
         self.sublist = mgr.svc.server.router.sublist
+        #: interest from other servers counts too (subscribers across a route)
+        self.route_sublist = mgr.svc.server.router.route_sublist
         self.active = False
         self.unbound_at = trio.current_time()
         self._watched: tuple[bytes, bytes | None] | None = None
@@ -182,18 +184,22 @@ class PushDispatcher:
         queue = self.cfg.deliver_group.encode() or None
         self._watched = (subject, queue)
         self.sublist.watch(subject, self._on_interest)
+        self.route_sublist.watch(subject, self._on_interest)
         self._on_interest()
 
     def _unwatch(self) -> None:
         if self._watched is not None:
             self.sublist.unwatch(self._watched[0], self._on_interest)
+            self.route_sublist.unwatch(self._watched[0], self._on_interest)
             self._watched = None
 
     def _on_interest(self) -> None:
         """A subscription on the deliver subject came or went (synchronous)."""
         if self._watched is None:
             return
-        bound = self.sublist.has_exact(*self._watched)
+        bound = self.sublist.has_exact(*self._watched) or self.route_sublist.has_exact(
+            *self._watched
+        )
         if bound == self.active:
             return
         self.active = bound

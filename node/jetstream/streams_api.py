@@ -190,6 +190,8 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
     stream = stream_of(svc, req.op[2], DELETE_RESPONSE)
     cfg = stream.cfg
     svc.release(cfg.name)
+    if svc.consumers is not None:
+        svc.consumers.drop_stream(cfg.name)  # before the store closes under them
     await svc.api.delete_stream(cfg.name)
     svc.resources.forget(cfg.name)
     svc.advisories.stream_action("delete", cfg.name, cfg)

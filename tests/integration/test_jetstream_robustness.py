@@ -3,6 +3,7 @@ the server down: huge purge sequences behave as on nats-server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -44,3 +45,35 @@ def test_purge_to_a_huge_sequence_then_publish(kind: str, storage: str, tmp_path
     assert ack == {"stream": "BIG", "seq": big}
     assert (state["messages"], state["first_seq"], state["last_seq"]) == (1, big, big)
     assert streams == 1
+
+
+def test_deleting_a_stream_with_a_bound_push_consumer(tmp_path: Path) -> None:
+    server = start_server("trijet", ["-js", "-sd", str(tmp_path / "store")], workdir=tmp_path)
+
+    async def main() -> int:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="P", subjects=["p.>"])
+            for i in range(3):
+                await js.publish("p.x", b"%d" % i)
+            got = asyncio.Queue[object]()
+
+            async def cb(msg: object) -> None:
+                await got.put(msg)
+
+            await js.subscribe("p.>", durable="d", cb=cb, idle_heartbeat=0.5, flow_control=True)
+            for _ in range(3):
+                await asyncio.wait_for(got.get(), 5)
+            await js.delete_stream("P")
+            # the server keeps serving
+            info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=5)).data)
+            return int(info["streams"])
+        finally:
+            await nc.close()
+
+    try:
+        assert run(main) == 0
+    finally:
+        code = server.stop()
+    assert code == 0  # a clean exit on SIGTERM, not a crash

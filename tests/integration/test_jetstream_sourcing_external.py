@@ -47,14 +47,6 @@ EXTERNAL = {"api": HUB_API, "deliver": ""}
 requires_reference = pytest.mark.skipif(
     reference_binary() is None, reason="reference nats-server not installed"
 )
-#: trijet push consumers deliver (and send heartbeats) only while their deliver
-#: subject has a subscriber on the consumer's own server: PushDispatcher watches
-#: router.sublist, not router.route_sublist, so a consumer created from the
-#: spoke over the route is never bound.  Remove once that is fixed (strict: an
-#: unexpected pass fails the run).
-PUSH_LOCAL_INTEREST_ONLY = pytest.mark.xfail(
-    strict=True, reason="trijet push consumers ignore route interest in the deliver subject"
-)
 
 
 def _free_port() -> int:
@@ -139,7 +131,7 @@ def _start_spoke(kind: str, base: Path, link: int) -> ServerProcess:
 def _params() -> list[Any]:
     return [
         pytest.param("reference", marks=requires_reference),
-        pytest.param("trijet", marks=PUSH_LOCAL_INTEREST_ONLY),
+        "trijet",
     ]
 
 
@@ -294,7 +286,6 @@ def _scenario(d: Domains) -> list[Any]:
 
 
 @requires_reference
-@PUSH_LOCAL_INTEREST_ONLY
 def test_external_mirrors_and_sources_match_the_reference(tmp_path: Path) -> None:
     results = {}
     for kind in ("reference", "trijet"):
