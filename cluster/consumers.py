@@ -114,17 +114,20 @@ class Consumer:
         self.store = store
         self.created_ns = created_ns
         self.fsm = fsm = ConsumerStateMachine(name, store, save_each_op=False)
+        memory = isinstance(store, MemoryConsumerStore)
 
         def sync() -> None:  # the state is built and saved once per batch
             fsm.flush()
             store.sync()
 
         # R1: op objects are applied directly (no cbor round trip); a memory
-        # store's sync costs nothing, so it needs no sync thread
+        # store's sync costs nothing, so it needs no sync thread, and as a
+        # memory consumer never outlives the process nothing reads its store
+        # back: its state is not built at all
         self.group = LocalGroup(
             f"{stream.cfg.name}/{name}",
             self.fsm,
-            sync,
+            store.sync if memory else sync,
             apply=self.fsm.apply_op,
             sync_in_thread=not isinstance(store, MemoryConsumerStore),
         )
@@ -132,7 +135,12 @@ class Consumer:
         #: for a plain ack
         self._acks: list[tuple[AckItem | None, int, int, OnAck | None]] = []
         self._acks_wake = trio.Event()
+        #: set while no ack waits to be applied (``deliver`` waits for it)
+        self._acks_idle = trio.Event()
+        self._acks_idle.set()
         self._timer_changed = trio.Event()
+        #: the ack deadline the timer loop sleeps until (None: no deadline)
+        self._timer_due: int | None = None
         self.changed = trio.Event()
         self.outcome_listeners: list[Callable[[ConsumerOutcome], None]] = []
         self.closed = False
@@ -161,6 +169,7 @@ class Consumer:
                 await self._ack_loop()
             finally:
                 self.closed = True
+                self._acks_idle.set()
                 if self._on_stream in self.stream.listeners:
                     self.stream.listeners.remove(self._on_stream)
                 self.changed.set()
@@ -183,8 +192,20 @@ class Consumer:
             listener(out)
         if out.wake:
             self._wake()
-        self._timer_changed.set()
+        if self._timer_may_change(op):
+            self._timer_changed.set()
         return out
+
+    def _timer_may_change(self, op: ConsumerOp) -> bool:
+        """Could ``op`` have made an ack deadline earlier than the one the timer
+        loop sleeps until?  Plain acks only remove deadlines; new deliveries
+        add ``now + ack_wait``, never earlier than an existing one, unless
+        ``backoff`` varies the wait."""
+        if isinstance(op, ConsumerAcked):
+            return False
+        if isinstance(op, ConsumerDelivered):
+            return self._timer_due is None or bool(self.fsm.policy.backoff_ns)
+        return True
 
     async def update(self, cfg: ConsumerConfig) -> None:
         """Take a changed config (``check_update`` already passed)."""
@@ -199,6 +220,8 @@ class Consumer:
             return False
         self._acks.append((item, 0, 0, on_done))
         self._acks_wake.set()
+        if self._acks_idle.is_set():
+            self._acks_idle = trio.Event()
         return True
 
     def offer_plain_ack(self, sseq: int, dseq: int, on_done: OnAck | None) -> bool:
@@ -208,6 +231,8 @@ class Consumer:
             return False
         self._acks.append((None, sseq, dseq, on_done))
         self._acks_wake.set()
+        if self._acks_idle.is_set():
+            self._acks_idle = trio.Event()
         return True
 
     async def _ack_loop(self) -> None:
@@ -244,13 +269,15 @@ class Consumer:
                 for e, res in zip(run, out.acks, strict=True):
                     if e[3] is not None:
                         e[3](res)
+            if not self._acks:
+                self._acks_idle.set()
 
     # -- timers ---------------------------------------------------------------------
 
     async def _timer_loop(self) -> None:
         while True:
             self._timer_changed = trio.Event()
-            due = self.fsm.next_due_ns()
+            due = self._timer_due = self.fsm.next_due_ns()
             if due is None:
                 await self._timer_changed.wait()
                 continue
@@ -346,6 +373,11 @@ class Consumer:
             (consumer seq, delivery count), and whether the first candidate
             alone exceeded ``max_bytes`` (nothing delivered then).
         """
+        # acks that arrived before (a -NAK, then the next pull request on the
+        # same connection) are applied first, as nats-server applies them on
+        # receipt
+        while not self._acks_idle.is_set():
+            await self._acks_idle.wait()
         picked: list[StoredMsg] = []
         size = 0
         budget_used = 0
