@@ -734,8 +734,8 @@ class ConsumerAcked:
             raise OpError("sseqs and dseqs must be non-empty tuples")
         if len(self.sseqs) != len(self.dseqs):
             raise OpError("sseqs and dseqs differ in length")
-        for seqs in (self.sseqs, self.dseqs):
-            if not all(type(v) is int and 0 <= v <= UINT64_MAX for v in seqs):
+        for seqs in (self.sseqs, self.dseqs):  # C-level passes: this is the hot path
+            if set(map(type, seqs)) != {int} or min(seqs) < 0 or max(seqs) > UINT64_MAX:
                 raise OpError("sequences must be ints in 0..2**64-1")
         _check_int("now_ns", self.now_ns, 0, INT64_MAX)
 
