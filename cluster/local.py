@@ -31,12 +31,14 @@ timer) asks the ``run`` task to sync between batches, so the store still has
 one owner at a time and everything applied before the request is durable
 when it returns.  A result then means "applied", not "on disk".
 
-Started batches (``start``/``finish``): an owner that has an entry in hand
-while the group is ``idle`` (the stream's capture at the end of a received
-chunk) applies it at once in its own task, without awaiting; when the batch
-needs a sync in the thread, that sync starts at once too and the owner's task
-awaits ``finish`` before it hands out the result.  Without a sync thread
-(memory store, interval mode) the result is final on return.  Either way the
+Started batches (``start``): an owner that has an entry in hand while the
+group is ``idle`` (the stream's capture at the end of a received chunk)
+applies it at once in its own task, without awaiting; when the batch needs a
+sync in the thread, that sync starts at once too and the thread hands the
+completion to the trio run loop (``run_sync_soon``), which calls the owner's
+``on_durable`` -- one scheduling pass from the fsync's end to the result.
+Without a sync thread (memory store, interval mode) the result is final on
+return.  Either way the
 batch is an ordinary batch: ``_busy`` until it is durable, proposals arriving
 meanwhile pile up for the next one.
 
@@ -46,16 +48,20 @@ result is dropped.
 
 from __future__ import annotations
 
+import logging
 import queue
 import socket
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
 
 from raft.errors import InvariantViolation, QueueFull
 from raft.fsm import StateMachine
+
+log = logging.getLogger(__name__)
 
 
 class _Pending:
@@ -105,7 +111,6 @@ class LocalGroup:
         self._running = False
         self._busy = False
         self._syncer: _SyncThread | None = None
-        self._started: _SyncThread | None = None  # the sync of a ``start``ed batch
         self.applied = 0
         self.batches = 0
         self.sync_each_batch = sync_each_batch
@@ -153,13 +158,16 @@ class LocalGroup:
         """Running, no batch in progress, nothing waiting: ``start`` may apply now."""
         return self._running and not self._busy and not self._pending and not self._sync_requested
 
-    def start(self, entry: Any) -> _Pending:
+    def start(self, entry: Any, on_durable: Callable[[_Pending], None]) -> _Pending:
         """Apply ``entry`` now, in the caller's task, as a batch of its own.
 
-        Only while ``idle``.  Returns the proposal: resolved (``done`` set,
-        ``result`` or ``error``) when the batch needs no sync in the thread;
-        otherwise its sync is running and the caller must await ``finish``
-        with it (before proposing anything else from that task).
+        Only while ``idle``.  Returns the proposal, resolved (``done`` set,
+        ``result`` or ``error``) when the batch needs no sync in the thread.
+        Otherwise its sync is running and ``on_durable(p)`` is called once it
+        is done (the sync's error, if any, in ``p.error``), from the trio
+        thread's run loop (``run_sync_soon``: no task of ours needs to wake to
+        see it); the group is busy until then.  ``on_durable`` must not raise
+        (what it raises is logged).
 
         Raises:
             InvariantViolation: the group is not idle.
@@ -173,9 +181,8 @@ class LocalGroup:
         except Exception as exc:  # an invariant failure: the proposer hears it
             p.error = exc
         if self.sync_each_batch and self._syncer is not None:
-            self._started = self._syncer
-            self._syncer.start()
-            return p  # busy until ``finish``
+            self._syncer.start(partial(self._durable, p, on_durable))
+            return p  # busy until the sync is done
         try:
             if self.sync_each_batch:
                 self._sync()
@@ -185,21 +192,16 @@ class LocalGroup:
         self._resolve([p])
         return p
 
-    async def finish(self, p: _Pending) -> None:
-        """Wait until the sync of a batch begun with ``start`` is done, then
-        resolve it (the sync thread's error, if any, becomes ``p.error``).
-
-        Cancellation: shielded; the sync completes and ``p`` is resolved.
-        """
-        syncer, self._started = self._started, None  # kept if ``run`` ended meanwhile
-        if syncer is None:
-            raise InvariantViolation(f"{self.group_id}: finish without a started sync")
-        try:
-            await syncer.wait()
+    def _durable(
+        self, p: _Pending, on_durable: Callable[[_Pending], None], error: BaseException | None
+    ) -> None:
+        """The sync of a ``start``ed batch is done (in the trio thread)."""
+        if error is None:
             self.syncs += 1
-        except Exception as exc:
-            p.error = p.error or exc
+        elif p.error is None:
+            p.error = error
         self._resolve([p])
+        on_durable(p)
 
     def _resolve(self, batch: list[_Pending]) -> None:
         """End the batch in progress: count it, wake its proposers, let the next in."""
@@ -322,11 +324,13 @@ class LocalGroup:
 class _SyncThread:
     """One long-lived thread that runs ``fn`` on request; completion wakes trio via a socket pair.
 
-    ``run`` (``start`` then ``wait``) is shielded from cancellation: a sync,
-    once started, is waited for, so no call is ever outstanding when the next one comes.  ``close``
+    ``run`` is shielded from cancellation: a sync, once started, is waited
+    for, so no call is ever outstanding when the next one comes.  ``close``
     during a ``run`` (a proposer's task drives a batch while the group's
     driver is cancelled at shutdown) is carried out when that run ends.  An
-    exception raised by ``fn`` is re-raised by ``run``.
+    exception raised by ``fn`` is re-raised by ``run``.  ``start(on_done)``
+    does not wait: the thread hands the end of the run to trio's run loop
+    (``run_sync_soon``), which calls ``on_done``.
     """
 
     def __init__(self, fn: Callable[[], None], name: str) -> None:
@@ -337,30 +341,45 @@ class _SyncThread:
         self._rsock.setblocking(False)
         self._running = False
         self._closing = False
+        self._on_done: Callable[[BaseException | None], None] | None = None
+        self._token = trio.lowlevel.current_trio_token()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         while self._jobs.get():
+            error: BaseException | None = None
             try:
                 self._fn()
-                self._error = None
-            except BaseException as exc:  # handed to the waiting task
-                self._error = exc
-            self._wsock.send(b"\0")
+            except BaseException as exc:  # handed to the waiting task or callback
+                error = exc
+            on_done = self._on_done
+            if on_done is None:
+                self._error = error
+                self._wsock.send(b"\0")
+                continue
+            try:
+                self._token.run_sync_soon(self._done, on_done, error)
+            except trio.RunFinishedError:  # the server is gone: nobody to tell
+                pass
+
+    def _done(
+        self, on_done: Callable[[BaseException | None], None], error: BaseException | None
+    ) -> None:
+        """A ``start(on_done)`` run ended (in the trio thread, from ``run_sync_soon``)."""
+        self._on_done = None
+        self._running = False
+        if self._closing:
+            self.close()
+        try:
+            on_done(error)
+        except Exception:  # never into trio's run loop
+            log.exception("event=sync_callback_failed thread=%s", self._thread.name)
 
     async def run(self) -> None:
         """Run ``fn`` in the thread and wait for it (not cancellable once started)."""
-        self.start()
-        await self.wait()
-
-    def start(self) -> None:
-        """Start ``fn`` in the thread; ``wait`` must follow."""
         self._jobs.put(True)
         self._running = True
-
-    async def wait(self) -> None:
-        """Wait for the run begun by ``start`` (shielded from cancellation)."""
         try:
             with trio.CancelScope(shield=True):
                 while True:
@@ -377,8 +396,16 @@ class _SyncThread:
             err, self._error = self._error, None
             raise err
 
+    def start(self, on_done: Callable[[BaseException | None], None]) -> None:
+        """Run ``fn`` in the thread; ``on_done(error)`` is then called in the
+        trio thread (``error`` is what ``fn`` raised, or None).  No ``run``
+        or ``start`` until then."""
+        self._on_done = on_done
+        self._jobs.put(True)
+        self._running = True
+
     def close(self) -> None:
-        """Stop the thread now, or when the ``run`` in progress ends."""
+        """Stop the thread now, or when the run in progress ends."""
         if self._running:
             self._closing = True
             return

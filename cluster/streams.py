@@ -23,8 +23,8 @@ one ``drain`` call once the chunk is routed instead of waking its task.
 ``drain`` applies the queue as one batch right there when the group is idle
 (``LocalGroup.start``): for a memory store (or interval mode) the PubAcks are
 handed out before the chunk's replies are written, with no task switch; for
-a file store the sync starts at once and the stream's task awaits it and
-hands the results out.  When the group is busy it wakes the task, as
+a file store the sync starts at once and the results are handed out when the
+sync thread reports it done (through the run loop, no task of ours woken).  When the group is busy it wakes the task, as
 without ``defer``.  Either way the same apply decides, one batch at a time,
 and no result is handed out before the batch is durable.
 
@@ -43,6 +43,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,8 +130,6 @@ class Stream:
         self._queue: list[Queued] = []
         self._wake = trio.Event()
         self._drain_due = False  # a ``drain`` call is deferred
-        # a batch ``drain`` started whose sync the task awaits: (proposal, op, batch)
-        self._started: tuple[Any, StreamMsg, list[Queued]] | None = None
         self._expiry_changed = trio.Event()
         self._expiry_armed = False  # the expiry task waits for a due time
         self.rejected = 0
@@ -172,26 +171,30 @@ class Stream:
 
         One batch (up to ``BATCH_MSGS_MAX``): without a sync thread (memory
         store, interval mode) its results are handed out before this returns;
-        otherwise its sync is started and the stream's task hands them out
-        once it is done.  Anything left over, or everything when the group is
+        otherwise its sync is started and they are handed out once it is
+        done (``_durable``, from the run loop).  Anything left over, or everything when the group is
         busy or a snapshot holds proposals back, is left to the task.  Never
         raises: a failed apply answers the batch with 503/10077.
         """
         self._drain_due = False
         if not self._queue:
             return
-        if self._held is not None or self._started is not None or not self.group.idle:
+        if self._held is not None or not self.group.idle:
             self._wake.set()
             return
         batch = self._take_batch()
         op = _publish_op(batch)
         self._inflight += 1
-        p = self.group.start(op)
+        p = self.group.start(op, partial(self._durable, op, batch))
         if p.done.is_set():
             self._settle(p.result, p.error, op, batch)
-        else:
-            self._started = (p, op, batch)
+        if self._queue:
             self._wake.set()
+
+    def _durable(self, op: StreamMsg, batch: list[Queued], p: Any) -> None:
+        """A batch ``drain`` started is on disk (from the group's sync thread
+        via the run loop): hand its results out, let the task take the rest."""
+        self._settle(p.result, p.error, op, batch)
         if self._queue:
             self._wake.set()
 
@@ -236,15 +239,9 @@ class Stream:
                 nursery.start_soon(self._sync_loop)
             task_status.started()
             while True:
-                if not self._queue and self._started is None:
+                if not self._queue:
                     await self._wake.wait()
                 self._wake = trio.Event()
-                if self._started is not None:
-                    p, op, batch = self._started
-                    await self.group.finish(p)
-                    self._started = None
-                    self._settle(p.result, p.error, op, batch)
-                    continue
                 if not self._queue:
                     continue
                 batch = self._take_batch()

@@ -10,7 +10,8 @@ write.  There are two ways in:
   run of messages; the router counts ``out_msgs`` itself) and remembers the
   buffer in its batch; after the reader has acted on a whole received chunk it
   calls ``flush_batch()`` once per touched buffer, which accounts the new bytes
-  in one ``sum`` and wakes the writer once.  Between the append and the flush
+  in one ``sum`` and wakes the writer once (``_batch_wake``: a client session
+  with an idle writer and a small batch writes it at once instead).  Between the append and the flush
   nothing awaits, so the writer never sees an unaccounted item.
 
 ``_counted`` is the number of items already accounted; ``_take()`` hands the
@@ -79,7 +80,12 @@ class Outbound:
         if not self._wake_set:
             self._wake_set = True
             if not self._holding:
-                self._wake.set()
+                self._batch_wake()
+
+    def _batch_wake(self) -> None:
+        """Wake the writer for what a router batch appended (owners may write
+        it themselves instead, see ``ClientSession``)."""
+        self._wake.set()
 
     def _hold(self) -> None:
         """Hold writer wake-ups (the owner's reader starts acting on a chunk)."""

@@ -56,6 +56,8 @@ RECV_BYTES_MAX = 262144
 FIRST_PING_S_MAX = 2.0
 RTT_MEASUREMENT_INTERVAL_S = 3600.0
 CLOSE_FLUSH_S_MAX = 1.0
+DIRECT_WRITE_BYTES_MAX = 65536
+"""Largest router batch for another client written by the routing task itself."""
 
 
 _LITERAL_OK_CACHE: dict[bytes, bool] = {}
@@ -365,14 +367,17 @@ class ClientSession(Outbound):
         except BlockingIOError:
             return 0
 
-    def _write_held(self) -> None:
-        """After a chunk: write what it queued for this client, or wake the writer.
+    def _write_held(self, bytes_max: float = float("inf")) -> None:
+        """Write what is queued now instead of waking the writer, when it can.
 
-        The reader writes itself when it can (a plain socket, the writer idle):
-        one non-blocking send, the rest (if any) left to the writer.
+        After a chunk, the reader writes what the chunk queued for its own
+        client; a router batch of another task (``_batch_wake``) writes a
+        small one.  Only on a plain socket with the writer idle, and at most
+        ``bytes_max`` pending: one non-blocking send, the rest (if any) left
+        to the writer.
         """
         fd = self._fd
-        if fd < 0 or self._sending or self.closing is not None:
+        if fd < 0 or self._sending or self.closing is not None or self.pending_bytes > bytes_max:
             self._wake_now()
             return
         data = self._take_held()
@@ -387,6 +392,13 @@ class ClientSession(Outbound):
             self._counted += 1
             self.pending_bytes += len(rest)
             self._wake_now()
+
+    def _batch_wake(self) -> None:
+        """A router batch (another client's chunk, a stream's PubAcks) queued
+        messages: a small batch is written at once when the writer is idle,
+        saving the writer's wake-up (nats-server's readLoop flushes the
+        clients it delivered to in the same way)."""
+        self._write_held(DIRECT_WRITE_BYTES_MAX)
 
     def _ping_timer(self, now: float) -> None:
         need_rtt = (

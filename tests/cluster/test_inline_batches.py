@@ -45,6 +45,10 @@ class Recorder:
         pass
 
 
+def _never(p: object) -> None:
+    raise AssertionError("no sync thread: resolved at once")
+
+
 async def test_start_without_sync_thread_is_resolved_at_once() -> None:
     fsm = Recorder()
     syncs: list[int] = []
@@ -57,17 +61,17 @@ async def test_start_without_sync_thread_is_resolved_at_once() -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(g.run)
         assert g.idle
-        p = g.start(b"a")
+        p = g.start(b"a", _never)
         assert p.done.is_set() and p.result == 1 and p.error is None
         assert syncs == [1] and g.idle  # synced before the result, next batch may start
-        bad = g.start(b"boom")
+        bad = g.start(b"boom", _never)
         assert isinstance(bad.error, RuntimeError) and g.idle
         assert await g.propose(b"b") == 2  # the ordinary path goes on
         nursery.cancel_scope.cancel()
     assert g.status()["applied"] == 3
 
 
-async def test_start_with_sync_thread_resolves_in_finish_and_holds_others() -> None:
+async def test_start_with_sync_thread_resolves_when_durable_and_holds_others() -> None:
     fsm = Recorder()
     started, release = threading.Event(), threading.Event()
 
@@ -78,7 +82,12 @@ async def test_start_with_sync_thread_resolves_in_finish_and_holds_others() -> N
 
     g = LocalGroup("t", fsm, sync)
     got: list[object] = []
-    other_done = trio.Event()
+    other_done, durable = trio.Event(), trio.Event()
+    seen: list[tuple[object, int]] = []
+
+    def on_durable(p: Any) -> None:
+        seen.append((p.result, fsm.synced))
+        durable.set()
 
     async def other() -> None:
         got.append(await g.propose(b"b"))
@@ -87,34 +96,36 @@ async def test_start_with_sync_thread_resolves_in_finish_and_holds_others() -> N
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(g.run)
-            p = g.start(b"a")
+            p = g.start(b"a", on_durable)
             assert fsm.applied == [b"a"] and not p.done.is_set()
             assert not g.idle
             with pytest.raises(InvariantViolation):
-                g.start(b"c")  # one batch at a time
+                g.start(b"c", on_durable)  # one batch at a time
             nursery.start_soon(other)
             await trio.to_thread.run_sync(started.wait, 5)
             await trio.testing.wait_all_tasks_blocked()
-            assert fsm.applied == [b"a"] and not got  # "b" waits for the next batch
+            assert fsm.applied == [b"a"] and not got and not seen  # "b" waits its turn
             release.set()
-            await g.finish(p)
-            assert p.done.is_set() and p.result == 1 and fsm.synced >= 1
+            await durable.wait()
+            assert p.done.is_set() and seen == [(1, 1)]  # resolved once synced
             await other_done.wait()
             nursery.cancel_scope.cancel()
     assert got == [2] and fsm.synced == 2
 
 
-async def test_finish_reports_a_failed_sync() -> None:
+async def test_a_failed_sync_reaches_on_durable() -> None:
     def sync() -> None:
         raise OSError("disk gone")
 
     g = LocalGroup("s", Recorder(), sync)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(g.run)
-        p = g.start(b"x")
-        await g.finish(p)
-        assert isinstance(p.error, OSError) and g.idle
-        nursery.cancel_scope.cancel()
+    done = trio.Event()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(g.run)
+            p = g.start(b"x", lambda _: done.set())
+            await done.wait()
+            assert isinstance(p.error, OSError) and g.idle
+            nursery.cancel_scope.cancel()
 
 
 class _Deferred:
