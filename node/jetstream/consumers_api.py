@@ -246,7 +246,12 @@ async def pause(svc: JetStreamService, req: ApiRequest) -> str:
         body.pop("type", None)
         raise error_with(type_, {**body, **zero}) from None
     until_ns = doc.get("pause_until")
-    norm = rfc3339_ns(until_ns) if until_ns is not None else _ZERO_TIME
+    if until_ns is None:
+        norm = _ZERO_TIME
+    elif until_ns == 0:  # the Unix epoch is a time like any other for Go
+        norm = "1970-01-01T00:00:00Z"
+    else:
+        norm = rfc3339_ns(until_ns)
     stored = "" if norm == _ZERO_TIME else norm
     await svc.consumers.update(c, with_static_consumer(replace(c.cfg, pause_until=stored)))
     remaining = _pause_remaining(stored)

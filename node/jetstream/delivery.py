@@ -311,6 +311,8 @@ class PullDispatcher:
             if not spec.hb_ns:
                 self._send(reply, status(409, "Exceeded MaxWaiting"))
             return
+        if not self.mgr.svc.server.router.sublist.has_interest(reply):
+            return  # nobody listens: nats-server's next check drops it at once
         hb_s = spec.hb_ns / 1e9
         self.waiting.append(
             PullRequest(
@@ -550,7 +552,7 @@ class ConsumerManager:
         if old is not None:
             old.cancel()
         until_ns = _pause_ns(c.cfg.pause_until)
-        if until_ns <= time.time_ns():
+        if until_ns is None or until_ns <= time.time_ns():
             return
         scope = self._pause_timers[key] = trio.CancelScope()
 
@@ -776,7 +778,7 @@ class ConsumerManager:
         body = {
             "stream": c.stream.cfg.name,
             "consumer": c.name,
-            "paused": bool(until) and _pause_ns(until) > time.time_ns(),
+            "paused": (_pause_ns(until) or 0) > time.time_ns(),
             "pause_until": until or rfc3339_ns(0),
         }
         subject = f"$JS.EVENT.ADVISORY.CONSUMER.PAUSE.{c.stream.cfg.name}.{c.name}"
@@ -822,9 +824,9 @@ class ConsumerManager:
                 )
 
 
-def _pause_ns(until: str) -> int:
-    """``pause_until`` as Unix ns (0 when unset)."""
-    return rfc3339_to_ns(until) if until else 0
+def _pause_ns(until: str) -> int | None:
+    """``pause_until`` as Unix ns (None when unset: the epoch is a time)."""
+    return rfc3339_to_ns(until) if until else None
 
 
 def _ack_item(body: bytes, sseq: int, dseq: int) -> tuple[AckItem | None, bytes | None]:
