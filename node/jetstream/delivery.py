@@ -21,6 +21,13 @@ Acks are parsed here (``+ACK``/empty/``+OK``, ``-NAK`` [delay], ``+WPI``,
 ``+TERM`` [reason], ``+NXT`` [request]) and queued to the consumer; an ack
 with a reply subject is answered with an empty message once applied.
 
+Consumer advisories (CREATED, DELETED, MSG_NAKED, MSG_TERMINATED,
+MAX_DELIVERIES, PAUSE -- on a change of ``pause_until`` and when a pause
+ends) and, with ``sample_freq``, ack metrics
+(``$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<consumer>``, explicit acks of
+pending messages) are published as nats-server does: only with interest,
+NUID ids, Go-escaped JSON in its struct order.
+
 Push consumers get a ``PushDispatcher`` (``node/jetstream/push.py``: deliver
 subject interest, flow control, idle heartbeats, pacing) instead of a
 waiting list; both send through ``ConsumerManager.send``.
