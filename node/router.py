@@ -464,6 +464,11 @@ class Router:
                 return 1
         return self.publish(None, subject, None, None, payload)
 
+    def touch(self, c: Any) -> None:
+        """Note that ``c``'s buffer was appended to in batch mode (``flush()``
+        accounts it and wakes or writes it)."""
+        self._touched.add(c)
+
     @property
     def flushing(self) -> bool:
         """Deferred work is running: the enclosing ``flush()`` wakes what it touches."""

@@ -176,6 +176,7 @@ class ClientSession(Outbound):
         self._needs_auth = auth_required
         self._publish = server.router.publish
         self._flush = server.router.flush
+        self._touch = server.router.touch
         # PUB handler: the checking one until CONNECT says no checks are needed
         self._pub_handler: Any = self._on_pub
         self._pub_run_handler: Any = None
@@ -289,18 +290,21 @@ class ClientSession(Outbound):
     # -- outbound ---------------------------------------------------------
 
     def enqueue(self, data: bytes, msg_bytes: int = 0) -> None:
-        """Append one message's bytes to the outbound buffer and wake the writer.
+        """Append one message's bytes to the outbound buffer (the router's
+        delivery), in batch mode: the router's ``flush()`` at the end of the
+        batch accounts it, checks ``max_pending`` (over it the client is
+        closed as a slow consumer) and writes it or wakes the writer.
 
         Args:
             data: the complete MSG/HMSG op.
             msg_bytes: its headers + payload size (``out_bytes``, as nats-server counts).
-
-        Over ``max_pending`` the client is closed as a slow consumer.
         """
         if self.closing is not None:
             return
         self.out_bytes += msg_bytes
-        self._push(data, msg=True)
+        self.out_msgs += 1
+        self._out.append(data)
+        self._touch(self)
 
     def _overflow(self) -> None:
         self.close(ClosedReason.SLOW_CONSUMER_PENDING, flush=False)
