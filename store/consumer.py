@@ -9,8 +9,11 @@ it, whole, to ``log`` and fsyncing that one file -- no temp file, no rename,
 no directory fsync on the hot path:
 
 * ``log`` = ``b"TJCL" | u8 version`` then records
-  ``u32 len | u32 crc32(body) | body`` (body: cbor2, integer keys, no pickle).
-  The last complete record is the current state.
+  ``u32 len | u32 crc32(body) | body`` (body: cbor2, integer keys, no pickle),
+  then zeros: the file is kept filled with zeros up to
+  ``LOG_PREALLOC_BYTES``, so an append overwrites allocated blocks and its
+  fdatasync need not commit a file size change (~40 % cheaper here).  A
+  zero length ends the log.  The last complete record is the current state.
 * ``state`` = ``b"TJCS" | u8 version | u32 crc32(body) | body``: the state
   at the last compaction.
 
@@ -24,6 +27,10 @@ was just appended), so a crash anywhere leaves a readable newest state:
   open; the previous record (or ``state``) is the state;
 * mid-compaction: a torn ``state.tmp`` is removed at open; after the rename
   but before the truncation, the log still ends with the same state.
+
+Cutting (a torn tail, a compaction) is an ``ftruncate`` made durable before
+the file is filled with zeros again: a crash never leaves stale records
+behind the end for the walk to take as newer.
 
 A ``state`` file that fails its checksum, or a log with a bad header, raises
 ``CorruptionError`` rather than silently restarting the consumer from zero.
@@ -53,6 +60,8 @@ LOG_COMPACT_BYTES = 1 << 20
 """The log is compacted into ``state`` once it is larger than this..."""
 LOG_COMPACT_RECORDS_MIN = 8
 """...and than this many records of the current state's size."""
+LOG_PREALLOC_BYTES = LOG_COMPACT_BYTES + (64 << 10)
+"""The log file is kept filled with zeros up to this size."""
 
 
 def encode_consumer_state(state: ConsumerState) -> bytes:
@@ -162,9 +171,12 @@ class FileConsumerStore:
                     self._state = decode_consumer_state(last)
                 except ValueError as e:  # checksummed but undecodable: not a torn tail
                     raise CorruptionError(str(self._log_path), end, 0, "decode") from e
-            if end < len(data):  # torn tail of a crashed append
+            if data.count(0, end) != len(data) - end:  # torn tail of a crashed append
                 os.ftruncate(fd, end)
                 os.fsync(fd)
+                data = data[:end]
+            if len(data) < LOG_PREALLOC_BYTES:
+                _zero_fill(fd, len(data), LOG_PREALLOC_BYTES)
             os.lseek(fd, end, os.SEEK_SET)
         except BaseException:
             os.close(fd)
@@ -213,8 +225,9 @@ class FileConsumerStore:
         os.replace(self._tmp, self._path)
         fsync_dir(self._dir)
         os.ftruncate(self._log_fd, len(_LOG_HEADER))
-        os.lseek(self._log_fd, len(_LOG_HEADER), os.SEEK_SET)
         os.fsync(self._log_fd)
+        _zero_fill(self._log_fd, len(_LOG_HEADER), LOG_PREALLOC_BYTES)
+        os.lseek(self._log_fd, len(_LOG_HEADER), os.SEEK_SET)
         self._log_bytes, self._log_records = len(_LOG_HEADER), 0
 
     def delete(self) -> None:
@@ -238,13 +251,24 @@ class FileConsumerStore:
         self._closed = True
 
 
+def _zero_fill(fd: int, start: int, end: int) -> None:
+    """Write zeros over ``[start, end)`` of ``fd`` and make them durable."""
+    chunk = bytes(64 << 10)
+    pos = start
+    while pos < end:
+        pos += os.pwrite(fd, chunk[: end - pos], pos)
+    os.fdatasync(fd)
+
+
 def scan_log(data: bytes) -> tuple[int, bytes | None, int]:
     """Walk a consumer log (header included): ``(end of the last complete
-    record, its body or None, complete records)``; a short or failing record
-    ends the walk (a torn tail)."""
+    record, its body or None, complete records)``; a zero length (the
+    preallocated zeros), a short or a failing record ends the walk."""
     pos, last, records = len(_LOG_HEADER), None, 0
     while pos + _REC.size <= len(data):
         n, crc = _REC.unpack_from(data, pos)
+        if n == 0:
+            break
         body = data[pos + _REC.size : pos + _REC.size + n]
         if len(body) < n or zlib.crc32(body) != crc:
             break

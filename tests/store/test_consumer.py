@@ -8,6 +8,7 @@ import pytest
 
 from store.api import ConsumerState, ConsumerStore, Pending
 from store.consumer import (
+    LOG_PREALLOC_BYTES,
     FileConsumerStore,
     decode_consumer_state,
     encode_consumer_state,
@@ -105,30 +106,38 @@ def test_file_sync_appends_to_the_log_only(tmp_path: Path) -> None:
         cs.save(_state(i))
         cs.sync()
     assert not (d / "state").exists()  # no rewrite on the hot path
-    end, last, records = scan_log((d / "log").read_bytes())
-    assert end == (d / "log").stat().st_size
+    data = (d / "log").read_bytes()
+    end, last, records = scan_log(data)
+    assert len(data) == LOG_PREALLOC_BYTES  # appends overwrite preallocated zeros
+    assert data.count(0, end) == len(data) - end
     assert records == 5 and last == encode_consumer_state(_state(5))
     assert FileConsumerStore(d).load() == _state(5)
     cs.sync()  # nothing changed: nothing appended
     assert scan_log((d / "log").read_bytes())[2] == 5
 
 
-@pytest.mark.parametrize("cut", [1, 4, 8, 9, -1])
-def test_file_log_torn_tail_is_cut(tmp_path: Path, cut: int) -> None:
+@pytest.mark.parametrize("cut", [1, 4, 8, 9, -1, "no-header"])
+def test_file_log_torn_tail_is_cut(tmp_path: Path, cut: int | str) -> None:
     d = tmp_path / "c"
     cs = FileConsumerStore(d)
     cs.save(_state(1))
     cs.sync()
-    good = (d / "log").stat().st_size
+    good = scan_log((d / "log").read_bytes())[0]
     cs.save(_state(2))
     cs.sync()
     data = (d / "log").read_bytes()
-    (d / "log").write_bytes(
-        data[: good + cut] if cut > 0 else data[:-1]
-    )  # crash in the middle of the second append
+    end = scan_log(data)[0]
+    if cut == "no-header":  # the body reached the disk, its header did not
+        torn = bytes(8) + data[good + 8 : end]
+    else:
+        assert isinstance(cut, int)
+        torn = data[good : good + cut] if cut > 0 else data[good : end - 1]
+    rest = len(data) - good - len(torn)
+    (d / "log").write_bytes(data[:good] + torn + bytes(rest))  # crash mid-append
     again = FileConsumerStore(d)
     assert again.load() == _state(1)
-    assert (d / "log").stat().st_size == good
+    after = (d / "log").read_bytes()
+    assert scan_log(after)[0] == good and after.count(0, good) == len(after) - good
     again.save(_state(3))
     again.sync()
     assert FileConsumerStore(d).load() == _state(3)
@@ -141,7 +150,7 @@ def test_file_log_bit_flip_in_last_record_falls_back(tmp_path: Path) -> None:
         cs.save(_state(i))
         cs.sync()
     data = bytearray((d / "log").read_bytes())
-    data[-1] ^= 0x01
+    data[scan_log(bytes(data))[0] - 1] ^= 0x01
     (d / "log").write_bytes(bytes(data))
     assert FileConsumerStore(d).load() == _state(1)
 
@@ -155,7 +164,9 @@ def test_file_log_compaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     for i in range(1, 40):
         cs.save(_state(i))
         cs.sync()
-        assert (d / "log").stat().st_size <= 200 + 8 * 64
+        data = (d / "log").read_bytes()
+        assert scan_log(data)[0] <= 200 + 8 * 64
+        assert len(data) == LOG_PREALLOC_BYTES
         assert FileConsumerStore(d).load() == _state(i)
     assert (d / "state").exists()
     assert FileConsumerStore(d).load() == _state(39)
