@@ -83,6 +83,8 @@ class Router:
         self._plans: dict[
             bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
         ] = {}
+        # subject -> (gen, internal subscribers or None): see _internal_targets
+        self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...] | None]] = {}
 
     def publish(
         self,
@@ -328,7 +330,10 @@ class Router:
         """``_run`` for a single message, without the lists."""
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
-            self.publish(src, subject, reply, None, payload, None if to_routes else ())
+            if self._internal_targets(subject) is not None:
+                self._to_internal(src, subject, [reply], [payload])
+            else:
+                self.publish(src, subject, reply, None, payload, None if to_routes else ())
             return
         targets = plan[1]
         routes = plan[2] if to_routes else ()
@@ -383,6 +388,9 @@ class Router:
         """Deliver header-less messages to one subject along its plan, batched."""
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
+            if self._internal_targets(subject) is not None:
+                self._to_internal(src, subject, replies, payloads)
+                return
             routed = None if to_routes else ()
             for reply, payload in zip(replies, payloads, strict=True):
                 self.publish(src, subject, reply, None, payload, routed)
@@ -498,6 +506,53 @@ class Router:
             for c in touched:
                 c.flush_batch()
             touched.clear()
+
+    def _internal_targets(self, subject: bytes) -> tuple[tuple[Any, Any], ...] | None:
+        """``(client, subscription)`` of each subscriber of ``subject`` when
+        they are all internal (a stream's capture, a service), with no queue
+        and no route interest; else None.  Cached per subject and interest
+        generation, like delivery plans.  Never for ``$JS.ACK.`` subjects
+        (one-off: the ack intake in ``publish`` takes them)."""
+        if subject.startswith(JS_ACK_PREFIX):
+            return None
+        entry = self._internal.get(subject)
+        if entry is not None and entry[0] == self.gen:
+            return entry[1]
+        r = self.sublist.match(subject)
+        targets = None
+        if (
+            r.psubs
+            and not r.qsubs
+            and all(sub.client.internal for sub in r.psubs)
+            and not (self.route_sublist.count and self.route_sublist.has_interest(subject))
+        ):
+            targets = tuple((sub.client, sub) for sub in r.psubs)
+        if len(self._internal) >= PLANS_MAX:
+            self._internal.clear()
+        self._internal[subject] = (self.gen, targets)
+        return targets
+
+    def _to_internal(
+        self, src: Any, subject: bytes, replies: list[bytes | None], payloads: list[bytes]
+    ) -> None:
+        """Hand header-less messages to ``subject``'s internal subscribers
+        (``_internal_targets``), without a match per message; if interest
+        changes on the way (a handler subscribes or leaves), the rest take
+        ``publish``."""
+        gen = self.gen
+        targets = self._internal[subject][1]
+        assert targets is not None
+        n = 0
+        for i, payload in enumerate(payloads):
+            if self.gen != gen:
+                for reply, rest in zip(replies[i:], payloads[i:], strict=True):
+                    self.publish(src, subject, reply, None, rest)
+                break
+            reply = replies[i]
+            for c, sub in targets:
+                c.deliver_internal(sub, subject, reply, None, payload, src)
+                n += 1
+        self.out_msgs += n
 
     def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> None:
         targets = []

@@ -70,3 +70,81 @@ async def test_deferred_work_runs_once_per_flush_before_buffers_wake() -> None:
     router.flush()  # nothing deferred any more
     assert order == ["work flushing=True"]
     await trio.lowlevel.checkpoint()
+
+
+class _Capture:
+    """An internal subscriber recording deliveries; may act on the router."""
+
+    internal = True
+
+    def __init__(self, on_msg: object = None) -> None:
+        self.got: list[tuple[bytes, bytes | None, bytes, object]] = []
+        self.on_msg = on_msg
+
+    def deliver_internal(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        reply: bytes | None,
+        headers: bytes | None,
+        payload: bytes,
+        src: object = None,
+    ) -> None:
+        assert headers is None
+        self.got.append((subject, reply, payload, src))
+        if callable(self.on_msg):
+            self.on_msg()
+
+
+async def test_runs_to_internal_subscribers_skip_the_per_message_match() -> None:
+    router = _router()
+    cap = _Capture()
+    router.sublist.insert(Subscription(cap, b"bench.>", None, b"i1"))
+    pub_c = FakeClient()
+    pub, pub_run = router.fast_publisher(pub_c)
+    pub_run(b"bench.js", [b"_INBOX.a.1", None], [b"x", b"yy"])
+    pub(b"bench.js", b"_INBOX.a.2", b"z")
+    router.flush()
+    assert cap.got == [
+        (b"bench.js", b"_INBOX.a.1", b"x", pub_c),
+        (b"bench.js", None, b"yy", pub_c),
+        (b"bench.js", b"_INBOX.a.2", b"z", pub_c),
+    ]
+    assert router.out_msgs == 3 and pub_c.in_msgs == 3
+    matches = router.sublist.matches
+    pub_run(b"bench.js", [None] * 3, [b"1", b"2", b"3"])
+    assert router.sublist.matches == matches  # cached per generation
+
+
+async def test_interest_change_during_an_internal_run_is_honoured() -> None:
+    router = _router()
+    late = FakeClient()
+    late_sub = Subscription(late, b"cap", None, b"5")
+
+    def subscribe_once() -> None:
+        if len(cap.got) == 1:
+            router.sublist.insert(late_sub)
+            router.gen += 1
+
+    cap = _Capture(subscribe_once)
+    router.sublist.insert(Subscription(cap, b"cap", None, b"i1"))
+    _, pub_run = router.fast_publisher(FakeClient())
+    pub_run(b"cap", [None, None], [b"a", b"b"])
+    router.flush()
+    assert [g[2] for g in cap.got] == [b"a", b"b"]
+    assert late.written() == b"MSG cap 5 1\r\nb\r\n"  # subscribed after the first message
+
+
+async def test_mixed_interest_and_acks_take_the_general_path() -> None:
+    router = _router()
+    cap = _Capture()
+    c = FakeClient()
+    router.sublist.insert(Subscription(cap, b"m.*", None, b"i1"))
+    router.sublist.insert(Subscription(c, b"m.x", None, b"2"))
+    assert router._internal_targets(b"m.x") is None  # a client listens too
+    assert router._internal_targets(b"$JS.ACK.S.C.1.1.1.1.0") is None
+    _, pub_run = router.fast_publisher(FakeClient())
+    pub_run(b"m.x", [None], [b"v"])
+    router.flush()
+    assert cap.got == [(b"m.x", None, b"v", cap.got[0][3])]
+    assert c.written() == b"MSG m.x 2 1\r\nv\r\n"
