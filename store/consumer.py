@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 A consumer's state is small (positions plus the pending and redelivery maps)
 and changes with every delivery batch and every ack batch.  ``save`` only
-keeps the latest state in memory; ``sync`` makes it durable by *appending*
-it, whole, to ``log`` and fsyncing that one file -- no temp file, no rename,
-no directory fsync on the hot path:
+keeps the latest state, encoded at once (in the caller's thread: ``sync``
+usually runs in a sync thread, where Python work would compete for the GIL);
+``sync`` makes it durable by *appending* it, whole, to ``log`` and fsyncing
+that one file -- no temp file, no rename, no directory fsync on the hot path:
 
 * ``log`` = ``b"TJCL" | u8 version`` then records
   ``u32 len | u32 crc32(body) | body`` (body: cbor2, integer keys, no pickle),
@@ -126,6 +127,7 @@ class FileConsumerStore:
         self._log_path = self._dir / "log"
         self._closed = False
         self._dirty = False
+        self._body = b""  # the encoded state saved last
         if self._tmp.exists():
             self._tmp.unlink()
         self._state = self._read() if self._path.exists() else ConsumerState()
@@ -193,9 +195,10 @@ class FileConsumerStore:
         return self._state
 
     def save(self, state: ConsumerState) -> None:
-        """See ``ConsumerStore.save``."""
+        """See ``ConsumerStore.save`` (the state is encoded here, not in ``sync``)."""
         self._check_open()
         self._state = state
+        self._body = encode_consumer_state(state)
         self._dirty = True
 
     def sync(self) -> None:
@@ -204,7 +207,7 @@ class FileConsumerStore:
         self._check_open()
         if not self._dirty:
             return
-        body = encode_consumer_state(self._state)
+        body = self._body
         os.write(self._log_fd, _REC.pack(len(body), zlib.crc32(body)) + body)
         os.fdatasync(self._log_fd)
         self._log_bytes += _REC.size + len(body)
