@@ -83,8 +83,8 @@ class Router:
         self._plans: dict[
             bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
         ] = {}
-        # subject -> (gen, internal subscribers or None): see _internal_targets
-        self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...] | None]] = {}
+        # subject -> (gen, its internal subscribers): see _internal_targets
+        self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...]]] = {}
 
     def publish(
         self,
@@ -509,28 +509,25 @@ class Router:
 
     def _internal_targets(self, subject: bytes) -> tuple[tuple[Any, Any], ...] | None:
         """``(client, subscription)`` of each subscriber of ``subject`` when
-        they are all internal (a stream's capture, a service), with no queue
-        and no route interest; else None.  Cached per subject and interest
-        generation, like delivery plans.  Never for ``$JS.ACK.`` subjects
-        (one-off: the ack intake in ``publish`` takes them)."""
-        if subject.startswith(JS_ACK_PREFIX):
-            return None
+        ``publish`` found them all internal (a stream's capture, a service),
+        with no queue and no route interest, in this interest generation;
+        else None.  A dict lookup: the first message of a subject takes
+        ``publish``, which notes it (``_note_internal``)."""
         entry = self._internal.get(subject)
         if entry is not None and entry[0] == self.gen:
             return entry[1]
-        r = self.sublist.match(subject)
-        targets = None
-        if (
-            r.psubs
-            and not r.qsubs
-            and all(sub.client.internal for sub in r.psubs)
-            and not (self.route_sublist.count and self.route_sublist.has_interest(subject))
-        ):
-            targets = tuple((sub.client, sub) for sub in r.psubs)
+        return None
+
+    def _note_internal(self, subject: bytes, psubs: list[Subscription]) -> None:
+        """Remember ``subject``'s all-internal subscribers (see ``_internal_targets``).
+        Never for ``$JS.ACK.`` subjects (one-off: the ack intake takes them)."""
+        if subject.startswith(JS_ACK_PREFIX):
+            return
+        if self.route_sublist.count and self.route_sublist.has_interest(subject):
+            return
         if len(self._internal) >= PLANS_MAX:
             self._internal.clear()
-        self._internal[subject] = (self.gen, targets)
-        return targets
+        self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
 
     def _to_internal(
         self, src: Any, subject: bytes, replies: list[bytes | None], payloads: list[bytes]
@@ -540,7 +537,7 @@ class Router:
         changes on the way (a handler subscribes or leaves), the rest take
         ``publish``."""
         gen = self.gen
-        targets = self._internal[subject][1]
+        targets = self._internal_targets(subject)
         assert targets is not None
         n = 0
         for i, payload in enumerate(payloads):
@@ -555,6 +552,9 @@ class Router:
         self.out_msgs += n
 
     def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> None:
+        if psubs and all(sub.client.internal for sub in psubs):
+            self._note_internal(subject, psubs)
+            return
         targets = []
         for sub in psubs:
             c = sub.client
