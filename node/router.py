@@ -6,7 +6,9 @@ appends one ``MSG``/``HMSG`` per interested subscription to that client's
 outbound buffer — plain subscribers all get a copy, each queue group one
 member chosen at random (skipping the publisher when it asked for no echo).
 Internal subscribers (server services such as the JetStream API) are called
-synchronously with the message instead.  Publishing with a reply subject to a
+synchronously with the message instead.  Reply subjects of delivered
+messages are remembered (bounded): the answer published to one is delivered
+without caching its match or making a plan, which it would never use again.  Publishing with a reply subject to a
 subject nobody listens on sends the publisher a ``503`` status message when it
 asked for no-responders.  Never awaits: one publish is a handful of list
 appends, so a session can route a whole received chunk before yielding.
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
 CRLF = b"\r\n"
 PLANS_MAX = 4096
+REPLIES_MAX = 4096
+"""Reply subjects remembered for their answers (``Router._once``); cleared when full."""
 JS_ACK_PREFIX = b"$JS.ACK."
 
 
@@ -83,6 +87,8 @@ class Router:
         self._plans: dict[
             bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
         ] = {}
+        # reply subjects of delivered requests (an answer is published once)
+        self._replies: dict[bytes, None] = {}
         # subject -> (gen, its internal subscribers): see _internal_targets
         self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...]]] = {}
 
@@ -131,6 +137,10 @@ class Router:
             ):
                 routes = plan[2] if routed_queues is None else ()
                 return self._deliver_one(subject, plan[1], routes, reply, payload)
+            if subject in self._replies:  # the answer to a request seen: used once
+                del self._replies[subject]
+                if self._once(src, subject, reply, payload):
+                    return 1
         r = self.sublist.match(subject)
         psubs = r.psubs
         qsubs = r.qsubs
@@ -219,6 +229,8 @@ class Router:
                 c.allow_reply(reply)
         self.out_msgs += n
         self.out_bytes += nbytes
+        if reply and n:
+            self._note_reply(reply)
         return n
 
     def _ack_intake(self, src: Any, subject: bytes, reply: bytes | None, payload: bytes) -> bool:
@@ -358,6 +370,8 @@ class Router:
             if reply is None
             else b" %b %d\r\n%b\r\n" % (reply, plen, payload)
         )
+        if reply is not None:
+            self._note_reply(reply)
         touch = self._touched.add
         for c, head, sub in targets:
             c._out.append(head + tail)
@@ -413,6 +427,9 @@ class Router:
             sep = b"\r\n" + b"%b" + size_line
             tails = None
         else:
+            for r in replies:
+                if r is not None:
+                    self._note_reply(r)
             tails = [
                 b" %d\r\n%b\r\n" % (len(p), p)
                 if r is None
@@ -455,22 +472,51 @@ class Router:
         caller must ``flush()``); anything else takes ``publish``.  Returns
         the number of copies handed out.
         """
+        self._replies.pop(subject, None)
+        if self._once(None, subject, None, payload):
+            return 1
+        return self.publish(None, subject, None, None, payload)
+
+    def _note_reply(self, reply: bytes) -> None:
+        """Remember a reply subject a delivered request carried (bounded):
+        a publish to it is an answer, taken by ``_once``."""
+        replies = self._replies
+        if len(replies) >= REPLIES_MAX:
+            replies.clear()
+        replies[reply] = None
+
+    def _once(self, src: Any, subject: bytes, reply: bytes | None, payload: bytes) -> bool:
+        """Deliver a header-less message to a subject used once (a reply
+        inbox) without caching its match or making a plan, when it has one
+        plain local subscriber and no route interest (appended in batch
+        mode); False (nothing done) for anything else."""
         r = self.sublist.match(subject, cache=False)
         psubs = r.psubs
-        if len(psubs) == 1 and not r.qsubs and not self.route_sublist.count:
-            sub = psubs[0]
-            c = sub.client
-            if not c.internal and c.deliver_filter is None and sub.max_msgs is None:
-                plen = len(payload)
-                c._out.append(b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload))
-                c.out_msgs += 1
-                c.out_bytes += plen
-                sub.delivered += 1
-                self._touched.add(c)
-                self.out_msgs += 1
-                self.out_bytes += plen
-                return 1
-        return self.publish(None, subject, None, None, payload)
+        if len(psubs) != 1 or r.qsubs or self.route_sublist.count:
+            return False
+        sub = psubs[0]
+        c = sub.client
+        if (
+            c.internal
+            or c.deliver_filter is not None
+            or sub.max_msgs is not None
+            or c.resp_perms is not None
+            or (c is src and not src.echo)
+        ):
+            return False
+        plen = len(payload)
+        if reply is None:
+            c._out.append(b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload))
+        else:
+            c._out.append(b"MSG %b%b %b %d\r\n%b\r\n" % (subject, sub.sid_sp, reply, plen, payload))
+            self._note_reply(reply)
+        c.out_msgs += 1
+        c.out_bytes += plen
+        sub.delivered += 1
+        self._touched.add(c)
+        self.out_msgs += 1
+        self.out_bytes += plen
+        return True
 
     def touch(self, c: Any) -> None:
         """Note that ``c``'s buffer was appended to in batch mode (``flush()``
@@ -546,6 +592,8 @@ class Router:
                     self.publish(src, subject, reply, None, rest)
                 break
             reply = replies[i]
+            if reply is not None:
+                self._note_reply(reply)
             for c, sub in targets:
                 c.deliver_internal(sub, subject, reply, None, payload, src)
                 n += 1

@@ -148,3 +148,27 @@ async def test_mixed_interest_and_acks_take_the_general_path() -> None:
     router.flush()
     assert cap.got == [(b"m.x", None, b"v", cap.got[0][3])]
     assert c.written() == b"MSG m.x 2 1\r\nv\r\n"
+
+
+async def test_answers_to_seen_requests_are_delivered_without_caching() -> None:
+    router = _router()
+    requester, responder = FakeClient(), FakeClient()
+    router.sublist.insert(Subscription(requester, b"_INBOX.r.*", None, b"1"))
+    router.sublist.insert(Subscription(responder, b"svc", None, b"2"))
+    router.gen += 1
+    req_pub, _ = router.fast_publisher(requester)
+    rep_pub, _ = router.fast_publisher(responder)
+    for i in range(3):
+        req_pub(b"svc", b"_INBOX.r.%d" % i, b"q%d" % i)
+        router.flush()
+        assert responder.written() == b"MSG svc 2 _INBOX.r.%d 2\r\nq%d\r\n" % (i, i)
+        rep_pub(b"_INBOX.r.%d" % i, None, b"a%d" % i)
+        router.flush()
+        assert requester.written() == b"MSG _INBOX.r.%d 1 2\r\na%d\r\n" % (i, i)
+    cached = {r for r in router._plans} | set(router.sublist._cache)
+    assert not any(s.startswith(b"_INBOX.") for s in cached)
+    # a second answer to the same inbox (scatter/gather) takes the ordinary path
+    rep_pub(b"_INBOX.r.2", None, b"again")
+    router.flush()
+    assert requester.written() == b"MSG _INBOX.r.2 1 5\r\nagain\r\n"
+    assert requester.out_msgs == 4 and router.out_msgs == 7
