@@ -74,16 +74,8 @@ from typing import Any, Protocol
 import trio
 
 from cluster.model import StreamSource
-from cluster.sourcing import (
-    OriginRecreated,
-    OriginRetry,
-    OriginUnavailable,
-    StartAt,
-    go_hash,
-    parse_rfc3339_ns,
-    rfc3339_ns,
-    stream_identity,
-)
+from cluster.origins import OriginRecreated, OriginRetry, OriginUnavailable, StartAt
+from cluster.source_headers import go_hash, parse_rfc3339_ns, rfc3339_ns, stream_identity
 from store.api import StoredMsg
 
 __all__ = [

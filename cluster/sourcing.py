@@ -10,18 +10,16 @@ target stream's group (so a copied message is decided in apply and durable
 before the position moves, like any publish), then advance.  Nothing here
 writes a store.
 
-*Origins* are read through the ``Origin`` protocol, so the transport can
-change.  ``LocalOrigin`` serves an origin stream on this server -- a source
-without ``external``, or whose ``external.api`` is this server's own
-``$JS.<domain>.API`` -- by reading the origin's store from the position
-onward and sleeping on the origin's ``Stream.listeners`` (woken by
-``NewMessages``; no polling).  An origin in another domain is read through a
-push consumer created over its API (``cluster.api_origin.ApiOrigin``, made
-by the ``remote`` factory the facade passes in; without one such a feed
-stays idle and reports ``active`` -1).  A remote origin that cannot be
-reached is retried with backoff (its error, if it answered one, shows in
-StreamInfo); a lost delivery or a silent consumer restarts the consumer from
-the next needed sequence (``OriginRetry``).
+*Origins* are read through the ``Origin`` protocol (``cluster.origins``):
+``LocalOrigin`` for a stream on this server -- a source without
+``external``, or whose ``external.api`` is this server's own
+``$JS.<domain>.API`` -- and ``cluster.api_origin.ApiOrigin`` (made by the
+``remote`` factory the facade passes in) for one in another domain; without
+a factory such a feed stays idle and reports ``active`` -1.  A remote origin
+that cannot be reached is retried with backoff (its error, if it answered
+one, shows in StreamInfo); a lost delivery or a silent consumer restarts the
+consumer from the next needed sequence (``OriginRetry``).  The headers a
+copy carries are ``cluster.source_headers``'.
 
 *Where to start* follows nats-server (``setupMirrorConsumer``,
 ``trySetupSourceConsumer`` and the consumer's ``selectStartingSeqNo``):
@@ -52,26 +50,42 @@ when streams start, change and go away, and asks it for the ``mirror`` and
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 
 from cluster.model import StreamSource
 from cluster.ops import Mirrored, MirrorMsg, Publish, SourcedMsg
-from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, NewMessages, PubResult
+from cluster.origins import (
+    LocalOrigin,
+    Origin,
+    OriginGone,
+    OriginRecreated,
+    OriginRetry,
+    OriginUnavailable,
+    StartAt,
+)
+from cluster.source_headers import (
+    SOURCE_HEADER,
+    index_parts,
+    mirror_headers,
+    parse_rfc3339_ns,
+    source_header_of,
+    source_header_value,
+    sourced_headers,
+)
+from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
 from cluster.transform import SubjectTransform
-from store.api import StoredMsg, StreamState
+from store.api import StoredMsg
 from store.errors import MsgNotFound
 
 __all__ = [
     "SOURCE_HEADER",
+    "Feed",
     "LocalOrigin",
     "Origin",
     "OriginGone",
@@ -80,17 +94,13 @@ __all__ = [
     "OriginUnavailable",
     "RemoteOriginFactory",
     "Sourcing",
-    "go_hash",
-    "rfc3339_ns",
-    "source_header_value",
-    "stream_identity",
+    "StartAt",
+    "recover_positions",
 ]
 
 log = logging.getLogger(__name__)
 
-SOURCE_HEADER = "Nats-Stream-Source"
 BATCH_MSGS_MAX = 512
-BATCH_BYTES_MAX = 1 << 20
 RETRY_S_MIN = 1.0
 RETRY_S_MAX = 30.0
 HEARTBEAT_NS = 1_000_000_000
@@ -99,304 +109,6 @@ SCAN_CHECKPOINT_MSGS = 1000
 """Messages read between checkpoints while recovering source positions."""
 
 ERR_STREAM_NOT_FOUND = {"code": 404, "err_code": 10059, "description": "stream not found"}
-_HASH_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-_STRIP_PREFIXES = (b"Nats-Expected-", b"Nats-Batch-")
-
-
-# --------------------------------------------------------------------------- wire helpers
-
-
-def go_hash(text: str) -> str:
-    """nats-server ``getHash``: 8 base-62 digits of SHA-256."""
-    digest = hashlib.sha256(text.encode()).digest()
-    return "".join(_HASH_DIGITS[b % 62] for b in digest[:8])
-
-
-def rfc3339_ns(ts_ns: int) -> str:
-    """RFC 3339 text (UTC, up to nanoseconds, trailing zeros cut) of Unix ns, as Go prints it."""
-    secs, nanos = divmod(ts_ns, 1_000_000_000)
-    dt = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=secs)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
-    if nanos:
-        text += "." + f"{nanos:09d}".rstrip("0")
-    return text + "Z"
-
-
-def stream_identity(created_ns: int) -> str:
-    """A stream's identity as nats-server writes it in ``Nats-Stream-Source``:
-    the hash of its creation time (RFC 3339, nanoseconds, UTC)."""
-    return go_hash(rfc3339_ns(created_ns))
-
-
-def parse_rfc3339_ns(text: str) -> int:
-    """Unix ns of an RFC 3339 time with up to nanosecond precision.
-
-    Raises:
-        ValueError: not such a time.
-    """
-    frac = 0
-    main = text
-    tz = ""
-    for i in range(len(text) - 1, 9, -1):
-        if text[i] in "Zz+-":
-            main, tz = text[:i], text[i:]
-            break
-    if "." in main:
-        main, f = main.split(".", 1)
-        if not f.isdigit() or len(f) > 9:
-            raise ValueError(f"bad fraction in {text!r}")
-        frac = int(f.ljust(9, "0"))
-    offset = "+00:00" if tz in ("Z", "z") else tz
-    dt = datetime.datetime.fromisoformat(main + offset)
-    return int(dt.timestamp()) * 1_000_000_000 + frac
-
-
-def _index_parts(src: StreamSource) -> tuple[str, str, str]:
-    """nats-server ``composeIName`` split in its three parts: stream (with
-    the hashed API prefix for an external origin), filters, destinations."""
-    name = src.name
-    if src.external is not None:
-        name += ":" + go_hash(src.external.api)
-    if src.consumer is not None:
-        name += ":C=" + go_hash(src.consumer.name)
-    if not src.subject_transforms:
-        return name, src.filter_subject or ">", ">"
-    srcs = "\f".join(t.src or ">" for t in src.subject_transforms)
-    dests = "\f".join(t.dest or ">" for t in src.subject_transforms)
-    return name, srcs, dests
-
-
-def source_header_value(src: StreamSource, seq: int, subject: str, identity: str) -> str:
-    """The ``Nats-Stream-Source`` value nats-server 2.15 writes."""
-    name, filters, dests = _index_parts(src)
-    out = f"{name} {seq} {filters} {dests} {subject}"
-    return f"{out} {identity}" if identity else out
-
-
-def _strip(hdr: bytes, drop_source: bool) -> list[bytes]:
-    """Header lines minus ``Nats-Expected-*``/``Nats-Batch-*`` (and
-    ``Nats-Stream-Source``); the first (status) line is kept."""
-    if not hdr:
-        return []
-    lines = hdr.split(b"\r\n")
-    keep = [lines[0]]
-    for line in lines[1:]:
-        if not line:
-            continue
-        if line.startswith(_STRIP_PREFIXES):
-            continue
-        if drop_source and line.startswith(SOURCE_HEADER.encode() + b":"):
-            continue
-        keep.append(line)
-    return keep
-
-
-def mirror_headers(hdr: bytes) -> bytes | None:
-    """A mirrored message's headers: ``Nats-Expected-*``/``Nats-Batch-*`` removed."""
-    if not hdr or not any(p in hdr for p in _STRIP_PREFIXES):
-        return hdr or None
-    return b"\r\n".join(_strip(hdr, False)) + b"\r\n\r\n"
-
-
-def sourced_headers(hdr: bytes, value: str) -> bytes:
-    """A sourced message's headers: stripped, then ``Nats-Stream-Source: value`` appended."""
-    lines = _strip(hdr, True) or [b"NATS/1.0"]
-    lines.append(SOURCE_HEADER.encode() + b": " + value.encode())
-    return b"\r\n".join(lines) + b"\r\n\r\n"
-
-
-def _header_value(hdr: bytes) -> str | None:
-    key = b"\r\n" + SOURCE_HEADER.encode() + b":"
-    i = hdr.find(key)
-    if i < 0:
-        return None
-    j = hdr.find(b"\r\n", i + len(key))
-    return hdr[i + len(key) : j].decode("utf-8", "replace").strip()
-
-
-# --------------------------------------------------------------------------- origins
-
-
-class OriginGone(Exception):
-    """The origin went away (deleted); the feed looks for it again."""
-
-
-class OriginRetry(Exception):
-    """The origin's consumer lost something or went silent: start again
-    from the next needed sequence."""
-
-
-class OriginRecreated(Exception):
-    """The origin is not the stream the position belongs to (deleted and
-    created again): start over from its beginning."""
-
-
-class OriginUnavailable(Exception):
-    """The origin could not be reached or refused to serve.
-
-    Attributes:
-        error: the API error it answered (``code``, ``err_code``,
-            ``description``; shown in StreamInfo), or None when nothing
-            answered.
-    """
-
-    def __init__(self, error: dict[str, Any] | None) -> None:
-        super().__init__(error["description"] if error else "no answer")
-        self.error = error
-
-
-@dataclass(frozen=True, slots=True)
-class StartAt:
-    """Where to start reading an origin (a consumer's deliver policy).
-
-    ``seq`` (> 0) is an explicit start sequence, not clamped to the origin's
-    end; else ``time_ns`` (> 0) starts at the first message at or after it;
-    else everything.
-    """
-
-    seq: int = 0
-    time_ns: int = 0
-
-
-class Origin(Protocol):
-    """An origin stream as a feed reads it: ``LocalOrigin`` (this server's
-    store) or ``cluster.api_origin.ApiOrigin`` (a consumer in another domain).
-
-    ``identity`` is the origin's (known after ``start`` at the latest);
-    ``last_contact_ns`` the wall clock of the last sign of life from a remote
-    origin (0 for a local one).
-    """
-
-    identity: str
-    last_contact_ns: int
-
-    async def start(self, at: StartAt) -> int:
-        """Position reading; returns the sequence *before* the first to be
-        delivered (a consumer's ``delivered.stream_seq``).
-
-        Raises:
-            OriginGone, OriginUnavailable, OriginRecreated.
-        """
-        ...
-
-    async def read(self, after: int, max_msgs: int) -> list[StoredMsg]:
-        """The next messages after origin sequence ``after`` (at least one;
-        waits for them).
-
-        Raises:
-            OriginGone, OriginRetry.
-        """
-        ...
-
-    def lag(self, after: int) -> int:
-        """Messages known to remain after ``after``."""
-        ...
-
-    def close(self) -> None:
-        """Stop listening."""
-        ...
-
-
-class LocalOrigin:
-    """An origin stream on this server, read from its store.
-
-    Args:
-        streams: the node's streams by name (to notice deletion).
-        stream: the origin.
-        filters: subject filters of the source (``">"`` for all).
-    """
-
-    def __init__(self, streams: Mapping[str, Stream], stream: Stream, filters: list[str]) -> None:
-        self._streams = streams
-        self._stream = stream
-        self._filters = filters
-        self.identity = stream_identity(stream.created_ns)
-        self.last_contact_ns = 0
-        self._wake = trio.Event()
-        self._gone = trio.Event()
-        self._remaining = 0
-        stream.listeners.append(self._on_outcome)
-
-    def _on_outcome(self, outcome: ApplyOutcome) -> None:
-        if any(isinstance(e, NewMessages) for e in outcome.effects):
-            self._wake.set()
-
-    def gone(self) -> None:
-        """The origin was deleted (or replaced): wake the reader."""
-        self._gone.set()
-        self._wake.set()
-
-    def _alive(self) -> bool:
-        return not self._gone.is_set() and self._streams.get(self._stream.cfg.name) is self._stream
-
-    async def start(self, at: StartAt) -> int:
-        """See ``Origin.start`` (nats-server ``selectStartingSeqNo``)."""
-        if not self._alive():
-            raise OriginGone(self._stream.cfg.name)
-        st = self._stream.store.state()
-        if at.seq:
-            s = at.seq
-        elif at.time_ns:
-            s = self._seq_from_time(st, at.time_ns)
-        else:
-            s = st.first_seq
-        if st.first_seq == 0 and not at.seq:
-            s = 1
-        elif s > st.last_seq and not at.seq:
-            s = st.last_seq + 1
-        elif s < st.first_seq:
-            s = st.first_seq
-        return s - 1
-
-    def _seq_from_time(self, st: StreamState, t_ns: int) -> int:
-        """First live sequence with a timestamp at or after ``t_ns``."""
-        store = self._stream.store
-        lo, hi = st.first_seq, st.last_seq + 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            m = store.load_next(">", mid)
-            if m is None or m.ts_ns >= t_ns:
-                hi = mid
-            else:
-                lo = m.seq + 1
-        return lo
-
-    async def read(self, after: int, max_msgs: int) -> list[StoredMsg]:
-        """See ``Origin.read``."""
-        store = self._stream.store
-        while True:
-            if not self._alive():
-                raise OriginGone(self._stream.cfg.name)
-            self._wake = trio.Event()
-            out: list[StoredMsg] = []
-            size = 0
-            pos = after
-            while len(out) < max_msgs and size < BATCH_BYTES_MAX:
-                m = store.load_next(self._filters, pos + 1)
-                if m is None:
-                    break
-                out.append(m)
-                size += len(m.headers) + len(m.payload)
-                pos = m.seq
-            if out:
-                full = len(out) >= max_msgs or size >= BATCH_BYTES_MAX
-                st = store.state()
-                self._remaining = min(st.msgs, st.last_seq - pos) if full else 0
-                return out
-            self._remaining = 0
-            await self._wake.wait()
-
-    def lag(self, after: int) -> int:
-        """An upper bound of what remained after the last batch read (0 when
-        the batch reached the end)."""
-        return self._remaining
-
-    def close(self) -> None:
-        """See ``Origin.close``."""
-        try:
-            self._stream.listeners.remove(self._on_outcome)
-        except ValueError:
-            pass
 
 
 # --------------------------------------------------------------------------- feeds
@@ -430,7 +142,7 @@ class Feed:
         self.mirror = mirror
         self.pos = pos
         self.identity = identity
-        self.index = " ".join(_index_parts(src))
+        self.index = " ".join(index_parts(src))
         self.lag = 0
         self.last_ns = 0
         self.error: dict[str, Any] | None = None
@@ -703,7 +415,7 @@ async def recover_positions(stream: Stream, feeds: list[Feed]) -> None:
             seq -= 1
             continue
         seq -= 1
-        value = _header_value(m.headers) if m.headers else None
+        value = source_header_of(m.headers) if m.headers else None
         if not value:
             continue
         f = value.split(" ")

@@ -26,7 +26,7 @@ from cluster.api_origin import (
     parse_ack_reply,
 )
 from cluster.model import ExternalStream, StreamSource, SubjectTransform
-from cluster.sourcing import StartAt
+from cluster.origins import StartAt
 
 Answer = Callable[[str, bytes, bytes | None], tuple[bytes | None, bytes] | None]
 

@@ -13,7 +13,7 @@ import trio
 from cluster.api import JetStreamApi
 from cluster.headers import encode_headers, parse_headers
 from cluster.model import Storage, StreamConfig, StreamSource, SubjectTransform
-from cluster.sourcing import (
+from cluster.source_headers import (
     mirror_headers,
     parse_rfc3339_ns,
     source_header_value,
