@@ -10,11 +10,14 @@ returns is fully checked, so ``apply`` never trips over a bad field later.
 
 Rules:
 
-* Op codes (``OpCode``) are an ``IntEnum`` with explicit values: append only,
-  never renumber, never reuse.  1..31 are stream ops, 32..63 are reserved
-  for consumer ops (replicated inside the stream's group).
+* Op codes (``OpCode``, in ``cluster.opfields`` with the errors and field
+  checks every op uses) are an ``IntEnum`` with explicit values: append
+  only, never renumber, never reuse.  1..31 are stream ops, 32..63 consumer
+  ops (``cluster.consumer_ops``, replicated inside the stream's group; this
+  module encodes and decodes them too and re-exports their names).
 * Encoding (``FORMAT_VERSION`` 1) is a cbor2 array ``[version, code, body]``;
-  the body layout is fixed per code (see the ``_enc_*``/``_dec_*`` pairs).
+  the body layout is fixed per code (see ``_body`` and the ``_dec_*``
+  functions; ``consumer_body`` and ``CONSUMER_DECODERS`` for consumer ops).
   A new field means a new format version; decoders reject versions they do
   not know.  No pickle, no cbor tags, no trailing bytes.
 * Everything that depends on time is carried in the op: a publish carries
@@ -29,7 +32,6 @@ Rules:
 
 from __future__ import annotations
 
-import enum
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +39,35 @@ from typing import Any, ClassVar
 
 import cbor2
 
+from cluster.consumer_ops import (
+    CONSUMER_DECODERS,
+    CONSUMER_OP_TYPES,
+    AckItem,
+    AckKind,
+    ConsumerAcked,
+    ConsumerAcks,
+    ConsumerCreated,
+    ConsumerDelivered,
+    ConsumerOp,
+    ConsumerPolicy,
+    ConsumerPolicyUpdate,
+    ConsumerStreamFirst,
+    ConsumerTimeouts,
+    consumer_body,
+)
+from cluster.opfields import (
+    INT64_MAX,
+    UINT64_MAX,
+    OpCode,
+    OpDecodeError,
+    OpError,
+    check_array,
+    check_bool,
+    check_bytes,
+    check_int,
+    check_opt_int,
+    check_str,
+)
 from store.limits import Discard, StreamLimits
 
 __all__ = [
@@ -84,77 +115,8 @@ FORMAT_VERSION = 1
 PUBLISHES_PER_ENTRY_MAX = 4096
 """Most publishes one ``StreamMsg`` entry may carry."""
 
-INT64_MAX = (1 << 63) - 1
-UINT64_MAX = (1 << 64) - 1
-
 DEFAULT_DUPLICATE_WINDOW_NS = 120 * 1_000_000_000
 """nats-server's default ``duplicate_window`` (2 minutes)."""
-
-
-class OpError(ValueError):
-    """An op was built with invalid fields."""
-
-
-class OpDecodeError(OpError):
-    """Bytes are not a valid encoded op (the only error ``decode_op`` raises)."""
-
-
-class OpCode(enum.IntEnum):
-    """Replicated op codes.  Append only; never renumber or reuse a value."""
-
-    STREAM_MSG = 1
-    PURGE = 2
-    DELETE_MSG = 3
-    UPDATE_POLICY = 4
-    EXPIRE = 5
-    MIRROR_MSG = 6
-    SOURCED_MSG = 7
-    ACK_REMOVE = 8
-    INTEREST = 9
-    # 6..31: future stream ops.  32..63: consumer ops.
-    CONSUMER_CREATED = 32
-    CONSUMER_POLICY = 33
-    CONSUMER_DELIVERED = 34
-    CONSUMER_ACKS = 35
-    CONSUMER_TIMEOUTS = 36
-    CONSUMER_STREAM_FIRST = 37
-    CONSUMER_ACKED = 38
-
-
-# --------------------------------------------------------------------------- field checks
-
-
-def _check_int(name: str, v: object, lo: int, hi: int) -> int:
-    # bool is an int subclass; a bool where an int belongs is a bad encoding.
-    if type(v) is not int:
-        raise OpError(f"{name} must be an int, got {type(v).__name__}")
-    if not lo <= v <= hi:
-        raise OpError(f"{name} out of range: {v}")
-    return v
-
-
-def _check_opt_int(name: str, v: object, lo: int, hi: int) -> int | None:
-    return None if v is None else _check_int(name, v, lo, hi)
-
-
-def _check_bool(name: str, v: object) -> bool:
-    if type(v) is not bool:
-        raise OpError(f"{name} must be a bool, got {type(v).__name__}")
-    return v
-
-
-def _check_str(name: str, v: object, *, empty_ok: bool = False) -> str:
-    if type(v) is not str:
-        raise OpError(f"{name} must be a str, got {type(v).__name__}")
-    if not v and not empty_ok:
-        raise OpError(f"{name} must not be empty")
-    return v
-
-
-def _check_bytes(name: str, v: object) -> bytes:
-    if type(v) is not bytes:
-        raise OpError(f"{name} must be bytes, got {type(v).__name__}")
-    return v
 
 
 # --------------------------------------------------------------------------- policy
@@ -199,20 +161,20 @@ class StreamPolicy:
     subject_delete_marker_ttl_ns: int = 0
 
     def __post_init__(self) -> None:
-        _check_str("name", self.name)
+        check_str("name", self.name)
         if not isinstance(self.limits, StreamLimits):
             raise OpError("limits must be a StreamLimits")
         lim = self.limits
         for fname in ("max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"):
-            _check_int(fname, getattr(lim, fname), -INT64_MAX, INT64_MAX)
-        _check_int("max_age_ns", lim.max_age_ns, -INT64_MAX, INT64_MAX)
+            check_int(fname, getattr(lim, fname), -INT64_MAX, INT64_MAX)
+        check_int("max_age_ns", lim.max_age_ns, -INT64_MAX, INT64_MAX)
         if not isinstance(lim.discard, Discard):
             raise OpError("discard must be a Discard")
-        _check_bool("discard_new_per_subject", lim.discard_new_per_subject)
-        _check_int("duplicate_window_ns", self.duplicate_window_ns, 0, INT64_MAX)
+        check_bool("discard_new_per_subject", lim.discard_new_per_subject)
+        check_int("duplicate_window_ns", self.duplicate_window_ns, 0, INT64_MAX)
         for fname in ("allow_rollup_hdrs", "sealed", "deny_delete", "deny_purge", "allow_msg_ttl"):
-            _check_bool(fname, getattr(self, fname))
-        _check_int("subject_delete_marker_ttl_ns", self.subject_delete_marker_ttl_ns, 0, INT64_MAX)
+            check_bool(fname, getattr(self, fname))
+        check_int("subject_delete_marker_ttl_ns", self.subject_delete_marker_ttl_ns, 0, INT64_MAX)
 
 
 _POLICY_KEYS = (
@@ -298,6 +260,26 @@ def decode_policy(m: object) -> StreamPolicy:
 # --------------------------------------------------------------------------- ops
 
 
+def _check_message(subject: object, headers: object, payload: object, ts_ns: object) -> None:
+    """The fields a stored message carries (``Publish``, ``Mirrored``)."""
+    check_str("subject", subject)
+    if headers is not None:
+        check_bytes("headers", headers)
+    check_bytes("payload", payload)
+    check_int("ts_ns", ts_ns, 0, INT64_MAX)
+
+
+def _check_publishes(msgs: object, op: str, noun: str) -> None:
+    """A tuple of 1 .. ``PUBLISHES_PER_ENTRY_MAX`` ``Publish`` values."""
+    if type(msgs) is not tuple:
+        raise OpError("msgs must be a tuple")
+    if not 1 <= len(msgs) <= PUBLISHES_PER_ENTRY_MAX:
+        raise OpError(f"a {op} carries 1..{PUBLISHES_PER_ENTRY_MAX} {noun}")
+    for m in msgs:
+        if not isinstance(m, Publish):
+            raise OpError("msgs must hold Publish values")
+
+
 @dataclass(frozen=True, slots=True)
 class Publish:
     """One message to store (an element of ``StreamMsg``).
@@ -315,11 +297,7 @@ class Publish:
     ts_ns: int
 
     def __post_init__(self) -> None:
-        _check_str("subject", self.subject)
-        if self.headers is not None:
-            _check_bytes("headers", self.headers)
-        _check_bytes("payload", self.payload)
-        _check_int("ts_ns", self.ts_ns, 0, INT64_MAX)
+        _check_message(self.subject, self.headers, self.payload, self.ts_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,13 +308,7 @@ class StreamMsg:
     msgs: tuple[Publish, ...]
 
     def __post_init__(self) -> None:
-        if type(self.msgs) is not tuple:
-            raise OpError("msgs must be a tuple")
-        if not 1 <= len(self.msgs) <= PUBLISHES_PER_ENTRY_MAX:
-            raise OpError(f"a StreamMsg carries 1..{PUBLISHES_PER_ENTRY_MAX} publishes")
-        for m in self.msgs:
-            if not isinstance(m, Publish):
-                raise OpError("msgs must hold Publish values")
+        _check_publishes(self.msgs, "StreamMsg", "publishes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,9 +326,9 @@ class Purge:
 
     def __post_init__(self) -> None:
         if self.filter is not None:
-            _check_str("filter", self.filter, empty_ok=True)
-        _check_opt_int("seq", self.seq, 0, UINT64_MAX)
-        _check_opt_int("keep", self.keep, 0, UINT64_MAX)
+            check_str("filter", self.filter, empty_ok=True)
+        check_opt_int("seq", self.seq, 0, UINT64_MAX)
+        check_opt_int("keep", self.keep, 0, UINT64_MAX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,8 +340,8 @@ class DeleteMsg:
     erase: bool = True
 
     def __post_init__(self) -> None:
-        _check_int("seq", self.seq, 0, UINT64_MAX)
-        _check_bool("erase", self.erase)
+        check_int("seq", self.seq, 0, UINT64_MAX)
+        check_bool("erase", self.erase)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +364,7 @@ class Expire:
     now_ns: int
 
     def __post_init__(self) -> None:
-        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
+        check_int("now_ns", self.now_ns, 0, INT64_MAX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,12 +387,8 @@ class Mirrored:
     ts_ns: int
 
     def __post_init__(self) -> None:
-        _check_int("seq", self.seq, 1, UINT64_MAX)
-        _check_str("subject", self.subject)
-        if self.headers is not None:
-            _check_bytes("headers", self.headers)
-        _check_bytes("payload", self.payload)
-        _check_int("ts_ns", self.ts_ns, 0, INT64_MAX)
+        check_int("seq", self.seq, 1, UINT64_MAX)
+        _check_message(self.subject, self.headers, self.payload, self.ts_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +411,7 @@ class MirrorMsg:
             raise OpError("msgs must be a tuple")
         if len(self.msgs) > PUBLISHES_PER_ENTRY_MAX:
             raise OpError(f"a MirrorMsg carries at most {PUBLISHES_PER_ENTRY_MAX} messages")
-        _check_int("skip_to", self.skip_to, 0, UINT64_MAX)
+        check_int("skip_to", self.skip_to, 0, UINT64_MAX)
         if not self.msgs and not self.skip_to:
             raise OpError("a MirrorMsg carries messages or a skip")
         prev = self.skip_to
@@ -470,13 +438,7 @@ class SourcedMsg:
     msgs: tuple[Publish, ...]
 
     def __post_init__(self) -> None:
-        if type(self.msgs) is not tuple:
-            raise OpError("msgs must be a tuple")
-        if not 1 <= len(self.msgs) <= PUBLISHES_PER_ENTRY_MAX:
-            raise OpError(f"a SourcedMsg carries 1..{PUBLISHES_PER_ENTRY_MAX} messages")
-        for m in self.msgs:
-            if not isinstance(m, Publish):
-                raise OpError("msgs must hold Publish values")
+        _check_publishes(self.msgs, "SourcedMsg", "messages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,8 +464,8 @@ class AckRemove:
         if len(self.seqs) > ACK_REMOVE_SEQS_MAX:
             raise OpError(f"an AckRemove carries at most {ACK_REMOVE_SEQS_MAX} sequences")
         for s in self.seqs:
-            _check_int("seq", s, 1, UINT64_MAX)
-        _check_int("below", self.below, 0, UINT64_MAX)
+            check_int("seq", s, 1, UINT64_MAX)
+        check_int("below", self.below, 0, UINT64_MAX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,7 +486,7 @@ class Interest:
         if type(self.filters) is not tuple:
             raise OpError("filters must be a tuple")
         for f in self.filters:
-            _check_str("filter", f)
+            check_str("filter", f)
 
 
 ACK_REMOVE_SEQS_MAX = 65536
@@ -542,316 +504,6 @@ Op = (
     | Interest
 )
 """Every op a stream group replicates."""
-
-
-# --------------------------------------------------------------------------- consumer ops
-#
-# A consumer's state changes travel as these ops (codes 32..63), replicated in
-# the stream's group later; today each consumer's ``LocalGroup`` applies them.
-# Every op names its consumer.  Times are the proposer's clock (``now_ns``).
-
-ACK_POLICIES = ("none", "all", "explicit", "flow_control")
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerPolicy:
-    """What the consumer state machine needs of a consumer's config.
-
-    Attributes:
-        ack: ``none``/``all``/``explicit``/``flow_control``.
-        ack_wait_ns: redelivery delay (``backoff[0]`` when backoff is set).
-        backoff_ns: per-redelivery delays; the last one repeats.
-        max_deliver: deliveries allowed per message (-1 = unlimited).
-        max_ack_pending: outstanding acks allowed (<= 0 = unlimited).
-        filters: subject filters (() = every subject).
-    """
-
-    ack: str = "none"
-    ack_wait_ns: int = 30_000_000_000
-    backoff_ns: tuple[int, ...] = ()
-    max_deliver: int = -1
-    max_ack_pending: int = 0
-    filters: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.ack not in ACK_POLICIES:
-            raise OpError(f"bad ack policy {self.ack!r}")
-        _check_int("ack_wait_ns", self.ack_wait_ns, 0, INT64_MAX)
-        if type(self.backoff_ns) is not tuple:
-            raise OpError("backoff_ns must be a tuple")
-        for b in self.backoff_ns:
-            _check_int("backoff_ns", b, 0, INT64_MAX)
-        _check_int("max_deliver", self.max_deliver, -INT64_MAX, INT64_MAX)
-        _check_int("max_ack_pending", self.max_ack_pending, -INT64_MAX, INT64_MAX)
-        if type(self.filters) is not tuple:
-            raise OpError("filters must be a tuple")
-        for f in self.filters:
-            _check_str("filter", f)
-
-
-def _enc_cpolicy(p: ConsumerPolicy) -> list[Any]:
-    return [
-        p.ack,
-        p.ack_wait_ns,
-        list(p.backoff_ns),
-        p.max_deliver,
-        p.max_ack_pending,
-        list(p.filters),
-    ]
-
-
-def _dec_cpolicy(v: object) -> ConsumerPolicy:
-    ack, wait, backoff, md, map_, filters = _array("consumer policy", v, 6)
-    if type(backoff) is not list or type(filters) is not list:
-        raise OpError("consumer policy lists expected")
-    return ConsumerPolicy(_check_str("ack", ack), wait, tuple(backoff), md, map_, tuple(filters))
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerCreated:
-    """A consumer starts (or restarts with a new policy).
-
-    ``start_seq`` is the first stream sequence to consider and ``last_per_subject``
-    the sequences a ``last_per_subject`` consumer delivers first; both were
-    chosen by the proposer from the stream (``select_start``).  Applied to a
-    consumer that already delivered, only the policy changes.
-    """
-
-    code: ClassVar[OpCode] = OpCode.CONSUMER_CREATED
-    consumer: str
-    policy: ConsumerPolicy
-    start_seq: int = 1
-    last_per_subject: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        _check_str("consumer", self.consumer)
-        if not isinstance(self.policy, ConsumerPolicy):
-            raise OpError("policy must be a ConsumerPolicy")
-        _check_int("start_seq", self.start_seq, 1, UINT64_MAX)
-        for s in self.last_per_subject:
-            _check_int("last_per_subject", s, 1, UINT64_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerPolicyUpdate:
-    """The consumer's config changed (an update)."""
-
-    code: ClassVar[OpCode] = OpCode.CONSUMER_POLICY
-    consumer: str
-    policy: ConsumerPolicy
-
-    def __post_init__(self) -> None:
-        _check_str("consumer", self.consumer)
-        if not isinstance(self.policy, ConsumerPolicy):
-            raise OpError("policy must be a ConsumerPolicy")
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerDelivered:
-    """Messages handed out (new ones and redeliveries), in order."""
-
-    code: ClassVar[OpCode] = OpCode.CONSUMER_DELIVERED
-    consumer: str
-    sseqs: tuple[int, ...]
-    now_ns: int
-
-    def __post_init__(self) -> None:
-        _check_str("consumer", self.consumer)
-        if type(self.sseqs) is not tuple or not self.sseqs:
-            raise OpError("sseqs must be a non-empty tuple")
-        for s in self.sseqs:
-            _check_int("sseq", s, 1, UINT64_MAX)
-        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
-
-
-class AckKind(enum.IntEnum):
-    """What an ack message said.  Append only."""
-
-    ACK = 1
-    NAK = 2
-    TERM = 3
-    PROGRESS = 4
-
-
-@dataclass(frozen=True, slots=True)
-class AckItem:
-    """One ack: its kind and the ack subject's sequences.
-
-    Attributes:
-        delay_ns: a ``-NAK`` delay (-1 = none).
-        reason: a ``+TERM`` reason.
-    """
-
-    kind: AckKind
-    sseq: int
-    dseq: int
-    delay_ns: int = -1
-    reason: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.kind, AckKind):
-            raise OpError("kind must be an AckKind")
-        _check_int("sseq", self.sseq, 0, UINT64_MAX)
-        _check_int("dseq", self.dseq, 0, UINT64_MAX)
-        _check_int("delay_ns", self.delay_ns, -1, INT64_MAX)
-        _check_str("reason", self.reason, empty_ok=True)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerAcks:
-    """A batch of acks, naks, terms and progress notes, in arrival order."""
-
-    code: ClassVar[OpCode] = OpCode.CONSUMER_ACKS
-    consumer: str
-    acks: tuple[AckItem, ...]
-    now_ns: int
-
-    def __post_init__(self) -> None:
-        _check_str("consumer", self.consumer)
-        if type(self.acks) is not tuple or not self.acks:
-            raise OpError("acks must be a non-empty tuple")
-        for a in self.acks:
-            if not isinstance(a, AckItem):
-                raise OpError("acks must hold AckItem values")
-        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerAcked:
-    """A batch of plain acks (``+ACK``, ``+OK``, empty, ``+NXT``) as two parallel
-    sequence arrays: the common case without one value object per ack.  Its
-    ``AckOutcome`` per ack is as ``ConsumerAcks`` gives an ``ACK`` item."""
-
-    code: ClassVar[OpCode] = OpCode.CONSUMER_ACKED
-    consumer: str
-    sseqs: tuple[int, ...]
-    dseqs: tuple[int, ...]
-    now_ns: int
-
-    def __post_init__(self) -> None:
-        _check_str("consumer", self.consumer)
-        if type(self.sseqs) is not tuple or type(self.dseqs) is not tuple or not self.sseqs:
-            raise OpError("sseqs and dseqs must be non-empty tuples")
-        if len(self.sseqs) != len(self.dseqs):
-            raise OpError("sseqs and dseqs differ in length")
-        for seqs in (self.sseqs, self.dseqs):  # C-level passes: this is the hot path
-            if set(map(type, seqs)) != {int} or min(seqs) < 0 or max(seqs) > UINT64_MAX:
-                raise OpError("sequences must be ints in 0..2**64-1")
-        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerTimeouts:
-    """Ack timers that ran out by ``now_ns``: redeliver or give up (max_deliver)."""
-
-    code: ClassVar[OpCode] = OpCode.CONSUMER_TIMEOUTS
-    consumer: str
-    now_ns: int
-
-    def __post_init__(self) -> None:
-        _check_str("consumer", self.consumer)
-        _check_int("now_ns", self.now_ns, 0, INT64_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerStreamFirst:
-    """The stream's first sequence moved to ``first_seq`` (purge, limits)."""
-
-    code: ClassVar[OpCode] = OpCode.CONSUMER_STREAM_FIRST
-    consumer: str
-    first_seq: int
-
-    def __post_init__(self) -> None:
-        _check_str("consumer", self.consumer)
-        _check_int("first_seq", self.first_seq, 0, UINT64_MAX)
-
-
-ConsumerOp = (
-    ConsumerCreated
-    | ConsumerPolicyUpdate
-    | ConsumerDelivered
-    | ConsumerAcks
-    | ConsumerTimeouts
-    | ConsumerStreamFirst
-    | ConsumerAcked
-)
-"""Every op a consumer replicates."""
-
-_CONSUMER_OPS = (
-    ConsumerCreated,
-    ConsumerPolicyUpdate,
-    ConsumerDelivered,
-    ConsumerAcks,
-    ConsumerTimeouts,
-    ConsumerStreamFirst,
-    ConsumerAcked,
-)
-
-
-def _consumer_body(op: ConsumerOp) -> object:
-    if isinstance(op, ConsumerCreated):
-        return [op.consumer, _enc_cpolicy(op.policy), op.start_seq, list(op.last_per_subject)]
-    if isinstance(op, ConsumerPolicyUpdate):
-        return [op.consumer, _enc_cpolicy(op.policy)]
-    if isinstance(op, ConsumerDelivered):
-        return [op.consumer, list(op.sseqs), op.now_ns]
-    if isinstance(op, ConsumerAcks):
-        items = [[int(a.kind), a.sseq, a.dseq, a.delay_ns, a.reason] for a in op.acks]
-        return [op.consumer, items, op.now_ns]
-    if isinstance(op, ConsumerTimeouts):
-        return [op.consumer, op.now_ns]
-    if isinstance(op, ConsumerAcked):
-        return [op.consumer, list(op.sseqs), list(op.dseqs), op.now_ns]
-    return [op.consumer, op.first_seq]
-
-
-def _dec_consumer_created(body: object) -> ConsumerCreated:
-    name, pol, start, lps = _array("consumer_created", body, 4)
-    if type(lps) is not list:
-        raise OpError("last_per_subject must be an array")
-    return ConsumerCreated(name, _dec_cpolicy(pol), start, tuple(lps))
-
-
-def _dec_consumer_policy(body: object) -> ConsumerPolicyUpdate:
-    name, pol = _array("consumer_policy", body, 2)
-    return ConsumerPolicyUpdate(name, _dec_cpolicy(pol))
-
-
-def _dec_consumer_delivered(body: object) -> ConsumerDelivered:
-    name, sseqs, now = _array("consumer_delivered", body, 3)
-    if type(sseqs) is not list:
-        raise OpError("sseqs must be an array")
-    return ConsumerDelivered(name, tuple(sseqs), now)
-
-
-def _dec_consumer_acks(body: object) -> ConsumerAcks:
-    name, items, now = _array("consumer_acks", body, 3)
-    if type(items) is not list:
-        raise OpError("acks must be an array")
-    acks = []
-    for item in items:
-        kind, sseq, dseq, delay, reason = _array("ack", item, 5)
-        if type(kind) is not int or kind not in AckKind._value2member_map_:
-            raise OpError(f"bad ack kind {kind!r}")
-        acks.append(AckItem(AckKind(kind), sseq, dseq, delay, reason))
-    return ConsumerAcks(name, tuple(acks), now)
-
-
-def _dec_consumer_acked(body: object) -> ConsumerAcked:
-    name, sseqs, dseqs, now = _array("consumer_acked", body, 4)
-    if type(sseqs) is not list or type(dseqs) is not list:
-        raise OpError("sseqs and dseqs must be arrays")
-    return ConsumerAcked(name, tuple(sseqs), tuple(dseqs), now)
-
-
-def _dec_consumer_timeouts(body: object) -> ConsumerTimeouts:
-    name, now = _array("consumer_timeouts", body, 2)
-    return ConsumerTimeouts(name, now)
-
-
-def _dec_consumer_stream_first(body: object) -> ConsumerStreamFirst:
-    name, first = _array("consumer_stream_first", body, 2)
-    return ConsumerStreamFirst(name, first)
 
 
 # --------------------------------------------------------------------------- codec
@@ -877,7 +529,7 @@ def _body(op: Op | ConsumerOp) -> object:
     if isinstance(op, Interest):
         return list(op.filters)
     if isinstance(op, ConsumerOp):
-        return _consumer_body(op)
+        return consumer_body(op)
     raise OpError(f"not an op: {type(op).__name__}")
 
 
@@ -891,29 +543,23 @@ def encode_op(op: Op | ConsumerOp) -> bytes:
     return cbor2.dumps([FORMAT_VERSION, int(op.code), body])
 
 
-def _array(name: str, v: object, n: int) -> list[Any]:
-    if type(v) is not list or len(v) != n:
-        raise OpError(f"{name} must be an array of {n}")
-    return v
-
-
 def _dec_stream_msg(body: object) -> StreamMsg:
     if type(body) is not list or not 1 <= len(body) <= PUBLISHES_PER_ENTRY_MAX:
         raise OpError("stream_msg body must be a non-empty array")
     msgs = []
     for item in body:
-        subject, headers, payload, ts_ns = _array("publish", item, 4)
+        subject, headers, payload, ts_ns = check_array("publish", item, 4)
         msgs.append(Publish(subject, headers, payload, ts_ns))
     return StreamMsg(tuple(msgs))
 
 
 def _dec_purge(body: object) -> Purge:
-    filt, seq, keep = _array("purge", body, 3)
+    filt, seq, keep = check_array("purge", body, 3)
     return Purge(filt, seq, keep)
 
 
 def _dec_delete(body: object) -> DeleteMsg:
-    seq, erase = _array("delete_msg", body, 2)
+    seq, erase = check_array("delete_msg", body, 2)
     return DeleteMsg(seq, erase)
 
 
@@ -922,17 +568,17 @@ def _dec_update(body: object) -> UpdatePolicy:
 
 
 def _dec_expire(body: object) -> Expire:
-    (now_ns,) = _array("expire", body, 1)
+    (now_ns,) = check_array("expire", body, 1)
     return Expire(now_ns)
 
 
 def _dec_mirror_msg(body: object) -> MirrorMsg:
-    skip_to, items = _array("mirror_msg", body, 2)
+    skip_to, items = check_array("mirror_msg", body, 2)
     if type(items) is not list or len(items) > PUBLISHES_PER_ENTRY_MAX:
         raise OpError("mirror_msg messages must be an array")
     msgs = []
     for item in items:
-        seq, subject, headers, payload, ts_ns = _array("mirrored", item, 5)
+        seq, subject, headers, payload, ts_ns = check_array("mirrored", item, 5)
         msgs.append(Mirrored(seq, subject, headers, payload, ts_ns))
     return MirrorMsg(tuple(msgs), skip_to)
 
@@ -942,7 +588,7 @@ def _dec_sourced_msg(body: object) -> SourcedMsg:
 
 
 def _dec_ack_remove(body: object) -> AckRemove:
-    seqs, below = _array("ack_remove", body, 2)
+    seqs, below = check_array("ack_remove", body, 2)
     if type(seqs) is not list:
         raise OpError("seqs must be an array")
     return AckRemove(tuple(seqs), below)
@@ -964,13 +610,7 @@ _DECODERS: dict[int, Callable[[object], Op | ConsumerOp]] = {
     OpCode.SOURCED_MSG: _dec_sourced_msg,
     OpCode.ACK_REMOVE: _dec_ack_remove,
     OpCode.INTEREST: _dec_interest,
-    OpCode.CONSUMER_CREATED: _dec_consumer_created,
-    OpCode.CONSUMER_POLICY: _dec_consumer_policy,
-    OpCode.CONSUMER_DELIVERED: _dec_consumer_delivered,
-    OpCode.CONSUMER_ACKS: _dec_consumer_acks,
-    OpCode.CONSUMER_TIMEOUTS: _dec_consumer_timeouts,
-    OpCode.CONSUMER_STREAM_FIRST: _dec_consumer_stream_first,
-    OpCode.CONSUMER_ACKED: _dec_consumer_acked,
+    **CONSUMER_DECODERS,
 }
 
 
@@ -985,7 +625,7 @@ def decode_op(data: bytes) -> Op:
         OpDecodeError: as ``decode_any``; also for a consumer op.
     """
     op = decode_any(data)
-    if isinstance(op, _CONSUMER_OPS):
+    if isinstance(op, CONSUMER_OP_TYPES):
         raise OpDecodeError(f"consumer op {type(op).__name__} where a stream op belongs")
     return op
 
