@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.core_bench import BENCH_DIR, OUT_DIR, build_loadgen, find_nats_server, finish
+from bench.common import (
+    BENCH_DIR,
+    OUT_DIR,
+    build_loadgen,
+    c_compiler,
+    comma_list,
+    compile_c,
+    find_nats_server,
+)
+from bench.core_bench import finish
 from bench.js_bench import (
     ApiClient,
     JsServer,
@@ -60,19 +68,12 @@ SETTLE_S_MAX = 20.0
 
 def build_jsconsume() -> list[str]:
     """Compile ``jsconsume.c`` when stale; its command."""
-    cc = shutil.which("gcc") or shutil.which("cc")
+    cc = c_compiler()
     if cc is None:
         sys.exit("consumer_bench: needs a C compiler (gcc or cc) for the consumer client")
-    OUT_DIR.mkdir(exist_ok=True)
-    exe = OUT_DIR / "jsconsume"
-    if not exe.exists() or exe.stat().st_mtime < JSCONSUME_SRC.stat().st_mtime:
-        tmp = OUT_DIR / f"jsconsume.{os.getpid()}.tmp"
-        res = subprocess.run(
-            [cc, "-O2", "-Wall", "-o", str(tmp), str(JSCONSUME_SRC)], capture_output=True, text=True
-        )
-        if res.returncode != 0:
-            sys.exit(f"consumer_bench: building jsconsume failed:\n{res.stderr}")
-        os.replace(tmp, exe)
+    exe, _cmd, err = compile_c(cc, JSCONSUME_SRC, "jsconsume")
+    if err is not None:
+        sys.exit(f"consumer_bench: building jsconsume failed:\n{err}")
     return [str(exe)]
 
 
@@ -241,8 +242,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--trijet-prefix", default="", help="command prefix for trijet")
     p.add_argument("--json", default="", help="write all raw results to this file")
     args = p.parse_args(argv)
-    args.storages = [x.strip() for x in args.storage.split(",") if x.strip()]
-    args.modes = [x.strip() for x in args.modes.split(",") if x.strip()]
+    args.storages = comma_list(args.storage)
+    args.modes = comma_list(args.modes)
     bad = [x for x in args.storages if x not in ("file", "memory")]
     bad += [x for x in args.modes if x not in ("pull", "push")]
     if bad:
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("consumer_bench: needs the C load generator (gcc or cc)")
     args.jsconsume = build_jsconsume()
     check_ref_config(args.nats_server)
-    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    servers = comma_list(args.servers)
     ver = subprocess.run([args.nats_server, "--version"], capture_output=True, text=True)
     print(f"reference: {args.nats_server} ({ver.stdout.strip()}), sync_interval: always")
     print(f"trijet:    {sys.executable} -m node -js")

