@@ -3,10 +3,34 @@
 Theory of operation: a ``Consumer`` owns its ``ConsumerStateMachine``, its
 ``ConsumerStore`` and a ``LocalGroup`` (R1; later the stream's Raft group
 carries the same ops).  Everything that changes the consumer is an op
-proposed through the group: the group applies it and syncs the consumer
-store before the result comes back, so an acknowledged ack or a delivery is
-on disk.  The consumer's one task drives the group, the ack queue and the
-ack timers:
+proposed through the group, which applies it in memory and returns.  The
+consumer's one task drives the group, the ack queue, the ack timers and the
+state flusher.
+
+Durability of a file consumer's state (group commit on a short delay, as
+nats-server's consumer store writes its state ~10 ms after a change, in the
+background):
+
+* the creation (``ConsumerCreated``, with ``config.json``) and a config
+  update are durable before they are answered;
+* an ack that carries a reply subject (ack sync, ``AckAck``) is durable
+  before its reply is sent (stronger than nats-server, which answers after
+  the in-memory update);
+* everything else -- deliveries, plain acks without a reply, naks, ack
+  timeouts, purge floors -- is applied in memory and answered (or sent) at
+  once; the flusher saves the state ``FLUSH_DELAY_S`` after the first
+  change and writes it with one fdatasync in a worker thread.  So a change
+  applied at *t* is on disk by *t* + (a write+fdatasync already running) +
+  ``FLUSH_DELAY_S`` + (its own write+fdatasync), and a clean shutdown writes
+  what is left.  After a crash (SIGKILL, power loss) the consumer restarts
+  from its last flushed state: messages delivered in the last moments are
+  delivered again (at-least-once, as with nats-server), and acks applied
+  within the bound above may be lost (their messages redelivered).  Nothing
+  *stored* is lost or duplicated: workqueue/interest removals are made in
+  the stream's own group, durable there (a consumer restarting behind them
+  finds those messages gone and skips them).
+
+Memory consumers have nothing to flush.
 
 * acks arrive synchronously from the router (``offer_ack``), are queued
   (bounded) and proposed in batches: runs of plain acks as one
@@ -73,6 +97,7 @@ from cluster.stream_fsm import ApplyOutcome, NewMessages, Purged
 from cluster.streams import Stream
 from store.api import ConsumerStore, StoredMsg
 from store.consumer import FileConsumerStore
+from store.errors import StoreClosed
 from store.memory import MemoryConsumerStore
 from store.subjects import compile_filters
 
@@ -84,6 +109,9 @@ PENDING_DELTA_MAX = 10_000
 """Beyond this many sequences moved, ``num_pending`` recounts instead."""
 TIMER_RECHECK_S = 60.0
 """Longest sleep of the timer loop before it looks again (clock jumps)."""
+FLUSH_DELAY_S = 0.010
+"""A file consumer's state is written this long after its first unsaved change
+(nats-server's consumer store waits 10 ms before writing)."""
 
 #: callback(outcome) for one queued ack
 OnAck = Callable[[Any], None]
@@ -113,23 +141,32 @@ class Consumer:
         self.cfg = cfg
         self.store = store
         self.created_ns = created_ns
-        memory = isinstance(store, MemoryConsumerStore)
-        # A file store gets the state after each op, here in the trio thread
-        # (it encodes it at once), so the sync thread only writes and fsyncs:
-        # Python work there competes for the GIL with delivery (building the
-        # state in the sync thread once per batch cost file pull ~35 %).  A
-        # memory consumer never outlives the process and nothing reads its
-        # store back: its state is not built at all.
-        self.fsm = ConsumerStateMachine(name, store, save_each_op=not memory)
-        # R1: op objects are applied directly (no cbor round trip); a memory
-        # store's sync costs nothing, so it needs no sync thread
+        # A memory consumer never outlives the process and nothing reads its
+        # store back: its state is not built at all.  A file consumer's state
+        # is built and encoded by ``flush`` (in the trio thread: Python work
+        # in the worker thread would compete for the GIL with delivery),
+        # once per flush rather than per op.
+        self.durable = not isinstance(store, MemoryConsumerStore)
+        self.fsm = ConsumerStateMachine(name, store, save_each_op=False)
+        # R1: op objects are applied directly (no cbor round trip); the group
+        # never syncs: results mean "applied", the flusher makes them durable
         self.group = LocalGroup(
             f"{stream.cfg.name}/{name}",
             self.fsm,
-            store.sync,
+            _no_sync,
             apply=self.fsm.apply_op,
-            sync_in_thread=not isinstance(store, MemoryConsumerStore),
+            sync_in_thread=False,
+            sync_each_batch=False,
         )
+        #: one flush (save + write + fdatasync) at a time
+        self._flush_lock = trio.Lock()
+        #: set when an applied op left the state unflushed (file consumers)
+        self._flush_wanted = trio.Event()
+        #: flushes done (status, tests)
+        self.flushes = 0
+        #: set by the registry when the consumer (and its files) goes away:
+        #: nothing is written at exit then
+        self.removed = False
         #: queued acks: (item, 0, 0, callback), or (None, sseq, dseq, callback)
         #: for a plain ack
         self._acks: list[tuple[AckItem | None, int, int, OnAck | None]] = []
@@ -156,22 +193,31 @@ class Consumer:
     # -- lifecycle ----------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Start the group, announce the config, then serve acks and timers."""
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.group.run)
-            start, lss = await trio.to_thread.run_sync(select_start, self.cfg, self.stream.store)
-            await self.propose(ConsumerCreated(self.name, policy_of(self.cfg), start, lss))
-            self.stream.listeners.append(self._on_stream)
-            nursery.start_soon(self._timer_loop)
-            task_status.started()
-            try:
-                await self._ack_loop()
-            finally:
-                self.closed = True
-                self._acks_idle.set()
-                if self._on_stream in self.stream.listeners:
-                    self.stream.listeners.remove(self._on_stream)
-                self.changed.set()
+        """Start the group, announce the config (durably), then serve acks,
+        timers and flushes; at exit the state still unflushed is written."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.group.run)
+                start, lss = await trio.to_thread.run_sync(
+                    select_start, self.cfg, self.stream.store
+                )
+                await self.propose(ConsumerCreated(self.name, policy_of(self.cfg), start, lss))
+                await self.flush()
+                self.stream.listeners.append(self._on_stream)
+                nursery.start_soon(self._timer_loop)
+                if self.durable:
+                    nursery.start_soon(self._flush_loop)
+                task_status.started()
+                try:
+                    await self._ack_loop()
+                finally:
+                    self.closed = True
+                    self._acks_idle.set()
+                    if self._on_stream in self.stream.listeners:
+                        self.stream.listeners.remove(self._on_stream)
+                    self.changed.set()
+        finally:
+            self._flush_at_exit()
 
     def _on_stream(self, outcome: ApplyOutcome) -> None:
         for effect in outcome.effects:
@@ -185,8 +231,11 @@ class Consumer:
         self.changed.set()
 
     async def propose(self, op: ConsumerOp) -> ConsumerOutcome:
-        """Apply ``op`` through the group (durable on return) and tell listeners."""
+        """Apply ``op`` through the group (in memory: ``flush`` makes it
+        durable; the flusher is told) and tell listeners."""
         out: ConsumerOutcome = await self.group.propose(op)
+        if self.durable:
+            self._flush_wanted.set()
         for listener in self.outcome_listeners:
             listener(out)
         if out.wake:
@@ -207,9 +256,63 @@ class Consumer:
         return True
 
     async def update(self, cfg: ConsumerConfig) -> None:
-        """Take a changed config (``check_update`` already passed)."""
+        """Take a changed config (``check_update`` already passed); durable on return."""
         self.cfg = cfg
         await self.propose(ConsumerPolicyUpdate(self.name, policy_of(cfg)))
+        await self.flush()
+
+    # -- durability -----------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Make every op applied so far durable (file consumers; a memory
+        consumer returns at once).
+
+        The state is built and encoded here, in the trio thread; the write
+        and fdatasync run in a worker thread.  Ops applied meanwhile are left
+        for the next flush.
+
+        Raises:
+            OSError: the write or the fdatasync failed (the state stays
+                unsaved, so the next flush retries it).
+        """
+        if not self.durable:
+            return
+        async with self._flush_lock:
+            self.fsm.flush()
+            await trio.to_thread.run_sync(self.store.sync)
+            self.flushes += 1
+
+    async def _flush_loop(self) -> None:
+        """Flush ``FLUSH_DELAY_S`` after the first unflushed change (group commit)."""
+        while True:
+            await self._flush_wanted.wait()
+            await trio.sleep(FLUSH_DELAY_S)
+            self._flush_wanted = trio.Event()
+            try:
+                await self.flush()
+            except OSError:
+                log.exception(
+                    "event=consumer_flush_failed stream=%s consumer=%s",
+                    self.stream.cfg.name,
+                    self.name,
+                )
+                self._flush_wanted.set()
+                await trio.sleep(1.0)  # do not spin on a failing disk
+
+    def _flush_at_exit(self) -> None:
+        """Write what is left when the task ends (shutdown), unless the
+        consumer was removed; blocking, but the group and its tasks are gone."""
+        if not self.durable or self.removed:
+            return
+        try:
+            self.fsm.flush()
+            self.store.sync()
+        except (OSError, StoreClosed):
+            log.exception(
+                "event=consumer_final_flush_failed stream=%s consumer=%s",
+                self.stream.cfg.name,
+                self.name,
+            )
 
     # -- acks -----------------------------------------------------------------------
 
@@ -265,6 +368,8 @@ class Consumer:
                 out = await self.propose(op)
                 if self.retention is not None and out.acked:
                     await self.retention.after_acks(out.acked)
+                if any(e[3] is not None for e in run):  # a reply waits: durable first
+                    await self.flush()
                 for e, res in zip(run, out.acks, strict=True):
                     if e[3] is not None:
                         e[3](res)
@@ -510,6 +615,7 @@ class ConsumerRegistry:
     async def delete(self, stream: str, name: str) -> Consumer:
         """Stop a consumer and remove its files."""
         consumer = self.consumers[stream].pop(name)
+        consumer.removed = True
         self._scopes.pop((stream, name)).cancel()
         consumer.closed = True
         consumer.changed.set()
@@ -525,6 +631,7 @@ class ConsumerRegistry:
         gone = list(self.consumers.pop(stream, {}).values())
         self.retentions.pop(stream, None)
         for c in gone:
+            c.removed = True
             self._scopes.pop((stream, c.name)).cancel()
             c.closed = True
             c.changed.set()
@@ -546,6 +653,10 @@ class ConsumerRegistry:
                     (d.name, ConsumerConfig.from_dict(doc["config"]), int(doc["created_ns"]))
                 )
         return out
+
+
+def _no_sync() -> None:
+    """The consumer groups' sync: they never sync (``Consumer.flush`` does)."""
 
 
 def _write_json(path: Path, cfg: ConsumerConfig, created_ns: int) -> None:

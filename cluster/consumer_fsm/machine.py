@@ -120,10 +120,10 @@ class ConsumerStateMachine:
 
     Args:
         name: the consumer's name (ops naming another consumer are refused).
-        store: where the state is kept (``save`` after each op; the group
-            syncs it before results are released).
+        store: where the state is kept (``save`` after each op; the owner
+            syncs it).
         save_each_op: False: ops only mark the state changed and ``flush``
-            saves it (once per batch, from the group's sync).
+            saves it (the consumer shell's flusher, on its own cadence).
 
     ``pending`` is kept in ascending stream sequence order (new deliveries
     are appended in order; loads and restores sort), so its first key is

@@ -12,6 +12,8 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
+from cluster.consumers import FLUSH_DELAY_S
+from store.consumer import decode_consumer_state, scan_log
 from tests.support import start_server
 from tests.support.aio import noop_cb, run
 
@@ -189,6 +191,110 @@ def test_durable_consumer_survives_sigkill(tmp_path: Path) -> None:
             sub = await js.pull_subscribe("k", durable="dk", stream="K")
             msgs = await sub.fetch(5, timeout=1)
             assert [m.data for m in msgs] == [b"2", b"3"]
+        finally:
+            await nc.close()
+
+    try:
+        run(second)
+    finally:
+        server.stop()
+
+
+def _flushed_ack_floor(store: Path, consumer: str) -> int:
+    """The ack floor (stream seq) in ``consumer``'s state on disk (its log's
+    last record, else the compacted ``state`` file; 0 when neither has one)."""
+    (d,) = store.rglob(f"consumers/{consumer}")
+    _end, last, _n = scan_log((d / "log").read_bytes())
+    if last is not None:
+        return decode_consumer_state(last).ack_floor_stream_seq
+    state = d / "state"
+    return (
+        decode_consumer_state(state.read_bytes()[9:]).ack_floor_stream_seq if state.exists() else 0
+    )
+
+
+def test_plain_acks_flushed_in_background_survive_sigkill(tmp_path: Path) -> None:
+    """Plain acks (no reply) are answered from memory and written by the
+    consumer's flusher within ``FLUSH_DELAY_S`` plus two fdatasyncs; once
+    written, a SIGKILL keeps them and only the unacked rest is redelivered."""
+    store = tmp_path / "store"
+    server = _start(store, tmp_path / "srv")
+
+    async def first() -> None:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        try:
+            await js.add_stream(name="F", subjects=["f"])
+            for i in range(10):
+                await js.publish("f", b"%d" % i)
+            sub = await js.pull_subscribe("f", durable="df", stream="F")
+            msgs = await sub.fetch(8, timeout=2)
+            for m in msgs[:6]:
+                await m.ack()  # no reply: not waited for
+            await nc.flush()
+            # the promise is a bound in time: generous here (loaded CI disks)
+            deadline = asyncio.get_running_loop().time() + 5.0
+            while _flushed_ack_floor(store, "df") != 6:
+                assert asyncio.get_running_loop().time() < deadline, "acks never flushed"
+                await asyncio.sleep(FLUSH_DELAY_S)
+        finally:
+            await nc.close()
+
+    run(first)
+    server.kill()
+    server = _start(store, tmp_path / "srv2")
+
+    async def second() -> None:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        try:
+            info = await js.consumer_info("F", "df")
+            assert info.ack_floor.stream_seq == 6
+            assert (info.num_ack_pending, info.num_pending) == (2, 2)  # 7, 8 wait for ack_wait
+            sub = await js.pull_subscribe("f", durable="df", stream="F")
+            msgs = await sub.fetch(2, timeout=2)
+            assert [m.data for m in msgs] == [b"8", b"9"]
+        finally:
+            await nc.close()
+
+    try:
+        run(second)
+    finally:
+        server.stop()
+
+
+def test_plain_acks_written_at_clean_shutdown(tmp_path: Path) -> None:
+    """A clean stop writes the consumer state the flusher has not written yet."""
+    store = tmp_path / "store"
+    server = _start(store, tmp_path / "srv")
+
+    async def first() -> None:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        try:
+            await js.add_stream(name="G", subjects=["g"])
+            for i in range(4):
+                await js.publish("g", b"%d" % i)
+            sub = await js.pull_subscribe("g", durable="dg", stream="G")
+            msgs = await sub.fetch(4, timeout=2)
+            for m in msgs[:3]:
+                await m.ack()
+            deadline = asyncio.get_running_loop().time() + 5.0
+            while (await js.consumer_info("G", "dg")).ack_floor.stream_seq != 3:
+                assert asyncio.get_running_loop().time() < deadline, "acks never applied"
+        finally:
+            await nc.close()
+
+    run(first)
+    server.stop()
+    server = _start(store, tmp_path / "srv2")
+
+    async def second() -> None:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        js = nc.jetstream()
+        try:
+            info = await js.consumer_info("G", "dg")
+            assert info.ack_floor.stream_seq == 3 and info.num_ack_pending == 1
         finally:
             await nc.close()
 
