@@ -504,22 +504,24 @@ class ConsumerManager:
         c: Consumer,
         to: bytes,
         got: list[tuple[StoredMsg, Delivery]],
-        after_each: Callable[[int], None] | None = None,
+        after_each: Callable[[int], Callable[[], None] | None] | None = None,
     ) -> None:
         """Deliver messages to ``to`` with their ack subjects.
 
-        ``after_each(size)`` runs after each message with its delivered size
-        (``to`` + ack subject + headers + payload; push flow control).
+        The messages go out in runs (one joined buffer for a pull request's
+        inbox, ``Router.deliver_run_as``).  ``after_each(size)`` (push flow
+        control) is told each message's delivered size (``to`` + ack subject
+        + headers + payload) as it joins the run; when it returns an action
+        (publishing a flow-control request), the run so far is delivered
+        first, then the action runs, so the request follows exactly the
+        message that made it due.
         """
         router = self.svc.server.router
         pending = c.num_pending()
         new_after = sum(1 for _, d in got if d.dc == 1)
         prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()
         headers_only = c.cfg.headers_only
-        # without per-message flow control (pull), the batch is built in one go
-        run: list[tuple[bytes, bytes | None, bytes | None, bytes]] | None = (
-            [] if after_each is None else None
-        )
+        run: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
         for m, d in got:
             if d.dc == 1:
                 new_after -= 1
@@ -530,12 +532,13 @@ class ConsumerManager:
                 base = m.headers[:-2] if m.headers else b"NATS/1.0\r\n"
                 headers = base + b"Nats-Msg-Size: %d\r\n\r\n" % len(m.payload)
                 payload = b""
-            if run is not None:
-                run.append((m.subject.encode(), ack, headers, payload))
-                continue
-            router.deliver_as(to, m.subject.encode(), ack, headers, payload)
+            run.append((m.subject.encode(), ack, headers, payload))
             if after_each is not None:
-                after_each(len(to) + len(ack) + len(headers or b"") + len(payload))
+                action = after_each(len(to) + len(ack) + len(headers or b"") + len(payload))
+                if action is not None:
+                    router.deliver_run_as(to, run)
+                    run = []
+                    action()
         if run:
             router.deliver_run_as(to, run)
         router.flush()

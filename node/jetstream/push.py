@@ -36,7 +36,9 @@ A ``PushDispatcher`` drives one push consumer (a consumer with a
   ``rate_limit_bps`` is a token bucket (``bps/8`` bytes a second, burst =
   the stream's ``max_msg_size`` or the server's ``max_payload``).  Paced
   consumers deliver one message at a time; the others up to
-  ``PUSH_BATCH_MAX`` per proposal, cut to the flow-control window.
+  ``PUSH_BATCH_MAX`` per proposal, cut to the flow-control window, and
+  written as runs (one joined buffer per subscriber) split only where a
+  flow-control request goes between two messages.
 
 Messages, redeliveries, ``max_ack_pending`` and acks are the consumer's
 (``cluster.consumers``); the dispatcher only decides *when* and *where*.
@@ -52,6 +54,7 @@ import math
 import random
 import string
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -230,22 +233,29 @@ class PushDispatcher:
     def _stalled(self) -> bool:
         return self.fc_window > 0 and self.pbytes > self.fc_window
 
-    def _sent(self, size: int) -> None:
-        """Account one delivered message; ask for flow control when due."""
+    def _sent(self, size: int) -> Callable[[], None] | None:
+        """Account one delivered message (``ConsumerManager.send``'s
+        ``after_each``); when a flow-control request is due after it, the
+        request is opened here and its publication returned, for ``send``
+        to run once the messages before it are out."""
         if not self.fc_window:
-            return
+            return None
         self.pbytes += size
         if self.fcid is None:
             if self.pbytes > self.fc_window // 2:
-                self._send_fc()
+                c = self.consumer
+                token = "".join(self.rng.choice(FC_TOKEN_ALPHABET) for _ in range(4))
+                self.fcid = f"$JS.FC.{c.stream.cfg.name}.{c.name}.{token}"
+                self.fcsz = self.pbytes
+                return self._publish_fc
         elif self.pbytes - self.fcsz >= self.fc_window:
             self.fcsz += size
+        return None
 
-    def _send_fc(self) -> None:
-        c = self.consumer
-        token = "".join(self.rng.choice(FC_TOKEN_ALPHABET) for _ in range(4))
-        self.fcid = f"$JS.FC.{c.stream.cfg.name}.{c.name}.{token}"
-        self.fcsz = self.pbytes
+    def _publish_fc(self) -> None:
+        """Publish the open flow-control request."""
+        if self.fcid is None:
+            return
         self.mgr.svc.client.publish(
             self.cfg.deliver_subject.encode(), b"", reply=self.fcid.encode(), headers=FC_REQUEST
         )
