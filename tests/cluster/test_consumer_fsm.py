@@ -35,7 +35,7 @@ from cluster.ops import (
     ConsumerTimeouts,
     OpDecodeError,
     OpError,
-    decode_op,
+    decode_any,
     encode_op,
 )
 from store.memory import MemoryConsumerStore, MemoryStreamStore
@@ -65,7 +65,7 @@ class Harness:
 
     def apply(self, op: ConsumerOp):  # type: ignore[no-untyped-def]
         data = encode_op(op)
-        assert decode_op(data) == op
+        assert decode_any(data) == op
         return self.fsm.apply(data)
 
     def fetch(self, n: int) -> list[tuple[int, int, int]]:
