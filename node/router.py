@@ -490,7 +490,7 @@ class Router:
         inbox) without caching its match or making a plan, when it has one
         plain local subscriber and no route interest (appended in batch
         mode); False (nothing done) for anything else."""
-        r = self.sublist.match(subject, cache=False)
+        r = self.sublist.match_once(subject)
         psubs = r.psubs
         if len(psubs) != 1 or r.qsubs or self.route_sublist.count:
             return False

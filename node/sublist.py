@@ -8,7 +8,10 @@ merged by queue name (a message goes to one member of each queue group, as
 nats-server does across all matching patterns).
 
 Results are cached per literal subject in a dict bounded by
-``cache_entries_max``; when full, the oldest half is dropped.  Inserting or
+``cache_entries_max``; when full, the oldest half is dropped.  Subjects used
+once (reply inboxes) take ``match_once`` instead: no entry of their own, but
+a result shared by their family (same tokens but the last) when the last
+token cannot change it; any insert or remove drops those.  Inserting or
 removing a literal subscription invalidates only that subject's entry; a
 wildcard subscription invalidates the cached subjects it matches.  Results are
 shared: callers must not mutate them.
@@ -77,6 +80,8 @@ class Sublist(Generic[S]):
     def __init__(self, cache_entries_max: int = 1024, cache_enabled: bool = True) -> None:
         self._root: _Node[S] = _Node()
         self._cache: dict[bytes, SublistResult[S]] = {}
+        # subject minus its last token -> the match of its family (match_once)
+        self._families: dict[bytes, SublistResult[S]] = {}
         self.cache_entries_max = cache_entries_max
         self.cache_enabled = cache_enabled
         self.count = 0
@@ -195,6 +200,8 @@ class Sublist(Generic[S]):
         return True
 
     def _invalidate(self, pattern: bytes) -> None:
+        if self._families:
+            self._families.clear()
         cache = self._cache
         if not cache:
             return
@@ -206,12 +213,8 @@ class Sublist(Generic[S]):
 
     # -- queries ----------------------------------------------------------
 
-    def match(self, subject: bytes, cache: bool = True) -> SublistResult[S]:
-        """Return the subscriptions interested in the literal ``subject``.
-
-        ``cache=False`` for a subject used once (a reply inbox): a miss is
-        not added to the cache, where it would only push others out.
-        """
+    def match(self, subject: bytes) -> SublistResult[S]:
+        """Return the subscriptions interested in the literal ``subject``."""
         self.matches += 1
         cached = self._cache.get(subject)
         if cached is not None:
@@ -221,13 +224,62 @@ class Sublist(Generic[S]):
         qmap: dict[bytes, list[S]] = {}
         self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
         result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
-        if self.cache_enabled and cache:
-            entries = self._cache
-            if len(entries) >= self.cache_entries_max:
-                for key in list(entries)[: self.cache_entries_max // 2]:
-                    del entries[key]
-            entries[subject] = result
+        if self.cache_enabled:
+            cache = self._cache
+            if len(cache) >= self.cache_entries_max:
+                for key in list(cache)[: self.cache_entries_max // 2]:
+                    del cache[key]
+            cache[subject] = result
         return result
+
+    def match_once(self, subject: bytes) -> SublistResult[S]:
+        """``match`` for a subject used once (a reply inbox, ``_INBOX.<id>.<n>``).
+
+        Its own result is not cached (it would only push others out).  The
+        subjects of one family (the same tokens but the last) all match alike
+        when no trie node the walk reaches before the last token has literal
+        children; such a family's result is cached until the next insert or
+        remove, so answers to one requester's inbox cost a dict lookup.
+        """
+        self.matches += 1
+        cached = self._cache.get(subject)
+        if cached is not None:
+            self.cache_hits += 1
+            return cached
+        prefix, dot, _ = subject.rpartition(b".")
+        if dot:
+            family = self._families.get(prefix)
+            if family is not None:
+                self.cache_hits += 1
+                return family
+        toks = subject.split(b".")
+        psubs: list[S] = []
+        qmap: dict[bytes, list[S]] = {}
+        self._walk(self._root, toks, 0, psubs, qmap)
+        result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
+        if dot and self.cache_enabled and self._last_token_free(toks):
+            families = self._families
+            if len(families) >= self.cache_entries_max:
+                families.clear()
+            families[prefix] = result
+        return result
+
+    def _last_token_free(self, toks: list[bytes]) -> bool:
+        """No node reached by ``toks[:-1]`` (literal and ``*`` edges) has
+        literal children: the last token cannot change the match."""
+        nodes = [self._root]
+        for tok in toks[:-1]:
+            nxt: list[_Node[S]] = []
+            for node in nodes:
+                lit = node.literal.get(tok)
+                if lit is not None:
+                    nxt.append(lit)
+                if node.pwc is not None:
+                    nxt.append(node.pwc)
+            if not nxt:
+                return True
+            nodes = nxt
+        return not any(node.literal for node in nodes)
 
     def _walk(
         self,

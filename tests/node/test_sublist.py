@@ -41,8 +41,10 @@ def naive(subs: list[FakeSub], subject: bytes) -> tuple[set[int], dict[bytes, se
     return plain, queues
 
 
-def observed(sl: Sublist[FakeSub], subject: bytes) -> tuple[set[int], dict[bytes, set[int]]]:
-    r = sl.match(subject)
+def observed(
+    sl: Sublist[FakeSub], subject: bytes, once: bool = False
+) -> tuple[set[int], dict[bytes, set[int]]]:
+    r = sl.match_once(subject) if once else sl.match(subject)
     plain = {s.ident for s in r.psubs}
     assert len(plain) == len(r.psubs)
     queues: dict[bytes, set[int]] = {}
@@ -94,6 +96,11 @@ class SublistMachine(RuleBasedStateMachine):
     def check_match(self, subject: bytes) -> None:
         assert observed(self.sl, subject) == naive(self.subs, subject)
 
+    @rule(subject=literal_subjects)
+    def check_match_once(self, subject: bytes) -> None:
+        """Subjects used once: family results shared only where the last token cannot matter."""
+        assert observed(self.sl, subject, once=True) == naive(self.subs, subject)
+
     @invariant()
     def count(self) -> None:
         assert self.sl.count == len(self.subs)
@@ -120,6 +127,22 @@ def test_cache_hits_and_invalidation() -> None:
     sl.remove(w)
     assert not sl.has_interest(b"foo.bar")
     assert sl.stats()["num_subscriptions"] == 0
+
+
+def test_match_once_shares_a_family_result_until_interest_changes() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    inbox = FakeSub(b"_INBOX.x.*", None)
+    sl.insert(inbox)
+    first = sl.match_once(b"_INBOX.x.1")
+    assert sl.match_once(b"_INBOX.x.2") is first  # one family, one result
+    assert sl.cache_size() == 0  # nothing per subject
+    exact = FakeSub(b"_INBOX.x.3", None)
+    sl.insert(exact)  # a literal last token: the family is no longer uniform
+    assert {s.ident for s in sl.match_once(b"_INBOX.x.3").psubs} == {inbox.ident, exact.ident}
+    assert [s.ident for s in sl.match_once(b"_INBOX.x.4").psubs] == [inbox.ident]
+    assert sl.match_once(b"_INBOX.x.5") is not sl.match_once(b"_INBOX.x.6")
+    sl.remove(exact)
+    assert sl.match_once(b"_INBOX.x.7") is sl.match_once(b"_INBOX.x.8")
 
 
 def test_pruning_leaves_empty_trie() -> None:
