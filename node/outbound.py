@@ -46,6 +46,7 @@ class Outbound:
     _wake: trio.Event
     _wake_set: bool
     _holding: bool
+    _flush_on_close: bool
     closing: object
 
     def _init_outbound(self, max_pending: int) -> None:
@@ -57,6 +58,9 @@ class Outbound:
         self._wake = trio.Event()
         self._wake_set = False
         self._holding = False
+        # closing, but what was queued before the close is still written
+        # (a protocol error's -ERR after the chunk's deliveries)
+        self._flush_on_close = False
 
     def _overflow(self) -> None:
         """Called when pending bytes pass ``max_pending`` (owner closes)."""
@@ -70,7 +74,7 @@ class Outbound:
 
     def flush_batch(self) -> None:
         """Account items the router appended directly, check the bound, wake."""
-        if self.closing is not None:  # nobody will write them
+        if self.closing is not None and not self._flush_on_close:  # nobody will write them
             self._drop_pending()
             return
         self._account()

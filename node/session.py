@@ -266,6 +266,7 @@ class ClientSession(Outbound):
         self.closing = reason
         self._proto.halt()
         self.stop_wall = self.server.wall_time()
+        self._flush_on_close = flush
         if not flush:
             self._drop_pending()
         if err is not None:

@@ -179,3 +179,21 @@ async def test_max_connections() -> None:
         events = await c.until(lambda evs: False)
         assert events[-1] == Err("maximum connections exceeded")
         nursery.cancel_scope.cancel()
+
+
+async def test_deliveries_before_a_protocol_error_are_written_before_the_err() -> None:
+    """The chunk's own deliveries (batched until the router's flush) still go
+    out, then the -ERR, then the close (as nats-server)."""
+    server = Server(ServerConfig())
+    async with trio.open_nursery() as nursery:
+        c = await _connect(server, nursery)
+        await c.send(
+            b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB foo 1\r\nPUB foo 5\r\nhello\r\nC\r\n'
+        )
+        with trio.fail_after(5):
+            await c.until(lambda evs: False)  # until the server closes
+        assert c.closed
+        kinds = [type(e) for e in c.events if type(e) in (Msg, Err)]
+        assert kinds == [Msg, Err]
+        assert [e for e in c.events if type(e) is Msg] == [Msg(b"foo", b"1", None, b"hello")]
+        nursery.cancel_scope.cancel()
