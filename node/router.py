@@ -592,8 +592,6 @@ class Router:
                     self.publish(src, subject, reply, None, rest)
                 break
             reply = replies[i]
-            if reply is not None:
-                self._note_reply(reply)
             for c, sub in targets:
                 c.deliver_internal(sub, subject, reply, None, payload, src)
                 n += 1

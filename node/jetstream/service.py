@@ -318,10 +318,11 @@ class JetStreamService:
         """
         client = self.client
         router = self.server.router
+        publish_once = router.publish_once
 
         def publish(reply: bytes, body: bytes) -> None:
             client.out_msgs += 1
-            router.publish_once(reply, body)
+            publish_once(reply, body)
             if not router.flushing:
                 router.flush()
 
@@ -329,7 +330,10 @@ class JetStreamService:
 
         def ack(reply: bytes, result: Any) -> None:
             if type(result) is PubResult and not result.duplicate and result.stream == stream:
-                publish(reply, prefix + b"%d}" % result.seq)
+                client.out_msgs += 1  # the common case, inline
+                publish_once(reply, prefix + b"%d}" % result.seq)
+                if not router.flushing:
+                    router.flush()
             elif isinstance(result, PubResult):
                 text = render.pub_ack(
                     result.stream, result.seq, duplicate=result.duplicate, domain=self.domain
