@@ -105,6 +105,8 @@ log = logging.getLogger(__name__)
 
 ACK_QUEUE_MAX = 100_000
 ACKS_PER_OP_MAX = 4096
+SETTLE_WAIT_S_MAX = 5.0
+"""Longest an INFO waits for a purge to reach a consumer (a stuck one answers anyway)."""
 PENDING_DELTA_MAX = 10_000
 """Beyond this many sequences moved, ``num_pending`` recounts instead."""
 TIMER_RECHECK_S = 60.0
@@ -183,6 +185,9 @@ class Consumer:
         #: (next_sseq, last_seq, live msgs, count) of the last ``num_pending``
         self._pending_cache: tuple[int, int, int, int] | None = None
         self._first_seq = 0  # a purge to tell the state machine about
+        #: set while no purge waits to reach the state machine (INFO waits on it)
+        self._first_applied = trio.Event()
+        self._first_applied.set()
         #: workqueue/interest streams: removes what nobody needs any more
         self.retention: Retention | None = None
         #: deliveries applied but not yet handed to ``send`` (``settled``)
@@ -225,6 +230,8 @@ class Consumer:
                 self._wake()
             elif isinstance(effect, Purged):
                 self._first_seq = max(self._first_seq, effect.first_seq)
+                if self._first_applied.is_set():
+                    self._first_applied = trio.Event()
                 self._acks_wake.set()
 
     def _wake(self) -> None:
@@ -346,6 +353,8 @@ class Consumer:
             if self._first_seq:
                 first, self._first_seq = self._first_seq, 0
                 await self.propose(ConsumerStreamFirst(self.name, first))
+                if not self._first_seq:
+                    self._first_applied.set()
             if not self._acks:
                 continue
             batch = self._acks[:ACKS_PER_OP_MAX]
@@ -521,7 +530,12 @@ class Consumer:
         return got, False
 
     async def settled(self) -> None:
-        """Return once no delivery sits between its apply and its ``send``."""
+        """Return once no delivery sits between its apply and its ``send``, and
+        a stream purge already applied has reached this consumer's state (so
+        an answer never shows the consumer behind a purge it followed)."""
+        with trio.move_on_after(SETTLE_WAIT_S_MAX):
+            while not self.closed and not self._first_applied.is_set():
+                await self._first_applied.wait()
         while self.delivering:
             await self._settled.wait()
 
