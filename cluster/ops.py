@@ -299,6 +299,23 @@ class Publish:
     def __post_init__(self) -> None:
         _check_message(self.subject, self.headers, self.payload, self.ts_ns)
 
+    @classmethod
+    def trusted(cls, subject: str, headers: bytes | None, payload: bytes, ts_ns: int) -> Publish:
+        """A ``Publish`` the server builds from values it has already checked
+        (the protocol parser's subject and bytes, its own clock): the same
+        value without ``__post_init__``'s per-field checks.  Decoding an
+        entry keeps using the validating constructor."""
+        m = _object_new(cls)
+        _set(m, "subject", subject)
+        _set(m, "headers", headers)
+        _set(m, "payload", payload)
+        _set(m, "ts_ns", ts_ns)
+        return m
+
+
+_object_new = object.__new__
+_set = object.__setattr__
+
 
 @dataclass(frozen=True, slots=True)
 class StreamMsg:

@@ -55,6 +55,16 @@ from store.ttl import TtlIndex
 __all__ = ["MemoryConsumerStore", "MemoryStreamStore"]
 
 
+def _unbounded(limits: StreamLimits) -> bool:
+    """No limit an append checks or enforces is set (size, count, bytes, per subject)."""
+    return (
+        limits.max_msg_size < 0
+        and limits.max_msgs <= 0
+        and limits.max_bytes <= 0
+        and limits.max_msgs_per_subject <= 0
+    )
+
+
 class MemoryStreamStore:
     """A ``StreamStore`` held entirely in memory.
 
@@ -72,6 +82,7 @@ class MemoryStreamStore:
         accounting: Accounting = Accounting.MEMORY,
     ) -> None:
         self._limits = (limits or StreamLimits()).normalised()
+        self._unbounded = _unbounded(self._limits)
         self._acct = accounting
         self._msgs: dict[int, StoredMsg] = {}
         self._subj: dict[str, dict[int, None]] = {}
@@ -156,6 +167,19 @@ class MemoryStreamStore:
         if seq is not None and seq != self._last_seq + 1:
             raise SequenceMismatch(self._last_seq + 1, seq)
         size = msg_size(subject, headers, payload, self._acct)
+        if self._unbounded and not headers:
+            # The common case: no limit can reject or evict, no TTL to index.
+            new_seq = self._last_seq + 1
+            self._msgs[new_seq] = StoredMsg(new_seq, subject, b"", bytes(payload), ts_ns)
+            self._bytes += size
+            sseqs = self._subj.get(subject)
+            if sseqs is None:
+                self._subj[subject] = {new_seq: None}
+            else:
+                sseqs[new_seq] = None
+            self._last_seq = new_seq
+            self._last_ts = ts_ns
+            return new_seq, ts_ns
         sseqs = self._subj.get(subject)
         n_subj = len(sseqs) if sseqs else 0
         oldest: int | None = None
@@ -296,6 +320,7 @@ class MemoryStreamStore:
         self._check_open()
         ttl_changed = limits.msg_ttl != self._limits.msg_ttl
         self._limits = limits.normalised()
+        self._unbounded = _unbounded(self._limits)
         if ttl_changed:
             self._reindex_ttls()
         n = self._enforce_stream()

@@ -225,7 +225,8 @@ class StreamStateMachine(SourcingApply):
 
     def _publish(self, m: Publish) -> tuple[Result, Purged | None]:
         pol = self._policy
-        self._prune_dedupe(m.ts_ns)
+        if self._dedupe:  # empty in the common case (no Nats-Msg-Id)
+            self._prune_dedupe(m.ts_ns)
         if pol.sealed:
             return ERR_SEALED, None
         hdr = m.headers or b""

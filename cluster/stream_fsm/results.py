@@ -13,6 +13,7 @@ serialises them without a lookup of its own.  Effects are data for the shell
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from store.errors import LimitExceeded
 
@@ -52,9 +53,13 @@ __all__ = [
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
-class PubResult:
-    """A publish was stored (or recognised as a duplicate of ``seq``)."""
+class PubResult(NamedTuple):
+    """A publish was stored (or recognised as a duplicate of ``seq``).
+
+    A named tuple rather than a frozen dataclass: one is built per stored
+    message, and a tuple is built in C (a frozen dataclass's ``__init__``
+    sets each field through ``object.__setattr__``).
+    """
 
     stream: str
     seq: int
