@@ -50,10 +50,11 @@ from typing import Any
 import trio
 
 from cluster.local import LocalGroup
-from cluster.model import Compression, Storage, StreamConfig
+from cluster.model import Compression, Retention, Storage, StreamConfig
 from cluster.ops import (
     DeleteMsg,
     Expire,
+    Interest,
     Op,
     OpError,
     Publish,
@@ -413,11 +414,18 @@ class StreamRegistry:
         self._claim(cfg.name)
         try:
             store = await trio.to_thread.run_sync(self._open_store, cfg)
+            fresh = created_ns is None
             if created_ns is None:
                 created_ns = time.time_ns()
                 if cfg.first_seq > 1 and store.state().last_seq == 0:
                     store.compact(cfg.first_seq)
             stream = Stream(cfg, store, created_ns)
+            if fresh and cfg.retention is Retention.INTEREST:
+                # A new interest stream has no consumers: publishes before the
+                # first consumer are not kept.  Part of the initial state (every
+                # replica starts from the same config), so it is applied before
+                # the stream takes its first publish, not proposed after.
+                stream.fsm.apply_op(Interest(()))
             if self.dir is not None and cfg.storage is Storage.FILE:
                 await trio.to_thread.run_sync(self._write_config, cfg, created_ns)
             await self._launch(stream)
