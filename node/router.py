@@ -13,11 +13,8 @@ subject nobody listens on sends the publisher a ``503`` status message when it
 asked for no-responders.  Never awaits: one publish is a handful of list
 appends, so a session can route a whole received chunk before yielding.
 
-JetStream deliveries (``deliver_as``) are routed by their deliver subject but
-shown to clients with the stream subject.  Across a route they travel as
-nats-server sends them: ``RMSG <deliver subject> $JS.ACK.….<pending>@<stream
-subject>``; a message arriving on a route with such a reply is delivered
-locally under the stream subject with the plain ack reply.
+JetStream's delivery paths (``deliver_as``, ``deliver_run_as``, the ack
+intake) live in ``node.jsdelivery`` as a mixin of ``Router``.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from node.jsdelivery import JS_ACK_PREFIX, JetStreamDelivery, split_js_ack
 from node.sublist import Sublist
 
 if TYPE_CHECKING:
@@ -35,27 +33,13 @@ CRLF = b"\r\n"
 PLANS_MAX = 4096
 REPLIES_MAX = 4096
 """Reply subjects remembered for their answers (``Router._once``); cleared when full."""
-JS_ACK_PREFIX = b"$JS.ACK."
-
-
-def split_js_ack(reply: bytes) -> tuple[bytes, bytes] | None:
-    """``(ack, subject)`` of a routed ``$JS.ACK.….<pending>@<subject>`` reply
-    (the first ``@`` after the ack subject's eight dots), else None."""
-    if not reply.startswith(JS_ACK_PREFIX):
-        return None
-    i = reply.find(b"@")
-    while i > 0:
-        if reply.count(b".", 0, i) >= 8:
-            return (reply[:i], reply[i + 1 :]) if i < len(reply) - 1 else None
-        i = reply.find(b"@", i + 1)
-    return None
 
 
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
 
 
-class Router:
+class Router(JetStreamDelivery):
     """Delivery over one account's sublist.
 
     Args:
@@ -232,49 +216,6 @@ class Router:
         if reply and n:
             self._note_reply(reply)
         return n
-
-    def _ack_intake(self, src: Any, subject: bytes, reply: bytes | None, payload: bytes) -> bool:
-        """Hand a ``$JS.ACK.<stream>.<consumer>.…`` publish straight to the
-        consumer's internal ack subscription, without a sublist match (every
-        ack subject is unique: each would miss the match cache and leave a
-        plan behind).  Only while those subscriptions are the sole interest
-        that overlaps ``$JS.ACK.>`` (no client or route interest, no queue);
-        False sends the message down the normal path.
-        """
-        if self._ack_gen != self.gen:
-            self._ack_subs = self._ack_table()
-            self._ack_gen = self.gen
-        i = subject.find(b".", 8)
-        j = subject.find(b".", i + 1) if i > 0 else -1
-        if j < 0 or j == len(subject) - 1:
-            return False
-        sub = self._ack_subs.get(subject[8:j])
-        if sub is None:
-            return False
-        self.out_msgs += 1
-        sub.client.deliver_internal(sub, subject, reply, None, payload, src)
-        return True
-
-    def _ack_table(self) -> dict[bytes, Any]:
-        """The ack intake table for the current interest ({} = not usable)."""
-        if self.route_sublist.count and self.route_sublist.overlapping(b"$JS.ACK"):
-            return {}
-        table: dict[bytes, Any] = {}
-        for sub in self.sublist.overlapping(b"$JS.ACK"):
-            toks = sub.subject.split(b".")
-            key = b".".join(toks[2:4])
-            if (
-                not getattr(sub.client, "internal", False)
-                or sub.queue is not None
-                or sub.max_msgs is not None
-                or len(toks) != 5
-                or toks[4] != b">"
-                or any(t in (b"*", b">") for t in toks[2:4])
-                or key in table
-            ):
-                return {}
-            table[key] = sub
-        return table
 
     def fast_publisher(self, src: Any) -> tuple[PubFn, PubRunFn]:
         """PUB handlers for a client with no per-message checks to make.
@@ -715,113 +656,6 @@ class Router:
     def deliver_routed(self, ev: Any) -> None:
         """Deliver a message that arrived on a route (an ``RMsg`` event)."""
         self.publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
-
-    def deliver_as(
-        self,
-        to: bytes,
-        subject: bytes,
-        reply: bytes | None,
-        headers: bytes | None,
-        payload: bytes,
-        to_routes: bool = True,
-    ) -> int:
-        """Deliver to the subscribers of ``to`` a message whose MSG line
-        names ``subject`` (JetStream deliveries: routed by the inbox, shown
-        with the stream subject).  One member per queue group.  Routes with
-        interest in ``to`` get it as ``RMSG to reply@subject`` unless
-        ``to_routes`` is False (it came from a route).  Returns the number of
-        copies handed out (a route counts once).
-        """
-        r = self.sublist.match(to)
-        routed = 0
-        if to_routes and self.route_sublist.count:
-            via = reply + b"@" + subject if reply else None
-            routed = self._to_routes(to, via, headers, payload, r.qsubs)
-        targets = list(r.psubs)
-        for group in r.qsubs:
-            targets.append(group[self.rng.randrange(len(group))] if len(group) > 1 else group[0])
-        mid = b" " + reply + b" " if reply else b" "
-        plen = len(payload)
-        n = 0
-        for sub in targets:
-            c = sub.client
-            if c.internal:
-                c.deliver_internal(sub, subject, reply, headers, payload, None)
-            else:
-                if headers is None or not c.headers:
-                    body = mid + str(plen).encode() + CRLF + payload + CRLF
-                    data = b"MSG " + subject + sub.sid_sp + body
-                else:
-                    hl = len(headers)
-                    sizes = str(hl).encode() + b" " + str(hl + plen).encode()
-                    data = (
-                        b"HMSG "
-                        + subject
-                        + sub.sid_sp
-                        + mid
-                        + sizes
-                        + CRLF
-                        + headers
-                        + payload
-                        + CRLF
-                    )
-                c.enqueue(data, plen)
-                sub.delivered += 1
-                if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
-                    c.remove_sub(sub)
-            n += 1
-        self.out_msgs += n
-        self.out_bytes += plen * n
-        return n + routed
-
-    def deliver_run_as(
-        self, to: bytes, msgs: list[tuple[bytes, bytes | None, bytes | None, bytes]]
-    ) -> int:
-        """``deliver_as`` for several messages ``(subject, reply, headers,
-        payload)`` to one inbox.  When ``to`` has exactly one plain local
-        subscriber and no route interest (a pull request's inbox), their ops
-        are built with one join and appended in batch mode (the caller must
-        ``flush()``); otherwise each goes through ``deliver_as``.  Returns the
-        copies handed out.
-        """
-        r = self.sublist.match(to)
-        psubs = r.psubs
-        c = psubs[0].client if len(psubs) == 1 else None
-        if (
-            c is None
-            or r.qsubs
-            or self.route_sublist.count
-            or c.internal
-            or c.deliver_filter is not None
-            or psubs[0].max_msgs is not None
-        ):
-            return sum(self.deliver_as(to, *m) for m in msgs)
-        sub = psubs[0]
-        sid = sub.sid_sp
-        with_headers = c.headers
-        parts = []
-        total = 0
-        for subject, reply, headers, payload in msgs:
-            plen = len(payload)
-            total += plen
-            mid = b" " + reply + b" " if reply else b" "
-            if headers is None or not with_headers:
-                parts.append(b"MSG %b%b%b%d\r\n%b\r\n" % (subject, sid, mid, plen, payload))
-            else:
-                hl = len(headers)
-                parts.append(
-                    b"HMSG %b%b%b%d %d\r\n%b%b\r\n"
-                    % (subject, sid, mid, hl, hl + plen, headers, payload)
-                )
-        k = len(msgs)
-        c._out.append(b"".join(parts))
-        c.out_msgs += k
-        c.out_bytes += total
-        sub.delivered += k
-        self._touched.add(c)
-        self.out_msgs += k
-        self.out_bytes += total
-        return k
 
     def no_responders(self, src: Any, subject: bytes, reply: bytes) -> None:
         """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""
