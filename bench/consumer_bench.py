@@ -48,7 +48,7 @@ from bench.common import (
     compile_c,
     find_nats_server,
 )
-from bench.core_bench import finish
+from bench.core_bench import finish, start_py_spy, stop_py_spy
 from bench.js_bench import (
     ApiClient,
     JsServer,
@@ -167,9 +167,13 @@ def run_one(s: JsServer, storage: str, mode: str, rep: int, args: argparse.Names
     try:
         prefill(s, api, storage, args)
         load = os.getloadavg()
+        spy = start_py_spy(s.proc, f"{storage}-{mode}", rep, args)
         c0 = s.proc.cpu_s()
-        res, notes = (run_pull if mode == "pull" else run_push)(s, api, args)
-        cpu = s.proc.cpu_s() - c0
+        try:
+            res, notes = (run_pull if mode == "pull" else run_push)(s, api, args)
+        finally:
+            cpu = s.proc.cpu_s() - c0
+            stop_py_spy(spy)
     finally:
         api.close()
     sm = Sample(s.proc.name, storage, mode, rep, res, cpu, load)
@@ -240,6 +244,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--modes", default="pull,push", help="comma list of pull, push")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go (TMPDIR)")
     p.add_argument("--trijet-prefix", default="", help="command prefix for trijet")
+    p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet (1st run)")
+    p.add_argument(
+        "--py-spy-phases", default="file-pull", help="<storage>-<mode> phases to profile"
+    )
+    p.add_argument("--py-spy-format", default="raw", choices=["raw", "flamegraph", "speedscope"])
     p.add_argument("--json", default="", help="write all raw results to this file")
     args = p.parse_args(argv)
     args.storages = comma_list(args.storage)

@@ -35,16 +35,9 @@ from urllib.parse import urlsplit
 import trio
 
 from node.outbound import Outbound
-from node.protocol.connection import (
-    PING_BYTES,
-    PONG_BYTES,
-    ProtocolConnection,
-    ProtocolViolation,
-    Role,
-    err_bytes,
-    info_bytes,
-)
+from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
+from node.protocol.wire import PING_BYTES, PONG_BYTES, err_bytes, info_bytes
 
 if TYPE_CHECKING:
     from node.server import Server

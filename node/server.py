@@ -29,7 +29,7 @@ import trio
 
 from node.auth import Authenticator
 from node.config import ServerConfig
-from node.protocol.connection import err_bytes, info_bytes
+from node.protocol.wire import err_bytes, info_bytes
 from node.route import Interest, Route, RouteManager, parse_route_url
 from node.router import Router
 from node.session import ClientSession, ClosedReason, Subscription

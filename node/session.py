@@ -34,17 +34,9 @@ import trio
 
 from node.auth import AuthedUser, Permissions
 from node.outbound import Outbound
-from node.protocol.connection import (
-    OK_BYTES,
-    PING_BYTES,
-    PONG_BYTES,
-    ProtocolConnection,
-    ProtocolViolation,
-    Role,
-    err_bytes,
-    info_bytes,
-)
+from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, HPub, Ping, Pong, Sub, Unsub
+from node.protocol.wire import OK_BYTES, PING_BYTES, PONG_BYTES, err_bytes, info_bytes
 from node.subjects import valid_literal_subject, valid_subject
 
 if TYPE_CHECKING:

@@ -13,10 +13,6 @@ from node.protocol.connection import (
     ProtocolConnection,
     ProtocolViolation,
     Role,
-    hmsg_bytes,
-    info_bytes,
-    msg_bytes,
-    serialize,
 )
 from node.protocol.events import (
     OK,
@@ -35,6 +31,7 @@ from node.protocol.events import (
     Sub,
     Unsub,
 )
+from node.protocol.wire import hmsg_bytes, info_bytes, msg_bytes, serialize
 
 
 def feed_whole(role: Role, data: bytes, **kw: object) -> list[object]:

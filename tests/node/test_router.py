@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from node.outbound import Outbound
-from node.protocol.connection import msg_bytes
+from node.protocol.wire import msg_bytes
 from node.router import Router
 from node.session import Subscription
 from node.sublist import Sublist
