@@ -62,6 +62,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,20 @@ class Consumer:
             self._acks_idle = trio.Event()
         return True
 
+    def offer_plain_acks(self, sseqs: list[int], dseqs: list[int]) -> int:
+        """``offer_plain_ack`` for a run of reply-less ``+ACK``s (one wake-up);
+        returns how many were queued (the queue is bounded)."""
+        room = ACK_QUEUE_MAX - len(self._acks)
+        if room <= 0:
+            return 0
+        if len(sseqs) > room:
+            sseqs, dseqs = sseqs[:room], dseqs[:room]
+        self._acks.extend(zip(repeat(None), sseqs, dseqs, repeat(None)))
+        self._acks_wake.set()
+        if self._acks_idle.is_set():
+            self._acks_idle = trio.Event()
+        return len(sseqs)
+
     async def _ack_loop(self) -> None:
         """Propose queued acks in batches, and stream purges as they happen."""
         while True:
@@ -530,12 +545,15 @@ class Consumer:
         return got, False
 
     async def settled(self) -> None:
-        """Return once no delivery sits between its apply and its ``send``, and
-        a stream purge already applied has reached this consumer's state (so
-        an answer never shows the consumer behind a purge it followed)."""
+        """Return once no delivery sits between its apply and its ``send``, the
+        acks received so far are applied, and a stream purge already applied
+        has reached this consumer's state (so an answer never shows the
+        consumer behind acks sent before the request or a purge it followed)."""
         with trio.move_on_after(SETTLE_WAIT_S_MAX):
             while not self.closed and not self._first_applied.is_set():
                 await self._first_applied.wait()
+            while not self.closed and not self._acks_idle.is_set():
+                await self._acks_idle.wait()
         while self.delivering:
             await self._settled.wait()
 

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 #: callback(subscription, subject, reply, headers, payload)
 Handler = Callable[[Subscription, bytes, bytes | None, bytes | None, bytes], None]
+#: callback(subscription, subjects, payload): several reply-less messages
+#: without headers, one payload (a client's run of acks)
+ManyHandler = Callable[[Subscription, list[bytes], bytes], None]
 
 
 class InternalClient:
@@ -44,6 +47,7 @@ class InternalClient:
         self.name = name
         self.cid = 0
         self._handlers: dict[Subscription, Handler] = {}
+        self._many: dict[Subscription, ManyHandler] = {}
         self._next_sid = 0
         self.in_msgs = 0
         self.out_msgs = 0
@@ -51,17 +55,25 @@ class InternalClient:
         self.sender: Any = None
 
     def subscribe(
-        self, subject: bytes, handler: Handler, queue: bytes | None = None
+        self,
+        subject: bytes,
+        handler: Handler,
+        queue: bytes | None = None,
+        many: ManyHandler | None = None,
     ) -> Subscription:
-        """Add an internal subscription (announced to routes like any other)."""
+        """Add an internal subscription (announced to routes like any other);
+        ``many``, when given, takes runs handed over by ``deliver_internal_many``."""
         self._next_sid += 1
         sub = Subscription(self, subject, queue, b"i%d" % self._next_sid)
         self._handlers[sub] = handler
+        if many is not None:
+            self._many[sub] = many
         self.server.add_sub(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Remove a subscription made by ``subscribe``."""
+        self._many.pop(sub, None)
         if self._handlers.pop(sub, None) is not None:
             self.server.remove_sub(sub)
 
@@ -92,6 +104,24 @@ class InternalClient:
                 handler(sub, subject, reply, headers, payload)
             finally:
                 self.sender = outer
+
+    def deliver_internal_many(
+        self, sub: Subscription, subjects: list[bytes], payload: bytes, src: Any = None
+    ) -> None:
+        """``deliver_internal`` for several reply-less messages without headers
+        sharing ``payload``: one call of the subscription's ``many`` handler,
+        else one ``deliver_internal`` each."""
+        many = self._many.get(sub)
+        if many is None:
+            for subject in subjects:
+                self.deliver_internal(sub, subject, None, None, payload, src)
+            return
+        self.in_msgs += len(subjects)
+        outer, self.sender = self.sender, src
+        try:
+            many(sub, subjects, payload)
+        finally:
+            self.sender = outer
 
     def publish(
         self,

@@ -17,6 +17,7 @@ interest generation, counters, batch set).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -86,6 +87,58 @@ class JetStreamDelivery:
         self.out_msgs += 1
         sub.client.deliver_internal(sub, subject, reply, None, payload, src)
         return True
+
+    def ack_run(
+        self,
+        src: Any,
+        subjects: list[bytes],
+        payload: bytes,
+        each: Callable[[bytes, bytes], object],
+    ) -> None:
+        """Reply-less messages without headers sharing ``payload`` (a client's
+        run of acks): consecutive ones for one consumer go to its ack
+        subscription in one ``deliver_internal_many`` call (as ``_ack_intake``
+        hands over one); any other goes to ``each(subject, payload)``, in order.
+        """
+        if self._ack_gen != self.gen:
+            self._ack_subs = self._ack_table()
+            self._ack_gen = self.gen
+        table = self._ack_subs
+        if not table:
+            for subject in subjects:
+                each(subject, payload)
+            return
+        cur: Any = None
+        batch: list[bytes] = []
+        for subject in subjects:
+            sub = None
+            if subject.startswith(JS_ACK_PREFIX):
+                i = subject.find(b".", 8)
+                j = subject.find(b".", i + 1) if i > 0 else -1
+                if 0 < j < len(subject) - 1:
+                    sub = table.get(subject[8:j])
+            if sub is not cur:
+                if batch:
+                    self._hand_acks(cur, batch, payload, src, each)
+                    batch = []
+                cur = sub
+            batch.append(subject)
+        self._hand_acks(cur, batch, payload, src, each)
+
+    def _hand_acks(
+        self,
+        sub: Any,
+        subjects: list[bytes],
+        payload: bytes,
+        src: Any,
+        each: Callable[[bytes, bytes], object],
+    ) -> None:
+        if sub is None:
+            for subject in subjects:
+                each(subject, payload)
+            return
+        self.out_msgs += len(subjects)
+        sub.client.deliver_internal_many(sub, subjects, payload, src)
 
     def _ack_table(self) -> dict[bytes, Any]:
         """The ack intake table for the current interest ({} = not usable)."""

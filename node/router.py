@@ -37,6 +37,7 @@ REPLIES_MAX = 4096
 
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
+PubsFn = Callable[[list[bytes], bytes], None]
 
 
 class Router(JetStreamDelivery):
@@ -217,11 +218,12 @@ class Router(JetStreamDelivery):
             self._note_reply(reply)
         return n
 
-    def fast_publisher(self, src: Any) -> tuple[PubFn, PubRunFn]:
+    def fast_publisher(self, src: Any) -> tuple[PubFn, PubRunFn, PubsFn]:
         """PUB handlers for a client with no per-message checks to make.
 
-        Returns ``(pub, pub_run)`` for ``ProtocolConnection.feed``: one
-        message, or a run of messages to one subject.  Valid while the
+        Returns ``(pub, pub_run, pubs)`` for ``ProtocolConnection.feed``: one
+        message, a run of messages to one subject, or reply-less messages
+        sharing a payload to several subjects (acks: ``ack_run``).  Valid while the
         client's options stay as they are (the session asks for new ones after
         CONNECT).  With a current delivery plan they append straight to the
         subscribers' (and routes') buffers and remember them — the caller must
@@ -248,7 +250,18 @@ class Router(JetStreamDelivery):
                 for reply, payload in zip(replies, payloads, strict=True):
                     self.publish(src, subject, reply, None, payload)
 
-        return pub, pub_run
+        def each(subject: bytes, payload: bytes) -> None:
+            if echo:
+                one(src, subject, None, payload, True)
+            else:
+                self.publish(src, subject, None, None, payload)
+
+        def pubs(subjects: list[bytes], payload: bytes) -> None:
+            src.in_msgs += len(subjects)
+            src.in_bytes += len(payload) * len(subjects)
+            self.ack_run(src, subjects, payload, each)
+
+        return pub, pub_run, pubs
 
     def fast_routed(self, route: Any) -> tuple[PubFn, PubRunFn]:
         """Handlers for plain messages arriving on ``route`` (no queues, no headers).

@@ -172,6 +172,7 @@ class ClientSession(Outbound):
         # PUB handler: the checking one until CONNECT says no checks are needed
         self._pub_handler: Any = self._on_pub
         self._pub_run_handler: Any = None
+        self._pubs_handler: Any = None
         self._first_pong_sent = False
         self.nonce: str | None = server.make_nonce() if server.authenticator.needs_nonce else None
         self._proto = ProtocolConnection(
@@ -469,7 +470,13 @@ class ClientSession(Outbound):
             in_msgs, in_bytes = self.in_msgs, self.in_bytes
             self._hold()
             try:
-                proto.feed(data, self._pub_handler, self._on_event, self._pub_run_handler)
+                proto.feed(
+                    data,
+                    self._pub_handler,
+                    self._on_event,
+                    self._pub_run_handler,
+                    self._pubs_handler,
+                )
                 self._flush()
             finally:
                 if self._release():
@@ -593,9 +600,11 @@ class ClientSession(Outbound):
         # nats-server's first RTT estimate: accept to CONNECT (until a PONG measures it)
         self.rtt_s = max(trio.current_time() - self.start, 1e-9)
         if not (self.verbose or self.pedantic or self.perms is not None):
-            self._pub_handler, self._pub_run_handler = server.router.fast_publisher(self)
+            self._pub_handler, self._pub_run_handler, self._pubs_handler = (
+                server.router.fast_publisher(self)
+            )
         else:
-            self._pub_handler, self._pub_run_handler = self._on_pub, None
+            self._pub_handler, self._pub_run_handler, self._pubs_handler = self._on_pub, None, None
         self._auth_deadline = float("inf")
         self._needs_auth = False
         if self.verbose:

@@ -387,7 +387,10 @@ class ConsumerManager:
         key = (stream.cfg.name, name)
         consumer.outcome_listeners.append(lambda out: self._advise(consumer, out))
         subject = f"$JS.ACK.{stream.cfg.name}.{name}.>".encode()
-        self._subs[key] = self.svc.client.subscribe(subject, self._ack_handler(consumer))
+        on_ack = self._ack_handler(consumer)
+        self._subs[key] = self.svc.client.subscribe(
+            subject, on_ack, many=self._acks_handler(consumer, on_ack)
+        )
         dispatcher: PullDispatcher | PushDispatcher
         if cfg.is_pull:
             dispatcher = self.pulls[key] = PullDispatcher(self, consumer)
@@ -592,6 +595,38 @@ class ConsumerManager:
             offer(item, done)
 
         return on_ack
+
+    @staticmethod
+    def _acks_handler(
+        consumer: Consumer,
+        on_ack: Callable[[Subscription, bytes, bytes | None, bytes | None, bytes], None],
+    ) -> Callable[[Subscription, list[bytes], bytes], None]:
+        """The ack subscription's handler for a client's run of reply-less
+        acks sharing a body: plain ``+ACK``s are parsed and queued in one go
+        (what ``on_ack`` does for each), anything else goes to ``on_ack``."""
+        offer_many = consumer.offer_plain_acks
+
+        def on_acks(sub: Subscription, subjects: list[bytes], body: bytes) -> None:
+            if (body and body != b"+ACK") or consumer.cfg.sample_freq:
+                for subject in subjects:
+                    on_ack(sub, subject, None, None, body)
+                return
+            sseqs: list[int] = []
+            dseqs: list[int] = []
+            for subject in subjects:
+                tokens = subject.split(b".")
+                if len(tokens) != 9:
+                    continue
+                try:
+                    sseq, dseq = int(tokens[5]), int(tokens[6])
+                except ValueError:
+                    continue
+                sseqs.append(sseq)
+                dseqs.append(dseq)
+            if sseqs:
+                offer_many(sseqs, dseqs)
+
+        return on_acks
 
     # -- advisories ----------------------------------------------------------------
 

@@ -88,6 +88,49 @@ _RMSG_LINE = re.compile(
 _FAST_LINE[Role.SERVER] = _PUB_LINE.match
 _FAST_LINE[Role.ROUTE] = _RMSG_LINE.match
 
+#: largest payload a run of reply-less PUBs to differing subjects may share
+#: (JetStream acks: ``+ACK``, ``-NAK``, empty, ...) to be handed over as one call
+MANY_PAYLOAD_MAX = 8
+#: bytes looked at per attempt to take such a run (bounds the work per attempt)
+MANY_WINDOW = 16384
+_WS = (b" ", b"\t", b"\r", b"\n")
+
+
+def _many_subjects(buf: bytes, pos: int, payload: bytes, longest: int) -> list[bytes] | None:
+    """The subjects of a run of ``PUB <subject> <size>\r\n<payload>\r\n``
+    ops (single spaces, no reply, this payload) at ``pos``, but the run's last
+    op (at least two; the run ends at ``pos`` + the ops' lengths), or None.
+
+    One ``split`` of a bounded window on what separates two such subjects
+    (the rest of one op and the next op's verb); a piece between two
+    separators is a subject exactly when it is 1..``longest`` bytes without
+    whitespace.
+    """
+    sep = b" %d\r\n%b\r\nPUB " % (len(payload), payload)
+    pieces = buf[pos + 4 : pos + 4 + MANY_WINDOW].split(sep)
+    pieces.pop()  # the run's last op and what follows it, or a partial op
+    if len(pieces) < 2:
+        return None
+    joined = b"".join(pieces)
+    if (
+        b" " in joined
+        or b"\t" in joined
+        or b"\r" in joined
+        or b"\n" in joined
+        or b"" in pieces
+        or max(map(len, pieces)) > longest
+    ):
+        k = 0
+        for piece in pieces:
+            if not piece or len(piece) > longest or any(w in piece for w in _WS):
+                break
+            k += 1
+        if k < 2:
+            return None
+        del pieces[k:]
+    return pieces
+
+
 # kinds of pending payload ops
 _K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
 
@@ -175,6 +218,7 @@ class ProtocolConnection:
         on_pub: Callable[[bytes, bytes | None, bytes], object],
         on_event: Callable[[Event | ProtocolViolation], object],
         on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object] | None = None,
+        on_pubs: Callable[[list[bytes], bytes], object] | None = None,
     ) -> None:
         """Feed bytes; call back for every operation they complete, in order.
 
@@ -186,7 +230,12 @@ class ProtocolConnection:
         call ``on_pub_run(subject, replies, payloads)`` (a run of one still
         goes to ``on_pub``; the lists are reused after the call returns, so
         the callback must not keep them); order across subjects and other
-        operations is kept, and ``halt()`` is noticed between runs.  A callback may call ``halt()``;
+        operations is kept, and ``halt()`` is noticed between runs.  With
+        ``on_pubs`` (server role), consecutive PUBs without a reply that carry
+        one small payload (at most ``MANY_PAYLOAD_MAX`` bytes) to differing
+        subjects — a client's JetStream acks — arrive as one call
+        ``on_pubs(subjects, payload)`` (at least two; the list is the
+        callback's to keep).  A callback may call ``halt()``;
         parsing stops right after it.  A fatal error is reported to
         ``on_event`` as a ``ProtocolViolation``, after which nothing more is
         parsed, ever.
@@ -232,7 +281,7 @@ class ProtocolConnection:
                 continue
             if fast_match is not None and fast_match(buf, pos) is not None:
                 # fastest path: well-formed PUB (or plain RMSG) lines
-                pos = self._fast_runs(buf, pos, fast_match, on_pub, on_pub_run)
+                pos = self._fast_runs(buf, pos, fast_match, on_pub, on_pub_run, on_pubs)
                 if self._dead:
                     return
                 if pos >= n:
@@ -319,14 +368,17 @@ class ProtocolConnection:
         match: Callable[[bytes, int], re.Match[bytes] | None],
         on_pub: Callable[[bytes, bytes | None, bytes], object],
         on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object] | None,
+        on_pubs: Callable[[list[bytes], bytes], object] | None = None,
     ) -> int:
         """Consume complete well-formed messages from ``pos``; return the new position.
 
         Each line is one regex match (subject, reply, size), and the same line
         repeated (same subject, reply and size: the common publisher) is
         recognised with ``startswith`` alone.  Consecutive messages to one
-        subject are handed over as a run when ``on_pub_run`` is given.
-        Anything incomplete or unusual is left for the careful path.
+        subject are handed over as a run when ``on_pub_run`` is given, and
+        runs of reply-less small messages to differing subjects (acks) with
+        two regex calls to ``on_pubs`` when given.  Anything incomplete or
+        unusual is left for the careful path.
         """
         n = len(buf)
         limit = self.max_control_line + 2
@@ -354,6 +406,34 @@ class ProtocolConnection:
                 if self._dead:
                     return pos
             else:
+                if (
+                    on_pubs is not None
+                    and reply is None
+                    and size <= MANY_PAYLOAD_MAX
+                    and not buf.startswith(buf[pos:start], end + 2)
+                ):
+                    # reply-less small messages to differing subjects (acks):
+                    # the whole run in two regex calls
+                    payload = buf[start:end]
+                    subjects = _many_subjects(buf, pos, payload, limit - 7 - len(size_tok))
+                    if subjects is not None:
+                        if payloads:
+                            if len(payloads) == 1:
+                                on_pub(run_subject, replies[0], payloads[0])
+                            else:
+                                on_pub_run(run_subject, replies, payloads)
+                            replies.clear()
+                            payloads.clear()
+                            run_subject = b""
+                            if self._dead:
+                                return pos
+                        pos += len(subjects) * (len(payload) + 9 + len(size_tok))
+                        pos += sum(map(len, subjects))
+                        on_pubs(subjects, payload)
+                        if self._dead:
+                            return pos
+                        m = match(buf, pos)
+                        continue
                 if subject != run_subject:
                     if payloads:
                         if len(payloads) == 1:
@@ -363,6 +443,8 @@ class ProtocolConnection:
                         # the callbacks do not keep the lists: reuse them
                         replies.clear()
                         payloads.clear()
+                        if self._dead:
+                            return pos
                     run_subject = subject
                 line = buf[pos:start]
                 line_len = start - pos

@@ -493,3 +493,46 @@ def test_bad_acks(pair: tuple[ServerProcess, ServerProcess]) -> None:
 
 def test_advisories(pair: tuple[ServerProcess, ServerProcess]) -> None:
     compare(pair, advisories_scenario)
+
+
+async def ack_runs_scenario(p: Probe) -> None:
+    """Acks sent back to back in one write, as clients batch them: runs of
+    reply-less acks for two consumers interleaved with a plain publish and a
+    malformed ack subject, with ``+ACK``, empty and ``-NAK`` bodies; then one
+    ack sync per consumer (answered once the acks before it are applied)."""
+    s = "AR"
+    await p.api(f"$JS.API.STREAM.CREATE.{s}", stream_body(s))
+    for i in range(7):
+        await p.publish(f"ar.{i}", b"m%d" % i)
+    for name in ("a", "b"):
+        await p.api(
+            _api(s, "CREATE", name),
+            consumer_body(s, name=name, ack_policy="explicit", ack_wait=30_000_000_000),
+        )
+    got = {name: await p.pull(s, name, '{"batch":7}', expect=7) for name in ("a", "b")}
+    plain: asyncio.Queue[Any] = asyncio.Queue()
+    await p.nc.subscribe("ar_plain.*", cb=plain.put)
+    await p.nc.flush()
+    a, b = got["a"], got["b"]
+    for m in (a[0], b[0], a[1]):
+        await p.nc.publish(m.reply, b"+ACK")
+    await p.nc.publish("ar_plain.1", b"+ACK")
+    await p.nc.publish(f"$JS.ACK.{s}.a.1.4.4", b"+ACK")  # too few tokens: nothing acked
+    for m in (b[1], a[2], b[2]):
+        await p.nc.publish(m.reply, b"+ACK")
+    for m in (a[3], b[3], a[4]):
+        await p.nc.publish(m.reply, b"")  # an empty body acks too
+    for m in (b[4], a[5], b[5]):
+        await p.nc.publish(m.reply, b"-NAK")
+    await p.ack(a[6])
+    await p.ack(b[6])
+    seen = await asyncio.wait_for(plain.get(), WAIT_S)
+    p.note(f"plain {seen.subject} {seen.data!r}")
+    for name in ("a", "b"):
+        await p.info(s, name)
+    await p.pull(s, "a", '{"batch":7,"expires":500000000}', expect=1)
+    await p.pull(s, "b", '{"batch":7,"expires":500000000}', expect=2)
+
+
+def test_ack_runs(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    compare(pair, ack_runs_scenario)

@@ -322,3 +322,105 @@ def test_runs_and_repeated_lines_preserve_every_message(
         pos += step
         i += 1
     assert got == stream
+
+
+ack_like = st.lists(
+    st.one_of(
+        st.builds(
+            lambda s, r, p: Pub(s, r, p),
+            st.sampled_from(
+                [b"$JS.ACK.S.C.1.%d.%d.17.0" % (i, i) for i in range(1, 6)] + [b"a", b"b.c"]
+            ),
+            st.one_of(st.none(), st.none(), st.just(b"_INBOX.9")),
+            st.sampled_from([b"+ACK", b"+ACK", b"", b"-NAK", b"PUB a 1\r\nz\r\n", b"PUB "]),
+        ),
+        st.sampled_from([PING, b"PUB  two.spaces 4\r\n+ACK\r\n", b"PUB\ttab 4\r\n+ACK\r\n"]),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ack_like, st.lists(st.integers(1, 300), min_size=1, max_size=20))
+def test_many_subject_runs_preserve_every_message(stream: list[object], cuts: list[int]) -> None:
+    """With ``on_pubs``, runs of reply-less small messages to differing
+    subjects (acks) arrive as lists; every message still arrives once, in order."""
+    data = b"".join(e if type(e) is bytes else serialize(e) for e in stream)  # type: ignore[arg-type]
+    expect = []
+    for e in stream:
+        if type(e) is bytes:  # odd separators: the careful path still sees a PUB
+            subject = e.split()[1]
+            expect.append(Pub(subject, None, b"+ACK"))
+        else:
+            expect.append(e)
+    conn = ProtocolConnection(Role.SERVER)
+    got: list[object] = []
+    many_calls = []
+
+    def on_pub(s: bytes, r: bytes | None, p: bytes) -> None:
+        got.append(Pub(s, r, p))
+
+    def on_run(s: bytes, rs: list[bytes | None], ps: list[bytes]) -> None:
+        got.extend(Pub(s, r, p) for r, p in zip(rs, ps, strict=True))
+
+    def on_pubs(subjects: list[bytes], p: bytes) -> None:
+        assert len(subjects) >= 2 and len(p) <= 8
+        many_calls.append(len(subjects))
+        got.extend(Pub(s, None, p) for s in subjects)
+
+    pos = 0
+    i = 0
+    while pos < len(data):
+        step = cuts[i % len(cuts)]
+        conn.feed(data[pos : pos + step], on_pub, got.append, on_run, on_pubs)
+        pos += step
+        i += 1
+    assert got == expect
+    assert not conn.dead
+
+
+def test_many_subject_run_is_one_call_and_halt_stops_after_it() -> None:
+    acks = [b"$JS.ACK.S.C.1.%d.%d.17.0" % (i, i) for i in range(1, 51)]
+    data = b"".join(b"PUB %s 4\r\n+ACK\r\n" % a for a in acks) + b"PUB x 1\r\ny\r\n"
+    conn = ProtocolConnection(Role.SERVER)
+    calls: list[tuple[str, object]] = []
+    conn.feed(
+        data,
+        lambda s, r, p: calls.append(("one", s)),
+        lambda e: calls.append(("ev", e)),
+        lambda s, rs, ps: calls.append(("run", s)),
+        lambda subs, p: (calls.append(("many", list(subs))), conn.halt()),
+    )
+    # the run in one call (its last op too: another PUB follows); parsing
+    # stops at the halt
+    assert calls == [("many", acks)]
+
+
+class _Sink:
+    def __init__(self, got: list[object]) -> None:
+        self.got = got
+
+    def one(self, s: bytes, r: bytes | None, p: bytes) -> None:
+        self.got.append(Pub(s, r, p))
+
+    def run(self, s: bytes, rs: list[bytes | None], ps: list[bytes]) -> None:
+        self.got.extend(Pub(s, r, p) for r, p in zip(rs, ps, strict=True))
+
+    def many(self, subs: list[bytes], p: bytes) -> None:
+        self.got.extend(Pub(s, None, p) for s in subs)
+
+
+def test_many_subject_run_respects_the_control_line_limit() -> None:
+    """A subject too long for the control line never reaches ``on_pubs``:
+    the careful path reports the violation as without the callback."""
+    long_subject = b"$JS.ACK." + b"x" * 120
+    data = b"PUB a 4\r\n+ACK\r\nPUB b 4\r\n+ACK\r\n" + b"PUB %s 4\r\n+ACK\r\n" % long_subject * 3
+    results = []
+    for with_many in (False, True):
+        conn = ProtocolConnection(Role.SERVER, max_control_line=64)
+        got: list[object] = []
+        sink = _Sink(got)
+        conn.feed(data, sink.one, got.append, sink.run, sink.many if with_many else None)
+        results.append(got)
+    assert results[0] == results[1]
+    assert type(results[1][-1]) is ProtocolViolation

@@ -59,7 +59,7 @@ def test_runs_match_per_message_delivery(msgs: list[tuple[bytes, bytes | None, b
     sub_t = Subscription(sub_c, b"t", None, b"8")
     router.sublist.insert(sub_s)
     router.sublist.insert(sub_t)
-    pub, pub_run = router.fast_publisher(pub_c)
+    pub, pub_run, _ = router.fast_publisher(pub_c)
     expected = b""
     # group consecutive same-subject messages into runs, as the parser does
     i = 0

@@ -101,7 +101,7 @@ async def test_runs_to_internal_subscribers_skip_the_per_message_match() -> None
     cap = _Capture()
     router.sublist.insert(Subscription(cap, b"bench.>", None, b"i1"))
     pub_c = FakeClient()
-    pub, pub_run = router.fast_publisher(pub_c)
+    pub, pub_run, _ = router.fast_publisher(pub_c)
     pub_run(b"bench.js", [b"_INBOX.a.1", None], [b"x", b"yy"])
     pub(b"bench.js", b"_INBOX.a.2", b"z")
     router.flush()
@@ -128,7 +128,7 @@ async def test_interest_change_during_an_internal_run_is_honoured() -> None:
 
     cap = _Capture(subscribe_once)
     router.sublist.insert(Subscription(cap, b"cap", None, b"i1"))
-    _, pub_run = router.fast_publisher(FakeClient())
+    _, pub_run, _ = router.fast_publisher(FakeClient())
     pub_run(b"cap", [None, None], [b"a", b"b"])
     router.flush()
     assert [g[2] for g in cap.got] == [b"a", b"b"]
@@ -143,7 +143,7 @@ async def test_mixed_interest_and_acks_take_the_general_path() -> None:
     router.sublist.insert(Subscription(c, b"m.x", None, b"2"))
     assert router._internal_targets(b"m.x") is None  # a client listens too
     assert router._internal_targets(b"$JS.ACK.S.C.1.1.1.1.0") is None
-    _, pub_run = router.fast_publisher(FakeClient())
+    _, pub_run, _ = router.fast_publisher(FakeClient())
     pub_run(b"m.x", [None], [b"v"])
     router.flush()
     assert cap.got == [(b"m.x", None, b"v", cap.got[0][3])]
@@ -156,8 +156,8 @@ async def test_answers_to_seen_requests_are_delivered_without_caching() -> None:
     router.sublist.insert(Subscription(requester, b"_INBOX.r.*", None, b"1"))
     router.sublist.insert(Subscription(responder, b"svc", None, b"2"))
     router.gen += 1
-    req_pub, _ = router.fast_publisher(requester)
-    rep_pub, _ = router.fast_publisher(responder)
+    req_pub, _, _ = router.fast_publisher(requester)
+    rep_pub, _, _ = router.fast_publisher(responder)
     for i in range(3):
         req_pub(b"svc", b"_INBOX.r.%d" % i, b"q%d" % i)
         router.flush()
