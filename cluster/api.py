@@ -16,7 +16,7 @@ Results are the state machine's result types (``PubResult``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ import trio
 from cluster.api_origin import ApiOrigin, Messaging
 from cluster.model import StreamConfig
 from cluster.sourcing import Feed, Origin, Sourcing
-from cluster.stream_archive import Archive
+from cluster.stream_archive import Archive, ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome
 from cluster.streams import OnResult, Stream, StreamExists, StreamRegistry
 from store.api import StoredMsg, StreamState
@@ -43,7 +43,8 @@ class StreamSnapshot:
     """A stream captured at one applied point (``snapshot_stream``).
 
     Attributes:
-        archive: config, creation time and the state machine's document.
+        archive: config, creation time, the state machine's document and
+            the consumers given.
         state: the store's state at that point.
     """
 
@@ -160,15 +161,23 @@ class JetStreamApi:
         self.sourcing.stream_deleted(name)
         await self._registry.delete(name)
 
-    async def snapshot_stream(self, name: str) -> StreamSnapshot:
+    async def snapshot_stream(
+        self, name: str, consumers: Sequence[ArchivedConsumer] = ()
+    ) -> StreamSnapshot:
         """Capture stream ``name`` at one applied point (publishing goes on).
+
+        Args:
+            name: the stream.
+            consumers: its consumers as the archive should carry them
+                (captured by the caller, which owns them, just before).
 
         Raises:
             StreamNotFound; StoreError, OSError when the store cannot be read.
         """
         stream = self.stream(name)
         document, state = await stream.snapshot()
-        return StreamSnapshot(Archive(stream.cfg, stream.created_ns, document), state)
+        archive = Archive(stream.cfg, stream.created_ns, document, tuple(consumers))
+        return StreamSnapshot(archive, state)
 
     async def restore_stream(self, cfg: StreamConfig, archive: Archive) -> Stream:
         """Create stream ``cfg`` (validated by the caller) from ``archive``;

@@ -94,9 +94,10 @@ from cluster.ops import (
     ConsumerTimeouts,
 )
 from cluster.retention import Retention
+from cluster.stream_archive import ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome, NewMessages, Purged
 from cluster.streams import Stream
-from store.api import ConsumerStore, StoredMsg
+from store.api import ConsumerState, ConsumerStore, Pending, StoredMsg
 from store.consumer import FileConsumerStore
 from store.errors import StoreClosed
 from store.memory import MemoryConsumerStore
@@ -151,6 +152,9 @@ class Consumer:
         # once per flush rather than per op.
         self.durable = not isinstance(store, MemoryConsumerStore)
         self.fsm = ConsumerStateMachine(name, store, save_each_op=False)
+        #: recreated from an archive (``STREAM.RESTORE``): it goes on from the
+        #: archived position instead of choosing a start from its config
+        self.restored = False
         # R1: op objects are applied directly (no cbor round trip); the group
         # never syncs: results mean "applied", the flusher makes them durable
         self.group = LocalGroup(
@@ -204,9 +208,12 @@ class Consumer:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.group.run)
-                start, lss = await trio.to_thread.run_sync(
-                    select_start, self.cfg, self.stream.store
-                )
+                if self.restored:  # as nats-server: on from the archived delivered seq
+                    start, lss = self.fsm.next_sseq, ()
+                else:
+                    start, lss = await trio.to_thread.run_sync(
+                        select_start, self.cfg, self.stream.store
+                    )
                 await self.propose(ConsumerCreated(self.name, policy_of(self.cfg), start, lss))
                 await self.flush()
                 self.stream.listeners.append(self._on_stream)
@@ -268,6 +275,36 @@ class Consumer:
         self.cfg = cfg
         await self.propose(ConsumerPolicyUpdate(self.name, policy_of(cfg)))
         await self.flush()
+
+    def archived(self) -> ArchivedConsumer:
+        """This consumer as a stream snapshot carries it (``STREAM.SNAPSHOT``).
+
+        The state is the one applied so far, with one change that follows
+        what nats-server's snapshots hold: the ack timer of a message
+        already redelivered starts at its *first* delivery there, so after
+        a restore its ack wait has run out and it is redelivered at once.
+        trijet keeps only the last delivery's time, so such a message is
+        archived as due at its last delivery (``ts - wait``).
+        """
+        fsm = self.fsm
+        st = fsm.state()
+        pending = st.pending
+        if st.redelivered:
+            pending = dict(pending)
+            for sseq, n in st.redelivered.items():
+                p = pending.get(sseq)
+                if p is not None and n > 0:
+                    wait = fsm.deadline_ns(sseq) - p.ts_ns
+                    pending[sseq] = Pending(p.consumer_seq, p.ts_ns - wait)
+        state = ConsumerState(
+            delivered_consumer_seq=st.delivered_consumer_seq,
+            delivered_stream_seq=st.delivered_stream_seq,
+            ack_floor_consumer_seq=st.ack_floor_consumer_seq,
+            ack_floor_stream_seq=st.ack_floor_stream_seq,
+            pending=pending,
+            redelivered=st.redelivered,
+        )
+        return ArchivedConsumer(self.name, self.cfg, self.created_ns, state)
 
     # -- durability -----------------------------------------------------------------
 
@@ -578,6 +615,17 @@ class ConsumerRegistry:
         self.consumers: dict[str, dict[str, Consumer]] = {}
         self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
         self.retentions: dict[str, Retention] = {}
+        #: states waiting for the next ``create`` of that consumer (``seed``)
+        self._seeds: dict[tuple[str, str], ConsumerState] = {}
+
+    def seed(self, stream: str, name: str, state: ConsumerState | None) -> None:
+        """The next ``create`` of consumer ``name`` on ``stream`` starts from
+        ``state`` (a restored archive's) instead of choosing its start;
+        None forgets a seed not taken."""
+        if state is None:
+            self._seeds.pop((stream, name), None)
+        else:
+            self._seeds[(stream, name)] = state
 
     def _dir(self, stream: str, name: str) -> Path | None:
         if self.dir is None:
@@ -608,16 +656,23 @@ class ConsumerRegistry:
         """Create (or reopen at recovery) a consumer and start its task."""
         d = self._dir(stream.cfg.name, name)
         store: ConsumerStore
-        fresh = created_ns is None
+        seeded = self._seeds.pop((stream.cfg.name, name), None)
+        fresh = created_ns is None or seeded is not None
         created = time.time_ns() if created_ns is None else created_ns
         if d is not None and self._durable(stream, cfg):
             if fresh:
                 await trio.to_thread.run_sync(lambda: shutil.rmtree(d, ignore_errors=True))
             store = await trio.to_thread.run_sync(FileConsumerStore, d)
+            if seeded is not None:
+                store.save(seeded)
+                await trio.to_thread.run_sync(store.sync)
             await trio.to_thread.run_sync(_write_json, d / "config.json", cfg, created)
         else:
             store = MemoryConsumerStore()
+            if seeded is not None:
+                store.save(seeded)
         consumer = Consumer(stream, name, cfg, store, created)
+        consumer.restored = seeded is not None
         scope = trio.CancelScope()
         self._scopes[(stream.cfg.name, name)] = scope
 

@@ -7,9 +7,13 @@ config, its creation time and the stream state machine's snapshot document
 (``StreamStateMachine.snapshot()``: policy, ``last_msg_id``, the dedupe
 table, and the store's snapshot with every live message -- sequence,
 subject, headers, payload, timestamp -- and the sequence bounds, so interior
-deletes are the gaps).  The format is trijet's own: nats-server's archives
-are a tar of its file store and are not byte compatible in either direction
-(a nats-server archive is refused with ``not a trijet stream archive``).
+deletes are the gaps); and, as nats-server's snapshots do unless asked
+``no_consumers``, the stream's consumers (``ArchivedConsumer``: name,
+config, creation time and ``ConsumerState`` -- delivered and ack floor
+sequences, pending acks with their timer start, redelivery counts).  The
+format is trijet's own: nats-server's archives are a tar of its file store
+and are not byte compatible in either direction (a nats-server archive is
+refused with ``not a trijet stream archive``).
 
 Container.  Clients treat the snapshot as an S2 stream (the ``nats`` CLI
 runs the received bytes through an S2 reader to count progress and fails on
@@ -24,11 +28,19 @@ compressed.
 
 Payload (the concatenated chunk bodies)::
 
-    magic    b"TJARCH\\x00\\x01"                               8 bytes
-    header   u32 length, CBOR map                           {"v", "config", "created_ns", "doc_bytes"}
-             "config": the StreamConfig JSON text (``to_dict``)
-    document ``doc_bytes`` bytes: the state machine's snapshot document
-    digest   SHA-256 of everything above                    32 bytes
+    magic     b"TJARCH\\x00\\x01"                              8 bytes
+    header    u32 length, CBOR map      {"v", "config", "created_ns", "doc_bytes", "cons_bytes"}
+              "config": the StreamConfig JSON text (``to_dict``)
+    document  ``doc_bytes`` bytes: the state machine's snapshot document
+    consumers ``cons_bytes`` bytes: a CBOR array of maps
+              {"name", "config" (ConsumerConfig JSON text), "created_ns",
+              "state" (``store.consumer.encode_consumer_state`` bytes)}
+    digest    SHA-256 of everything above                   32 bytes
+
+Versions: 2 is written.  Version 1 (before consumers were archived) has no
+``cons_bytes`` key and no consumers section, and still reads (no
+consumers).  Consumers are decoded and checked in ``finish``, so a damaged
+consumer entry refuses the whole archive before anything is created.
 
 ``ArchiveDecoder`` parses the container incrementally as chunks arrive and
 verifies the payload in ``finish``: a damaged container fails with S2's
@@ -44,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -51,7 +64,10 @@ from typing import Any
 
 import cbor2
 
+from cluster.consumer_model import ConsumerConfig
 from cluster.model import StreamConfig
+from store.api import ConsumerState
+from store.consumer import decode_consumer_state, encode_consumer_state
 
 __all__ = [
     "ARCHIVE_VERSION",
@@ -59,12 +75,14 @@ __all__ = [
     "Archive",
     "ArchiveDecoder",
     "ArchiveError",
+    "ArchivedConsumer",
     "chunked",
     "encode_archive",
 ]
 
-ARCHIVE_VERSION = 1
-"""Version written in the archive header."""
+ARCHIVE_VERSION = 2
+"""Version written in the archive header (1 still reads: no consumers)."""
+ARCHIVE_VERSIONS_READ = (1, 2)
 
 FRAME_BYTES_MAX = 65536
 """Payload bytes per skippable chunk (Snappy's block size, so any reader copes)."""
@@ -89,6 +107,23 @@ class ArchiveError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class ArchivedConsumer:
+    """One consumer of an archived stream.
+
+    Attributes:
+        name: The consumer's name (durable or generated).
+        config: Its config (defaults applied).
+        created_ns: Its creation time (Unix ns).
+        state: Its positions, pending acks and redelivery counts.
+    """
+
+    name: str
+    config: ConsumerConfig
+    created_ns: int
+    state: ConsumerState
+
+
+@dataclass(frozen=True, slots=True)
 class Archive:
     """A decoded archive.
 
@@ -96,30 +131,83 @@ class Archive:
         config: The stream's config when the snapshot was taken.
         created_ns: The stream's creation time (Unix ns).
         document: The stream state machine's snapshot document.
+        consumers: The stream's consumers (none when the snapshot was asked
+            ``no_consumers``, or for a version 1 archive).
     """
 
     config: StreamConfig
     created_ns: int
     document: bytes
+    consumers: tuple[ArchivedConsumer, ...] = ()
+
+
+def _encode_consumers(consumers: tuple[ArchivedConsumer, ...]) -> bytes:
+    return cbor2.dumps(
+        [
+            {
+                "name": c.name,
+                "config": json.dumps(c.config.to_dict(), separators=(",", ":")),
+                "created_ns": c.created_ns,
+                "state": encode_consumer_state(c.state),
+            }
+            for c in consumers
+        ]
+    )
+
+
+_CONSUMER_KEYS = {"name", "config", "created_ns", "state"}
+_BAD_NAME = re.compile(r"[\s.*>/\\\x00]")
+"""What a consumer name may not hold (nats-server's rule; it names a directory)."""
+
+
+def _decode_consumers(raw: bytes) -> tuple[ArchivedConsumer, ...]:
+    try:
+        doc: Any = cbor2.loads(raw)
+    except Exception as e:  # cbor2 raises many types; all mean "malformed"
+        raise ArchiveError(f"archive consumers malformed: {e}") from e
+    if type(doc) is not list:
+        raise ArchiveError("archive consumers malformed")
+    out: list[ArchivedConsumer] = []
+    names: set[str] = set()
+    for item in doc:
+        if type(item) is not dict or set(item) != _CONSUMER_KEYS:
+            raise ArchiveError("archive consumer malformed")
+        name, cfg, created_ns, state = (item[k] for k in ("name", "config", "created_ns", "state"))
+        if type(name) is not str or not name or name in names or _BAD_NAME.search(name):
+            raise ArchiveError("archive consumer malformed")
+        if type(cfg) is not str or type(created_ns) is not int or type(state) is not bytes:
+            raise ArchiveError(f"archive consumer {name!r} malformed")
+        try:
+            config = ConsumerConfig.from_dict(json.loads(cfg))
+            cstate = decode_consumer_state(state)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise ArchiveError(f"archive consumer {name!r} malformed: {e}") from e
+        names.add(name)
+        out.append(ArchivedConsumer(name, config, created_ns, cstate))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- writing
 
 
 def _payload_pieces(archive: Archive) -> Iterator[bytes | memoryview]:
+    consumers = _encode_consumers(archive.consumers)
     header = cbor2.dumps(
         {
             "v": ARCHIVE_VERSION,
             "config": json.dumps(archive.config.to_dict(), separators=(",", ":")),
             "created_ns": archive.created_ns,
             "doc_bytes": len(archive.document),
+            "cons_bytes": len(consumers),
         }
     )
     head = MAGIC + _U32.pack(len(header)) + header
     digest = hashlib.sha256(head)
     digest.update(archive.document)
+    digest.update(consumers)
     yield head
     yield memoryview(archive.document)
+    yield consumers
     yield digest.digest()
 
 
@@ -265,29 +353,43 @@ class ArchiveDecoder:
         start = len(MAGIC) + 4
         if len(data) < start + hlen:
             raise ArchiveError(ERR_EOF)
-        config, created_ns, doc_bytes = _decode_header(bytes(data[start : start + hlen]))
+        config, created_ns, doc_bytes, cons_bytes = _decode_header(
+            bytes(data[start : start + hlen])
+        )
         doc_at = start + hlen
-        end = doc_at + doc_bytes
+        cons_at = doc_at + doc_bytes
+        end = cons_at + cons_bytes
         if len(data) < end + _DIGEST_BYTES:
             raise ArchiveError(ERR_EOF)
         if len(data) > end + _DIGEST_BYTES:
             raise ArchiveError("trailing bytes after the archive")
         if hashlib.sha256(data[:end]).digest() != bytes(data[end:]):
             raise ArchiveError("archive checksum mismatch")
-        return Archive(config, created_ns, bytes(data[doc_at:end]))
+        consumers = _decode_consumers(bytes(data[cons_at:end])) if cons_bytes else ()
+        return Archive(config, created_ns, bytes(data[doc_at:cons_at]), consumers)
 
 
-def _decode_header(raw: bytes) -> tuple[StreamConfig, int, int]:
+_HEADER_KEYS = {1: {"v", "config", "created_ns", "doc_bytes"}}
+_HEADER_KEYS[2] = _HEADER_KEYS[1] | {"cons_bytes"}
+
+
+def _decode_header(raw: bytes) -> tuple[StreamConfig, int, int, int]:
     try:
         doc: Any = cbor2.loads(raw)
     except Exception as e:  # cbor2 raises many types; all mean "malformed"
         raise ArchiveError(f"archive header malformed: {e}") from e
-    if type(doc) is not dict or set(doc) != {"v", "config", "created_ns", "doc_bytes"}:
+    if type(doc) is not dict or "v" not in doc:
         raise ArchiveError("archive header malformed")
-    if doc["v"] != ARCHIVE_VERSION:
-        raise ArchiveError(f"unsupported archive version {doc['v']!r}")
+    version = doc["v"]
+    if type(version) is not int or version not in ARCHIVE_VERSIONS_READ:
+        raise ArchiveError(f"unsupported archive version {version!r}")
+    if set(doc) != _HEADER_KEYS[version]:
+        raise ArchiveError("archive header malformed")
     created_ns, doc_bytes = doc["created_ns"], doc["doc_bytes"]
+    cons_bytes = doc.get("cons_bytes", 0)
     if type(created_ns) is not int or type(doc_bytes) is not int or doc_bytes < 0:
+        raise ArchiveError("archive header malformed")
+    if type(cons_bytes) is not int or cons_bytes < 0:
         raise ArchiveError("archive header malformed")
     if type(doc["config"]) is not str:
         raise ArchiveError("archive header malformed")
@@ -295,4 +397,4 @@ def _decode_header(raw: bytes) -> tuple[StreamConfig, int, int]:
         config = StreamConfig.from_dict(json.loads(doc["config"]))
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise ArchiveError(f"archive config malformed: {e}") from e
-    return config, created_ns, doc_bytes
+    return config, created_ns, doc_bytes, cons_bytes

@@ -6,7 +6,9 @@ SNAPSHOT.  The request is checked in nats-server's order (empty body or
 ``{}`` 10003, unknown stream 10059, Go-decoded JSON 10025, deliver subject
 10015).  The stream is captured at one applied point (``snapshot_stream``:
 the state machine's document and the store's state, publishing goes on),
-the answer ``{config, state}`` goes out, and a transfer task streams the
+the answer ``{config, state}`` goes out (``state.consumer_count`` counts the
+live stream's consumers, also with ``no_consumers``, as nats-server's does),
+and a transfer task streams the
 archive (``cluster.stream_archive``) to ``deliver_subject`` in chunks of
 ``chunk_size`` bytes (default 128 KiB, clamped to 1 KiB..1 MiB).  Each full
 chunk carries the reply subject ``$JS.SNAPSHOT.ACK.<stream>.<id>.<len>.<n>``;
@@ -38,13 +40,26 @@ Upload bytes are bounded by the JetStream storage limit of the stream's
 storage type (10047/10028 on the chunk that crosses it) and by
 ``RESTORE_BYTES_MAX``; at most ``RESTORES_MAX`` sessions run at once.
 
+Consumers.  A snapshot carries every consumer of the stream -- durable,
+named and ephemeral alike, as nats-server 2.15 does -- with its config and
+state (``Consumer.archived``), captured just before the stream so that no
+consumer is ahead of the messages archived; ``"no_consumers": true`` leaves
+them out.  A restore recreates them after the stream, each going on from its
+archived delivered sequence (not re-choosing a start from its deliver
+policy), with its pending acks, their ack timers (a pending message is
+redelivered once its ack wait, counted from the delivery, has passed) and
+its redelivery counts; ``created`` is the restore's time, as nats-server
+shows.  If a consumer cannot be recreated the restored stream is deleted
+again and the restore fails (10062): a restore creates all or nothing.
+
 Chunks reach the session through a bounded channel its task drains (router
 callbacks must not block); every transfer runs in the JetStream nursery.
 
 Known differences: the archive bytes are trijet's own (see
 ``cluster.stream_archive``); snapshot/restore advisories are not published;
-there are no consumers yet, so ``no_consumers`` changes nothing; ``jsck``
-is always in effect (every record is checksum-verified as it is read).
+a message redelivered after a ``-NAK`` is archived as due at once (nats-server
+keeps its first delivery's time, which may still be within its ack wait);
+``jsck`` is always in effect (every record is checksum-verified as it is read).
 """
 
 from __future__ import annotations
@@ -60,7 +75,14 @@ import trio
 
 from cluster.api import StreamExists, StreamNotFound
 from cluster.model import Storage, StreamConfig
-from cluster.stream_archive import Archive, ArchiveDecoder, ArchiveError, chunked, encode_archive
+from cluster.stream_archive import (
+    Archive,
+    ArchivedConsumer,
+    ArchiveDecoder,
+    ArchiveError,
+    chunked,
+    encode_archive,
+)
 from cluster.stream_fsm import StreamSnapshotError
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
 from node.jetstream.streams_api import stream_of
@@ -307,8 +329,11 @@ async def snapshot(svc: JetStreamService, req: ApiRequest) -> str:
         raise error(SNAPSHOT_RESPONSE, err) from None
     if not valid_literal_subject(opts.deliver_subject.encode()):
         raise error(SNAPSHOT_RESPONSE, JSApiError(SNAPSHOT_DELIVER_SUBJECT_INVALID))
+    consumers: list[ArchivedConsumer] = []
+    if not opts.no_consumers and svc.consumers is not None:
+        consumers = [c.archived() for c in svc.consumers.of(name).values()]
     try:
-        snap = await svc.api.snapshot_stream(name)
+        snap = await svc.api.snapshot_stream(name, consumers)
     except StreamNotFound:
         raise error(SNAPSHOT_RESPONSE, JSApiError(STREAM_NOT_FOUND)) from None
     except (StoreError, OSError) as exc:
@@ -576,12 +601,13 @@ class _RestoreSession:
                 raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
             check_overlap(cfg, svc.api.configs().values())
             stream = await svc.api.restore_stream(cfg, archive)
+            await _restore_consumers(svc, stream, archive.consumers)
         except JSApiError as err:
             return render.error_response(render.STREAM_CREATE_RESPONSE, err)
         except StreamExists:
             err = JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
             return render.error_response(render.STREAM_CREATE_RESPONSE, err)
-        except (StreamSnapshotError, StoreError, OSError) as exc:
+        except (StreamSnapshotError, StoreError, OSError, _ConsumerRestoreError) as exc:
             return _restore_failed(cfg.name, str(exc))
         state = stream.store.state()
         log.info(
@@ -598,6 +624,43 @@ class _RestoreSession:
             consumer_count=svc.consumer_count(cfg.name),
         )
         return dumps({"type": render.STREAM_CREATE_RESPONSE, **info})
+
+
+class _ConsumerRestoreError(Exception):
+    """A consumer of the archive could not be recreated (the stream is gone again)."""
+
+
+async def _restore_consumers(
+    svc: JetStreamService, stream: Any, consumers: tuple[ArchivedConsumer, ...]
+) -> None:
+    """Recreate the archived consumers on the restored ``stream``; if one
+    fails, delete the stream (and the consumers made so far) again.
+
+    Raises:
+        _ConsumerRestoreError: a consumer failed (nothing is left behind).
+    """
+    if not consumers:
+        return
+    name = stream.cfg.name
+    manager = svc.consumers
+    try:
+        if manager is None:
+            raise _ConsumerRestoreError("consumers are not available")
+        for c in consumers:
+            # nats-server's restored config names the consumer (ephemerals too)
+            cfg = c.config if c.config.name else replace(c.config, name=c.name)
+            manager.registry.seed(name, c.name, c.state)
+            try:
+                await manager.start(stream, c.name, cfg)
+            finally:
+                manager.registry.seed(name, c.name, None)
+    except Exception as exc:  # whatever failed, the restore leaves nothing behind
+        log.warning("event=restore_consumers_failed stream=%s error=%r", name, exc)
+        with trio.CancelScope(shield=True):
+            if manager is not None:
+                manager.drop_stream(name)
+            await svc.api.delete_stream(name)
+        raise _ConsumerRestoreError(f"consumer restore failed: {exc}") from exc
 
 
 def _restore_failed(name: str, reason: str) -> str:
