@@ -62,7 +62,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +83,7 @@ from cluster.model import Retention as RetentionPolicy
 from cluster.model import Storage
 from cluster.ops import (
     AckItem,
+    AckKind,
     ConsumerAcked,
     ConsumerAcks,
     ConsumerCreated,
@@ -174,9 +174,11 @@ class Consumer:
         #: set by the registry when the consumer (and its files) goes away:
         #: nothing is written at exit then
         self.removed = False
-        #: queued acks: (item, 0, 0, callback), or (None, sseq, dseq, callback)
-        #: for a plain ack
-        self._acks: list[tuple[AckItem | None, int, int, OnAck | None]] = []
+        #: queued acks in arrival order: (item, callback) for one ack, or
+        #: (None, (sseqs, dseqs)) for a run of plain acks (no callbacks)
+        self._acks: list[tuple[AckItem | None, Any]] = []
+        #: acks queued (a plain run counts each of its acks)
+        self._acks_n = 0
         self._acks_wake = trio.Event()
         #: set while no ack waits to be applied (``deliver`` waits for it)
         self._acks_idle = trio.Event()
@@ -363,38 +365,66 @@ class Consumer:
 
     def offer_ack(self, item: AckItem, on_done: OnAck | None) -> bool:
         """Queue an ack (called synchronously by the router); False when full."""
-        if len(self._acks) >= ACK_QUEUE_MAX:
+        if self._acks_n >= ACK_QUEUE_MAX:
             return False
-        self._acks.append((item, 0, 0, on_done))
-        self._acks_wake.set()
-        if self._acks_idle.is_set():
-            self._acks_idle = trio.Event()
+        self._acks.append((item, on_done))
+        self._queued(1)
         return True
 
     def offer_plain_ack(self, sseq: int, dseq: int, on_done: OnAck | None) -> bool:
         """Queue a plain ack (``+ACK``): like ``offer_ack`` with an ``ACK`` item,
         without the item (runs of them are proposed as one ``ConsumerAcked``)."""
-        if len(self._acks) >= ACK_QUEUE_MAX:
-            return False
-        self._acks.append((None, sseq, dseq, on_done))
-        self._acks_wake.set()
-        if self._acks_idle.is_set():
-            self._acks_idle = trio.Event()
-        return True
+        if on_done is not None:
+            return self.offer_ack(AckItem(AckKind.ACK, sseq, dseq), on_done)
+        return self.offer_plain_acks([sseq], [dseq]) == 1
 
     def offer_plain_acks(self, sseqs: list[int], dseqs: list[int]) -> int:
-        """``offer_plain_ack`` for a run of reply-less ``+ACK``s (one wake-up);
-        returns how many were queued (the queue is bounded)."""
-        room = ACK_QUEUE_MAX - len(self._acks)
+        """Queue a run of reply-less plain acks (one wake-up; the lists become
+        the queue's); returns how many were queued (the queue is bounded)."""
+        room = ACK_QUEUE_MAX - self._acks_n
         if room <= 0:
             return 0
         if len(sseqs) > room:
             sseqs, dseqs = sseqs[:room], dseqs[:room]
-        self._acks.extend(zip(repeat(None), sseqs, dseqs, repeat(None)))
+        acks = self._acks
+        if acks and acks[-1][0] is None:  # after another plain run: join it
+            run = acks[-1][1]
+            run[0].extend(sseqs)
+            run[1].extend(dseqs)
+        else:
+            acks.append((None, (sseqs, dseqs)))
+        self._queued(len(sseqs))
+        return len(sseqs)
+
+    def _queued(self, n: int) -> None:
+        self._acks_n += n
         self._acks_wake.set()
         if self._acks_idle.is_set():
             self._acks_idle = trio.Event()
-        return len(sseqs)
+
+    def _take_acks(self) -> list[tuple[AckItem | None, Any]]:
+        """The next entries to propose: about ``ACKS_PER_OP_MAX`` acks (a plain
+        run longer than that is split)."""
+        acks = self._acks
+        out: list[tuple[AckItem | None, Any]] = []
+        n = 0
+        while acks and n < ACKS_PER_OP_MAX:
+            entry = acks[0]
+            if entry[0] is not None:
+                out.append(acks.pop(0))
+                n += 1
+                continue
+            sseqs, dseqs = entry[1]
+            k = ACKS_PER_OP_MAX - n
+            if len(sseqs) <= k:
+                out.append(acks.pop(0))
+                n += len(sseqs)
+            else:
+                out.append((None, (sseqs[:k], dseqs[:k])))
+                del sseqs[:k], dseqs[:k]
+                n += k
+        self._acks_n -= n
+        return out
 
     async def _ack_loop(self) -> None:
         """Propose queued acks in batches, and stream purges as they happen."""
@@ -409,31 +439,37 @@ class Consumer:
                     self._first_applied.set()
             if not self._acks:
                 continue
-            batch = self._acks[:ACKS_PER_OP_MAX]
-            del self._acks[:ACKS_PER_OP_MAX]
+            batch = self._take_acks()
             now_ns = time.time_ns()
             i = 0
-            while i < len(batch):  # runs of plain acks, runs of the others, in order
-                plain = batch[i][0] is None
+            while i < len(batch):  # plain runs as one op each, runs of the others
+                if batch[i][0] is None:
+                    sseqs, dseqs = batch[i][1]
+                    i += 1
+                    while i < len(batch) and batch[i][0] is None:  # split runs: join
+                        sseqs = sseqs + batch[i][1][0]
+                        dseqs = dseqs + batch[i][1][1]
+                        i += 1
+                    out = await self.propose(
+                        ConsumerAcked(self.name, tuple(sseqs), tuple(dseqs), now_ns)
+                    )
+                    if self.retention is not None and out.acked:
+                        await self.retention.after_acks(out.acked)
+                    continue
                 j = i + 1
-                while j < len(batch) and (batch[j][0] is None) == plain:
+                while j < len(batch) and batch[j][0] is not None:
                     j += 1
                 run = batch[i:j]
                 i = j
-                op: ConsumerAcked | ConsumerAcks
-                if plain:
-                    sseqs = tuple(e[1] for e in run)
-                    op = ConsumerAcked(self.name, sseqs, tuple(e[2] for e in run), now_ns)
-                else:
-                    op = ConsumerAcks(self.name, tuple(e[0] for e in run if e[0]), now_ns)
-                out = await self.propose(op)
+                items = tuple(e[0] for e in run if e[0] is not None)
+                out = await self.propose(ConsumerAcks(self.name, items, now_ns))
                 if self.retention is not None and out.acked:
                     await self.retention.after_acks(out.acked)
-                if any(e[3] is not None for e in run):  # a reply waits: durable first
+                if any(e[1] is not None for e in run):  # a reply waits: durable first
                     await self.flush()
                 for e, res in zip(run, out.acks, strict=True):
-                    if e[3] is not None:
-                        e[3](res)
+                    if e[1] is not None:
+                        e[1](res)
             if not self._acks:
                 self._acks_idle.set()
 
@@ -678,7 +714,16 @@ class ConsumerRegistry:
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
-                await consumer.run(task_status=task_status)
+                try:
+                    await consumer.run(task_status=task_status)
+                except Exception:
+                    # One consumer's failure must not take the server down: it
+                    # stops (its state stays on disk) and the log says why.
+                    log.exception(
+                        "event=consumer_task_failed stream=%s consumer=%s",
+                        stream.cfg.name,
+                        name,
+                    )
 
         consumer.retention = self.retention(stream)
         await self.nursery.start(run)

@@ -108,6 +108,18 @@ class JetStreamDelivery:
             for subject in subjects:
                 each(subject, payload)
             return
+        first = subjects[0]
+        i = first.find(b".", 8)
+        j = first.find(b".", i + 1) if i > 0 else -1
+        if first.startswith(JS_ACK_PREFIX) and 0 < j < len(first) - 1:
+            # usually every ack of the run is for one consumer: one C-level check
+            sub = table.get(first[8:j])
+            prefix = b"\n" + first[: j + 1]
+            if sub is not None and (b"\n" + b"\n".join(subjects)).count(prefix) == len(
+                subjects
+            ):
+                self._hand_acks(sub, subjects, payload, src, each)
+                return
         cur: Any = None
         batch: list[bytes] = []
         for subject in subjects:

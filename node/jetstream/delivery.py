@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import re
 import time
 from collections import deque
@@ -56,6 +57,7 @@ from cluster.consumer_fsm import (
 )
 from cluster.consumer_model import AckPolicy, ConsumerConfig
 from cluster.consumers import Consumer, ConsumerRegistry
+from cluster.opfields import UINT64_MAX
 from cluster.ops import AckItem, AckKind
 from cluster.streams import Stream
 from node.jetstream.common import dumps
@@ -69,6 +71,20 @@ from store.api import StoredMsg
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
+
+_DOTS = operator.methodcaller("count", b".")
+_ISDIGIT = bytes.isdigit
+
+
+def _ack_seq(token: bytes) -> int:
+    """A sequence token of an ack subject: its value, or -1 when it is not a
+    number in 0..2**64-1 (such an ack is ignored; it must never reach the
+    consumer's state machine, which refuses it)."""
+    if not token.isdigit():
+        return -1
+    n = int(token)
+    return n if n <= UINT64_MAX else -1
+
 
 log = logging.getLogger(__name__)
 
@@ -562,9 +578,8 @@ class ConsumerManager:
             tokens = subject.split(b".")
             if len(tokens) != 9:
                 return
-            try:
-                sseq, dseq = int(tokens[5]), int(tokens[6])
-            except ValueError:
+            sseq, dseq = _ack_seq(tokens[5]), _ack_seq(tokens[6])
+            if sseq < 0 or dseq < 0:
                 return
             if not reply and (not body or body == b"+ACK") and not consumer.cfg.sample_freq:
                 offer_plain(sseq, dseq, None)
@@ -611,18 +626,26 @@ class ConsumerManager:
                 for subject in subjects:
                     on_ack(sub, subject, None, None, body)
                 return
-            sseqs: list[int] = []
-            dseqs: list[int] = []
+            # all well formed (nine tokens each, numbers in range): every
+            # field in C-level passes
+            if list(map(_DOTS, subjects)).count(8) == len(subjects):
+                tokens = b".".join(subjects).split(b".")
+                s5, s6 = tokens[5::9], tokens[6::9]
+                if all(map(_ISDIGIT, s5)) and all(map(_ISDIGIT, s6)):
+                    sseqs, dseqs = list(map(int, s5)), list(map(int, s6))
+                    if max(sseqs) <= UINT64_MAX and max(dseqs) <= UINT64_MAX:
+                        offer_many(sseqs, dseqs)
+                        return
+            sseqs = []
+            dseqs = []
             for subject in subjects:
                 tokens = subject.split(b".")
                 if len(tokens) != 9:
                     continue
-                try:
-                    sseq, dseq = int(tokens[5]), int(tokens[6])
-                except ValueError:
-                    continue
-                sseqs.append(sseq)
-                dseqs.append(dseq)
+                sseq, dseq = _ack_seq(tokens[5]), _ack_seq(tokens[6])
+                if sseq >= 0 and dseq >= 0:
+                    sseqs.append(sseq)
+                    dseqs.append(dseq)
             if sseqs:
                 offer_many(sseqs, dseqs)
 

@@ -514,10 +514,15 @@ async def ack_runs_scenario(p: Probe) -> None:
     await p.nc.subscribe("ar_plain.*", cb=plain.put)
     await p.nc.flush()
     a, b = got["a"], got["b"]
+    await p.nc.publish(f"$JS.ACK.{s}.a.1.-1.1.0.0", b"+ACK")  # alone: the one-ack path
+    await p.nc.flush()
     for m in (a[0], b[0], a[1]):
         await p.nc.publish(m.reply, b"+ACK")
     await p.nc.publish("ar_plain.1", b"+ACK")
     await p.nc.publish(f"$JS.ACK.{s}.a.1.4.4", b"+ACK")  # too few tokens: nothing acked
+    for bad in ("-5", "99999999999999999999999", "1_0", "+1", "x"):  # not sequences
+        await p.nc.publish(f"$JS.ACK.{s}.a.1.{bad}.1.0.0", b"+ACK")
+        await p.nc.publish(f"$JS.ACK.{s}.b.1.1.{bad}.0.0", b"+ACK")
     for m in (b[1], a[2], b[2]):
         await p.nc.publish(m.reply, b"+ACK")
     for m in (a[3], b[3], a[4]):
