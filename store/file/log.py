@@ -37,9 +37,12 @@ finishes a restore whose files were staged and marked (see
 ``store.file.store``).
 
 *Reads.*  Messages are read through the segment (``Segment.read_msg``) with
-a one-entry cache of the last decompressed lz4 chunk, shared by all segments
-and cleared whenever a segment is rewritten or removed; besides the active
-segment, at most 32 segments keep an open file descriptor.
+a ``store.file.readcache.ReadCache`` shared by all segments: the last
+decompressed lz4 chunk and a few read-ahead windows for readers walking
+forward.  Its entries are tied to a segment's ``gen`` (bumped by every
+in-place change of the segment's bytes) and it is cleared whenever a segment
+is removed; besides the active segment, at most 32 segments keep an open
+file descriptor.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from store.file.format import (
     encode_record,
 )
 from store.file.index import StreamIndex
+from store.file.readcache import ReadCache
 from store.file.recovery import add_gap, open_segment
 from store.file.segment import Segment, fsync_dir
 from store.limits import Accounting, msg_size_raw
@@ -107,8 +111,9 @@ class StreamLog(StreamIndex):
         self._seg_max = segment_bytes_max
         self._compression = compression
         self._verify = verify_on_open
-        self._cache: dict[tuple[str, int], bytes] = {}
+        self._cache = ReadCache()
         self._open_fds: list[Segment] = []
+        self._fd_last: Segment | None = None  # the segment _track_fd saw last
 
     # ================================================================== opening
 
@@ -191,6 +196,7 @@ class StreamLog(StreamIndex):
     # ================================================================== reads
 
     def _track_fd(self, seg: Segment) -> None:
+        self._fd_last = seg
         if seg is self._active:
             return
         if seg in self._open_fds:
@@ -202,7 +208,8 @@ class StreamLog(StreamIndex):
                 old.close_fd()
 
     def _read(self, seg: Segment, i: int) -> StoredMsg:
-        self._track_fd(seg)
+        if seg is not self._fd_last:
+            self._track_fd(seg)
         return seg.read_msg(i, self._cache)
 
     def _first_ts_value(self) -> int:
@@ -284,6 +291,7 @@ class StreamLog(StreamIndex):
 
     def _unlink(self, s: Segment) -> None:
         s.close_fd()
+        self._fd_last = None
         if s in self._open_fds:
             self._open_fds.remove(s)
         for p in (s.path, s.idx_path):
@@ -306,6 +314,7 @@ class StreamLog(StreamIndex):
         if not old.damaged:
             old.checkpoint(self._subjects)
         old.close_fd()
+        self._fd_last = None
         nb = self._last_seq + 1 if base is None else base
         seg = Segment.create(self._dir, nb, self._last_ts, self._floor())
         self._add_seg(seg)
@@ -372,6 +381,7 @@ class StreamLog(StreamIndex):
         act.sync()
         act.close_fd()
         self._open_fds.clear()
+        self._fd_last = None
         self._load()
 
     def _erase(self, seg: Segment, i: int) -> None:
@@ -391,9 +401,7 @@ class StreamLog(StreamIndex):
         total = int.from_bytes(os.pread(fd, 4, SEG_HDR_SIZE + off), "little")
         rec = bytearray(os.pread(fd, total, SEG_HDR_SIZE + off))
         _erase_in(rec, 0)
-        os.pwrite(fd, rec, SEG_HDR_SIZE + off)
-        os.fsync(seg.open_fd())
-        seg.file_crc = None
+        seg.overwrite(off, rec)
         seg.drop_checkpoint()
 
     # ================================================================== files
@@ -402,6 +410,7 @@ class StreamLog(StreamIndex):
         for s in self._segs:
             s.close_fd()
         self._open_fds.clear()
+        self._fd_last = None
         self._cache.clear()
 
 

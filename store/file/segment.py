@@ -15,8 +15,11 @@ in an object per message:
 
 The active (last) segment appends into a write buffer that ``flush`` hands to
 the OS and ``sync`` fsyncs; reads of buffered records are served from the
-buffer.  A sealed segment may be rewritten compressed (independent lz4 chunks)
-and then is read chunk by chunk through a one-entry cache.  ``file_crc`` tracks
+buffer, and reads of flushed records through the store's ``ReadCache``
+(read-ahead windows; ``gen`` counts in-place changes of the file's bytes so
+cached copies are never served stale).  A sealed segment may be rewritten
+compressed (independent lz4 chunks) and then is read chunk by chunk through
+the same cache's one-chunk entry.  ``file_crc`` tracks
 the CRC of the bytes on disk so an index checkpoint can prove it matches the
 file it describes.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 import zlib
 from array import array
 from collections import Counter
@@ -54,12 +58,14 @@ from store.file.format import (
     idx_name,
     seg_name,
 )
+from store.file.readcache import ReadCache
 
 __all__ = ["Segment", "SubjectStats"]
 
 WBUF_BYTES_MAX = 256 << 10
 CHUNK_RAW_BYTES = 64 << 10
 IDX_MAGIC = b"TJIX\x01"
+_U32 = struct.Struct("<I")
 
 SubjectStats = dict[int, list[int]]
 """subject id -> [count, first_seq, last_seq] over live entries."""
@@ -114,6 +120,7 @@ class Segment:
         self.sealed = False
         self.idx_dirty = True
         self.stats: SubjectStats | None = None
+        self.gen = 0
 
     # ------------------------------------------------------------------ basics
 
@@ -207,11 +214,24 @@ class Segment:
         if self.fd is not None:
             os.fsync(self.fd)
 
+    def overwrite(self, off: int, data: bytes | bytearray) -> None:
+        """Replace flushed body bytes at logical ``off`` in place, fsynced
+        (erase); cached copies of this segment's bytes become stale."""
+        fd = self.open_fd()
+        view = memoryview(data)
+        pos = SEG_HDR_SIZE + off
+        while view:
+            k = os.pwrite(fd, view, pos)
+            view = view[k:]
+            pos += k
+        os.fsync(fd)
+        self.gen += 1
+        self.file_crc = None
+
     # ------------------------------------------------------------------ reads
 
-    def _chunk_raw(self, ci: int, cache: dict[tuple[str, int], bytes]) -> bytes:
-        key = (self.name, ci)
-        raw = cache.get(key)
+    def _chunk_raw(self, ci: int, cache: ReadCache | None) -> bytes:
+        raw = cache.get_chunk(self, ci) if cache is not None else None
         if raw is not None:
             return raw
         fd = self.open_fd()
@@ -226,59 +246,59 @@ class Segment:
             raw = bytes(lz4.block.decompress(comp, uncompressed_size=self.ch_rlen[ci]))
         except Exception as e:  # lz4 raises LZ4BlockError
             raise CorruptionError(self.name, foff, 0, "decompress") from e
-        cache.clear()
-        cache[key] = raw
+        if cache is not None:
+            cache.put_chunk(self, ci, raw)
         return raw
 
-    def read_at(self, off: int, n: int, cache: dict[tuple[str, int], bytes]) -> bytes:
-        """Up to ``n`` body bytes at logical ``off`` (a record start)."""
-        if self.compressed:
-            ci = bisect.bisect_right(self.ch_lstart, off) - 1
-            raw = self._chunk_raw(ci, cache)
-            lo = off - self.ch_lstart[ci]
-            return raw[lo : lo + n]
-        if off >= self.flushed:
-            lo = off - self.flushed
-            return bytes(self.wbuf[lo : lo + n])
-        return os.pread(self.open_fd(), n, SEG_HDR_SIZE + off)
-
-    def read_msg(self, i: int, cache: dict[tuple[str, int], bytes]) -> StoredMsg:
+    def read_msg(self, i: int, cache: ReadCache) -> StoredMsg:
         """Read and verify the message record of entry ``i``.
+
+        The record is found in the write buffer, a decompressed chunk or a
+        read-ahead window (``cache``) and parsed where it lies: no copy of the
+        record is made before the fields are sliced out of it.
 
         Raises:
             CorruptionError: the record fails its checksum or is not a message.
         """
         off = self.offs[i]
+        n = self.sizes[i] + 1  # >= the record's length (see msg_size_raw)
+        buf: bytes
+        if self.compressed:
+            ci = bisect.bisect_right(self.ch_lstart, off) - 1
+            buf = self._chunk_raw(ci, cache)
+            pos = off - self.ch_lstart[ci]
+        elif off >= self.flushed:
+            lo = off - self.flushed
+            buf = bytes(self.wbuf[lo : lo + n])
+            pos = 0
+        else:
+            buf, pos = cache.record(self, off, n)
         seq = self.base + i
-        buf = self.read_at(off, self.sizes[i] + 1, cache)
-        if len(buf) < REC_OVERHEAD:
+        if len(buf) - pos < REC_OVERHEAD:
             raise CorruptionError(self.name, off, seq, "short")
-        total, kind, rseq, ts, slen, hlen = REC_HDR.unpack_from(buf, 0)
-        if (
-            total > len(buf)
-            or total < REC_OVERHEAD + slen + hlen
-            or zlib.crc32(buf[: total - 4]) != int.from_bytes(buf[total - 4 : total], "little")
-        ):
+        total, kind, rseq, ts, slen, hlen = REC_HDR.unpack_from(buf, pos)
+        end = pos + total - 4
+        if total > n or end + 4 > len(buf) or total < REC_OVERHEAD + slen + hlen:
+            raise CorruptionError(self.name, off, seq, "crc")
+        # a small record's copy costs less than a memoryview; a big one's more
+        crc = zlib.crc32(buf[pos:end] if total < 4096 else memoryview(buf)[pos:end])
+        if crc != _U32.unpack_from(buf, end)[0]:
             raise CorruptionError(self.name, off, seq, "crc")
         if kind != KIND_MSG or rseq != seq:
             raise CorruptionError(self.name, off, seq, "index")
-        o = REC_HDR.size
-        return StoredMsg(
-            seq,
-            buf[o : o + slen].decode(),
-            buf[o + slen : o + slen + hlen],
-            buf[o + slen + hlen : total - 4],
-            ts,
-        )
+        o = pos + REC_HDR.size
+        h = o + slen
+        p = h + hlen
+        return StoredMsg(seq, buf[o:h].decode(), buf[h:p], buf[p:end], ts)
 
-    def read_ts(self, i: int, cache: dict[tuple[str, int], bytes]) -> int:
+    def read_ts(self, i: int, cache: ReadCache) -> int:
         """Timestamp of entry ``i`` (verified)."""
         return self.read_msg(i, cache).ts_ns
 
     def body(self) -> bytes:
         """The whole logical body (decompressing if needed)."""
         if self.compressed:
-            parts = [self._chunk_raw(ci, {}) for ci in range(len(self.ch_lstart))]
+            parts = [self._chunk_raw(ci, None) for ci in range(len(self.ch_lstart))]
             return b"".join(parts)
         self.flush()
         return os.pread(self.open_fd(), self.end, SEG_HDR_SIZE)
@@ -324,6 +344,7 @@ class Segment:
         self.close_fd()
         os.replace(tmp, self.path)
         fsync_dir(self.dir)
+        self.gen += 1
         self.compressed = True
         self.ch_lstart, self.ch_foff, self.ch_rlen, self.ch_clen = lstart, foff, rlen, clen
         self.file_size = len(out)
@@ -346,6 +367,7 @@ class Segment:
         self.close_fd()
         os.replace(tmp, self.path)
         fsync_dir(self.dir)
+        self.gen += 1
         self.compressed = False
         self.ch_lstart, self.ch_foff = array("Q"), array("Q")
         self.ch_rlen, self.ch_clen = array("I"), array("I")

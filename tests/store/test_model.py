@@ -158,6 +158,14 @@ class FileVsMemory(RuleBasedStateMachine):
         seq = max(1, self.model.state().last_seq - back)
         self.both(lambda s: s.load(seq))
 
+    @rule(back=st.integers(0, 60), k=st.integers(1, 60))
+    def load_run(self, back: int, k: int) -> None:
+        """Consecutive loads, as a consumer does (served by read-ahead)."""
+        last = self.model.state().last_seq
+        start = max(1, last - back)
+        for seq in range(start, min(last, start + k - 1) + 1):
+            self.both(lambda s, seq=seq: s.load(seq))
+
     @invariant()
     def same_state(self) -> None:
         if self.file is None:
