@@ -16,14 +16,15 @@ I/O apart from ``ConsumerStore.save`` (buffered; the group syncs).
 Timers are data.  The shell asks ``next_due_ns()`` (the earliest ack
 deadline: ``ack_wait``, or ``backoff[min(redeliveries, len-1)]``), sleeps
 until then and proposes ``ConsumerTimeouts(now)``; apply queues every
-expired message for redelivery, or, when it already had ``max_deliver``
-deliveries, drops it and reports ``MaxDeliveries`` (the advisory fires at the
-moment the next redelivery would have happened, as nats-server does).  A
-``-NAK`` with a delay re-bases the message's timer so that it runs out
-``delay`` from the nak; ``+WPI`` restarts it.  A message ``-NAK``'d on its
-``max_deliver``-th delivery is given up (``MaxDeliveries``) when apply is
-asked to redeliver it, as nats-server does when it takes it off its
-redelivery queue.
+expired message for redelivery.  A message that already had ``max_deliver``
+deliveries (expired or ``-NAK``'d) is given up (``MaxDeliveries``, no longer
+pending) when apply is asked to redeliver it, as nats-server does when it
+takes it off its redelivery queue: for a push consumer right after the
+timeout, for a pull consumer when the next pull request arrives (until then
+ConsumerInfo still counts it in ``num_ack_pending``).  Only ``max_deliver`` 1
+gives up at the timeout itself (nats-server's timer check counts
+redeliveries, at least 1).  A ``-NAK`` with a delay re-bases the message's
+timer so that it runs out ``delay`` from the nak; ``+WPI`` restarts it.
 
 Which messages to deliver is *chosen* by the proposer (``select.next_messages``:
 redeliveries first, then the ``last_per_subject`` list, then new matching

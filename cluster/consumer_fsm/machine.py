@@ -294,12 +294,8 @@ class ConsumerStateMachine:
                 if sseq in self.rdq:
                     self.rdq.remove(sseq)
                 dc = self.deliveries(sseq)
-                if md > 0 and dc >= md:  # a -NAK'd last delivery: given up now
-                    p = self.pending.pop(sseq)
-                    self._move_floor(p[0], sseq)
-                    self.rdc[sseq] = dc
-                    out.events.append(MaxDeliveries(sseq, dc))
-                    out.acked.append(sseq)
+                if md > 0 and dc >= md:  # its last delivery ran out or was -NAK'd
+                    self._give_up(sseq, dc, out)
                     continue
                 self.rdc[sseq] = self.rdc.get(sseq, 0) + 1
                 self.pending[sseq][1] = op.now_ns
@@ -430,7 +426,27 @@ class ConsumerStateMachine:
         _, ts = self.pending[sseq]
         return self.deadline_ns(sseq) - ts
 
+    def _give_up(self, sseq: int, dc: int, out: ConsumerOutcome) -> None:
+        """``sseq`` ran out of deliveries: no longer pending, its count kept
+        (retention keeps it, ``num_redelivered`` counts it); the advisory
+        only when the count is exactly ``max_deliver`` (once, as nats-server:
+        a count past a lowered ``max_deliver`` gives up silently)."""
+        p = self.pending.pop(sseq)
+        self._move_floor(p[0], sseq)
+        self.rdc[sseq] = dc
+        if dc == self.policy.max_deliver:
+            out.events.append(MaxDeliveries(sseq, dc))
+        out.acked.append(sseq)
+        out.wake = True  # room under max_ack_pending; the next candidates
+
     def _timeouts(self, now_ns: int, out: ConsumerOutcome) -> None:
+        """Queue expired messages for redelivery.  A message is given up here
+        only when nats-server's timer check does (``hasMaxDeliveries``), which
+        counts redeliveries, at least 1, against ``max_deliver``: in effect only
+        ``max_deliver`` 1 (or one lowered under the count).  Otherwise a message
+        on its last delivery is queued like any other and given up when it is
+        taken off the queue (``_delivered``): for a pull consumer, when the next
+        pull request arrives; until then it stays pending and counted."""
         if self.policy.ack == "none":
             return
         queued = set(self.rdq)
@@ -438,13 +454,9 @@ class ConsumerStateMachine:
         for sseq in sorted(self.pending):
             if sseq in queued or self.deadline_ns(sseq) > now_ns:
                 continue
-            dc = self.deliveries(sseq)
-            if md > 0 and dc >= md:
-                p = self.pending.pop(sseq)
-                self._move_floor(p[0], sseq)
-                self.rdc[sseq] = dc
-                out.events.append(MaxDeliveries(sseq, dc))
-                out.acked.append(sseq)
+            counted = max(self.rdc.get(sseq, 0), 1)
+            if md > 0 and counted >= md:
+                self._give_up(sseq, counted, out)
                 continue
             bisect.insort(self.rdq, sseq)
             out.wake = True

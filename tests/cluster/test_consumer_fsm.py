@@ -31,6 +31,7 @@ from cluster.ops import (
     ConsumerDelivered,
     ConsumerOp,
     ConsumerPolicy,
+    ConsumerPolicyUpdate,
     ConsumerStreamFirst,
     ConsumerTimeouts,
     OpDecodeError,
@@ -141,29 +142,81 @@ def test_ack_wait_redelivery_keeps_original_consumer_seq_in_pending() -> None:
 
 
 def test_backoff_schedule_and_max_deliveries() -> None:
-    # nats-server: backoff [1s,3s], max_deliver 4 -> deliveries at 0, 1, 4, 7 s,
-    # then the max-deliveries advisory when the next redelivery would be due (10 s).
+    # nats-server: backoff [1s,3s], max_deliver 4 -> deliveries at 0, 1, 4, 7 s;
+    # at 10 s the last delivery's timer runs out and the message is queued
+    # like any other; it is given up (advisory) only when taken off the queue.
     cfg = explicit(ack_wait_ns=1 * S, backoff_ns=(1 * S, 3 * S), max_deliver=4)
     h = Harness(stream("a"), cfg)
     times = []
     t = T0
     h.fetch(1)
     times.append(0)
-    events = []
-    while True:
+    while len(times) < 4:
         due = h.fsm.next_due_ns()
-        if due is None:
-            break
+        assert due is not None
         t = due
-        out = h.tick_to(t)
-        events.extend(out.events)
-        if h.fetch(1):
-            times.append((t - T0) // S)
+        assert h.tick_to(t).events == []
+        assert h.fetch(1)
+        times.append((t - T0) // S)
     assert times == [0, 1, 4, 7]
-    assert events == [MaxDeliveries(1, 4)]
-    assert t == T0 + 10 * S
+    assert h.fsm.next_due_ns() == T0 + 10 * S
+    out = h.tick_to(T0 + 10 * S)
+    assert out.events == [] and out.acked == [] and out.wake
+    assert h.fsm.redeliveries() == [1]
+    assert (h.fsm.num_ack_pending, h.fsm.num_redelivered) == (1, 1)
+    assert (h.fsm.floor_dseq, h.fsm.floor_sseq) == (0, 0)
+    assert h.fsm.next_due_ns() is None  # queued: no timer until taken off
+    out = h.apply(ConsumerDelivered("c", (1,), T0 + 12 * S))  # the next pull
+    assert out.deliveries == [] and out.events == [MaxDeliveries(1, 4)]
+    assert out.acked == [1] and out.wake
+    assert h.fsm.redeliveries() == []
+    assert (h.fsm.num_ack_pending, h.fsm.num_redelivered) == (0, 1)
+    assert h.fsm.deliveries(1) == 5  # nats-server keeps the count it reached
+    assert (h.fsm.floor_dseq, h.fsm.floor_sseq) == (4, 1)  # see the delivery compat test
+
+
+def test_max_deliver_given_up_on_the_next_pull_then_new_messages_follow() -> None:
+    h = Harness(stream("a", "b"), explicit(ack_wait_ns=1 * S, max_deliver=2))
+    assert h.fetch(1) == [(1, 1, 1)]
+    h.tick_to(T0 + 1 * S)
+    h.now = T0 + 1 * S
+    assert h.fetch(1) == [(1, 2, 2)]
+    h.tick_to(T0 + 2 * S)
+    assert h.fsm.num_ack_pending == 1 and h.fsm.redeliveries() == [1]
+    h.now = T0 + 5 * S
+    out = h.apply(ConsumerDelivered("c", (1,), h.now))
+    assert out.events == [MaxDeliveries(1, 2)] and out.deliveries == [] and out.wake
+    assert h.fetch(1) == [(2, 3, 1)]  # the same request then gets the next message
+
+
+def test_max_deliver_1_is_given_up_at_the_timeout() -> None:
+    # nats-server's timer check counts redeliveries (at least 1) against
+    # max_deliver: with max_deliver 1 the message is given up right there
+    h = Harness(stream("a", "b"), explicit(ack_wait_ns=1 * S, max_deliver=1))
+    h.fetch(2)
+    h.ack(AckKind.ACK, 2, 2)
+    out = h.tick_to(T0 + 1 * S)
+    assert out.events == [MaxDeliveries(1, 1)] and out.acked == [1]
+    assert h.fsm.redeliveries() == [] and h.fsm.num_ack_pending == 0
+    assert h.fetch(1) == []
+
+
+def test_max_deliver_lowered_under_the_count_gives_up_silently() -> None:
+    # the advisory goes out once, when the count is exactly max_deliver
+    h = Harness(stream("a", "b"), explicit(ack_wait_ns=1 * S, max_deliver=5))
+    h.fetch(2)
+    for i in (1, 2):
+        h.now = T0 + i * S
+        h.tick_to(h.now)
+        h.fetch(2)
+    assert (h.fsm.deliveries(1), h.fsm.deliveries(2)) == (3, 3)
+    h.ack(AckKind.NAK, 2, 6)
+    h.apply(ConsumerPolicyUpdate("c", policy_of(explicit(ack_wait_ns=1 * S, max_deliver=2))))
+    out = h.apply(ConsumerDelivered("c", (2,), h.now))  # -NAK'd, taken off the queue
+    assert out.events == [] and out.acked == [2]
+    out = h.tick_to(T0 + 3 * S)  # 1: two redeliveries >= 2, at the timer
+    assert out.events == [MaxDeliveries(1, 2)] and out.acked == [1]
     assert h.fsm.num_ack_pending == 0
-    assert (h.fsm.floor_dseq, h.fsm.floor_sseq) == (4, 1)
 
 
 def test_nak_now_and_nak_with_delay_and_progress() -> None:

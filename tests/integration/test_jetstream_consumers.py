@@ -147,6 +147,10 @@ def test_ack_wait_redelivery_and_max_deliver(tmp_path: Path) -> None:
             second = await sub.fetch(1, timeout=3)
             assert second[0].metadata.num_delivered == 2
             assert second[0].metadata.sequence.consumer == 2
+            # as nats-server: the last delivery's ack wait runs out, yet the
+            # message is given up (advisory) only by the next pull request
+            with pytest.raises(nats.errors.TimeoutError):
+                await sub.fetch(1, timeout=1.0)
             msg = await adv.next_msg(timeout=3)
             assert b'"deliveries":2' in msg.data and b'"stream_seq":1' in msg.data
             info = await js.consumer_info("R", "w")
