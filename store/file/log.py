@@ -228,7 +228,10 @@ class StreamLog(StreamIndex):
         subj_b = subject.encode()
         rec = encode_record(KIND_MSG, seq, ts, subj_b, headers, payload)
         seg = self._active
-        if seg.end > 0 and seg.end + len(rec) > self._seg_max:
+        # roll only a segment holding messages: one with only FLOOR/TOMB
+        # records has base == seq, and a new segment at seq would reuse its
+        # file name (creating it truncated the old file)
+        if seg.offs and seg.end + len(rec) > self._seg_max:
             seg = self._roll()
         off = seg.write_record(rec)
         gap = seq - seg.next_seq

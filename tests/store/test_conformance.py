@@ -265,6 +265,22 @@ def test_purge_all(kit: Kit) -> None:
     st.close()
 
 
+def test_repeated_purges_of_an_empty_stream_then_appends(kit: Kit) -> None:
+    # each purge of the file store logs a FLOOR record in a segment with no
+    # message yet; the first append must not roll that segment into a new one
+    # with the same base (which truncated the old file: messages lost)
+    st = kit.open(None)
+    for _ in range(12):
+        st.purge()
+    want = [st.append("a", b"", b"x" * i, 100 + i) for i in range(20)]
+    st = kit.reopen(st)
+    assert [(m.seq, m.ts_ns, len(m.payload)) for m in map(st.load, range(1, 21))] == [
+        (seq, ts, i) for i, (seq, ts) in enumerate(want)
+    ]
+    assert st.state().msgs == 20
+    st.close()
+
+
 def test_purge_filter_keep_seq(kit: Kit) -> None:
     st = kit.open(None)
     fill(st, 12, ("a", "b", "c"))  # a: 1,4,7,10  b: 2,5,8,11  c: 3,6,9,12
