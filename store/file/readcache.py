@@ -10,12 +10,17 @@ already here.  Two kinds of entry, both bounded per store:
   readers walking forward (a consumer loads ``seq``, ``seq + 1``, ...).  A read
   that hits no window is served by a ``pread`` of just its record, as
   before, and remembered as a *probe* (the last ``WINDOWS`` are kept); a
-  later miss shortly past a probe (or at, or shortly past, a window's end) means the reader walks forward,
-  so a window is read from there: ``WINDOW_BYTES_MIN`` at first, doubling on
+  later miss shortly past a probe (or at, or shortly past, a window's end)
+  means the reader walks forward, so a window is read from there: ``WINDOW_BYTES_MIN`` at first, doubling on
   each refill up to ``WINDOW_BYTES_MAX``.  Random reads so cost one small
   ``pread`` each, as without the cache, and never evict windows; at most
   ``WINDOWS`` forward readers are followed at once (a further one replaces
   the window filled longest ago, starting small again).
+
+Entries are immutable and published by one attribute assignment (the chunk
+entry, the window list and the probe tuple are replaced, never changed in
+place), so a reader in another thread (``select_start`` runs in one) never
+sees a half-made entry; at worst an entry is lost.
 
 Nothing is ever served from stale bytes: every entry remembers the segment
 object and its ``gen``, which the segment bumps whenever bytes it already
@@ -61,39 +66,37 @@ class _Window:
 class ReadCache:
     """The chunk and window caches of one store (see module docstring)."""
 
-    __slots__ = ("chunk", "chunk_key", "probes", "wins")
+    __slots__ = ("chunk", "probes", "wins")
 
     def __init__(self) -> None:
-        self.chunk_key: tuple[Segment, int, int] | None = None
-        self.chunk = b""
+        self.chunk: tuple[Segment, int, int, bytes] | None = None  # seg, gen, ci, raw
         self.wins: list[_Window] = []
-        self.probes: list[tuple[Segment, int, int, int]] = []  # seg, gen, start, end
+        self.probes: tuple[tuple[Segment, int, int, int], ...] = ()  # seg, gen, start, end
 
     def clear(self) -> None:
         """Forget everything."""
-        self.chunk_key = None
-        self.chunk = b""
-        self.wins.clear()
-        self.probes.clear()
+        self.chunk = None
+        self.wins = []
+        self.probes = ()
 
     @property
     def nbytes(self) -> int:
         """Bytes held (for tests and diagnostics)."""
-        return len(self.chunk) + sum(len(w.data) for w in self.wins)
+        n = len(self.chunk[3]) if self.chunk is not None else 0
+        return n + sum(len(w.data) for w in self.wins)
 
     # ------------------------------------------------------------------ chunks
 
     def get_chunk(self, seg: Segment, ci: int) -> bytes | None:
         """The cached raw bytes of chunk ``ci`` of ``seg``, if current."""
-        k = self.chunk_key
-        if k is not None and k[0] is seg and k[1] == seg.gen and k[2] == ci:
-            return self.chunk
+        c = self.chunk
+        if c is not None and c[0] is seg and c[1] == seg.gen and c[2] == ci:
+            return c[3]
         return None
 
     def put_chunk(self, seg: Segment, ci: int, raw: bytes) -> None:
         """Remember ``raw`` as chunk ``ci`` of ``seg`` (replacing the last one)."""
-        self.chunk_key = (seg, seg.gen, ci)
-        self.chunk = raw
+        self.chunk = (seg, seg.gen, ci, raw)
 
     # ------------------------------------------------------------------ windows
 
@@ -113,15 +116,15 @@ class ReadCache:
                     if lo <= dn + w.size:
                         grow = w
         if grow is None:
-            for p in self.probes:
+            probes = self.probes
+            for p in probes:
                 if p[0] is seg and p[1] == gen and p[2] < off <= p[3] + WINDOW_BYTES_MIN:
-                    self.probes.remove(p)
+                    self.probes = tuple(q for q in probes if q is not p)
                     break
             else:  # a random read (so far): no read-ahead
                 data = _pread(seg, off, n)
-                if len(self.probes) >= WINDOWS:
-                    del self.probes[0]
-                self.probes.append((seg, gen, off, off + len(data)))
+                keep = probes[len(probes) + 1 - WINDOWS :]
+                self.probes = (*keep, (seg, gen, off, off + len(data)))
                 return data, 0
         return self._fill(seg, off, n, grow), 0
 
@@ -131,11 +134,10 @@ class ReadCache:
         want = min(max(size, n), seg.flushed - off)
         data = _pread(seg, off, want)
         w = _Window(seg, off, data, size, off + want >= seg.flushed)
+        wins = self.wins
         if grow is not None:
-            self.wins.remove(grow)
-        elif len(self.wins) >= WINDOWS:
-            del self.wins[0]
-        self.wins.append(w)
+            wins = [x for x in wins if x is not grow]
+        self.wins = [*wins[len(wins) + 1 - WINDOWS :], w]
         return data
 
 
