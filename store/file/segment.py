@@ -66,6 +66,7 @@ WBUF_BYTES_MAX = 256 << 10
 CHUNK_RAW_BYTES = 64 << 10
 IDX_MAGIC = b"TJIX\x01"
 _U32 = struct.Struct("<I")
+_new_tuple = tuple.__new__  # builds a StoredMsg (a NamedTuple) without its Python __new__
 
 SubjectStats = dict[int, list[int]]
 """subject id -> [count, first_seq, last_seq] over live entries."""
@@ -289,7 +290,7 @@ class Segment:
         o = pos + REC_HDR.size
         h = o + slen
         p = h + hlen
-        return StoredMsg(seq, buf[o:h].decode(), buf[h:p], buf[p:end], ts)
+        return _new_tuple(StoredMsg, (seq, buf[o:h].decode(), buf[h:p], buf[p:end], ts))
 
     def read_ts(self, i: int, cache: ReadCache) -> int:
         """Timestamp of entry ``i`` (verified)."""
