@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 CRLF = b"\r\n"
 JS_ACK_PREFIX = b"$JS.ACK."
+# the last five tokens of a consumer's ack subscription
+_ACK_TAIL = [b"*"] * 5
 
 
 def split_js_ack(reply: bytes) -> tuple[bytes, bytes] | None:
@@ -79,8 +81,8 @@ class JetStreamDelivery:
             self._ack_gen = self.gen
         i = subject.find(b".", 8)
         j = subject.find(b".", i + 1) if i > 0 else -1
-        if j < 0 or j == len(subject) - 1:
-            return False
+        if j < 0 or subject.count(b".") != 8 or b".." in subject or subject.endswith(b"."):
+            return False  # not what an ack subscription matches: the normal path
         sub = self._ack_subs.get(subject[8:j])
         if sub is None:
             return False
@@ -115,9 +117,7 @@ class JetStreamDelivery:
             # usually every ack of the run is for one consumer: one C-level check
             sub = table.get(first[8:j])
             prefix = b"\n" + first[: j + 1]
-            if sub is not None and (b"\n" + b"\n".join(subjects)).count(prefix) == len(
-                subjects
-            ):
+            if sub is not None and (b"\n" + b"\n".join(subjects)).count(prefix) == len(subjects):
                 self._hand_acks(sub, subjects, payload, src, each)
                 return
         cur: Any = None
@@ -164,8 +164,7 @@ class JetStreamDelivery:
                 not getattr(sub.client, "internal", False)
                 or sub.queue is not None
                 or sub.max_msgs is not None
-                or len(toks) != 5
-                or toks[4] != b">"
+                or toks[4:] != _ACK_TAIL
                 or any(t in (b"*", b">") for t in toks[2:4])
                 or key in table
             ):
@@ -241,19 +240,10 @@ class JetStreamDelivery:
         ``flush()``); otherwise each goes through ``deliver_as``.  Returns the
         copies handed out.
         """
-        r = self.sublist.match(to)
-        psubs = r.psubs
-        c = psubs[0].client if len(psubs) == 1 else None
-        if (
-            c is None
-            or r.qsubs
-            or self.route_sublist.count
-            or c.internal
-            or c.deliver_filter is not None
-            or psubs[0].max_msgs is not None
-        ):
+        sub = self.inbox_target(to)
+        if sub is None:
             return sum(self.deliver_as(to, *m) for m in msgs)
-        sub = psubs[0]
+        c = sub.client
         sid = sub.sid_sp
         with_headers = c.headers
         parts = []
@@ -271,11 +261,32 @@ class JetStreamDelivery:
                     % (subject, sid, mid, hl, hl + plen, headers, payload)
                 )
         k = len(msgs)
-        c._out.append(b"".join(parts))
+        self.append_built(sub, b"".join(parts), k, total)
+        return k
+
+    def inbox_target(self, to: bytes) -> Any:
+        """The subscription of ``to`` when it has exactly one plain local
+        subscriber and no route interest (a pull request's inbox), so that
+        deliveries to it may be built as bytes and appended with
+        ``append_built``; else None (``deliver_as`` each)."""
+        r = self.sublist.match(to)
+        psubs = r.psubs
+        if len(psubs) != 1 or r.qsubs or self.route_sublist.count:
+            return None
+        sub = psubs[0]
+        c = sub.client
+        if c.internal or c.deliver_filter is not None or sub.max_msgs is not None:
+            return None
+        return sub
+
+    def append_built(self, sub: Any, data: bytes, k: int, payload_bytes: int) -> None:
+        """Append ``k`` ready MSG/HMSG ops for ``sub`` (from ``inbox_target``)
+        in batch mode (the caller must ``flush()``)."""
+        c = sub.client
+        c._out.append(data)
         c.out_msgs += k
-        c.out_bytes += total
+        c.out_bytes += payload_bytes
         sub.delivered += k
         self._touched.add(c)
         self.out_msgs += k
-        self.out_bytes += total
-        return k
+        self.out_bytes += payload_bytes

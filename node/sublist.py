@@ -222,7 +222,8 @@ class Sublist(Generic[S]):
             return cached
         psubs: list[S] = []
         qmap: dict[bytes, list[S]] = {}
-        self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
+        if not _empty_token(subject):
+            self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
         result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
         if self.cache_enabled:
             cache = self._cache
@@ -255,6 +256,8 @@ class Sublist(Generic[S]):
         toks = subject.split(b".")
         psubs: list[S] = []
         qmap: dict[bytes, list[S]] = {}
+        if _empty_token(subject):
+            return SublistResult(psubs, [])
         self._walk(self._root, toks, 0, psubs, qmap)
         result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
         if dot and self.cache_enabled and self._last_token_free(toks):
@@ -395,3 +398,10 @@ class Sublist(Generic[S]):
             "num_matches": self.matches,
             "cache_hit_rate": hit_rate,
         }
+
+
+def _empty_token(subject: bytes) -> bool:
+    """Whether a subject has an empty token (``a..b``, ``.a``, ``a.``, or is
+    empty): nats-server matches such a subject to no subscription at all, not
+    even a ``*`` or ``>`` one (a request to it gets no-responders)."""
+    return not subject or b".." in subject or subject[0] == 46 or subject[-1] == 46

@@ -77,13 +77,13 @@ _ISDIGIT = bytes.isdigit
 
 
 def _ack_seq(token: bytes) -> int:
-    """A sequence token of an ack subject: its value, or -1 when it is not a
-    number in 0..2**64-1 (such an ack is ignored; it must never reach the
-    consumer's state machine, which refuses it)."""
+    """A sequence token of an ack subject read as nats-server reads it: an
+    empty or non-numeric token is 2**64-1 (a stream sequence beyond anything
+    delivered: the ack is ignored; a consumer sequence: the ack goes by stream
+    sequence), digits wrap modulo 2**64."""
     if not token.isdigit():
-        return -1
-    n = int(token)
-    return n if n <= UINT64_MAX else -1
+        return UINT64_MAX
+    return int(token) & UINT64_MAX
 
 
 log = logging.getLogger(__name__)
@@ -402,7 +402,8 @@ class ConsumerManager:
         consumer = await self.registry.create(stream, name, cfg, created_ns)
         key = (stream.cfg.name, name)
         consumer.outcome_listeners.append(lambda out: self._advise(consumer, out))
-        subject = f"$JS.ACK.{stream.cfg.name}.{name}.>".encode()
+        # nine tokens, as nats-server's: any other shape finds no listener
+        subject = f"$JS.ACK.{stream.cfg.name}.{name}.*.*.*.*.*".encode()
         on_ack = self._ack_handler(consumer)
         self._subs[key] = self.svc.client.subscribe(
             subject, on_ack, many=self._acks_handler(consumer, on_ack)
@@ -540,6 +541,57 @@ class ConsumerManager:
         new_after = sum(1 for _, d in got if d.dc == 1)
         prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()
         headers_only = c.cfg.headers_only
+        sub = router.inbox_target(to) if after_each is None and not headers_only else None
+        if sub is not None:  # a pull request's inbox: the ops built right here
+            with_headers = sub.client.headers
+            sid = sub.sid_sp
+            parts = []
+            total = 0
+            for m, d in got:
+                if d.dc == 1:
+                    new_after -= 1
+                payload = m.payload
+                plen = len(payload)
+                total += plen
+                h = m.headers
+                if not h or not with_headers:
+                    parts.append(
+                        b"MSG %b%b %b%d.%d.%d.%d.%d %d\r\n%b\r\n"
+                        % (
+                            m.subject.encode(),
+                            sid,
+                            prefix,
+                            d.dc,
+                            d.sseq,
+                            d.dseq,
+                            m.ts_ns,
+                            pending + new_after,
+                            plen,
+                            payload,
+                        )
+                    )
+                else:
+                    hl = len(h)
+                    parts.append(
+                        b"HMSG %b%b %b%d.%d.%d.%d.%d %d %d\r\n%b%b\r\n"
+                        % (
+                            m.subject.encode(),
+                            sid,
+                            prefix,
+                            d.dc,
+                            d.sseq,
+                            d.dseq,
+                            m.ts_ns,
+                            pending + new_after,
+                            hl,
+                            hl + plen,
+                            h,
+                            payload,
+                        )
+                    )
+            router.append_built(sub, b"".join(parts), len(got), total)
+            router.flush()
+            return
         run: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
         for m, d in got:
             if d.dc == 1:
@@ -579,8 +631,6 @@ class ConsumerManager:
             if len(tokens) != 9:
                 return
             sseq, dseq = _ack_seq(tokens[5]), _ack_seq(tokens[6])
-            if sseq < 0 or dseq < 0:
-                return
             if not reply and (not body or body == b"+ACK") and not consumer.cfg.sample_freq:
                 offer_plain(sseq, dseq, None)
                 return
@@ -626,10 +676,15 @@ class ConsumerManager:
                 for subject in subjects:
                     on_ack(sub, subject, None, None, body)
                 return
-            # all well formed (nine tokens each, numbers in range): every
-            # field in C-level passes
-            if list(map(_DOTS, subjects)).count(8) == len(subjects):
-                tokens = b".".join(subjects).split(b".")
+            # all well formed (nine non-empty tokens each, numbers in range):
+            # every field in C-level passes
+            joined = b".".join(subjects)
+            if (
+                list(map(_DOTS, subjects)).count(8) == len(subjects)
+                and b".." not in joined
+                and not joined.endswith(b".")
+            ):
+                tokens = joined.split(b".")
                 s5, s6 = tokens[5::9], tokens[6::9]
                 if all(map(_ISDIGIT, s5)) and all(map(_ISDIGIT, s6)):
                     sseqs, dseqs = list(map(int, s5)), list(map(int, s6))
@@ -640,12 +695,11 @@ class ConsumerManager:
             dseqs = []
             for subject in subjects:
                 tokens = subject.split(b".")
-                if len(tokens) != 9:
+                # what the ack subscription (nine tokens) would not match
+                if len(tokens) != 9 or b"" in tokens:
                     continue
-                sseq, dseq = _ack_seq(tokens[5]), _ack_seq(tokens[6])
-                if sseq >= 0 and dseq >= 0:
-                    sseqs.append(sseq)
-                    dseqs.append(dseq)
+                sseqs.append(_ack_seq(tokens[5]))
+                dseqs.append(_ack_seq(tokens[6]))
             if sseqs:
                 offer_many(sseqs, dseqs)
 

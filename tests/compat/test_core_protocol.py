@@ -239,6 +239,21 @@ CASES: list[tuple[str, bytes, list[bytes] | None, str]] = [
         None,  # per-publish order of subscriptions is not specified; compared as multisets
         OPEN,
     ),
+    (
+        # a subject with an empty token matches no subscription, not even a
+        # wildcard one; a request to it gets no-responders
+        "empty_tokens_match_nothing",
+        C
+        + b"SUB a.*.c 1\r\nSUB b.> 2\r\nSUB inbox 4\r\n"
+        + b"PUB a..c 1\r\n1\r\nPUB b..x 1\r\n2\r\nPUB b.x. 1\r\n3\r\n"
+        + b"PUB .b 1\r\n4\r\nPUB a.b.c 1\r\n5\r\nPUB q..r inbox 0\r\n\r\n",
+        [
+            b"MSG a.b.c 1 1\r\n5",
+            b"HMSG inbox 4 36 36\r\nNATS/1.0 503\r\nNats-Subject: q..r\r\n\r\n",
+            b"PONG",
+        ],
+        OPEN,
+    ),
 ]
 
 

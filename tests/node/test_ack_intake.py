@@ -42,7 +42,7 @@ def _sub(client: Any, subject: bytes, queue: bytes | None = None) -> Subscriptio
 def _router() -> tuple[Router, FakeInternal, Subscription]:
     router = Router(Sublist(), random.Random(1))
     internal = FakeInternal()
-    sub = _sub(internal, b"$JS.ACK.S.C.>")
+    sub = _sub(internal, b"$JS.ACK.S.C.*.*.*.*.*")
     router.sublist.insert(sub)
     router.gen += 1
     return router, internal, sub
@@ -130,3 +130,20 @@ def test_route_interest_in_acks_disables_the_shortcut() -> None:
     router.route_sublist = Sublist()
     router.gen += 1
     assert list(router._ack_table()) == [b"S.C"]
+
+
+def test_ack_subjects_of_another_shape_take_the_normal_path() -> None:
+    """Only nine non-empty tokens make an ack (nats-server's consumers listen on
+    exactly that shape); others find no listener, alone or in a run."""
+    router, internal, _ = _router()
+    pub = FakeClient()
+    odd = [
+        b"$JS.ACK.S.C.1.5.5.1",
+        b"$JS.ACK.S.C.1.5.5.1.0.0",
+        b"$JS.ACK.S.C.1.5.5..0",
+        b"$JS.ACK.S.C.1.5.5.1.",
+    ]
+    for subject in odd:
+        assert router.publish(pub, subject, None, None, b"+ACK") == 0, subject
+    assert internal.got == []
+    assert router.sublist.matches == len(odd)

@@ -198,3 +198,17 @@ def test_subset_and_overlap_against_enumeration() -> None:
             assert ma <= mb
 
     check()
+
+
+def test_subjects_with_an_empty_token_match_nothing() -> None:
+    """As nats-server: ``a..c``, ``.a``, ``a.`` reach no subscription, not even
+    ``*`` or ``>`` ones (a request to them gets no-responders)."""
+    sl: Sublist[FakeSub] = Sublist()
+    subs = [FakeSub(subject, None) for subject in (b"a.*.c", b"a.>", b">", b"*.b")]
+    for sub in subs:
+        sl.insert(sub)
+    for subject in (b"a..c", b"a.b.", b".b", b"a..", b"", b".", b".."):
+        assert sl.match(subject).psubs == [], subject
+        assert sl.match_once(subject).psubs == [], subject
+    got = sorted(s.subject for s in sl.match(b"a.b.c").psubs)
+    assert got == [b">", b"a.*.c", b"a.>"]
