@@ -1,25 +1,24 @@
-"""Consumer delivery on one node: pull requests, status messages, acks.
+"""Consumer delivery on one node: the consumers' manager, sending, acks.
 
 Theory of operation
 -------------------
 ``ConsumerManager`` starts each consumer (``cluster.consumers``), subscribes
-its ack subjects ``$JS.ACK.<stream>.<consumer>.>`` and, for pull consumers,
-runs a ``PullDispatcher``: the waiting list of ``MSG.NEXT`` requests.  One
-task per dispatcher serves the head request whenever the consumer has
-something deliverable, sends the status messages nats-server sends (byte for
-byte: ``404 No Messages``, ``408 Request Timeout`` with pending headers,
-``409 …``, ``100 Idle Heartbeat``), expires requests, drops requests whose
-inbox lost interest, and deletes ephemeral consumers after
-``inactive_threshold`` without requests.  It sleeps on the consumer's
-``changed`` event (new stream messages, acks that free room, redeliveries,
-new requests) or until the next request deadline: no polling.
+its ack subjects ``$JS.ACK.<stream>.<consumer>.*.*.*.*.*`` (nine tokens, as
+nats-server: other shapes find no listener) and, for pull consumers, runs a
+``PullDispatcher`` (``node/jetstream/pull.py``: the waiting list of
+``MSG.NEXT`` requests, status messages, heartbeats, expiry), and deletes
+ephemeral consumers after ``inactive_threshold`` without requests.
 
 A delivered message goes to the request's inbox with the *stream subject* in
-its MSG line (``Router.deliver_as``) and the ack subject
+its MSG line (``ConsumerManager.send``: a pull request's inbox gets the ops
+built in one pass, anything else goes through ``Router.deliver_as``) and the
+ack subject
 ``$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>`` as reply.
 Acks are parsed here (``+ACK``/empty/``+OK``, ``-NAK`` [delay], ``+WPI``,
 ``+TERM`` [reason], ``+NXT`` [request]) and queued to the consumer; an ack
-with a reply subject is answered with an empty message once applied.
+with a reply subject is answered with an empty message once applied.  A
+client's run of reply-less acks (``Router.ack_run``) arrives as one call and
+its plain ``+ACK``s are parsed in C-level passes.
 
 Consumer advisories (CREATED, DELETED, MSG_NAKED, MSG_TERMINATED,
 MAX_DELIVERIES, PAUSE -- on a change of ``pause_until`` and when a pause
@@ -40,9 +39,7 @@ import logging
 import operator
 import re
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -56,15 +53,15 @@ from cluster.consumer_fsm import (
     rfc3339_to_ns,
 )
 from cluster.consumer_model import AckPolicy, ConsumerConfig
-from cluster.consumers import Consumer, ConsumerRegistry
+from cluster.consumer_registry import ConsumerRegistry
+from cluster.consumers import Consumer
 from cluster.opfields import UINT64_MAX
 from cluster.ops import AckItem, AckKind
 from cluster.streams import Stream
 from node.jetstream.common import dumps
-from node.jetstream.pullreq import decode_pull, priority_refusal
+from node.jetstream.pull import PullDispatcher, status
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jetstream.push import PushDispatcher
-from node.jsapi.consumerconfig import go_duration
 from node.jsapi.render import rfc3339_ns
 from node.session import Subscription
 from store.api import StoredMsg
@@ -102,12 +99,6 @@ _UNITS = {
 }
 
 
-def status(code: int, text: str, *headers: tuple[str, int]) -> bytes:
-    """A status-only header block (``NATS/1.0 404 No Messages\\r\\n\\r\\n``)."""
-    lines = [f"NATS/1.0 {code} {text}"] + [f"{k}: {v}" for k, v in headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
-
-
 def parse_go_duration(text: str) -> int | None:
     """Go ``time.ParseDuration`` (``5s``, ``1m30s``, ``250ms``) -> ns, or None."""
     if not text or not _GO_DURATION.match(text):
@@ -118,237 +109,6 @@ def parse_go_duration(text: str) -> int | None:
             return None
         total += float(num) * _UNITS[unit]
     return int(total)
-
-
-@dataclass(slots=True)
-class PullRequest:
-    """A waiting ``MSG.NEXT`` request."""
-
-    reply: bytes
-    n: int
-    max_bytes: int
-    no_wait: bool
-    expires_at: float | None
-    hb_s: float
-    next_hb: float | None
-    delivered: int = 0
-
-
-class PullDispatcher:
-    """The waiting list of one pull consumer and its delivery task."""
-
-    def __init__(self, mgr: ConsumerManager, consumer: Consumer) -> None:
-        self.mgr = mgr
-        self.consumer = consumer
-        self.waiting: deque[PullRequest] = deque()
-        self.last_request = trio.current_time()
-        self.last_check = self.last_request  # last ``_housekeeping``
-
-    @property
-    def cfg(self) -> ConsumerConfig:
-        return self.consumer.cfg
-
-    def _send(self, reply: bytes, hdr: bytes) -> None:
-        self.mgr.svc.client.publish(reply, b"", headers=hdr)
-
-    def add(self, reply: bytes, body: bytes) -> None:
-        """Take a ``MSG.NEXT`` (synchronous; answers refusals at once).
-
-        nats-server's order: 400 for a body it cannot read, the 409 request
-        limits (``max_batch``, ``max_expires``, ``max_bytes``), 400 for
-        priority-group fields; a full waiting list is cleaned (expired
-        requests, lost interest) at most once a second; a ``no_wait``
-        request gets ``404 No Messages`` when nothing is pending and it has
-        no expiry, and ``408 Requests Pending`` when the waiting requests
-        already ask for more than is pending; a request that finds the list
-        full gets ``409 Exceeded MaxWaiting`` (nothing when it asked for
-        heartbeats: the client waits for missing heartbeats instead).
-        """
-        now = trio.current_time()
-        self.last_request = now
-        spec = decode_pull(body)
-        if isinstance(spec, str):
-            self._send(reply, status(400, f"Bad Request - {spec}"))
-            return
-        cfg = self.cfg
-        if cfg.max_batch > 0 and spec.batch > cfg.max_batch:
-            self._send(reply, status(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}"))
-            return
-        expires_ns = spec.expires_ns
-        if expires_ns and cfg.max_expires_ns > 0 and expires_ns > cfg.max_expires_ns:
-            text = f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires_ns)}"
-            self._send(reply, status(409, text))
-            return
-        if spec.max_bytes > 0 and cfg.max_bytes > 0 and spec.max_bytes > cfg.max_bytes:
-            self._send(reply, status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"))
-            return
-        refusal = priority_refusal(spec, cfg)
-        if refusal is not None:
-            self._send(reply, status(400, f"Bad Request - {refusal}"))
-            return
-        max_waiting = max(cfg.max_waiting, 1)
-        if len(self.waiting) >= max_waiting and now - self.last_check > 1.0:
-            self._housekeeping(now)
-        if spec.no_wait:
-            c = self.consumer
-            msgs_pending = c.num_pending() + len(c.fsm.redeliveries())
-            if msgs_pending == 0 and not expires_ns:
-                self._send(reply, status(404, "No Messages"))
-                return
-            if msgs_pending > 0:
-                self._housekeeping(now)
-                if msgs_pending < sum(wr.n for wr in self.waiting):
-                    self._send(reply, status(408, "Requests Pending"))
-                    return
-        if len(self.waiting) >= max_waiting:
-            if not spec.hb_ns:
-                self._send(reply, status(409, "Exceeded MaxWaiting"))
-            return
-        if not self.mgr.svc.server.router.sublist.has_interest(reply):
-            return  # nobody listens: nats-server's next check drops it at once
-        hb_s = spec.hb_ns / 1e9
-        self.waiting.append(
-            PullRequest(
-                reply=reply,
-                n=max(spec.batch, 1),
-                max_bytes=max(spec.max_bytes, 0),
-                no_wait=spec.no_wait,
-                expires_at=now + expires_ns / 1e9 if expires_ns else None,
-                hb_s=hb_s,
-                next_hb=now + hb_s if spec.hb_ns > 0 else None,
-            )
-        )
-        self.consumer.changed.set()
-
-    def num_waiting(self) -> int:
-        """Requests still waiting (expired and abandoned ones dropped first,
-        as nats-server does before reporting ``num_waiting``)."""
-        self._housekeeping(trio.current_time())
-        return len(self.waiting)
-
-    def close(self, reason: bytes | None) -> None:
-        """Answer every waiting request (``409 Consumer Deleted``) and forget them."""
-        while self.waiting:
-            wr = self.waiting.popleft()
-            if reason is not None:
-                self._send(wr.reply, reason)
-
-    async def run(self) -> None:
-        """Serve requests until cancelled."""
-        c = self.consumer
-        while not c.closed:
-            c.changed = trio.Event()
-            now = trio.current_time()
-            deadline = self._housekeeping(now)
-            paused_s = self._paused_s()
-            if paused_s is not None:
-                end = now + paused_s
-                deadline = end if deadline is None else min(deadline, end)
-            elif await self._serve():
-                continue
-            self._end_of_stream()
-            if not self.waiting and self.cfg.inactive_threshold_ns > 0:
-                idle_end = self.last_request + self.cfg.inactive_threshold_ns / 1e9
-                if now >= idle_end:
-                    await self.mgr.delete_inactive(c)
-                    return
-                deadline = idle_end if deadline is None else min(deadline, idle_end)
-            with trio.move_on_at(deadline if deadline is not None else float("inf")):
-                await c.changed.wait()
-
-    def _housekeeping(self, now: float) -> float | None:
-        """Expire requests, drop those without interest, send heartbeats;
-        returns the next deadline."""
-        router = self.mgr.svc.server.router
-        sublist, remote = router.sublist, router.route_sublist
-        self.last_check = now
-        deadline: float | None = None
-        keep: deque[PullRequest] = deque()
-        for wr in self.waiting:
-            if wr.expires_at is not None and now >= wr.expires_at:
-                hdr = status(
-                    408,
-                    "Request Timeout",
-                    ("Nats-Pending-Messages", wr.n),
-                    ("Nats-Pending-Bytes", wr.max_bytes),
-                )
-                self._send(wr.reply, hdr)
-                continue
-            if not sublist.has_interest(wr.reply) and not (
-                remote.count and remote.has_interest(wr.reply)
-            ):
-                continue  # the requester is gone (here and across routes)
-            if wr.next_hb is not None:
-                if now >= wr.next_hb:
-                    self._heartbeat(wr.reply)
-                    wr.next_hb = now + wr.hb_s
-                deadline = wr.next_hb if deadline is None else min(deadline, wr.next_hb)
-            if wr.expires_at is not None:
-                deadline = wr.expires_at if deadline is None else min(deadline, wr.expires_at)
-            keep.append(wr)
-        self.waiting = keep
-        if self.waiting:
-            self.last_request = now
-        return deadline
-
-    def _paused_s(self) -> float | None:
-        """Seconds the consumer stays paused (``pause_until``), None if not paused."""
-        until = self.cfg.pause_until
-        if not until:
-            return None
-        left = rfc3339_to_ns(until) - time.time_ns()
-        return left / 1e9 if left > 0 else None
-
-    def _heartbeat(self, reply: bytes) -> None:
-        fsm = self.consumer.fsm
-        hdr = status(
-            100,
-            "Idle Heartbeat",
-            ("Nats-Last-Consumer", fsm.dseq),
-            ("Nats-Last-Stream", fsm.delivered_sseq),
-        )
-        self._send(reply, hdr)
-
-    async def _serve(self) -> bool:
-        """Deliver to the head request; True if anything happened."""
-        c = self.consumer
-        if not self.waiting or not c.has_messages():
-            return False
-        wr = self.waiting[0]
-        got, too_big = await c.deliver(
-            wr.n, wr.max_bytes, send=lambda got: self.mgr.send(c, wr.reply, got)
-        )
-        if too_big:
-            self.waiting.popleft()
-            if wr.delivered == 0:
-                hdr = status(
-                    409,
-                    "Message Size Exceeds MaxBytes",
-                    ("Nats-Pending-Messages", wr.n),
-                    ("Nats-Pending-Bytes", wr.max_bytes),
-                )
-                self._send(wr.reply, hdr)
-            return True
-        if not got:
-            return False
-        for m, _ in got:
-            wr.n -= 1
-            wr.delivered += 1
-            if wr.max_bytes:
-                wr.max_bytes -= len(m.subject) + len(m.headers) + len(m.payload)
-        if wr.n <= 0 and self.waiting and self.waiting[0] is wr:
-            self.waiting.popleft()
-        return True
-
-    def _end_of_stream(self) -> None:
-        """No more messages: finish ``no_wait`` requests as nats-server does."""
-        keep: deque[PullRequest] = deque()
-        for wr in self.waiting:
-            if wr.no_wait and (wr.expires_at is None or wr.delivered > 0):
-                self._send(wr.reply, status(404, "No Messages"))
-                continue
-            keep.append(wr)
-        self.waiting = keep
 
 
 class ConsumerManager:
