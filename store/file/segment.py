@@ -207,7 +207,10 @@ class Segment:
             self.file_crc = zlib.crc32(data, self.file_crc)
         self.flushed += len(data)
         self.file_size = SEG_HDR_SIZE + self.flushed
-        self.wbuf.clear()
+        # a new buffer, not the old one emptied: a reader in the trio thread
+        # that took the old one (and the old ``flushed``) just before this
+        # ran in the sync thread still finds its record there
+        self.wbuf = bytearray()
 
     def sync(self) -> None:
         """Flush and fsync."""
@@ -269,9 +272,16 @@ class Segment:
             buf = self._chunk_raw(ci, cache)
             pos = off - self.ch_lstart[ci]
         elif off >= self.flushed:
-            lo = off - self.flushed
-            buf = bytes(self.wbuf[lo : lo + n])
-            pos = 0
+            # the buffer first, then the offset it starts at: ``flush`` (the
+            # sync thread) moves ``flushed`` before it replaces the buffer
+            wbuf = self.wbuf
+            flushed = self.flushed
+            if off >= flushed:
+                lo = off - flushed
+                buf = bytes(wbuf[lo : lo + n])
+                pos = 0
+            else:  # flushed meanwhile: it is in the file now
+                buf, pos = cache.record(self, off, n)
         else:
             buf, pos = cache.record(self, off, n)
         seq = self.base + i

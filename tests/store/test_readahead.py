@@ -201,3 +201,30 @@ def test_corrupt_record_inside_a_window_raises(tmp_path: Path) -> None:
         else:
             assert st.load(seq) == want[seq]
     st.close()
+
+
+class _FlushOnRead(bytearray):
+    """A write buffer that lets the sync thread's ``flush`` run the moment a
+    reader slices it: the interleaving a GIL switch can produce between a
+    reader choosing the buffer and reading from it."""
+
+    seg: Segment
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        self.seg.flush()
+        return super().__getitem__(key)
+
+
+def test_load_from_the_write_buffer_while_the_sync_thread_flushes(tmp_path: Path) -> None:
+    st = FileStreamStore(tmp_path / "s")
+    for i in range(5):
+        st.append("a", b"", b"m%d" % i, 1_700_000_000_000_000_000 + i)
+    seg = st._segs[-1]
+    assert seg.wbuf and seg.flushed == 0  # all five still buffered
+    racing = _FlushOnRead(seg.wbuf)
+    racing.seg = seg
+    seg.wbuf = racing
+    assert st.load(3).payload == b"m2"  # not a "short" CorruptionError
+    assert seg.flushed > 0 and not seg.wbuf
+    assert [st.load(s).payload for s in range(1, 6)] == [b"m%d" % i for i in range(5)]
+    st.close()
