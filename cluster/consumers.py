@@ -59,6 +59,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 import trio
@@ -573,22 +574,25 @@ class Consumer:
         while not self._acks_idle.is_set():
             await self._acks_idle.wait()
         picked: list[StoredMsg] = []
-        size = 0
-        budget_used = 0
         too_big = False
-        for m in next_messages(self.fsm, self.stream.store):
-            msize = len(m.subject) + len(m.headers) + len(m.payload)
-            if max_bytes > 0 and size + msize > max_bytes:
-                too_big = not picked
-                break
-            if budget_bytes >= 0:
-                if budget_used > budget_bytes:
+        if max_bytes <= 0 and budget_bytes < 0:  # no size bounds: take n
+            picked = list(islice(next_messages(self.fsm, self.stream.store), n))
+        else:
+            size = 0
+            budget_used = 0
+            for m in next_messages(self.fsm, self.stream.store):
+                msize = len(m.subject) + len(m.headers) + len(m.payload)
+                if max_bytes > 0 and size + msize > max_bytes:
+                    too_big = not picked
                     break
-                budget_used += size_of(m) if size_of is not None else msize
-            picked.append(m)
-            size += msize
-            if len(picked) >= n:
-                break
+                if budget_bytes >= 0:
+                    if budget_used > budget_bytes:
+                        break
+                    budget_used += size_of(m) if size_of is not None else msize
+                picked.append(m)
+                size += msize
+                if len(picked) >= n:
+                    break
         if not picked:
             return [], too_big
         if not self.delivering:
@@ -598,8 +602,11 @@ class Consumer:
             out = await self.propose(
                 ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
             )
-            by_seq = {m.seq: m for m in picked}
-            got = [(by_seq[d.sseq], d) for d in out.deliveries]
+            if len(out.deliveries) == len(picked):  # all taken, in order
+                got = list(zip(picked, out.deliveries, strict=True))
+            else:
+                by_seq = {m.seq: m for m in picked}
+                got = [(by_seq[d.sseq], d) for d in out.deliveries]
             if send is not None and got:
                 send(got)
         finally:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from functools import partial
+from typing import BinaryIO, NamedTuple
 
 import cbor2
 
@@ -43,13 +44,16 @@ __all__ = [
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One delivery decided by apply: what goes in the ack subject."""
+class Delivery(NamedTuple):
+    """One delivery decided by apply: what goes in the ack subject (a tuple:
+    one is made per delivered message, so it is built in C)."""
 
     sseq: int
     dseq: int
     dc: int
+
+
+_new_delivery = partial(tuple.__new__, Delivery)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,8 +292,30 @@ class ConsumerStateMachine:
 
     def _delivered(self, op: ConsumerDelivered, out: ConsumerOutcome) -> None:
         ack_none = self.policy.ack == "none"
+        if not self.lss and not ack_none and not self.rdc:
+            # the fetch hot path: new messages only, in one loop with locals
+            # (a new message is never pending, has no redelivery count)
+            nxt, dseq, now = self.next_sseq, self.dseq, op.now_ns
+            pending, append = self.pending, out.deliveries.append
+            sseqs = op.sseqs
+            for k, sseq in enumerate(sseqs):
+                if sseq < nxt:  # a redelivery or stale: the general loop from here
+                    self.next_sseq, self.dseq = nxt, dseq
+                    self._delivered_from(sseqs[k:], op.now_ns, out)
+                    return
+                nxt = sseq + 1
+                dseq += 1
+                pending[sseq] = [dseq, now]
+                append(_new_delivery((sseq, dseq, 1)))
+            self.next_sseq, self.dseq = nxt, dseq
+            self.last_delivered_ns = now
+            return
+        self._delivered_from(op.sseqs, op.now_ns, out)
+
+    def _delivered_from(self, sseqs: tuple[int, ...], now_ns: int, out: ConsumerOutcome) -> None:
+        ack_none = self.policy.ack == "none"
         md = self.policy.max_deliver
-        for sseq in op.sseqs:
+        for sseq in sseqs:
             if sseq in self.pending:  # a redelivery
                 if sseq in self.rdq:
                     self.rdq.remove(sseq)
@@ -298,23 +324,23 @@ class ConsumerStateMachine:
                     self._give_up(sseq, dc, out)
                     continue
                 self.rdc[sseq] = self.rdc.get(sseq, 0) + 1
-                self.pending[sseq][1] = op.now_ns
+                self.pending[sseq][1] = now_ns
             elif self.lss and sseq == self.lss[0]:
                 self.lss.pop(0)
                 self.next_sseq = self.lss[0] if self.lss else max(self._lss_resume, sseq + 1)
                 if not ack_none:
-                    self.pending[sseq] = [self.dseq + 1, op.now_ns]
+                    self.pending[sseq] = [self.dseq + 1, now_ns]
             elif sseq >= self.next_sseq and not self.lss:
                 self.next_sseq = sseq + 1
                 if not ack_none:
-                    self.pending[sseq] = [self.dseq + 1, op.now_ns]
+                    self.pending[sseq] = [self.dseq + 1, now_ns]
             else:
                 continue  # stale proposal: already delivered or never pending
             self.dseq += 1
             if ack_none:
                 self.floor_dseq, self.floor_sseq = self.dseq, sseq
             out.deliveries.append(Delivery(sseq, self.dseq, self.deliveries(sseq)))
-        self.last_delivered_ns = op.now_ns
+        self.last_delivered_ns = now_ns
 
     def _acked_explicit(self, op: ConsumerAcked, out: ConsumerOutcome) -> None:
         """``_take_ack`` for each plain ack of an explicit-ack consumer with no

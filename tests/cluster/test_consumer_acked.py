@@ -68,3 +68,41 @@ def test_acked_round_trip_and_checks() -> None:
     ):
         with pytest.raises(OpError):
             bad()
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    ack=st.sampled_from(["explicit", "all", "none"]),
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("deliver"), st.lists(st.integers(1, 30), min_size=1, max_size=8)),
+            st.tuples(st.just("ack"), st.lists(st.integers(1, 30), min_size=1, max_size=4)),
+            st.tuples(st.just("nak"), st.lists(st.integers(1, 30), min_size=1, max_size=2)),
+        ),
+        max_size=12,
+    ),
+)
+def test_delivered_fast_path_matches_the_general_loop(
+    ack: str, steps: list[tuple[str, list[int]]]
+) -> None:
+    """``ConsumerDelivered`` of new messages takes a fast loop; it must decide
+    exactly what the general loop decides, whatever came before (redeliveries
+    queued, stale or out-of-order sequences in the op, acks, naks)."""
+    a, b = _fsm(ack, 0), _fsm(ack, 0)
+    b._delivered = lambda op, out: b._delivered_from(op.sseqs, op.now_ns, out)  # type: ignore[method-assign]
+    now = 5
+    for kind, seqs in steps:
+        now += 1
+        if kind == "deliver":
+            op = ConsumerDelivered("C", tuple(sorted(set(seqs))), now)
+        elif kind == "ack":
+            op = ConsumerAcked("C", tuple(seqs), tuple(seqs), now)
+        else:
+            op = ConsumerAcks("C", tuple(AckItem(AckKind.NAK, s, s) for s in seqs), now)
+        assert a.apply_op(op) == b.apply_op(op)
+        assert a.state() == b.state()
+        assert (a.next_sseq, a.dseq, a.last_delivered_ns) == (
+            b.next_sseq,
+            b.dseq,
+            b.last_delivered_ns,
+        )
