@@ -501,6 +501,11 @@ class ConsumerState:
         ack_floor_stream_seq: Stream sequence of the ack floor.
         pending: stream seq -> ``Pending`` for delivered, unacked messages.
         redelivered: stream seq -> redelivery count (deliveries - 1).
+        started: the consumer's start position was chosen (it is
+            ``delivered_stream_seq + 1``): a restart goes on from there
+            instead of choosing again from the config, even when nothing was
+            delivered and ``delivered_stream_seq`` is 0 (as nats-server, whose
+            consumer keeps its stored position once it has one).
     """
 
     delivered_consumer_seq: int = 0
@@ -509,6 +514,7 @@ class ConsumerState:
     ack_floor_stream_seq: int = 0
     pending: dict[int, Pending] = field(default_factory=dict)
     redelivered: dict[int, int] = field(default_factory=dict)
+    started: bool = False
 
 
 @runtime_checkable

@@ -75,6 +75,7 @@ def encode_consumer_state(state: ConsumerState) -> bytes:
             state.ack_floor_stream_seq,
             {s: [p.consumer_seq, p.ts_ns] for s, p in state.pending.items()},
             dict(state.redelivered),
+            state.started,
         ]
     )
 
@@ -82,12 +83,18 @@ def encode_consumer_state(state: ConsumerState) -> bytes:
 def decode_consumer_state(body: bytes) -> ConsumerState:
     """Inverse of ``encode_consumer_state``.
 
+    A body of six fields (written before ``started`` was kept) decodes as
+    started: the first state a consumer saves is the one after its creation
+    chose the start.
+
     Raises:
         ValueError: malformed body.
     """
     try:
         v: Any = cbor2.loads(body)
-        dc, ds, ac, as_, pend, red = v
+        if len(v) == 6:
+            v = [*v, True]
+        dc, ds, ac, as_, pend, red, started = v
         return ConsumerState(
             delivered_consumer_seq=int(dc),
             delivered_stream_seq=int(ds),
@@ -95,6 +102,7 @@ def decode_consumer_state(body: bytes) -> ConsumerState:
             ack_floor_stream_seq=int(as_),
             pending={int(k): Pending(int(p[0]), int(p[1])) for k, p in pend.items()},
             redelivered={int(k): int(n) for k, n in red.items()},
+            started=bool(started),
         )
     except (TypeError, ValueError, KeyError, IndexError, cbor2.CBORDecodeError) as e:
         raise ValueError(f"malformed consumer state: {e}") from e

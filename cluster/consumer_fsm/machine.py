@@ -155,7 +155,7 @@ class ConsumerStateMachine:
         self.rdq: list[int] = []
         #: ``last_per_subject`` sequences still to deliver first
         self.lss: list[int] = []
-        self.started = bool(st.delivered_stream_seq or st.pending)
+        self.started = st.started or bool(st.delivered_stream_seq or st.pending)
         self._lss_resume = 0
         self.last_delivered_ns = 0
         self.last_ack_ns = 0
@@ -215,6 +215,7 @@ class ConsumerStateMachine:
             ack_floor_stream_seq=self.floor_sseq,
             pending={s: Pending(p[0], p[1]) for s, p in self.pending.items()},
             redelivered=dict(self.rdc),
+            started=self.started,
         )
 
     # -- apply --------------------------------------------------------------------

@@ -372,3 +372,35 @@ def test_rfc3339_to_ns() -> None:
     assert rfc3339_to_ns("1970-01-01T01:00:00+01:00") == 0
     with pytest.raises(ValueError):
         rfc3339_to_ns("yesterday")
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        DeliverPolicy.LAST,
+        DeliverPolicy.NEW,
+        DeliverPolicy.BY_START_TIME,
+        DeliverPolicy.LAST_PER_SUBJECT,
+    ],
+)
+def test_a_restart_keeps_the_start_chosen_when_nothing_was_delivered(
+    policy: DeliverPolicy,
+) -> None:
+    """Created on an empty stream the start is 1 and ``delivered_stream_seq``
+    stays 0; the saved state must still say the start was chosen, so that a
+    restart (a new machine over the same store, proposing the start its
+    config selects now) does not skip what was published in between (as
+    nats-server, which goes on from its stored position)."""
+    store = MemoryStreamStore()
+    cfg = explicit(deliver_policy=policy, opt_start_time="2023-11-14T22:13:21Z", filter_subject="a")
+    h = Harness(store, cfg)
+    assert h.fsm.next_sseq == 1
+    for subj in ("a", "b", "a"):
+        store.append(subj, b"", b"x", T0 + 10)
+    again = ConsumerStateMachine("c", h.cstore)
+    start, lss = select_start(cfg, store)
+    assert start > 1  # choosing again would skip 1..3
+    again.apply(encode_op(ConsumerCreated("c", policy_of(cfg), start, lss)))
+    assert (again.next_sseq, again.lss) == (1, [])
+    h.fsm = again
+    assert h.fetch(10) == [(1, 1, 1), (3, 2, 1)]

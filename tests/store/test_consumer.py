@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cbor2
 import pytest
 
 from store.api import ConsumerState, ConsumerStore, Pending
@@ -39,6 +40,15 @@ def test_codec_round_trip() -> None:
     assert decode_consumer_state(encode_consumer_state(ConsumerState())) == ConsumerState()
     with pytest.raises(ValueError):
         decode_consumer_state(b"\x01\x02")
+
+
+def test_codec_keeps_started_and_reads_six_field_bodies_as_started() -> None:
+    started = ConsumerState(started=True)
+    assert decode_consumer_state(encode_consumer_state(started)) == started
+    # a body written before ``started`` was kept: every saved state followed
+    # the consumer's creation, which chose its start
+    legacy = cbor2.dumps([0, 0, 0, 0, {}, {}])
+    assert decode_consumer_state(legacy) == started
 
 
 def test_save_load(cstore: ConsumerStore) -> None:
