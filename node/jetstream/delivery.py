@@ -305,7 +305,9 @@ class ConsumerManager:
         if sub is not None:  # a pull request's inbox: the ops built right here
             with_headers = sub.client.headers
             sid = sub.sid_sp
-            parts = []
+            parts: list[bytes] = []
+            add = parts.append
+            heads: dict[str, tuple[bytes, bytes]] = {}  # subject -> MSG, HMSG line starts
             total = 0
             for m, d in got:
                 if d.dc == 1:
@@ -313,42 +315,25 @@ class ConsumerManager:
                 payload = m.payload
                 plen = len(payload)
                 total += plen
-                h = m.headers
-                if not h or not with_headers:
-                    parts.append(
-                        b"MSG %b%b %b%d.%d.%d.%d.%d %d\r\n%b\r\n"
-                        % (
-                            m.subject.encode(),
-                            sid,
-                            prefix,
-                            d.dc,
-                            d.sseq,
-                            d.dseq,
-                            m.ts_ns,
-                            pending + new_after,
-                            plen,
-                            payload,
-                        )
+                head = heads.get(m.subject)
+                if head is None:
+                    subj = m.subject.encode()
+                    head = heads[m.subject] = (
+                        b"MSG " + subj + sid + b" " + prefix,
+                        b"HMSG " + subj + sid + b" " + prefix,
                     )
+                h = m.headers
+                ack = f"{d.dc}.{d.sseq}.{d.dseq}.{m.ts_ns}.{pending + new_after}"
+                if not h or not with_headers:
+                    add(head[0])
+                    add(f"{ack} {plen}\r\n".encode())
                 else:
                     hl = len(h)
-                    parts.append(
-                        b"HMSG %b%b %b%d.%d.%d.%d.%d %d %d\r\n%b%b\r\n"
-                        % (
-                            m.subject.encode(),
-                            sid,
-                            prefix,
-                            d.dc,
-                            d.sseq,
-                            d.dseq,
-                            m.ts_ns,
-                            pending + new_after,
-                            hl,
-                            hl + plen,
-                            h,
-                            payload,
-                        )
-                    )
+                    add(head[1])
+                    add(f"{ack} {hl} {hl + plen}\r\n".encode())
+                    add(h)
+                add(payload)
+                add(b"\r\n")
             router.append_built(sub, b"".join(parts), len(got), total)
             router.flush()
             return

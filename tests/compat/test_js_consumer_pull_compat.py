@@ -541,3 +541,20 @@ async def ack_runs_scenario(p: Probe) -> None:
 
 def test_ack_runs(pair: tuple[ServerProcess, ServerProcess]) -> None:
     compare(pair, ack_runs_scenario)
+
+
+async def pull_headers_scenario(p: Probe) -> None:
+    """A pull batch mixing messages with and without headers (HMSG and MSG
+    ops in one delivery), subjects repeating and not."""
+    s = "PH"
+    await p.api(f"$JS.API.STREAM.CREATE.{s}", stream_body(s))
+    for i in range(6):
+        headers = {"Nats-Msg-Id": f"id{i}", "X-K": "v" * i} if i % 2 else None
+        msg = await p.nc.request(f"ph.{i % 3}", b"m%d" % i, headers=headers, timeout=WAIT_S)
+        p.note(f"pub -> {msg.data.decode()}")
+    await p.api(_api(s, "CREATE", "c"), consumer_body(s, name="c", ack_policy="explicit"))
+    await p.pull(s, "c", '{"batch":6}', expect=6)
+
+
+def test_pull_headers(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    compare(pair, pull_headers_scenario)
