@@ -96,10 +96,28 @@ MANY_WINDOW = 16384
 _WS = (b" ", b"\t", b"\r", b"\n")
 
 
+def _hand_run(
+    on_pub: Callable[[bytes, bytes | None, bytes], object],
+    on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object],
+    subject: bytes,
+    replies: list[bytes | None],
+    payloads: list[bytes],
+) -> None:
+    """Hand over a run of messages to one subject (a run of one to ``on_pub``),
+    then empty the lists (the callbacks do not keep them: they are reused)."""
+    if len(payloads) == 1:
+        on_pub(subject, replies[0], payloads[0])
+    else:
+        on_pub_run(subject, replies, payloads)
+    replies.clear()
+    payloads.clear()
+
+
 def _many_subjects(buf: bytes, pos: int, payload: bytes, longest: int) -> list[bytes] | None:
     """The subjects of a run of ``PUB <subject> <size>\r\n<payload>\r\n``
-    ops (single spaces, no reply, this payload) at ``pos``, but the run's last
-    op (at least two; the run ends at ``pos`` + the ops' lengths), or None.
+    ops (single spaces, no reply, this payload) at ``pos``: each op of it that
+    another PUB follows (at least two; the run ends at ``pos`` + the ops'
+    lengths; a last op followed by something else goes the usual way), or None.
 
     One ``split`` of a bounded window on what separates two such subjects
     (the rest of one op and the next op's verb); a piece between two
@@ -413,17 +431,12 @@ class ProtocolConnection:
                     and not buf.startswith(buf[pos:start], end + 2)
                 ):
                     # reply-less small messages to differing subjects (acks):
-                    # the whole run in two regex calls
+                    # the whole run with one split
                     payload = buf[start:end]
                     subjects = _many_subjects(buf, pos, payload, limit - 7 - len(size_tok))
                     if subjects is not None:
                         if payloads:
-                            if len(payloads) == 1:
-                                on_pub(run_subject, replies[0], payloads[0])
-                            else:
-                                on_pub_run(run_subject, replies, payloads)
-                            replies.clear()
-                            payloads.clear()
+                            _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
                             run_subject = b""
                             if self._dead:
                                 return pos
@@ -436,13 +449,7 @@ class ProtocolConnection:
                         continue
                 if subject != run_subject:
                     if payloads:
-                        if len(payloads) == 1:
-                            on_pub(run_subject, replies[0], payloads[0])
-                        else:
-                            on_pub_run(run_subject, replies, payloads)
-                        # the callbacks do not keep the lists: reuse them
-                        replies.clear()
-                        payloads.clear()
+                        _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
                         if self._dead:
                             return pos
                     run_subject = subject
@@ -460,10 +467,7 @@ class ProtocolConnection:
                         break
             m = match(buf, pos)
         if payloads and on_pub_run is not None:
-            if len(payloads) == 1:
-                on_pub(run_subject, replies[0], payloads[0])
-            else:
-                on_pub_run(run_subject, replies, payloads)
+            _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
         return pos
 
     def _fail(
