@@ -18,7 +18,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 from cluster.consumers import FLUSH_DELAY_S
 from store.consumer import decode_consumer_state, scan_log
 from tests.support import start_server
-from tests.support.aio import noop_cb, run
+from tests.support.aio import noop_cb, run, with_client
 
 
 def _start(store: Path, workdir: Path) -> Any:
@@ -28,143 +28,118 @@ def _start(store: Path, workdir: Path) -> Any:
 def test_pull_fetch_ack_nak_term_info_delete(tmp_path: Path) -> None:
     server = _start(tmp_path / "store", tmp_path / "srv")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="P", subjects=["p.>"])
-            for i in range(5):
-                await js.publish(f"p.{i % 2}", b"m%d" % i)
-            ci = await js.add_consumer(
-                "P", ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
-            )
-            assert (ci.name, ci.num_pending, ci.config.max_ack_pending) == ("d", 5, 1000)
-            sub = await js.pull_subscribe("p.>", durable="d", stream="P")
-            msgs = await sub.fetch(3, timeout=2)
-            assert [m.data for m in msgs] == [b"m0", b"m1", b"m2"]
-            assert [m.metadata.sequence.stream for m in msgs] == [1, 2, 3]
-            assert msgs[0].metadata.num_pending == 4
-            assert msgs[2].metadata.num_pending == 2
-            await msgs[0].ack_sync()  # ack sync: the server answers the ack
-            await msgs[1].nak()
-            await msgs[2].term()
-            again = await sub.fetch(1, timeout=2)
-            assert again[0].data == b"m1" and again[0].metadata.num_delivered == 2
-            await again[0].in_progress()
-            await again[0].ack_sync()
-            info = await js.consumer_info("P", "d")
-            assert info.delivered.consumer_seq == 4
-            assert info.delivered.stream_seq == 3
-            assert info.ack_floor.stream_seq == 3
-            assert (info.num_ack_pending, info.num_pending) == (0, 2)
-            rest = await sub.fetch(5, timeout=1)
-            assert [m.data for m in rest] == [b"m3", b"m4"]
-            for m in rest:
-                await m.ack()
-            with pytest.raises(nats.errors.TimeoutError):
-                await sub.fetch(1, timeout=0.5)
-            names = await js.consumers_info("P")
-            assert [c.name for c in names] == ["d"]
-            assert await js.delete_consumer("P", "d")
-            with pytest.raises(NotFoundError):
-                await js.consumer_info("P", "d")
-        finally:
-            await nc.close()
+        await js.add_stream(name="P", subjects=["p.>"])
+        for i in range(5):
+            await js.publish(f"p.{i % 2}", b"m%d" % i)
+        ci = await js.add_consumer(
+            "P", ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
+        )
+        assert (ci.name, ci.num_pending, ci.config.max_ack_pending) == ("d", 5, 1000)
+        sub = await js.pull_subscribe("p.>", durable="d", stream="P")
+        msgs = await sub.fetch(3, timeout=2)
+        assert [m.data for m in msgs] == [b"m0", b"m1", b"m2"]
+        assert [m.metadata.sequence.stream for m in msgs] == [1, 2, 3]
+        assert msgs[0].metadata.num_pending == 4
+        assert msgs[2].metadata.num_pending == 2
+        await msgs[0].ack_sync()  # ack sync: the server answers the ack
+        await msgs[1].nak()
+        await msgs[2].term()
+        again = await sub.fetch(1, timeout=2)
+        assert again[0].data == b"m1" and again[0].metadata.num_delivered == 2
+        await again[0].in_progress()
+        await again[0].ack_sync()
+        info = await js.consumer_info("P", "d")
+        assert info.delivered.consumer_seq == 4
+        assert info.delivered.stream_seq == 3
+        assert info.ack_floor.stream_seq == 3
+        assert (info.num_ack_pending, info.num_pending) == (0, 2)
+        rest = await sub.fetch(5, timeout=1)
+        assert [m.data for m in rest] == [b"m3", b"m4"]
+        for m in rest:
+            await m.ack()
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.fetch(1, timeout=0.5)
+        names = await js.consumers_info("P")
+        assert [c.name for c in names] == ["d"]
+        assert await js.delete_consumer("P", "d")
+        with pytest.raises(NotFoundError):
+            await js.consumer_info("P", "d")
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 def test_create_errors_and_ephemeral(tmp_path: Path) -> None:
     server = _start(tmp_path / "store", tmp_path / "srv")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="E", subjects=["e.>"])
-            with pytest.raises(NotFoundError) as nf:
-                await js.add_consumer("NOPE", ConsumerConfig(durable_name="x"))
-            assert nf.value.err_code == 10059
-            with pytest.raises(BadRequestError) as br:
-                await js.add_consumer(
-                    "E",
-                    ConsumerConfig(
-                        durable_name="x", deliver_policy=DeliverPolicy.BY_START_SEQUENCE
-                    ),
-                )
-            assert br.value.err_code == 10094
-            ci = await js.add_consumer("E", ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
-            assert len(ci.name) == 8 and ci.config.inactive_threshold == 5.0
-            # nonsense pull requests: bad JSON and a heartbeat larger than half the expiry
-            inbox = nc.new_inbox()
-            got: asyncio.Queue[Any] = asyncio.Queue()
-            s = await nc.subscribe(inbox, cb=got.put)
-            subj = f"$JS.API.CONSUMER.MSG.NEXT.E.{ci.name}"
-            await nc.publish(subj, b"{bad", reply=inbox)
-            m = await asyncio.wait_for(got.get(), 2)
-            assert m.headers and m.headers.get("Status") == "400"
-            await nc.publish(
-                subj, b'{"expires":1000000000,"idle_heartbeat":900000000}', reply=inbox
+        await js.add_stream(name="E", subjects=["e.>"])
+        with pytest.raises(NotFoundError) as nf:
+            await js.add_consumer("NOPE", ConsumerConfig(durable_name="x"))
+        assert nf.value.err_code == 10059
+        with pytest.raises(BadRequestError) as br:
+            await js.add_consumer(
+                "E",
+                ConsumerConfig(durable_name="x", deliver_policy=DeliverPolicy.BY_START_SEQUENCE),
             )
-            m = await asyncio.wait_for(got.get(), 2)
-            assert m.headers.get("Description") == "Bad Request - heartbeat value too large"
-            await nc.publish(subj, b'{"batch":1,"no_wait":true}', reply=inbox)
-            m = await asyncio.wait_for(got.get(), 2)
-            assert (m.headers.get("Status"), m.headers.get("Description")) == ("404", "No Messages")
-            await nc.publish(subj, b'{"batch":2,"expires":200000000}', reply=inbox)
-            m = await asyncio.wait_for(got.get(), 2)
-            assert m.headers.get("Status") == "408"
-            assert m.headers.get("Nats-Pending-Messages") == "2"
-            await s.unsubscribe()
-        finally:
-            await nc.close()
+        assert br.value.err_code == 10094
+        ci = await js.add_consumer("E", ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+        assert len(ci.name) == 8 and ci.config.inactive_threshold == 5.0
+        # nonsense pull requests: bad JSON and a heartbeat larger than half the expiry
+        inbox = nc.new_inbox()
+        got: asyncio.Queue[Any] = asyncio.Queue()
+        s = await nc.subscribe(inbox, cb=got.put)
+        subj = f"$JS.API.CONSUMER.MSG.NEXT.E.{ci.name}"
+        await nc.publish(subj, b"{bad", reply=inbox)
+        m = await asyncio.wait_for(got.get(), 2)
+        assert m.headers and m.headers.get("Status") == "400"
+        await nc.publish(subj, b'{"expires":1000000000,"idle_heartbeat":900000000}', reply=inbox)
+        m = await asyncio.wait_for(got.get(), 2)
+        assert m.headers.get("Description") == "Bad Request - heartbeat value too large"
+        await nc.publish(subj, b'{"batch":1,"no_wait":true}', reply=inbox)
+        m = await asyncio.wait_for(got.get(), 2)
+        assert (m.headers.get("Status"), m.headers.get("Description")) == ("404", "No Messages")
+        await nc.publish(subj, b'{"batch":2,"expires":200000000}', reply=inbox)
+        m = await asyncio.wait_for(got.get(), 2)
+        assert m.headers.get("Status") == "408"
+        assert m.headers.get("Nats-Pending-Messages") == "2"
+        await s.unsubscribe()
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 def test_ack_wait_redelivery_and_max_deliver(tmp_path: Path) -> None:
     server = _start(tmp_path / "store", tmp_path / "srv")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="R", subjects=["r"])
-            await js.publish("r", b"x")
-            adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.R.w")
-            await js.add_consumer(
-                "R",
-                ConsumerConfig(
-                    durable_name="w", ack_policy=AckPolicy.EXPLICIT, ack_wait=0.3, max_deliver=2
-                ),
-            )
-            sub = await js.pull_subscribe("r", durable="w", stream="R")
-            first = await sub.fetch(1, timeout=2)
-            assert first[0].metadata.num_delivered == 1
-            second = await sub.fetch(1, timeout=3)
-            assert second[0].metadata.num_delivered == 2
-            assert second[0].metadata.sequence.consumer == 2
-            # as nats-server: the last delivery's ack wait runs out, yet the
-            # message is given up (advisory) only by the next pull request
-            with pytest.raises(nats.errors.TimeoutError):
-                await sub.fetch(1, timeout=1.0)
-            msg = await adv.next_msg(timeout=3)
-            assert b'"deliveries":2' in msg.data and b'"stream_seq":1' in msg.data
-            info = await js.consumer_info("R", "w")
-            assert info.num_ack_pending == 0 and info.num_redelivered == 1
-        finally:
-            await nc.close()
+        await js.add_stream(name="R", subjects=["r"])
+        await js.publish("r", b"x")
+        adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.R.w")
+        await js.add_consumer(
+            "R",
+            ConsumerConfig(
+                durable_name="w", ack_policy=AckPolicy.EXPLICIT, ack_wait=0.3, max_deliver=2
+            ),
+        )
+        sub = await js.pull_subscribe("r", durable="w", stream="R")
+        first = await sub.fetch(1, timeout=2)
+        assert first[0].metadata.num_delivered == 1
+        second = await sub.fetch(1, timeout=3)
+        assert second[0].metadata.num_delivered == 2
+        assert second[0].metadata.sequence.consumer == 2
+        # as nats-server: the last delivery's ack wait runs out, yet the
+        # message is given up (advisory) only by the next pull request
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.fetch(1, timeout=1.0)
+        msg = await adv.next_msg(timeout=3)
+        assert b'"deliveries":2' in msg.data and b'"stream_seq":1' in msg.data
+        info = await js.consumer_info("R", "w")
+        assert info.num_ack_pending == 0 and info.num_redelivered == 1
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 def test_durable_consumer_survives_sigkill(tmp_path: Path) -> None:
@@ -189,22 +164,15 @@ def test_durable_consumer_survives_sigkill(tmp_path: Path) -> None:
     server.kill() if hasattr(server, "kill") else server.proc.send_signal(signal.SIGKILL)
     server = _start(store, tmp_path / "srv2")
 
-    async def second() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def second(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            info = await js.consumer_info("K", "dk")
-            assert info.ack_floor.stream_seq == 2 and info.num_pending == 2
-            sub = await js.pull_subscribe("k", durable="dk", stream="K")
-            msgs = await sub.fetch(5, timeout=1)
-            assert [m.data for m in msgs] == [b"2", b"3"]
-        finally:
-            await nc.close()
+        info = await js.consumer_info("K", "dk")
+        assert info.ack_floor.stream_seq == 2 and info.num_pending == 2
+        sub = await js.pull_subscribe("k", durable="dk", stream="K")
+        msgs = await sub.fetch(5, timeout=1)
+        assert [m.data for m in msgs] == [b"2", b"3"]
 
-    try:
-        run(second)
-    finally:
-        server.stop()
+    with_client(server, second)
 
 
 def _flushed_ack_floor(store: Path, consumer: str) -> int:
@@ -251,23 +219,16 @@ def test_plain_acks_flushed_in_background_survive_sigkill(tmp_path: Path) -> Non
     server.kill()
     server = _start(store, tmp_path / "srv2")
 
-    async def second() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def second(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            info = await js.consumer_info("F", "df")
-            assert info.ack_floor.stream_seq == 6
-            assert (info.num_ack_pending, info.num_pending) == (2, 2)  # 7, 8 wait for ack_wait
-            sub = await js.pull_subscribe("f", durable="df", stream="F")
-            msgs = await sub.fetch(2, timeout=2)
-            assert [m.data for m in msgs] == [b"8", b"9"]
-        finally:
-            await nc.close()
+        info = await js.consumer_info("F", "df")
+        assert info.ack_floor.stream_seq == 6
+        assert (info.num_ack_pending, info.num_pending) == (2, 2)  # 7, 8 wait for ack_wait
+        sub = await js.pull_subscribe("f", durable="df", stream="F")
+        msgs = await sub.fetch(2, timeout=2)
+        assert [m.data for m in msgs] == [b"8", b"9"]
 
-    try:
-        run(second)
-    finally:
-        server.stop()
+    with_client(server, second)
 
 
 def test_plain_acks_written_at_clean_shutdown(tmp_path: Path) -> None:
@@ -296,46 +257,32 @@ def test_plain_acks_written_at_clean_shutdown(tmp_path: Path) -> None:
     server.stop()
     server = _start(store, tmp_path / "srv2")
 
-    async def second() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def second(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            info = await js.consumer_info("G", "dg")
-            assert info.ack_floor.stream_seq == 3 and info.num_ack_pending == 1
-        finally:
-            await nc.close()
+        info = await js.consumer_info("G", "dg")
+        assert info.ack_floor.stream_seq == 3 and info.num_ack_pending == 1
 
-    try:
-        run(second)
-    finally:
-        server.stop()
+    with_client(server, second)
 
 
 def test_pause_and_resume(tmp_path: Path) -> None:
     server = _start(tmp_path / "store", tmp_path / "srv")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="Z", subjects=["z"])
-            await js.publish("z", b"1")
-            sub = await js.pull_subscribe("z", durable="pz", stream="Z")
-            paused = await js.pause_consumer("Z", "pz", "2099-01-01T00:00:00Z")
-            assert paused.paused and paused.pause_until == "2099-01-01T00:00:00Z"
-            with pytest.raises(nats.errors.TimeoutError):
-                await sub.fetch(1, timeout=0.5)
-            resumed = await js.resume_consumer("Z", "pz")
-            assert not resumed.paused
-            msgs = await sub.fetch(1, timeout=2)
-            assert msgs[0].data == b"1"
-        finally:
-            await nc.close()
+        await js.add_stream(name="Z", subjects=["z"])
+        await js.publish("z", b"1")
+        sub = await js.pull_subscribe("z", durable="pz", stream="Z")
+        paused = await js.pause_consumer("Z", "pz", "2099-01-01T00:00:00Z")
+        assert paused.paused and paused.pause_until == "2099-01-01T00:00:00Z"
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.fetch(1, timeout=0.5)
+        resumed = await js.resume_consumer("Z", "pz")
+        assert not resumed.paused
+        msgs = await sub.fetch(1, timeout=2)
+        assert msgs[0].data == b"1"
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 _START_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")

@@ -20,7 +20,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy, 
 from nats.js.errors import NotFoundError
 
 from tests.support import start_server
-from tests.support.aio import noop_cb, run
+from tests.support.aio import noop_cb, with_client
 
 WAIT_S = 3.0
 
@@ -32,17 +32,10 @@ def _start(tmp_path: Path) -> Any:
 def _play(tmp_path: Path, scenario: Any) -> None:
     server = _start(tmp_path)
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
-        try:
-            await scenario(nc, nc.jetstream())
-        finally:
-            await nc.close()
+    async def main(nc: Any) -> None:
+        await scenario(nc, nc.jetstream())
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 def test_push_acks_nak_redelivery_and_push_bound(tmp_path: Path) -> None:

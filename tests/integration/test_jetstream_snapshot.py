@@ -27,7 +27,7 @@ import pytest
 from cluster.stream_archive import ArchiveDecoder
 from store.snapshot import iter_snapshot, read_header
 from tests.support import reference_binary, start_server
-from tests.support.aio import noop_cb, run
+from tests.support.aio import noop_cb, run, with_client
 
 API = "$JS.API.STREAM."
 UPLOAD_CHUNK = 64 * 1024
@@ -218,55 +218,41 @@ def test_file_stream_round_trip_onto_another_server_and_a_restart(tmp_path: Path
         second.stop()
     restarted = _trijet(tmp_path, "two-again", second_store)
 
-    async def after_restart() -> None:
-        nc = await nats.connect(restarted.url, error_cb=noop_cb)
-        try:
-            info = await _api(nc, API + "INFO.ORD", b"")
-            assert info["state"] == saved["snap"].response["state"]
-            assert info["created"] == saved["info"]["created"]
-            again = await take_snapshot(nc, "ORD")
-            assert archive_messages(again.data) == archive_messages(saved["snap"].data)
-        finally:
-            await nc.close()
+    async def after_restart(nc: Any) -> None:
+        info = await _api(nc, API + "INFO.ORD", b"")
+        assert info["state"] == saved["snap"].response["state"]
+        assert info["created"] == saved["info"]["created"]
+        again = await take_snapshot(nc, "ORD")
+        assert archive_messages(again.data) == archive_messages(saved["snap"].data)
 
-    try:
-        run(after_restart)
-    finally:
-        restarted.stop()
+    with_client(restarted, after_restart)
 
 
 def test_memory_stream_round_trip_and_a_changed_config(tmp_path: Path) -> None:
     server = _trijet(tmp_path, "mem")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="MEM", subjects=["mem.*"], storage="memory")
-            for i in range(12):
-                await js.publish(f"mem.{i % 2}", b"v%d" % i, headers={"Nats-Msg-Id": f"m{i}"})
-            info = await _api(nc, API + "INFO.MEM", b"")
-            snap = await take_snapshot(nc, "MEM")
-            assert len(snap.chunks) == 1 and snap.end_headers is None  # one short chunk
-            assert (await _api(nc, API + "DELETE.MEM", b""))["success"]
-            final = await restore(nc, "MEM", snap.meta, snap.data, chunk=100)
-            assert final["state"] == info["state"] and final["config"]["storage"] == "memory"
-            assert (await take_snapshot(nc, "MEM")).data == snap.data
-            # the request's config is the restored stream's identity: limits apply
-            assert (await _api(nc, API + "DELETE.MEM", b""))["success"]
-            meta = {**snap.meta, "config": {**snap.meta["config"], "max_msgs": 5}}
-            final = await restore(nc, "MEM", meta, snap.data)
-            st = final["state"]
-            assert (final["config"]["max_msgs"], st["messages"], st["first_seq"]) == (5, 5, 8)
-            ack = await js.publish("mem.1", b"x", headers={"Nats-Msg-Id": "m11"})
-            assert (ack.seq, ack.duplicate) == (12, True)
-        finally:
-            await nc.close()
+        await js.add_stream(name="MEM", subjects=["mem.*"], storage="memory")
+        for i in range(12):
+            await js.publish(f"mem.{i % 2}", b"v%d" % i, headers={"Nats-Msg-Id": f"m{i}"})
+        info = await _api(nc, API + "INFO.MEM", b"")
+        snap = await take_snapshot(nc, "MEM")
+        assert len(snap.chunks) == 1 and snap.end_headers is None  # one short chunk
+        assert (await _api(nc, API + "DELETE.MEM", b""))["success"]
+        final = await restore(nc, "MEM", snap.meta, snap.data, chunk=100)
+        assert final["state"] == info["state"] and final["config"]["storage"] == "memory"
+        assert (await take_snapshot(nc, "MEM")).data == snap.data
+        # the request's config is the restored stream's identity: limits apply
+        assert (await _api(nc, API + "DELETE.MEM", b""))["success"]
+        meta = {**snap.meta, "config": {**snap.meta["config"], "max_msgs": 5}}
+        final = await restore(nc, "MEM", meta, snap.data)
+        st = final["state"]
+        assert (final["config"]["max_msgs"], st["messages"], st["first_seq"]) == (5, 5, 8)
+        ack = await js.publish("mem.1", b"x", headers={"Nats-Msg-Id": "m11"})
+        assert (ack.seq, ack.duplicate) == (12, True)
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 # --------------------------------------------------------------------------- refusals
@@ -275,56 +261,49 @@ def test_memory_stream_round_trip_and_a_changed_config(tmp_path: Path) -> None:
 def test_bad_archives_create_nothing(tmp_path: Path) -> None:
     server = _trijet(tmp_path, "bad")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="B", subjects=["b.>"])
-            for i in range(200):
-                await js.publish("b.x", b"%03d" % i * 120)  # two frames of archive
-            snap = await take_snapshot(nc, "B")
-            assert (await _api(nc, API + "DELETE.B", b""))["success"]
-            data = snap.data
-            boundary = 10 + 4 + 65536  # stream identifier, first frame (see stream_archive)
-            assert data[boundary] == 0x80
-            flipped = bytearray(data)
-            flipped[len(data) // 2] ^= 0x01
-            cases = {
-                b"garbage garbage garbage": "restore failed: s2: corrupt input",
-                data[: len(data) // 2 + 1]: "restore failed: s2: corrupt input",
-                data[:boundary]: "restore failed: unexpected EOF",
-                bytes(flipped): "restore failed: archive checksum mismatch",
+        await js.add_stream(name="B", subjects=["b.>"])
+        for i in range(200):
+            await js.publish("b.x", b"%03d" % i * 120)  # two frames of archive
+        snap = await take_snapshot(nc, "B")
+        assert (await _api(nc, API + "DELETE.B", b""))["success"]
+        data = snap.data
+        boundary = 10 + 4 + 65536  # stream identifier, first frame (see stream_archive)
+        assert data[boundary] == 0x80
+        flipped = bytearray(data)
+        flipped[len(data) // 2] ^= 0x01
+        cases = {
+            b"garbage garbage garbage": "restore failed: s2: corrupt input",
+            data[: len(data) // 2 + 1]: "restore failed: s2: corrupt input",
+            data[:boundary]: "restore failed: unexpected EOF",
+            bytes(flipped): "restore failed: archive checksum mismatch",
+        }
+        for bad, description in cases.items():
+            final = await restore(nc, "B", snap.meta, bad)
+            assert final == {
+                "type": "io.nats.jetstream.api.v1.stream_create_response",
+                "error": {"code": 500, "err_code": 10062, "description": description},
             }
-            for bad, description in cases.items():
-                final = await restore(nc, "B", snap.meta, bad)
-                assert final == {
-                    "type": "io.nats.jetstream.api.v1.stream_create_response",
-                    "error": {"code": 500, "err_code": 10062, "description": description},
-                }
-                names = await _api(nc, API.replace("STREAM.", "STREAM.NAMES"), b"")
-                assert names["streams"] is None
-            # the name is still free, and a sound archive restores
-            final = await restore(nc, "B", snap.meta, data)
-            assert final["state"] == snap.response["state"]
-            # an archive of another stream
-            await js.add_stream(name="C", subjects=["c.>"])
-            other = await take_snapshot(nc, "C")
-            assert (await _api(nc, API + "DELETE.C", b""))["success"]
-            final = await restore(nc, "C", other.meta, data)
-            assert final["error"]["description"] == "restore failed: stream names do not match"
-            # the name was taken while the upload ran
-            resp = await _api(nc, API + "RESTORE.C", other.meta)
-            await js.add_stream(name="C", subjects=["c.>"])
-            await nc.request(resp["deliver_subject"], other.data, timeout=5)
-            final = json.loads((await nc.request(resp["deliver_subject"], b"", timeout=5)).data)
-            assert final["error"]["err_code"] == 10130
-        finally:
-            await nc.close()
+            names = await _api(nc, API.replace("STREAM.", "STREAM.NAMES"), b"")
+            assert names["streams"] is None
+        # the name is still free, and a sound archive restores
+        final = await restore(nc, "B", snap.meta, data)
+        assert final["state"] == snap.response["state"]
+        # an archive of another stream
+        await js.add_stream(name="C", subjects=["c.>"])
+        other = await take_snapshot(nc, "C")
+        assert (await _api(nc, API + "DELETE.C", b""))["success"]
+        final = await restore(nc, "C", other.meta, data)
+        assert final["error"]["description"] == "restore failed: stream names do not match"
+        # the name was taken while the upload ran
+        resp = await _api(nc, API + "RESTORE.C", other.meta)
+        await js.add_stream(name="C", subjects=["c.>"])
+        await nc.request(resp["deliver_subject"], other.data, timeout=5)
+        final = json.loads((await nc.request(resp["deliver_subject"], b"", timeout=5)).data)
+        assert final["error"]["err_code"] == 10130
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 def _restore_request_cases(valid_meta: dict[str, Any]) -> list[tuple[str, bytes]]:
@@ -480,24 +459,17 @@ def test_small_window_flow_control_no_flow_response_and_a_stalled_restore(tmp_pa
             await nc.request(target, b"", timeout=5)
         assert "error" in await _api(nc, API + "INFO.STALL", b"")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="F", subjects=["f"])
-            for i in range(20):
-                await js.publish("f", bytes([i]) * 300)
-            await asyncio.gather(windowed(nc), stalled(nc))
-            # a chunk without a reply subject ends a restore at once
-            resp = await _api(nc, API + "RESTORE.NOREPLY", {"config": {"name": "NOREPLY"}})
-            await nc.publish(resp["deliver_subject"], b"chunk")
-            await nc.flush()
-            with pytest.raises(nats.errors.NoRespondersError):
-                await nc.request(resp["deliver_subject"], b"", timeout=5)
-        finally:
-            await nc.close()
+        await js.add_stream(name="F", subjects=["f"])
+        for i in range(20):
+            await js.publish("f", bytes([i]) * 300)
+        await asyncio.gather(windowed(nc), stalled(nc))
+        # a chunk without a reply subject ends a restore at once
+        resp = await _api(nc, API + "RESTORE.NOREPLY", {"config": {"name": "NOREPLY"}})
+        await nc.publish(resp["deliver_subject"], b"chunk")
+        await nc.flush()
+        with pytest.raises(nats.errors.NoRespondersError):
+            await nc.request(resp["deliver_subject"], b"", timeout=5)
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)

@@ -34,7 +34,7 @@ from tests.integration.test_jetstream_snapshot import (
     restore,
     take_snapshot,
 )
-from tests.support.aio import noop_cb, run
+from tests.support.aio import noop_cb, run, with_client
 
 CAPI = "$JS.API.CONSUMER."
 SECOND_NS = 1_000_000_000
@@ -100,193 +100,165 @@ def test_consumers_travel_in_snapshots_and_go_on_after_restore(tmp_path: Path) -
     server = _trijet(tmp_path, "e2e", store)
     saved: dict[str, Any] = {}
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="S", subjects=["s.>"])
-            for i in range(5):
-                await js.publish(f"s.{i % 2}", b"m%d" % i)
-            await _create(
-                nc, "S", {"durable_name": "D", "ack_policy": "explicit", "ack_wait": SECOND_NS}
-            )
-            await _create(nc, "S", {"durable_name": "L", "ack_policy": "explicit"})
-            eph = await _create(
-                nc, "S", {"ack_policy": "explicit", "inactive_threshold": 300 * SECOND_NS}
-            )
-            await _create(nc, "S", {"durable_name": "P", "deliver_subject": "push.p"})
-            d = await js.pull_subscribe_bind("D", "S")
-            first = await d.fetch(5, timeout=2)
-            for m in (first[0], first[1], first[3]):
-                await m.ack_sync()
-            again = await _fetch_until(d, 2, 10)  # 3 and 5 once their ack wait ran out
-            assert [(s, dc) for s, _, dc in _seen(again)] == [(3, 2), (5, 2)]
-            for i in range(5, 10):
-                await js.publish(f"s.{i % 2}", b"m%d" % i)
-            lsub = await js.pull_subscribe_bind("L", "S")
-            wall_before = time.time_ns()
-            taken = await lsub.fetch(2, timeout=2)
-            wall_after = time.time_ns()
-            await taken[0].ack_sync()
-            names = ["D", "L", eph, "P"]
-            before = {n: await _info(nc, "S", n) for n in names}
+        await js.add_stream(name="S", subjects=["s.>"])
+        for i in range(5):
+            await js.publish(f"s.{i % 2}", b"m%d" % i)
+        await _create(
+            nc, "S", {"durable_name": "D", "ack_policy": "explicit", "ack_wait": SECOND_NS}
+        )
+        await _create(nc, "S", {"durable_name": "L", "ack_policy": "explicit"})
+        eph = await _create(
+            nc, "S", {"ack_policy": "explicit", "inactive_threshold": 300 * SECOND_NS}
+        )
+        await _create(nc, "S", {"durable_name": "P", "deliver_subject": "push.p"})
+        d = await js.pull_subscribe_bind("D", "S")
+        first = await d.fetch(5, timeout=2)
+        for m in (first[0], first[1], first[3]):
+            await m.ack_sync()
+        again = await _fetch_until(d, 2, 10)  # 3 and 5 once their ack wait ran out
+        assert [(s, dc) for s, _, dc in _seen(again)] == [(3, 2), (5, 2)]
+        for i in range(5, 10):
+            await js.publish(f"s.{i % 2}", b"m%d" % i)
+        lsub = await js.pull_subscribe_bind("L", "S")
+        wall_before = time.time_ns()
+        taken = await lsub.fetch(2, timeout=2)
+        wall_after = time.time_ns()
+        await taken[0].ack_sync()
+        names = ["D", "L", eph, "P"]
+        before = {n: await _info(nc, "S", n) for n in names}
 
-            snap = await take_snapshot(nc, "S")
-            bare = await take_snapshot(nc, "S", no_consumers=True)
-            # the answer counts the live stream's consumers either way
-            assert snap.response["state"]["consumer_count"] == 4
-            assert bare.response["state"]["consumer_count"] == 4
-            archived = _consumers(snap.data)
-            assert set(archived) == set(names) and _consumers(bare.data) == {}
-            # L's pending message keeps its delivery time; D's redelivered
-            # ones are archived as already due (nats-server keeps their
-            # first delivery's time)
-            lstate, dstate = archived["L"].state, archived["D"].state
-            assert list(lstate.pending) == [2]
-            assert wall_before <= lstate.pending[2].ts_ns <= wall_after
-            assert sorted(dstate.pending) == [3, 5] and dstate.redelivered == {3: 1, 5: 1}
-            assert all(p.ts_ns + SECOND_NS <= wall_after for p in dstate.pending.values())
+        snap = await take_snapshot(nc, "S")
+        bare = await take_snapshot(nc, "S", no_consumers=True)
+        # the answer counts the live stream's consumers either way
+        assert snap.response["state"]["consumer_count"] == 4
+        assert bare.response["state"]["consumer_count"] == 4
+        archived = _consumers(snap.data)
+        assert set(archived) == set(names) and _consumers(bare.data) == {}
+        # L's pending message keeps its delivery time; D's redelivered
+        # ones are archived as already due (nats-server keeps their
+        # first delivery's time)
+        lstate, dstate = archived["L"].state, archived["D"].state
+        assert list(lstate.pending) == [2]
+        assert wall_before <= lstate.pending[2].ts_ns <= wall_after
+        assert sorted(dstate.pending) == [3, 5] and dstate.redelivered == {3: 1, 5: 1}
+        assert all(p.ts_ns + SECOND_NS <= wall_after for p in dstate.pending.values())
 
-            # without its consumers
-            assert (await _api(nc, API + "DELETE.S", b""))["success"]
-            final = await restore(nc, "S", bare.meta, bare.data)
-            assert final["state"]["consumer_count"] == 0
-            assert (await _api(nc, CAPI + "NAMES.S", b""))["consumers"] in (None, [])
+        # without its consumers
+        assert (await _api(nc, API + "DELETE.S", b""))["success"]
+        final = await restore(nc, "S", bare.meta, bare.data)
+        assert final["state"]["consumer_count"] == 0
+        assert (await _api(nc, CAPI + "NAMES.S", b""))["consumers"] in (None, [])
 
-            # with them
-            assert (await _api(nc, API + "DELETE.S", b""))["success"]
-            final = await restore(nc, "S", snap.meta, snap.data)
-            assert final["state"]["consumer_count"] == 4
-            after = {n: await _info(nc, "S", n) for n in names}
-            for n in names:
-                expected = _view(before[n])
-                if n == eph:  # the restored config names the ephemeral, as nats-server's
-                    expected["config"]["name"] = eph
-                assert _view(after[n]) == expected, n
-                assert after[n]["created"] != before[n]["created"]
-            assert after["D"]["delivered"] == {"consumer_seq": 7, "stream_seq": 5}
-            assert (after["D"]["num_ack_pending"], after["D"]["num_redelivered"]) == (2, 2)
+        # with them
+        assert (await _api(nc, API + "DELETE.S", b""))["success"]
+        final = await restore(nc, "S", snap.meta, snap.data)
+        assert final["state"]["consumer_count"] == 4
+        after = {n: await _info(nc, "S", n) for n in names}
+        for n in names:
+            expected = _view(before[n])
+            if n == eph:  # the restored config names the ephemeral, as nats-server's
+                expected["config"]["name"] = eph
+            assert _view(after[n]) == expected, n
+            assert after[n]["created"] != before[n]["created"]
+        assert after["D"]["delivered"] == {"consumer_seq": 7, "stream_seq": 5}
+        assert (after["D"]["num_ack_pending"], after["D"]["num_redelivered"]) == (2, 2)
 
-            # D: 3 and 5 at once, then 6..10
-            d = await js.pull_subscribe_bind("D", "S")
-            got = await _fetch_until(d, 7, 10)
-            assert _seen(got) == [(3, 8, 3), (5, 9, 3)] + [(s, s + 4, 1) for s in range(6, 11)]
-            for m in got:
-                await m.ack_sync()
-            # L: its pending 2 is not due for 30 s; it goes on with 3
-            lsub = await js.pull_subscribe_bind("L", "S")
-            assert _seen(await lsub.fetch(2, timeout=2)) == [(3, 3, 1), (4, 4, 1)]
-            # the push consumer starts delivering once someone listens
-            inbox: asyncio.Queue[Any] = asyncio.Queue()
-            psub = await nc.subscribe("push.p", cb=inbox.put)
-            pushed = [await asyncio.wait_for(inbox.get(), 5) for _ in range(10)]
-            assert [m.metadata.sequence.stream for m in pushed] == list(range(1, 11))
-            await psub.unsubscribe()
-            saved["D"] = _view(await _info(nc, "S", "D"))
-            saved["L"] = _view(await _info(nc, "S", "L"))
-            assert saved["D"]["ack_floor"] == {"consumer_seq": 14, "stream_seq": 10}
-        finally:
-            await nc.close()
+        # D: 3 and 5 at once, then 6..10
+        d = await js.pull_subscribe_bind("D", "S")
+        got = await _fetch_until(d, 7, 10)
+        assert _seen(got) == [(3, 8, 3), (5, 9, 3)] + [(s, s + 4, 1) for s in range(6, 11)]
+        for m in got:
+            await m.ack_sync()
+        # L: its pending 2 is not due for 30 s; it goes on with 3
+        lsub = await js.pull_subscribe_bind("L", "S")
+        assert _seen(await lsub.fetch(2, timeout=2)) == [(3, 3, 1), (4, 4, 1)]
+        # the push consumer starts delivering once someone listens
+        inbox: asyncio.Queue[Any] = asyncio.Queue()
+        psub = await nc.subscribe("push.p", cb=inbox.put)
+        pushed = [await asyncio.wait_for(inbox.get(), 5) for _ in range(10)]
+        assert [m.metadata.sequence.stream for m in pushed] == list(range(1, 11))
+        await psub.unsubscribe()
+        saved["D"] = _view(await _info(nc, "S", "D"))
+        saved["L"] = _view(await _info(nc, "S", "L"))
+        assert saved["D"]["ack_floor"] == {"consumer_seq": 14, "stream_seq": 10}
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
     restarted = _trijet(tmp_path, "e2e-again", store)
 
-    async def after_restart() -> None:
-        nc = await nats.connect(restarted.url, error_cb=noop_cb)
-        try:
-            for n in ("D", "L"):
-                assert _view(await _info(nc, "S", n)) == saved[n], n
-        finally:
-            await nc.close()
+    async def after_restart(nc: Any) -> None:
+        for n in ("D", "L"):
+            assert _view(await _info(nc, "S", n)) == saved[n], n
 
-    try:
-        run(after_restart)
-    finally:
-        restarted.stop()
+    with_client(restarted, after_restart)
 
 
 def test_memory_stream_consumers_round_trip(tmp_path: Path) -> None:
     server = _trijet(tmp_path, "mem")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="M", subjects=["m"], storage="memory")
-            await _create(nc, "M", {"durable_name": "NEW", "deliver_policy": "new"})
-            for i in range(6):
-                await js.publish("m", b"%d" % i)
-            await _create(nc, "M", {"durable_name": "C", "ack_policy": "explicit"})
-            c = await js.pull_subscribe_bind("C", "M")
-            for m in await c.fetch(3, timeout=2):
-                await m.ack_sync()
-            before = {n: _view(await _info(nc, "M", n)) for n in ("NEW", "C")}
-            snap = await take_snapshot(nc, "M")
-            assert (await _api(nc, API + "DELETE.M", b""))["success"]
-            final = await restore(nc, "M", snap.meta, snap.data)
-            assert final["state"]["consumer_count"] == 2
-            assert {n: _view(await _info(nc, "M", n)) for n in ("NEW", "C")} == before
-            c = await js.pull_subscribe_bind("C", "M")
-            assert _seen(await c.fetch(3, timeout=2)) == [(4, 4, 1), (5, 5, 1), (6, 6, 1)]
-            # created before any message: nothing delivered yet, it starts at 1
-            new = await js.pull_subscribe_bind("NEW", "M")
-            assert [s for s, _, _ in _seen(await _fetch_until(new, 6, 5))] == [1, 2, 3, 4, 5, 6]
-        finally:
-            await nc.close()
+        await js.add_stream(name="M", subjects=["m"], storage="memory")
+        await _create(nc, "M", {"durable_name": "NEW", "deliver_policy": "new"})
+        for i in range(6):
+            await js.publish("m", b"%d" % i)
+        await _create(nc, "M", {"durable_name": "C", "ack_policy": "explicit"})
+        c = await js.pull_subscribe_bind("C", "M")
+        for m in await c.fetch(3, timeout=2):
+            await m.ack_sync()
+        before = {n: _view(await _info(nc, "M", n)) for n in ("NEW", "C")}
+        snap = await take_snapshot(nc, "M")
+        assert (await _api(nc, API + "DELETE.M", b""))["success"]
+        final = await restore(nc, "M", snap.meta, snap.data)
+        assert final["state"]["consumer_count"] == 2
+        assert {n: _view(await _info(nc, "M", n)) for n in ("NEW", "C")} == before
+        c = await js.pull_subscribe_bind("C", "M")
+        assert _seen(await c.fetch(3, timeout=2)) == [(4, 4, 1), (5, 5, 1), (6, 6, 1)]
+        # created before any message: nothing delivered yet, it starts at 1
+        new = await js.pull_subscribe_bind("NEW", "M")
+        assert [s for s, _, _ in _seen(await _fetch_until(new, 6, 5))] == [1, 2, 3, 4, 5, 6]
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 def test_bad_archives_with_consumers_create_nothing(tmp_path: Path) -> None:
     store = tmp_path / "store"
     server = _trijet(tmp_path, "bad", store)
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="B", subjects=["b"])
-            for i in range(200):
-                await js.publish("b", b"%03d" % i * 120)  # two frames of archive
-            await _create(nc, "B", {"durable_name": "C1", "ack_policy": "explicit"})
-            await _create(nc, "B", {"durable_name": "C2", "ack_policy": "all"})
-            c1 = await js.pull_subscribe_bind("C1", "B")
-            await c1.fetch(4, timeout=2)
-            before = _view(await _info(nc, "B", "C1"))
-            snap = await take_snapshot(nc, "B")
-            assert set(_consumers(snap.data)) == {"C1", "C2"}
-            assert (await _api(nc, API + "DELETE.B", b""))["success"]
-            data = snap.data
-            boundary = 10 + 4 + 65536  # stream identifier, first frame (see stream_archive)
-            assert data[boundary] == 0x80 and data.index(b'"durable_name":"C1"') > boundary
-            flipped = bytearray(data)
-            flipped[data.index(b'"durable_name":"C1"') + 5] ^= 0x01  # the consumer's config
-            cases = {
-                data[:boundary]: "restore failed: unexpected EOF",
-                data[:-50]: "restore failed: s2: corrupt input",
-                bytes(flipped): "restore failed: archive checksum mismatch",
-            }
-            for bad, description in cases.items():
-                final = await restore(nc, "B", snap.meta, bad)
-                assert final["error"]["description"] == description
-                assert (await _api(nc, API + "NAMES", b""))["streams"] is None
-                assert not list(store.glob("**/streams/B"))
-            final = await restore(nc, "B", snap.meta, data)
-            assert final["state"]["consumer_count"] == 2
-            assert _view(await _info(nc, "B", "C1")) == before
-        finally:
-            await nc.close()
+        await js.add_stream(name="B", subjects=["b"])
+        for i in range(200):
+            await js.publish("b", b"%03d" % i * 120)  # two frames of archive
+        await _create(nc, "B", {"durable_name": "C1", "ack_policy": "explicit"})
+        await _create(nc, "B", {"durable_name": "C2", "ack_policy": "all"})
+        c1 = await js.pull_subscribe_bind("C1", "B")
+        await c1.fetch(4, timeout=2)
+        before = _view(await _info(nc, "B", "C1"))
+        snap = await take_snapshot(nc, "B")
+        assert set(_consumers(snap.data)) == {"C1", "C2"}
+        assert (await _api(nc, API + "DELETE.B", b""))["success"]
+        data = snap.data
+        boundary = 10 + 4 + 65536  # stream identifier, first frame (see stream_archive)
+        assert data[boundary] == 0x80 and data.index(b'"durable_name":"C1"') > boundary
+        flipped = bytearray(data)
+        flipped[data.index(b'"durable_name":"C1"') + 5] ^= 0x01  # the consumer's config
+        cases = {
+            data[:boundary]: "restore failed: unexpected EOF",
+            data[:-50]: "restore failed: s2: corrupt input",
+            bytes(flipped): "restore failed: archive checksum mismatch",
+        }
+        for bad, description in cases.items():
+            final = await restore(nc, "B", snap.meta, bad)
+            assert final["error"]["description"] == description
+            assert (await _api(nc, API + "NAMES", b""))["streams"] is None
+            assert not list(store.glob("**/streams/B"))
+        final = await restore(nc, "B", snap.meta, data)
+        assert final["state"]["consumer_count"] == 2
+        assert _view(await _info(nc, "B", "C1")) == before
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 # --------------------------------------------------------------------------- differential

@@ -23,7 +23,7 @@ import pytest
 from nats.js.api import StreamSource, SubjectTransform
 
 from tests.support import reference_binary, start_server
-from tests.support.aio import noop_cb, run
+from tests.support.aio import noop_cb, run, with_client
 
 WAIT_S = 15.0
 VOLATILE = {"created", "ts", "first_ts", "last_ts", "cluster", "metadata", "did_create"}
@@ -212,38 +212,31 @@ def test_restart_resumes_without_duplicates_or_gaps(tmp_path: Path) -> None:
 def test_origin_deleted_and_recreated(tmp_path: Path) -> None:
     server = start_server("trijet", ["-js", "-sd", str(tmp_path / "store")], workdir=tmp_path)
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            await js.add_stream(name="O", subjects=["o.>"])
-            await js.add_stream(name="M", mirror=StreamSource(name="O"))
-            await js.add_stream(name="S", sources=[StreamSource(name="O")])
-            for i in range(5):
-                await js.publish("o.x", b"%d" % i)
-            await _info_when(nc, "M", _last(5))
-            await _info_when(nc, "S", _last(5))
-            await js.delete_stream("O")
-            info = await _info_when(nc, "M", lambda i: "error" in i["mirror"])
-            assert info["mirror"]["error"] == {
-                "code": 404,
-                "err_code": 10059,
-                "description": "stream not found",
-            }
-            await js.add_stream(name="O", subjects=["o.>"])
-            for i in range(7):
-                await js.publish("o.y", b"new%d" % i)
-            # the mirror ignores what it already has (seqs 1..5) and takes 6, 7
-            m = await _info_when(nc, "M", _last(7))
-            assert (m["state"]["messages"], m["state"]["last_seq"]) == (7, 7)
-            assert "error" not in m["mirror"]
-            # the source sees a new identity and copies the new origin from its start
-            s = await _info_when(nc, "S", _last(12))
-            assert (s["state"]["messages"], s["sources"][0]["seq"]) == (12, 7)
-        finally:
-            await nc.close()
+        await js.add_stream(name="O", subjects=["o.>"])
+        await js.add_stream(name="M", mirror=StreamSource(name="O"))
+        await js.add_stream(name="S", sources=[StreamSource(name="O")])
+        for i in range(5):
+            await js.publish("o.x", b"%d" % i)
+        await _info_when(nc, "M", _last(5))
+        await _info_when(nc, "S", _last(5))
+        await js.delete_stream("O")
+        info = await _info_when(nc, "M", lambda i: "error" in i["mirror"])
+        assert info["mirror"]["error"] == {
+            "code": 404,
+            "err_code": 10059,
+            "description": "stream not found",
+        }
+        await js.add_stream(name="O", subjects=["o.>"])
+        for i in range(7):
+            await js.publish("o.y", b"new%d" % i)
+        # the mirror ignores what it already has (seqs 1..5) and takes 6, 7
+        m = await _info_when(nc, "M", _last(7))
+        assert (m["state"]["messages"], m["state"]["last_seq"]) == (7, 7)
+        assert "error" not in m["mirror"]
+        # the source sees a new identity and copies the new origin from its start
+        s = await _info_when(nc, "S", _last(12))
+        assert (s["state"]["messages"], s["sources"][0]["seq"]) == (12, 7)
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)

@@ -11,7 +11,7 @@ import pytest
 from nats.js.errors import BadRequestError, NotFoundError
 
 from tests.support import start_server
-from tests.support.aio import noop_cb, run
+from tests.support.aio import noop_cb, run, with_client
 
 
 def _start(store: Path, workdir: Path) -> Any:
@@ -21,48 +21,41 @@ def _start(store: Path, workdir: Path) -> Any:
 def test_create_publish_ack_dedupe_expectations_info_purge_delete(tmp_path: Path) -> None:
     server = _start(tmp_path / "store", tmp_path / "srv")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         js = nc.jetstream()
-        try:
-            si = await js.add_stream(name="ORDERS", subjects=["orders.>"])
-            assert si.config.subjects == ["orders.>"]
-            # identical re-create is idempotent
-            await js.add_stream(name="ORDERS", subjects=["orders.>"])
-            acks = [await js.publish("orders.new", b"m%d" % i) for i in range(3)]
-            assert [(a.stream, a.seq) for a in acks] == [
-                ("ORDERS", 1),
-                ("ORDERS", 2),
-                ("ORDERS", 3),
-            ]
-            a = await js.publish("orders.x", b"d", headers={"Nats-Msg-Id": "id-1"})
-            b = await js.publish("orders.x", b"d", headers={"Nats-Msg-Id": "id-1"})
-            assert (a.seq, b.seq, b.duplicate) == (4, 4, True)
-            with pytest.raises(BadRequestError) as exc:
-                await js.publish("orders.x", b"x", headers={"Nats-Expected-Last-Sequence": "1"})
-            assert exc.value.err_code == 10071
-            info = await js.stream_info("ORDERS")
-            assert (info.state.messages, info.state.last_seq) == (4, 4)
-            assert [s.config.name for s in await js.streams_info()] == ["ORDERS"]
-            with pytest.raises(BadRequestError) as exc:
-                await js.add_stream(name="OTHER", subjects=["orders.new"])
-            assert exc.value.err_code == 10065  # subjects overlap
-            assert await js.purge_stream("ORDERS")
-            info = await js.stream_info("ORDERS")
-            assert (info.state.messages, info.state.first_seq) == (0, 5)
-            assert await js.delete_stream("ORDERS")
-            with pytest.raises(NotFoundError):
-                await js.stream_info("ORDERS")
-            # a subject no stream captures: no responders, fast
-            with pytest.raises(nats.js.errors.NoStreamResponseError):
-                await js.publish("nobody.home", b"x")
-        finally:
-            await nc.close()
+        si = await js.add_stream(name="ORDERS", subjects=["orders.>"])
+        assert si.config.subjects == ["orders.>"]
+        # identical re-create is idempotent
+        await js.add_stream(name="ORDERS", subjects=["orders.>"])
+        acks = [await js.publish("orders.new", b"m%d" % i) for i in range(3)]
+        assert [(a.stream, a.seq) for a in acks] == [
+            ("ORDERS", 1),
+            ("ORDERS", 2),
+            ("ORDERS", 3),
+        ]
+        a = await js.publish("orders.x", b"d", headers={"Nats-Msg-Id": "id-1"})
+        b = await js.publish("orders.x", b"d", headers={"Nats-Msg-Id": "id-1"})
+        assert (a.seq, b.seq, b.duplicate) == (4, 4, True)
+        with pytest.raises(BadRequestError) as exc:
+            await js.publish("orders.x", b"x", headers={"Nats-Expected-Last-Sequence": "1"})
+        assert exc.value.err_code == 10071
+        info = await js.stream_info("ORDERS")
+        assert (info.state.messages, info.state.last_seq) == (4, 4)
+        assert [s.config.name for s in await js.streams_info()] == ["ORDERS"]
+        with pytest.raises(BadRequestError) as exc:
+            await js.add_stream(name="OTHER", subjects=["orders.new"])
+        assert exc.value.err_code == 10065  # subjects overlap
+        assert await js.purge_stream("ORDERS")
+        info = await js.stream_info("ORDERS")
+        assert (info.state.messages, info.state.first_seq) == (0, 5)
+        assert await js.delete_stream("ORDERS")
+        with pytest.raises(NotFoundError):
+            await js.stream_info("ORDERS")
+        # a subject no stream captures: no responders, fast
+        with pytest.raises(nats.js.errors.NoStreamResponseError):
+            await js.publish("nobody.home", b"x")
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 def test_streams_and_messages_survive_sigkill(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ import nats
 import pytest
 
 from tests.support import KINDS, start_server
-from tests.support.aio import noop_cb, run
+from tests.support.aio import noop_cb, run, with_client
 
 WAIT_S = 5.0
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
@@ -207,44 +207,37 @@ def test_stream_actions_and_api_audit(kind: Any, tmp_path: Path) -> None:
 def test_api_counting(kind: Any, tmp_path: Path) -> None:
     server = start_server(kind, ["-js", "-sd", str(tmp_path / "store")], workdir=tmp_path / "srv")
 
-    async def main() -> None:
-        nc = await nats.connect(server.url, error_cb=noop_cb)
+    async def main(nc: Any) -> None:
         advs = Advisories()
         await nc.subscribe(AUDIT_SUBJECT, cb=advs.cb)
         await nc.flush()
-        try:
 
-            async def call(subject: str, body: str = "") -> dict[str, Any]:
-                msg = await nc.request(subject, body.encode(), timeout=WAIT_S)
-                return json.loads(msg.data)  # type: ignore[no-any-return]
+        async def call(subject: str, body: str = "") -> dict[str, Any]:
+            msg = await nc.request(subject, body.encode(), timeout=WAIT_S)
+            return json.loads(msg.data)  # type: ignore[no-any-return]
 
-            first = await call("$JS.API.INFO")
-            assert first["api"]["total"] == 0 and first["api"]["errors"] == 0
-            await advs.take(1)
-            # no reply subject: acted on, counted and audited all the same
-            await nc.publish("$JS.API.STREAM.CREATE.Q", b'{"name":"Q","subjects":["q"]}')
-            ((_, audit, _),) = await advs.take(1)
-            assert audit["subject"] == "$JS.API.STREAM.CREATE.Q"
-            assert json.loads(audit["response"])["did_create"] is True
-            names = await call("$JS.API.STREAM.NAMES")
-            assert names["streams"] == ["Q"]
-            await advs.take(1)
-            # errors are counted; an unknown API subject is neither answered nor counted
-            await call("$JS.API.STREAM.INFO.NOPE")
-            await call("$JS.API.STREAM.CREATE.Q", '{"name":"Q","subjects":["other"]}')
-            await advs.take(2)
-            with pytest.raises(nats.errors.TimeoutError):
-                await nc.request("$JS.API.BOGUS", b"", timeout=0.3)
-            info = await call("$JS.API.INFO")
-            assert info["api"]["total"] == 5 and info["api"]["errors"] == 2
-            assert info["streams"] == 1
-        finally:
-            await nc.close()
+        first = await call("$JS.API.INFO")
+        assert first["api"]["total"] == 0 and first["api"]["errors"] == 0
+        await advs.take(1)
+        # no reply subject: acted on, counted and audited all the same
+        await nc.publish("$JS.API.STREAM.CREATE.Q", b'{"name":"Q","subjects":["q"]}')
+        ((_, audit, _),) = await advs.take(1)
+        assert audit["subject"] == "$JS.API.STREAM.CREATE.Q"
+        assert json.loads(audit["response"])["did_create"] is True
+        names = await call("$JS.API.STREAM.NAMES")
+        assert names["streams"] == ["Q"]
+        await advs.take(1)
+        # errors are counted; an unknown API subject is neither answered nor counted
+        await call("$JS.API.STREAM.INFO.NOPE")
+        await call("$JS.API.STREAM.CREATE.Q", '{"name":"Q","subjects":["other"]}')
+        await advs.take(2)
+        with pytest.raises(nats.errors.TimeoutError):
+            await nc.request("$JS.API.BOGUS", b"", timeout=0.3)
+        info = await call("$JS.API.INFO")
+        assert info["api"]["total"] == 5 and info["api"]["errors"] == 2
+        assert info["streams"] == 1
 
-    try:
-        run(main)
-    finally:
-        server.stop()
+    with_client(server, main)
 
 
 @pytest.mark.parametrize("kind", KINDS)

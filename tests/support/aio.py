@@ -59,3 +59,29 @@ class ErrorLog:
 
 async def noop_cb(*_: Any) -> None:
     """A callback that does nothing (silences nats-py's default printing)."""
+
+
+def with_client(
+    server: Any,
+    body: Callable[[Any], Awaitable[T]],
+    *,
+    stop: bool = True,
+    timeout: float = RUN_TIMEOUT_S,
+) -> T:
+    """Run ``body(nc)`` with a nats-py connection to ``server`` (closed
+    afterwards, errors silenced), then stop the server unless ``stop`` is False.
+    """
+    import nats  # the test client; imported here so plain helpers need not load it
+
+    async def main() -> T:
+        nc = await nats.connect(server.url, error_cb=noop_cb)
+        try:
+            return await body(nc)
+        finally:
+            await nc.close()
+
+    try:
+        return run(main, timeout)
+    finally:
+        if stop:
+            server.stop()
