@@ -25,20 +25,15 @@ from node.monitor import (
     connz,
     gatewayz,
     healthz,
-    jsz,
     leafz,
     routez,
     subsz,
     varz,
 )
 from node.monitor.gofmt import dumps, go_duration, go_time, rtt_string, uptime
-from node.monitor.jsz import AccountView, JetStreamView, StreamView
 from node.server import Server
-from node.session import ClosedReason, Subscription
 from node.version import JS_API_LEVEL, NATS_VERSION
-from store.api import StreamState
-
-T0 = 1_700_000_000.0  # a fixed wall time for deterministic documents
+from tests.support.monitor import T0, FakeSession, Named, add, make_server
 
 # /varz keys nats-server 2.15.1 returns for a plain server (observed), minus the ones
 # trijet leaves out on purpose (see node.monitor.endpoints): feature_flags.
@@ -155,96 +150,6 @@ def test_query_values() -> None:
     assert Query({"subs": "detail"}).subs() == (False, True)
     assert Query({"subs": "1"}).subs() == (True, False)
     assert q.int("d") == -5
-
-
-# -- fakes ------------------------------------------------------------------------------------
-
-
-class FakeSession:
-    """The fields /connz reads from a ClientSession."""
-
-    internal = False
-
-    def __init__(self, cid: int, start: float, **kw: Any) -> None:
-        self.cid = cid
-        self.ip = "127.0.0.1"
-        self.port = 40000 + cid
-        self.start_wall = start
-        self.last_activity_wall = kw.pop("last", start)
-        self.rtt_s = kw.pop("rtt_s", 0.0)
-        self.pending_bytes = kw.pop("pending", 0)
-        self.in_msgs = kw.pop("in_msgs", 0)
-        self.out_msgs = kw.pop("out_msgs", 0)
-        self.in_bytes = kw.pop("in_bytes", 0)
-        self.out_bytes = kw.pop("out_bytes", 0)
-        self.name = kw.pop("name", "")
-        self.lang = kw.pop("lang", "")
-        self.version = kw.pop("version", "")
-        self.user = kw.pop("user", None)
-        self.tls_info = kw.pop("tls_info", None)
-        self.closing: ClosedReason | None = kw.pop("closing", None)
-        self.stop_wall: float | None = kw.pop("stop", None)
-        self.subs: dict[bytes, Subscription] = {}
-        self.final_subs: list[Subscription] = []
-        self.headers = True
-        self.echo = True
-        self.deliver_filter = None
-        self.resp_perms = None
-        assert not kw, kw
-
-    def add_sub(self, server: Server, subject: str, sid: str, queue: str | None = None) -> Any:
-        sub = Subscription(self, subject.encode(), queue.encode() if queue else None, sid.encode())
-        self.subs[sub.sid] = sub
-        server.sublist.insert(sub)
-        return sub
-
-    def close_at(self, server: Server, stop: float, reason: ClosedReason) -> None:
-        self.closing = reason
-        self.stop_wall = stop
-        self.final_subs = list(self.subs.values())
-        for sub in self.subs.values():
-            server.sublist.remove(sub)
-        self.subs.clear()
-        del server.clients[self.cid]
-        server.closed_clients.append(self)  # type: ignore[arg-type]
-
-    def enqueue(self, data: bytes) -> None:
-        self.out_msgs += 1
-
-
-class Named:
-    def __init__(self, name: str | None = None, nkey: str | None = None) -> None:
-        self.name = name
-        self.nkey = nkey
-
-
-def make_server(**cfg: Any) -> Server:
-    server = Server(ServerConfig(host="127.0.0.1", port=4222, **cfg))
-    server.start_wall = server.config_load_time = T0
-    server.client_port = 4222
-    return server
-
-
-def add(server: Server, s: FakeSession) -> FakeSession:
-    server.clients[s.cid] = s  # type: ignore[assignment]
-    server.stats.total_connections += 1
-    return s
-
-
-@pytest.fixture
-def populated() -> Server:
-    """Three open clients and one closed one, with distinct counters."""
-    server = make_server()
-    a = add(server, FakeSession(1, T0 + 1, in_msgs=5, out_msgs=1, in_bytes=50, rtt_s=0.0003))
-    add(server, FakeSession(2, T0 + 2, in_msgs=1, out_msgs=9, out_bytes=90, last=T0 + 50))
-    c = add(server, FakeSession(3, T0 + 3, pending=7, name="c3", lang="python", version="2.0"))
-    d = add(server, FakeSession(4, T0 + 4, user=Named(name="bob")))
-    a.add_sub(server, "foo", "1")
-    a.add_sub(server, "bar", "2", queue="q")
-    c.add_sub(server, "foo.*", "1")
-    d.add_sub(server, "gone", "9")
-    d.close_at(server, T0 + 64, ClosedReason.CLIENT_CLOSED)
-    return server
 
 
 # -- /connz -----------------------------------------------------------------------------------
@@ -477,137 +382,6 @@ def test_varz_cluster_and_jetstream_sections(tmp_path: Any) -> None:
 
 
 # -- /jsz /healthz and the small ones ---------------------------------------------------------
-
-
-def test_jsz_disabled_shape(populated: Server) -> None:
-    doc = jsz(populated, now=T0)
-    assert list(doc) == [
-        "memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets",
-        "api", "server_id", "now", "disabled", "config", "streams", "consumers", "messages",
-        "bytes", "total",
-    ]  # fmt: skip
-    assert doc["disabled"] is True
-    assert doc["config"] == {"max_memory": 0, "max_storage": 0}
-
-
-def _stream_view(name: str, msgs: int, nbytes: int, **kw: Any) -> StreamView:
-    state = StreamState(msgs=msgs, bytes=nbytes, first_seq=1, last_seq=msgs, num_subjects=1)
-    return StreamView(
-        name=name,
-        created_ns=1_700_000_000_123_456_789,
-        state=state,
-        config=lambda: {"name": name, "subjects": [name.lower()]},
-        cluster={"leader": "srv"},
-        **kw,
-    )
-
-
-def _js_view() -> JetStreamView:
-    consumer = {
-        "stream_name": "B",
-        "name": "c1",
-        "created": "x",
-        "config": {"ack_policy": "explicit"},
-    }
-    b = _stream_view("B", 3, 30, consumer_count=1, consumers=[consumer], raft_group="S-R3F-b")
-    a = _stream_view("A", 1, 10, leader=False)
-    return JetStreamView(
-        memory=10,
-        storage=30,
-        reserved_memory=1000,
-        api_total=7,
-        api_errors=2,
-        accounts=(
-            AccountView("ZED", storage=30, api_total=5, api_errors=1, streams=(b,)),
-            AccountView("$G", memory=10, api_total=2, api_errors=1, streams=(a,)),
-        ),
-    )
-
-
-def test_jsz_enabled_uses_view(populated: Server) -> None:
-    populated.cfg.jetstream.enabled = True
-    doc = jsz(populated, now=T0)
-    assert "disabled" not in doc and doc["streams"] == 0 and "store_dir" in doc["config"]
-    assert (doc["accounts"], doc["total"]) == (1, 1)  # $G is JetStream-enabled
-    populated.jetstream_view = _js_view  # type: ignore[attr-defined]
-    doc = jsz(populated, now=T0)
-    assert list(doc) == [
-        "memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets",
-        "api", "server_id", "now", "config", "limits", "streams", "consumers", "messages",
-        "bytes", "total",
-    ]  # fmt: skip
-    assert (doc["memory"], doc["reserved_memory"], doc["accounts"], doc["total"]) == (
-        10,
-        1000,
-        2,
-        2,
-    )
-    assert doc["api"] == {"level": 0, "total": 7, "errors": 2}
-    assert (doc["streams"], doc["consumers"], doc["messages"], doc["bytes"]) == (2, 1, 4, 40)
-
-
-def test_jsz_accounts_paging_and_acc(populated: Server) -> None:
-    populated.cfg.jetstream.enabled = True
-    populated.jetstream_view = _js_view  # type: ignore[attr-defined]
-
-    def names(params: dict[str, str]) -> list[str]:
-        doc = jsz(populated, Query(params), now=T0)
-        return [a["name"] for a in doc.get("account_details", [])]
-
-    assert names({}) == []
-    assert names({"accounts": "true"}) == ["$G", "ZED"]  # sorted by name
-    assert names({"accounts": "1", "offset": "1"}) == ["ZED"]
-    assert names({"accounts": "1", "offset": "9"}) == []
-    assert names({"accounts": "1", "limit": "1"}) == ["$G"]
-    assert names({"accounts": "1", "limit": "-1"}) == ["ZED", "$G"]  # no paging, view order
-    assert names({"acc": "ZED", "offset": "5"}) == ["ZED"]
-    assert names({"acc": "NOPE", "streams": "1"}) == []  # streams imply accounts only without acc
-    assert names({"streams": "1"}) == ["$G", "ZED"]
-    detail = jsz(populated, Query({"accounts": "1"}), now=T0)["account_details"][0]
-    assert detail == {
-        "name": "$G", "id": "$G", "memory": 10, "storage": 0,
-        "reserved_memory": 2**64 - 1, "reserved_storage": 2**64 - 1, "accounts": 0,
-        "ha_assets": 0, "api": {"level": 0, "total": 2, "errors": 1},
-    }  # fmt: skip
-
-
-def test_jsz_stream_and_consumer_detail(populated: Server) -> None:
-    populated.cfg.jetstream.enabled = True
-    populated.jetstream_view = _js_view  # type: ignore[attr-defined]
-    doc = jsz(populated, Query({"acc": "ZED", "streams": "1"}), now=T0)
-    (sd,) = doc["account_details"][0]["stream_detail"]
-    assert list(sd) == ["name", "created", "cluster", "state"]
-    assert sd["created"] == "2023-11-14T22:13:20.123456789Z"
-    assert sd["state"]["num_subjects"] == 1 and sd["state"]["consumer_count"] == 1
-    doc = jsz(populated, Query({"acc": "ZED", "consumers": "1"}), now=T0)
-    (sd,) = doc["account_details"][0]["stream_detail"]
-    assert sd["consumer_detail"] == [{"stream_name": "B", "name": "c1", "created": "x"}]
-    doc = jsz(
-        populated, Query({"acc": "ZED", "consumers": "1", "config": "1", "raft": "1"}), now=T0
-    )
-    (sd,) = doc["account_details"][0]["stream_detail"]
-    assert list(sd) == ["name", "created", "cluster", "config", "state", "consumer_detail",
-                        "stream_raft_group"]  # fmt: skip
-    assert sd["config"] == {"name": "B", "subjects": ["b"]}
-    assert sd["consumer_detail"][0]["config"] == {"ack_policy": "explicit"}
-    assert doc["streams_leader"] == 1 and "consumers_leader" not in doc
-    # stream-leader-only drops streams another server leads
-    populated.server_name = "other"
-    doc = jsz(populated, Query({"streams": "1", "stream-leader-only": "1"}), now=T0)
-    assert all("stream_detail" not in a for a in doc["account_details"])
-
-
-def test_jsz_errors(populated: Server) -> None:
-    with pytest.raises(MonitorError) as exc:
-        jsz(populated, Query({"leader-only": "true"}), now=T0)  # JetStream off
-    assert (exc.value.status, exc.value.text) == (400, "filtered response: not leader")
-    populated.cfg.jetstream.enabled = True
-    assert "account_details" not in jsz(populated, Query({"leader-only": "1"}), now=T0)
-    with pytest.raises(MonitorError) as exc:
-        jsz(populated, Query({"accounts": "x"}), now=T0)
-    assert exc.value.text == (
-        "Error decoding boolean for 'accounts': strconv.ParseBool: parsing \"x\": invalid syntax"
-    )
 
 
 def test_healthz(populated: Server) -> None:
