@@ -252,7 +252,12 @@ def start_py_spy(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) 
     safe = "".join(ch if ch.isalnum() else "_" for ch in s.name)
     out = OUT_DIR / f"{safe}-{phase}.{args.py_spy_format}"
     cmd = [args.py_spy, "record", "--pid", str(s.proc.pid), "-r", "250", "-o", str(out)]
-    cmd += ["--format", args.py_spy_format, "--nonblocking", *shlex.split(os.environ.get("PY_SPY_EXTRA", ""))]
+    cmd += [
+        "--format",
+        args.py_spy_format,
+        "--nonblocking",
+        *shlex.split(os.environ.get("PY_SPY_EXTRA", "")),
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)  # let it attach before the load starts
     return p, out
