@@ -273,6 +273,18 @@ class StreamStore(Protocol):
         """
         ...
 
+    def load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """The live messages with ``seq >= start_seq``, in order, at most
+        ``max_msgs`` of them (fewer at the end of the stream; ``[]`` past it
+        or if ``max_msgs <= 0``).  Equivalent to ``load_next(">", ...)`` in a
+        loop, but meant to cost less per message (a consumer's forward read).
+
+        Raises:
+            CorruptionError: a stored record fails its checksum.
+            StoreClosed: the store is closed.
+        """
+        ...
+
     def load_next(self, filters: Filters, start_seq: int) -> StoredMsg | None:
         """First live message with ``seq >= start_seq`` matching any filter.
 

@@ -396,6 +396,18 @@ class MemoryStreamStore:
             raise MsgNotFound("no message found")
         return m
 
+    def load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """See ``StreamStore.load_run``."""
+        self._check_open()
+        out: list[StoredMsg] = []
+        if max_msgs > 0:
+            append = out.append
+            for m in self._iter_from(start_seq):
+                append(m)
+                if len(out) >= max_msgs:
+                    break
+        return out
+
     def load_next(self, filters: Filters, start_seq: int) -> StoredMsg | None:
         """See ``StreamStore.load_next``."""
         self._check_open()

@@ -4,13 +4,16 @@ Theory of operation: these are pure functions over a ``StreamStore`` (reads
 only) and a ``ConsumerStateMachine`` (reads only).  The proposer uses them to
 *choose* what to propose (``ConsumerCreated.start_seq``, the sequences of a
 ``ConsumerDelivered``); ``apply`` then decides, so a stale choice is harmless
-(apply skips sequences that are no longer deliverable).
+(apply skips sequences that are no longer deliverable).  The one memory kept
+is how many new messages each consumer's caller took from ``next_messages``
+last time; it sizes the stream reads only, never what is chosen.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
+import weakref
 from collections.abc import Callable, Iterator
 
 from cluster.consumer_fsm.machine import ConsumerStateMachine
@@ -27,6 +30,18 @@ __all__ = [
     "rfc3339_to_ns",
     "select_start",
 ]
+
+RUN_MIN = 32
+"""Messages an unfiltered consumer reads at once at first (``load_run``) when
+nothing is known of how many its caller takes."""
+RUN_MAX = 256
+"""... doubling up to this many while the caller keeps taking them."""
+
+_last_take: dict[int, int] = {}
+"""``id(fsm)`` -> how many new messages that consumer's caller took from
+``next_messages`` the last time; an entry goes when its state machine does
+(``weakref.finalize``), so an id is never reused here."""
+
 
 _RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 
@@ -127,24 +142,49 @@ def next_messages(fsm: ConsumerStateMachine, store: StreamStore) -> Iterator[Sto
     if fsm.lss:
         return
     filters = _filters(fsm.policy.filters)
-    every = filters == ">"
     seq = fsm.next_sseq
-    while not _full(fsm, taken):
-        m: StoredMsg | None = None
-        if every:  # the next sequence is usually there: one lookup, no filter
-            try:
-                m = store.load(seq)
-            except StoreEOF:
+    if filters != ">":
+        while not _full(fsm, taken):
+            nxt = store.load_next(filters, seq)
+            if nxt is None:
                 return
-            except MsgNotFound:
-                m = None
-        if m is None:
-            m = store.load_next(filters, seq)
-            if m is None:
+            yield nxt
+            taken += 1
+            seq = nxt.seq + 1
+        return
+    # no filter: the stream read forward in runs (``load_run``: one store
+    # call per run, cheaper per message than a ``load`` each), never more
+    # than ``max_ack_pending`` leaves room for.  A caller takes what it needs
+    # and drops the generator, so a run may read messages never taken (read
+    # again next time); to keep that waste small the first run is as long as
+    # the caller took last time (``_last_take``: a batch puller takes the
+    # same number each time) and runs double from there up to ``RUN_MAX``.
+    # That memory only sizes reads: what is yielded never depends on it.
+    key = id(fsm)
+    run = _last_take.get(key, 0)
+    if not run:
+        run = RUN_MIN
+        weakref.finalize(fsm, _last_take.pop, key, None)
+    cap = fsm.policy.max_ack_pending if fsm.policy.ack != "none" else 0  # as _full
+    try:
+        while True:
+            n = run
+            if cap > 0:
+                n = min(n, cap - len(fsm.pending) - taken)
+                if n <= 0:
+                    return
+            msgs = store.load_run(seq, n)
+            for m in msgs:
+                if cap > 0 and len(fsm.pending) + taken >= cap:
+                    return
+                taken += 1  # before the yield: a caller stops right after its last one
+                yield m
+            if len(msgs) < n:  # the end of the stream
                 return
-        yield m
-        taken += 1
-        seq = m.seq + 1
+            seq = msgs[-1].seq + 1
+            run = min(run * 2, RUN_MAX)
+    finally:
+        _last_take[key] = taken if 0 < taken <= RUN_MAX else (RUN_MAX if taken else 1)
 
 
 def _full(fsm: ConsumerStateMachine, extra: int) -> bool:

@@ -17,11 +17,13 @@ The active (last) segment appends into a write buffer that ``flush`` hands to
 the OS and ``sync`` fsyncs; reads of buffered records are served from the
 buffer, and reads of flushed records through the store's ``ReadCache``
 (read-ahead windows; ``gen`` counts in-place changes of the file's bytes so
-cached copies are never served stale).  A sealed segment may be rewritten
-compressed (independent lz4 chunks) and then is read chunk by chunk through
-the same cache's one-chunk entry.  ``file_crc`` tracks
-the CRC of the bytes on disk so an index checkpoint can prove it matches the
-file it describes.
+cached copies are never served stale).  ``read_run`` reads consecutive
+live entries (a consumer's forward read), parsing every record that lies in
+the buffer at hand in one loop, with the same checks as ``read_msg``.  A
+sealed segment may be rewritten compressed (independent lz4 chunks) and then
+is read chunk by chunk through the same cache's one-chunk entry.
+``file_crc`` tracks the CRC of the bytes on disk so an index checkpoint can
+prove it matches the file it describes.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ WBUF_BYTES_MAX = 256 << 10
 CHUNK_RAW_BYTES = 64 << 10
 IDX_MAGIC = b"TJIX\x01"
 _U32 = struct.Struct("<I")
+_CRC_RESIDUE = 0x2144DF1C  # zlib.crc32(m + zlib.crc32(m).to_bytes(4, "little")) for any m
 _new_tuple = tuple.__new__  # builds a StoredMsg (a NamedTuple) without its Python __new__
 
 SubjectStats = dict[int, list[int]]
@@ -301,6 +304,99 @@ class Segment:
         h = o + slen
         p = h + hlen
         return _new_tuple(StoredMsg, (seq, buf[o:h].decode(), buf[h:p], buf[p:end], ts))
+
+    def read_run(self, i: int, want: int, cache: ReadCache, out: list[StoredMsg]) -> None:
+        """Append to ``out`` the live messages of entries ``i``, ``i + 1``, ...
+        of this segment, at most ``want`` of them.
+
+        The records are parsed in one loop from one buffer after another
+        (``_run_buf``: a read-ahead window, a decompressed chunk, or one copy
+        of a span of the write buffer), each record checked exactly as
+        ``read_msg`` checks one.  A record that does not lie wholly in the
+        current buffer is looked up afresh; only if it does not lie wholly in
+        the buffer found for it either is it damaged (as in ``read_msg``).
+
+        Raises:
+            CorruptionError: a record fails its checksum or is not a message.
+        """
+        live = self.live
+        find = live.find
+        i = find(1, i)
+        if i < 0 or want <= 0:
+            return
+        offs = self.offs
+        sizes = self.sizes
+        nent = len(offs)
+        base = self.base
+        unpack_hdr = REC_HDR.unpack_from
+        crc32 = zlib.crc32
+        append = out.append
+        hsize = REC_HDR.size
+        left = want
+        while True:
+            buf, bstart = self._run_buf(i, left, cache)
+            blen = len(buf)
+            first = True  # the record this buffer was found for
+            while True:
+                off = offs[i]
+                pos = off - bstart
+                seq = base + i
+                if pos + REC_OVERHEAD > blen:
+                    if first:
+                        raise CorruptionError(self.name, off, seq, "short")
+                    break
+                total, kind, rseq, ts, slen, hlen = unpack_hdr(buf, pos)
+                end = pos + total - 4
+                if total > sizes[i] + 1 or total < REC_OVERHEAD + slen + hlen:
+                    raise CorruptionError(self.name, off, seq, "crc")
+                if end + 4 > blen:
+                    if first:
+                        raise CorruptionError(self.name, off, seq, "crc")
+                    break
+                # the CRC of a record with its (little-endian) CRC appended is
+                # a constant: the same test as comparing the two, one call less
+                if (
+                    crc32(buf[pos : end + 4] if total < 4096 else memoryview(buf)[pos : end + 4])
+                    != _CRC_RESIDUE
+                ):
+                    raise CorruptionError(self.name, off, seq, "crc")
+                if kind != KIND_MSG or rseq != seq:
+                    raise CorruptionError(self.name, off, seq, "index")
+                o = pos + hsize
+                h = o + slen
+                p = h + hlen
+                append(_new_tuple(StoredMsg, (seq, buf[o:h].decode(), buf[h:p], buf[p:end], ts)))
+                left -= 1
+                if not left:
+                    return
+                i += 1
+                if i >= nent:
+                    return
+                if not live[i]:
+                    i = find(1, i)
+                    if i < 0:
+                        return
+                first = False
+
+    def _run_buf(self, i: int, want: int, cache: ReadCache) -> tuple[bytes, int]:
+        """``(buf, start)``: a buffer holding the record of entry ``i`` (and
+        maybe those after it) and the logical offset of ``buf[0]``.  From the
+        write buffer, the span copied covers at most the ``want`` entries
+        from ``i`` (by their size bounds)."""
+        off = self.offs[i]
+        if self.compressed:
+            ci = bisect.bisect_right(self.ch_lstart, off) - 1
+            return self._chunk_raw(ci, cache), self.ch_lstart[ci]
+        if off >= self.flushed:
+            # the buffer first, then the offset it starts at (see read_msg)
+            wbuf = self.wbuf
+            flushed = self.flushed
+            if off >= flushed:
+                j = min(i + want, len(self.offs)) - 1
+                hi = self.offs[j] + self.sizes[j] + 1 - flushed
+                return bytes(wbuf[off - flushed : hi]), off
+        buf, pos = cache.record(self, off, self.sizes[i] + 1)
+        return buf, off - pos
 
     def read_ts(self, i: int, cache: ReadCache) -> int:
         """Timestamp of entry ``i`` (verified)."""

@@ -438,6 +438,34 @@ class FileStreamStore(StreamLog):
             raise StoreEOF("stream store EOF")
         raise MsgNotFound("no message found")
 
+    def load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """See ``StreamStore.load_run``: each segment's part is read by
+        ``Segment.read_run`` (consecutive records parsed from one buffer)."""
+        if self._closed:
+            raise StoreClosed("store is closed")
+        out: list[StoredMsg] = []
+        segs = self._segs
+        k = bisect_right(self._bases, start_seq) - 1
+        cache = self._cache
+        if max_msgs == 1 and k >= 0:  # one live message: read_msg is the shorter way
+            seg = segs[k]
+            i = start_seq - seg.base
+            if i < len(seg.offs) and seg.live[i]:
+                if seg is not self._fd_last:
+                    self._track_fd(seg)
+                out.append(seg.read_msg(i, cache))
+                return out
+        k = max(k, 0)
+        while k < len(segs) and len(out) < max_msgs:
+            seg = segs[k]
+            i = max(0, start_seq - seg.base)
+            if i < len(seg.offs):
+                if seg is not self._fd_last:
+                    self._track_fd(seg)
+                seg.read_run(i, max_msgs - len(out), cache, out)
+            k += 1
+        return out
+
     def load_next(self, filters: Filters, start_seq: int) -> StoredMsg | None:
         """See ``StreamStore.load_next``."""
         self._check_open()

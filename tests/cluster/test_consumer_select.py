@@ -1,13 +1,19 @@
-"""``next_messages``: the next-sequence lookup of an unfiltered consumer
-skips gaps and stops at the end exactly like the filtered walk."""
+"""``next_messages``: the forward read of an unfiltered consumer (``load_run``
+in growing runs) skips gaps and stops at the end exactly like the filtered
+walk, on memory and file stores."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.consumer_fsm import ConsumerStateMachine, next_messages
+from cluster.consumer_fsm.select import RUN_MAX, RUN_MIN
 from cluster.ops import ConsumerCreated, ConsumerDelivered, ConsumerPolicy
+from store.api import StoredMsg
+from store.file import FileStreamStore
 from store.memory import MemoryConsumerStore, MemoryStreamStore
 
 
@@ -44,3 +50,67 @@ def test_unfiltered_next_messages_skip_gaps(
     if max_ack_pending:
         rest = rest[: max(0, max_ack_pending - len(first))]
     assert got == rest
+
+
+class _RecordingStore(MemoryStreamStore):
+    """Records the sizes ``next_messages`` asks ``load_run`` for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[int] = []
+
+    def load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        self.runs.append(max_msgs)
+        return super().load_run(start_seq, max_msgs)
+
+
+def test_unfiltered_reads_in_growing_runs_within_max_ack_pending() -> None:
+    store = _RecordingStore()
+    for i in range(1000):
+        store.append("s", b"", b"x", i)
+    got = [m.seq for m in next_messages(_fsm(ack="none"), store)]
+    assert got == list(range(1, 1001))
+    assert store.runs[:6] == [RUN_MIN, 2 * RUN_MIN, 4 * RUN_MIN, RUN_MAX, RUN_MAX, RUN_MAX]
+    store.runs.clear()
+    it = next_messages(_fsm(), store)
+    assert [next(it).seq for _ in range(3)] == [1, 2, 3]
+    assert store.runs == [RUN_MIN]  # a caller taking few costs one run
+    store.runs.clear()
+    fsm = _fsm(ack="none")
+    for want in (100, 100, 7, 300):  # a caller taking n at a time reads about n
+        it = next_messages(fsm, store)
+        picked = [next(it) for _ in range(want)]
+        it.close()
+        fsm.apply_op(ConsumerDelivered("C", tuple(m.seq for m in picked), 1))
+    assert store.runs == [RUN_MIN, 2 * RUN_MIN, 4 * RUN_MIN, 100, 100, 7, 14, 28, 56, 112, 224]
+    store.runs.clear()
+    fsm = _fsm(max_ack_pending=5)
+    fsm.apply_op(ConsumerDelivered("C", (1, 2), 1))
+    assert [m.seq for m in next_messages(fsm, store)] == [3, 4, 5]
+    assert store.runs == [3]  # no more than max_ack_pending leaves room for
+
+
+def test_unfiltered_next_messages_on_a_file_store(tmp_path: Path) -> None:
+    """The same answers from a file store (tiny segments, compressed) as from memory."""
+    file = FileStreamStore(tmp_path, segment_bytes_max=1000, compression=True)
+    mem = MemoryStreamStore()
+    for store in (file, mem):
+        for i in range(700):
+            store.append(f"s.{i % 3}", b"", b"m%d" % i, i)
+        for seq in [*range(100, 160), 333, 334, 699]:
+            store.remove(seq)
+    for delivered, mack in ((0, 0), (0, 40), (150, 0), (400, 300), (300, 400), (690, 0)):
+        first = [m.seq for m in mem.load_run(1, delivered)]
+        want = None
+        for store in (mem, file):
+            fsm = _fsm(max_ack_pending=mack)
+            if first:
+                fsm.apply_op(ConsumerDelivered("C", tuple(first), 1))
+            got = list(next_messages(fsm, store))
+            want = got if want is None else want
+            assert got == want
+        left = 637 - len(first)
+        assert want is not None and len(want) == (
+            min(left, max(0, mack - len(first))) if mack else left
+        )
+    file.close()

@@ -159,12 +159,18 @@ class FileVsMemory(RuleBasedStateMachine):
         self.both(lambda s: s.load(seq))
 
     @rule(back=st.integers(0, 60), k=st.integers(1, 60))
-    def load_run(self, back: int, k: int) -> None:
+    def load_walk(self, back: int, k: int) -> None:
         """Consecutive loads, as a consumer does (served by read-ahead)."""
         last = self.model.state().last_seq
         start = max(1, last - back)
         for seq in range(start, min(last, start + k - 1) + 1):
             self.both(lambda s, seq=seq: s.load(seq))
+
+    @rule(back=st.integers(-3, 60), k=st.integers(0, 70))
+    def load_run(self, back: int, k: int) -> None:
+        """A batch read (``load_run``), from before the first to past the last."""
+        start = self.model.state().last_seq - back
+        self.both(lambda s: s.load_run(start, k))
 
     @invariant()
     def same_state(self) -> None:
