@@ -536,7 +536,7 @@ class Consumer:
 
     def peek(self) -> StoredMsg | None:
         """The message ``deliver(1)`` would hand out now (None if nothing)."""
-        return next(iter(next_messages(self.fsm, self.stream.store)), None)
+        return next(iter(next_messages(self.fsm, self.stream.store, 1)), None)
 
     async def deliver(
         self,
@@ -576,11 +576,11 @@ class Consumer:
         picked: list[StoredMsg] = []
         too_big = False
         if max_bytes <= 0 and budget_bytes < 0:  # no size bounds: take n
-            picked = list(islice(next_messages(self.fsm, self.stream.store), n))
+            picked = list(islice(next_messages(self.fsm, self.stream.store, n), n))
         else:
             size = 0
             budget_used = 0
-            for m in next_messages(self.fsm, self.stream.store):
+            for m in next_messages(self.fsm, self.stream.store, n):
                 msize = len(m.subject) + len(m.headers) + len(m.payload)
                 if max_bytes > 0 and size + msize > max_bytes:
                     too_big = not picked

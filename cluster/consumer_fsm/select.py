@@ -4,16 +4,13 @@ Theory of operation: these are pure functions over a ``StreamStore`` (reads
 only) and a ``ConsumerStateMachine`` (reads only).  The proposer uses them to
 *choose* what to propose (``ConsumerCreated.start_seq``, the sequences of a
 ``ConsumerDelivered``); ``apply`` then decides, so a stale choice is harmless
-(apply skips sequences that are no longer deliverable).  The one memory kept
-is how many new messages each consumer's caller took from ``next_messages``
-last time; it sizes the stream reads only, never what is chosen.
+(apply skips sequences that are no longer deliverable).
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-import weakref
 from collections.abc import Callable, Iterator
 
 from cluster.consumer_fsm.machine import ConsumerStateMachine
@@ -33,14 +30,9 @@ __all__ = [
 
 RUN_MIN = 32
 """Messages an unfiltered consumer reads at once at first (``load_run``) when
-nothing is known of how many its caller takes."""
+its caller did not say how many it wants."""
 RUN_MAX = 256
 """... doubling up to this many while the caller keeps taking them."""
-
-_last_take: dict[int, int] = {}
-"""``id(fsm)`` -> how many new messages that consumer's caller took from
-``next_messages`` the last time; an entry goes when its state machine does
-(``weakref.finalize``), so an id is never reused here."""
 
 
 _RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
@@ -120,14 +112,20 @@ def select_start(cfg: ConsumerConfig, store: StreamStore) -> tuple[int, tuple[in
     return after_last, tuple(sorted(lasts))
 
 
-def next_messages(fsm: ConsumerStateMachine, store: StreamStore) -> Iterator[StoredMsg]:
+def next_messages(
+    fsm: ConsumerStateMachine, store: StreamStore, want: int = 0
+) -> Iterator[StoredMsg]:
     """Messages to deliver next, in nats-server's order: redeliveries, the
     ``last_per_subject`` list, then new matching messages (only while under
     ``max_ack_pending``).  Messages that vanished from the stream are skipped.
+    ``want`` (0: unknown) is how many the caller means to take: it sizes the
+    first stream read only, never what is yielded.
     """
+    left = want  # of what the caller wants, after the redeliveries
     for sseq in fsm.redeliveries():
         try:
             yield store.load(sseq)
+            left -= 1
         except (MsgNotFound, StoreEOF):
             continue
     taken = 0
@@ -156,35 +154,26 @@ def next_messages(fsm: ConsumerStateMachine, store: StreamStore) -> Iterator[Sto
     # call per run, cheaper per message than a ``load`` each), never more
     # than ``max_ack_pending`` leaves room for.  A caller takes what it needs
     # and drops the generator, so a run may read messages never taken (read
-    # again next time); to keep that waste small the first run is as long as
-    # the caller took last time (``_last_take``: a batch puller takes the
-    # same number each time) and runs double from there up to ``RUN_MAX``.
-    # That memory only sizes reads: what is yielded never depends on it.
-    key = id(fsm)
-    run = _last_take.get(key, 0)
-    if not run:
-        run = RUN_MIN
-        weakref.finalize(fsm, _last_take.pop, key, None)
+    # again next time); a run is what the caller still wants (``want``, a
+    # pull batch) or, not knowing, doubles from ``RUN_MIN``; at most ``RUN_MAX``.
+    run = min(max(left - taken, 1), RUN_MAX) if want > 0 else RUN_MIN
     cap = fsm.policy.max_ack_pending if fsm.policy.ack != "none" else 0  # as _full
-    try:
-        while True:
-            n = run
-            if cap > 0:
-                n = min(n, cap - len(fsm.pending) - taken)
-                if n <= 0:
-                    return
-            msgs = store.load_run(seq, n)
-            for m in msgs:
-                if cap > 0 and len(fsm.pending) + taken >= cap:
-                    return
-                taken += 1  # before the yield: a caller stops right after its last one
-                yield m
-            if len(msgs) < n:  # the end of the stream
+    while True:
+        n = run
+        if cap > 0:
+            n = min(n, cap - len(fsm.pending) - taken)
+            if n <= 0:
                 return
-            seq = msgs[-1].seq + 1
-            run = min(run * 2, RUN_MAX)
-    finally:
-        _last_take[key] = taken if 0 < taken <= RUN_MAX else (RUN_MAX if taken else 1)
+        msgs = store.load_run(seq, n)
+        for m in msgs:
+            if cap > 0 and len(fsm.pending) + taken >= cap:
+                return
+            taken += 1  # before the yield: a caller stops right after its last one
+            yield m
+        if len(msgs) < n:  # the end of the stream
+            return
+        seq = msgs[-1].seq + 1
+        run = min(max(left - taken, 1) if want > 0 else run * 2, RUN_MAX)
 
 
 def _full(fsm: ConsumerStateMachine, extra: int) -> bool:
