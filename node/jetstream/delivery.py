@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import logging
-import operator
 import re
 import time
 from collections.abc import Callable
@@ -69,8 +68,29 @@ from store.api import StoredMsg
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
 
-_DOTS = operator.methodcaller("count", b".")
-_ISDIGIT = bytes.isdigit
+
+def _plain_ack_seqs(subjects: list[bytes], nl_prefix: bytes) -> tuple[list[int], list[int]] | None:
+    """The stream and consumer sequences of ack subjects that all have
+    ``nl_prefix`` (``\n$JS.ACK.<stream>.<consumer>.``) and five more
+    non-empty tokens with numeric sequences in range, in C-level passes over
+    the joined subjects; None when any is not so (the caller takes them one
+    by one then)."""
+    n = len(subjects)
+    text = b"\n" + b"\n".join(subjects)
+    if text.count(nl_prefix) != n or b".." in text or b".\n" in text or text[-1] == 46:
+        return None
+    # "dc.sseq.dseq.ts.pending" each: 4n + 1 tokens, the n - 1 that hold a
+    # newline exactly every fourth (so every subject has exactly five)
+    tokens = text.replace(nl_prefix, b"\n")[1:].split(b".")
+    if len(tokens) != 4 * n + 1 or b"".join(tokens[4:-1:4]).count(b"\n") != n - 1:
+        return None
+    s5, s6 = tokens[1::4], tokens[2::4]
+    if not (b"".join(s5).isdigit() and b"".join(s6).isdigit()):
+        return None
+    sseqs, dseqs = list(map(int, s5)), list(map(int, s6))
+    if max(sseqs) > UINT64_MAX or max(dseqs) > UINT64_MAX:
+        return None
+    return sseqs, dseqs
 
 
 def _ack_seq(token: bytes) -> int:
@@ -309,21 +329,20 @@ class ConsumerManager:
             add = parts.append
             heads: dict[str, tuple[bytes, bytes]] = {}  # subject -> MSG, HMSG line starts
             total = 0
-            for m, d in got:
-                if d.dc == 1:
-                    new_after -= 1
-                payload = m.payload
+            left = pending + new_after  # num_pending as of each message
+            for (_, subject, h, payload, ts), (sseq, dseq, dc) in got:
+                if dc == 1:
+                    left -= 1
                 plen = len(payload)
                 total += plen
-                head = heads.get(m.subject)
+                head = heads.get(subject)
                 if head is None:
-                    subj = m.subject.encode()
-                    head = heads[m.subject] = (
+                    subj = subject.encode()
+                    head = heads[subject] = (
                         b"MSG " + subj + sid + b" " + prefix,
                         b"HMSG " + subj + sid + b" " + prefix,
                     )
-                h = m.headers
-                ack = f"{d.dc}.{d.sseq}.{d.dseq}.{m.ts_ns}.{pending + new_after}"
+                ack = f"{dc}.{sseq}.{dseq}.{ts}.{left}"
                 if not h or not with_headers:
                     add(head[0])
                     add(f"{ack} {plen}\r\n".encode())
@@ -415,6 +434,7 @@ class ConsumerManager:
         acks sharing a body: plain ``+ACK``s are parsed and queued in one go
         (what ``on_ack`` does for each), anything else goes to ``on_ack``."""
         offer_many = consumer.offer_plain_acks
+        nl_prefix = f"\n$JS.ACK.{consumer.stream.cfg.name}.{consumer.name}.".encode()
 
         def on_acks(sub: Subscription, subjects: list[bytes], body: bytes) -> None:
             if (body and body != b"+ACK") or consumer.cfg.sample_freq:
@@ -423,19 +443,10 @@ class ConsumerManager:
                 return
             # all well formed (nine non-empty tokens each, numbers in range):
             # every field in C-level passes
-            joined = b".".join(subjects)
-            if (
-                list(map(_DOTS, subjects)).count(8) == len(subjects)
-                and b".." not in joined
-                and not joined.endswith(b".")
-            ):
-                tokens = joined.split(b".")
-                s5, s6 = tokens[5::9], tokens[6::9]
-                if all(map(_ISDIGIT, s5)) and all(map(_ISDIGIT, s6)):
-                    sseqs, dseqs = list(map(int, s5)), list(map(int, s6))
-                    if max(sseqs) <= UINT64_MAX and max(dseqs) <= UINT64_MAX:
-                        offer_many(sseqs, dseqs)
-                        return
+            got = _plain_ack_seqs(subjects, nl_prefix)
+            if got is not None:
+                offer_many(*got)
+                return
             sseqs = []
             dseqs = []
             for subject in subjects:
