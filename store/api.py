@@ -494,9 +494,10 @@ class StreamStore(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """An unacknowledged delivery: original consumer sequence and delivery time."""
+class Pending(NamedTuple):
+    """An unacknowledged delivery: original consumer sequence and delivery time
+    (a tuple: a consumer's state holds one per pending message and is rebuilt
+    at every flush)."""
 
     consumer_seq: int
     ts_ns: int

@@ -73,7 +73,7 @@ def encode_consumer_state(state: ConsumerState) -> bytes:
             state.delivered_stream_seq,
             state.ack_floor_consumer_seq,
             state.ack_floor_stream_seq,
-            {s: [p.consumer_seq, p.ts_ns] for s, p in state.pending.items()},
+            {s: list(p) for s, p in state.pending.items()},  # [consumer_seq, ts_ns]
             dict(state.redelivered),
             state.started,
         ]

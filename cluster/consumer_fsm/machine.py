@@ -54,6 +54,7 @@ class Delivery(NamedTuple):
 
 
 _new_delivery = partial(tuple.__new__, Delivery)
+_new_pending = partial(tuple.__new__, Pending)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +214,7 @@ class ConsumerStateMachine:
             delivered_stream_seq=self.next_sseq - 1,
             ack_floor_consumer_seq=self.floor_dseq,
             ack_floor_stream_seq=self.floor_sseq,
-            pending={s: Pending(p[0], p[1]) for s, p in self.pending.items()},
+            pending={s: _new_pending((p[0], p[1])) for s, p in self.pending.items()},
             redelivered=dict(self.rdc),
             started=self.started,
         )
