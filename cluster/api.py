@@ -16,6 +16,7 @@ Results are the state machine's result types (``PubResult``,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -180,8 +181,8 @@ class JetStreamApi:
         return StreamSnapshot(archive, state)
 
     async def restore_stream(self, cfg: StreamConfig, archive: Archive) -> Stream:
-        """Create stream ``cfg`` (validated by the caller) from ``archive``;
-        ``cfg`` is its identity from now on (a policy that differs from the
+        """Create stream ``cfg`` (validated by the caller) from ``archive``, as
+        created now; ``cfg`` is its identity from now on (a policy that differs from the
         archived one is applied through the group after the restore).
 
         Raises:
@@ -190,7 +191,9 @@ class JetStreamApi:
             StoreError, OSError: the store failed.
             In every case nothing is created.
         """
-        stream = await self._registry.restore(cfg, archive.created_ns, archive.document)
+        # ``created`` is the restore's time, as nats-server shows it (the
+        # archive keeps the original for the record)
+        stream = await self._registry.restore(cfg, time.time_ns(), archive.document)
         for cb in self.on_stream_started:
             cb(stream)
         return stream
