@@ -165,6 +165,9 @@ class Consumer:
         self._flush_wanted = trio.Event()
         #: flushes done (status, tests)
         self.flushes = 0
+        #: num_pending as of the last ``deliver``'s pick, less what it picked
+        #: (``send`` puts it in the ack subjects)
+        self.pending_after_pick = 0
         #: set by the registry when the consumer (and its files) goes away:
         #: nothing is written at exit then
         self.removed = False
@@ -595,6 +598,13 @@ class Consumer:
                     break
         if not picked:
             return [], too_big
+        # what the stream holds for this consumer beyond the picked messages,
+        # as of the pick (nats-server counts it under the locks it picks
+        # with): a message stored while the delivery is applied is not counted
+        # in the ack subjects' pending of this batch
+        self.pending_after_pick = self.num_pending() - sum(
+            1 for m in picked if m.seq >= self.fsm.next_sseq
+        )
         if not self.delivering:
             self._settled = trio.Event()
         self.delivering += 1

@@ -317,7 +317,7 @@ class ConsumerManager:
         message that made it due.
         """
         router = self.svc.server.router
-        pending = c.num_pending()
+        pending = c.pending_after_pick
         new_after = sum(1 for _, d in got if d.dc == 1)
         prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()
         headers_only = c.cfg.headers_only
