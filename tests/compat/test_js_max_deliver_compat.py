@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import nats
@@ -85,6 +86,10 @@ async def _redelivery_pull(p: Probe, retention: str) -> None:
     for _ in range(3):
         await p.publish(subj)
     msgs = await p.pull(s, "c", '{"batch":3}', expect=3)
+    # the pending counts of this first batch depend on timing on both servers
+    # (nats-server counts new messages asynchronously: it has reported 1, 0, 0
+    # for three just-published messages; trijet 2, 1, 0): not compared
+    p.lines[-3:] = [re.sub(r"<ts>\.\d+ ", "<ts>.<pending> ", line) for line in p.lines[-3:]]
     await p.ack(msgs[1])
     await p.ack(msgs[2])
     await asyncio.sleep(PAST_ACK_WAIT_S)
