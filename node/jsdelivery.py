@@ -45,6 +45,21 @@ def split_js_ack(reply: bytes) -> tuple[bytes, bytes] | None:
     return None
 
 
+def _ack_sub(table: dict[bytes, Any], subject: bytes) -> Any:
+    """The ack subscription ``table`` holds for ``subject`` when the subject
+    has the shape one matches (``$JS.ACK.<stream>.<consumer>`` and five more
+    non-empty tokens), else None."""
+    if (
+        not subject.startswith(JS_ACK_PREFIX)
+        or subject.count(b".") != 8
+        or b".." in subject
+        or subject.endswith(b".")
+    ):
+        return None
+    i = subject.find(b".", 8)
+    return table.get(subject[8 : subject.find(b".", i + 1)])
+
+
 class JetStreamDelivery:
     """The router's JetStream delivery methods (mixed into ``Router``)."""
 
@@ -76,16 +91,9 @@ class JetStreamDelivery:
         that overlaps ``$JS.ACK.>`` (no client or route interest, no queue);
         False sends the message down the normal path.
         """
-        if self._ack_gen != self.gen:
-            self._ack_subs = self._ack_table()
-            self._ack_gen = self.gen
-        i = subject.find(b".", 8)
-        j = subject.find(b".", i + 1) if i > 0 else -1
-        if j < 0 or subject.count(b".") != 8 or b".." in subject or subject.endswith(b"."):
-            return False  # not what an ack subscription matches: the normal path
-        sub = self._ack_subs.get(subject[8:j])
+        sub = _ack_sub(self._current_ack_table(), subject)
         if sub is None:
-            return False
+            return False  # not an ack subscription's shape, or no such consumer
         self.out_msgs += 1
         sub.client.deliver_internal(sub, subject, reply, None, payload, src)
         return True
@@ -102,10 +110,7 @@ class JetStreamDelivery:
         subscription in one ``deliver_internal_many`` call (as ``_ack_intake``
         hands over one); any other goes to ``each(subject, payload)``, in order.
         """
-        if self._ack_gen != self.gen:
-            self._ack_subs = self._ack_table()
-            self._ack_gen = self.gen
-        table = self._ack_subs
+        table = self._current_ack_table()
         if not table:
             for subject in subjects:
                 each(subject, payload)
@@ -123,12 +128,7 @@ class JetStreamDelivery:
         cur: Any = None
         batch: list[bytes] = []
         for subject in subjects:
-            sub = None
-            if subject.startswith(JS_ACK_PREFIX):
-                i = subject.find(b".", 8)
-                j = subject.find(b".", i + 1) if i > 0 else -1
-                if 0 < j < len(subject) - 1:
-                    sub = table.get(subject[8:j])
+            sub = _ack_sub(table, subject)
             if sub is not cur:
                 if batch:
                     self._hand_acks(cur, batch, payload, src, each)
@@ -151,6 +151,13 @@ class JetStreamDelivery:
             return
         self.out_msgs += len(subjects)
         sub.client.deliver_internal_many(sub, subjects, payload, src)
+
+    def _current_ack_table(self) -> dict[bytes, Any]:
+        """The ack intake table, rebuilt when the interest changed."""
+        if self._ack_gen != self.gen:
+            self._ack_subs = self._ack_table()
+            self._ack_gen = self.gen
+        return self._ack_subs
 
     def _ack_table(self) -> dict[bytes, Any]:
         """The ack intake table for the current interest ({} = not usable)."""
