@@ -724,9 +724,11 @@ def _missing(line: bytes) -> ProtocolViolation:
 
 
 def _json_event(cls: Any, rest: bytes) -> Event | ProtocolViolation:
+    # Go's decoder takes invalid UTF-8 inside strings (as U+FFFD); anywhere
+    # else the replacement character is a syntax error there and here too
     try:
-        obj = json.loads(rest)
-    except (ValueError, UnicodeDecodeError):
+        obj = json.loads(rest.decode("utf-8", "replace"))
+    except ValueError:
         return ProtocolViolation(None, "bad JSON")
     if not isinstance(obj, dict):
         return ProtocolViolation(None, "JSON is not an object")

@@ -54,6 +54,10 @@ CASES: list[tuple[str, bytes, list[bytes] | None, str]] = [
     ("hpub_size_10_digits", C + b"HPUB foo 12 1000000000\r\n", [], CLOSED),
     ("plus_ok_suffix", C + b"+OKCONNECT {}\r\n", [b"PONG"], OPEN),
     ("connect_glued_json", b'CONNECT{"verbose":false}\r\n', [b"PONG"], OPEN),
+    # invalid UTF-8 inside a JSON string is taken (Go decodes it as U+FFFD);
+    # outside a string it is bad JSON (silent close)
+    ("connect_bad_utf8_in_key", C + b'CONNECT {"\xf6erbose":true}\r\n', [b"PONG"], OPEN),
+    ("connect_bad_utf8_outside", C + b'CONNECT {"verbose":\xf6}\r\n', [], CLOSED),
     ("connect_verb_suffix", b'CONNECTX {"verbose":false}\r\n', [], CLOSED),
     ("info_glued_json", C + b"INFO{}\r\n", [b"PONG"], OPEN),
     ("info_verb_suffix", C + b"INFOX {}\r\n", [], CLOSED),
