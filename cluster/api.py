@@ -130,12 +130,33 @@ class JetStreamApi:
             out.append(await self._start(cfg, created_ns))
         return out
 
-    async def create_stream(self, cfg: StreamConfig) -> Stream:
-        """Create a stream (config already validated by the caller)."""
-        return await self._start(cfg, None)
+    async def create_stream(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
+        """Create a new stream (config already validated by the caller).
 
-    async def _start(self, cfg: StreamConfig, created_ns: int | None) -> Stream:
-        stream = await self._registry.create(cfg, created_ns)
+        Args:
+            cfg: its config.
+            created_ns: its creation time (None: now; a cluster passes the
+                time its meta assignment carries).
+        """
+        return await self._start(cfg, created_ns, fresh=True)
+
+    async def open_stream(self, cfg: StreamConfig, created_ns: int) -> Stream:
+        """Reopen stream ``cfg`` from its data on disk (its consumers are the
+        caller's)."""
+        return await self._start(cfg, created_ns, fresh=False)
+
+    async def saved_stream(self, name: str) -> tuple[StreamConfig, int] | None:
+        """``(config, created_ns)`` of stream ``name``'s data on disk, if any."""
+        return await trio.to_thread.run_sync(self._registry.saved_one, name)
+
+    async def quarantine(self, name: str) -> str:
+        """Move stream ``name``'s data aside (kept, never deleted); its new path."""
+        return await trio.to_thread.run_sync(self._registry.quarantine, name)
+
+    async def _start(
+        self, cfg: StreamConfig, created_ns: int | None, *, fresh: bool | None = None
+    ) -> Stream:
+        stream = await self._registry.create(cfg, created_ns, fresh=fresh)
         for cb in self.on_stream_started:
             cb(stream)
         return stream

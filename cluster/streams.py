@@ -405,8 +405,16 @@ class StreamRegistry:
             raise StreamExists(name)
         self._starting.add(name)
 
-    async def create(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
+    async def create(
+        self, cfg: StreamConfig, created_ns: int | None = None, *, fresh: bool | None = None
+    ) -> Stream:
         """Create (or reopen) a stream and start its task.
+
+        Args:
+            cfg: its config.
+            created_ns: its creation time (None: now).
+            fresh: a new stream (default: when ``created_ns`` is None); False
+                reopens the one on disk.
 
         Raises:
             StreamExists: the name is taken (or being restored).
@@ -414,9 +422,11 @@ class StreamRegistry:
         self._claim(cfg.name)
         try:
             store = await trio.to_thread.run_sync(self._open_store, cfg)
-            fresh = created_ns is None
+            if fresh is None:
+                fresh = created_ns is None
             if created_ns is None:
                 created_ns = time.time_ns()
+            if fresh:
                 if cfg.first_seq > 1 and store.state().last_seq == 0:
                     store.compact(cfg.first_seq)
             stream = Stream(cfg, store, created_ns)
@@ -519,6 +529,25 @@ class StreamRegistry:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def saved_one(self, name: str) -> tuple[StreamConfig, int] | None:
+        """The config and creation time of stream ``name`` on disk, if any."""
+        if self.dir is None:
+            return None
+        f = self._stream_dir(name) / "config.json"
+        if not f.is_file():
+            return None
+        doc = json.loads(f.read_text())
+        return StreamConfig.from_dict(doc["config"]), int(doc["created_ns"])
+
+    def quarantine(self, name: str) -> str:
+        """Move stream ``name``'s directory aside (never deleted); its new path."""
+        assert self.dir is not None
+        src = self._stream_dir(name)
+        dst = self.dir / "quarantine" / f"{name}.{time.time_ns()}"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        return str(dst)
 
     def saved(self) -> list[tuple[StreamConfig, int]]:
         """Configs found on disk (for recovery at start)."""

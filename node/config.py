@@ -111,6 +111,8 @@ def load(argv: list[str], *, env: dict[str, str] | None = None) -> ServerConfig:
             "stderr",
         )
     apply_flags(cfg, flags)
+    if cfg.cluster is not None and cfg.jetstream.enabled and not cfg.server_name:
+        raise ConfigError("jetstream cluster requires `server_name` to be set")
     return cfg
 
 

@@ -22,6 +22,7 @@ import random
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,6 +118,8 @@ class Server:
         self._route_nursery: trio.Nursery | None = None
         self.client_urls_by_server: dict[str, list[str]] = {}
         self.raft_links: Any = None  # set by the composition root when Raft runs
+        #: called with each route once it is registered (the meta layer learns peers)
+        self.route_listeners: list[Callable[[Route], None]] = []
         self.jetstream_enabled = cfg.jetstream.enabled
         self.jetstream: Any = None  # node.jetstream.service.JetStreamService when enabled
 
@@ -304,6 +307,8 @@ class Server:
                 if other is not route:
                     other.send(gossip)
         self._set_client_urls(route.remote_id, newcomer.get("connect_urls") or [])
+        for listener in self.route_listeners:
+            listener(route)
         return True
 
     def route_info_updated(self, route: Route) -> None:
@@ -408,6 +413,25 @@ class Server:
     def jetstream_view(self) -> Any:
         """JetStream figures for ``/jsz`` (a ``node.monitor.jsz.JetStreamView``), or None."""
         return self.jetstream.stats() if self.jetstream is not None else None
+
+    def jetstream_health(self, opts: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """``/healthz`` of JetStream: in a cluster, the meta layer's state
+        (a leaderless stream does not fail it, as in nats-server)."""
+        ok: dict[str, Any] = {"status": "ok"}
+        meta = getattr(self.jetstream, "meta", None)
+        if meta is None or opts.get("js-enabled-only"):
+            return 200, ok
+        problem = meta.health()
+        if problem is None:
+            return 200, ok
+        status, text = problem
+        if opts.get("details"):
+            return status, {
+                "status": "unavailable",
+                "status_code": status,
+                "errors": [{"type": "JETSTREAM", "error": text}],
+            }
+        return status, {"status": "unavailable", "error": text}
 
     def jetstream_stats(self) -> dict[str, Any]:
         """JetStreamStats for ``/varz`` (empty until JetStream runs)."""

@@ -166,14 +166,18 @@ class ConsumerManager:
 
     async def recover(self) -> None:
         """Restart the consumers saved on disk (after streams are recovered)."""
-        for name, stream in list(self.svc.api.streams.items()):
-            saved = await trio.to_thread.run_sync(self.registry.saved, name)
-            for cname, cfg, created_ns in saved:
-                await self.start(stream, cname, cfg, created_ns)
-            r = self.registry.retention(stream)
-            if r is not None:  # filters, then acks a crash kept from the stream
-                await r.refresh_interest()
-                await r.sweep()
+        for stream in list(self.svc.api.streams.values()):
+            await self.recover_stream(stream)
+
+    async def recover_stream(self, stream: Stream) -> None:
+        """Restart the consumers of ``stream`` saved on disk (after it reopened)."""
+        saved = await trio.to_thread.run_sync(self.registry.saved, stream.cfg.name)
+        for cname, cfg, created_ns in saved:
+            await self.start(stream, cname, cfg, created_ns)
+        r = self.registry.retention(stream)
+        if r is not None:  # filters, then acks a crash kept from the stream
+            await r.refresh_interest()
+            await r.sweep()
 
     async def start(
         self, stream: Stream, name: str, cfg: ConsumerConfig, created_ns: int | None = None

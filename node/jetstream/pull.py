@@ -121,8 +121,11 @@ class PullDispatcher:
             if not spec.hb_ns:
                 self._send(reply, status(409, "Exceeded MaxWaiting"))
             return
-        if not self.mgr.svc.server.router.sublist.has_interest(reply):
-            return  # nobody listens: nats-server's next check drops it at once
+        router = self.mgr.svc.server.router
+        if not router.sublist.has_interest(reply) and not (
+            router.route_sublist.count and router.route_sublist.has_interest(reply)
+        ):
+            return  # nobody listens (here or across routes): nats-server drops it at once
         hb_s = spec.hb_ns / 1e9
         self.waiting.append(
             PullRequest(

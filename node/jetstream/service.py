@@ -38,10 +38,19 @@ from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
 from cluster.transform import cached as cached_transform
 from node.internal import InternalClient
-from node.jetstream import apilevel, consumers_api, msgs_api, republish, snapshot_api, streams_api
+from node.jetstream import (
+    apilevel,
+    clustered,
+    consumers_api,
+    msgs_api,
+    republish,
+    snapshot_api,
+    streams_api,
+)
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
+from node.jetstream.meta import MetaLayer
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
 from node.jsapi import render
 from node.jsapi.versioning import demands_higher_level
@@ -159,6 +168,10 @@ class JetStreamService:
         self.api_total = 0
         self.api_errors = 0
         self.api_inflight = 0  # queued or being handled
+        #: the meta layer in cluster mode (one JetStream per cluster), else None
+        self.meta: MetaLayer | None = None
+        if server.cfg.cluster is not None:
+            self.meta = MetaLayer(self)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -172,12 +185,20 @@ class JetStreamService:
             self.api.on_stream_started.append(self.resources.track)
             self.api.on_stream_started.append(self._capture)
             self.api.on_stream_started.append(self._attach_republish)
-            await self.api.recover()
             self.consumers = ConsumerManager(self, nursery)
-            await self.consumers.recover()
+            if self.meta is None:
+                await self.api.recover()
+                await self.consumers.recover()
             self.client.subscribe(b"$JS.API.>", self._on_api)
             if self.domain:
                 self.client.subscribe(b"$JS." + self.domain.encode() + b".API.>", self._on_api)
+            if self.meta is not None:  # streams start as the meta layer assigns them
+                server = self.server
+                server.route_listeners.append(self.meta.route_up)
+                for route in list(server.routes.by_id.values()):
+                    self.meta.route_up(route)
+                server.raft_links = self.meta.links
+                nursery.start_soon(self.meta.run)
             task_status.started()
             async for req in self._recv:
                 try:
@@ -197,6 +218,8 @@ class JetStreamService:
             return
         if not reply and any(op[: len(p)] == p for p in _NEED_REPLY):
             return  # nats-server acts on other requests without a reply subject
+        if self.meta is not None and not self.meta.answers(op):
+            return  # another server of the cluster answers this one
         req = ApiRequest(subject, op, reply or b"", hdr, body, self.client.sender)
         if len(op) == 5 and op[:3] == _MSG_NEXT:  # the consumer layer answers, now
             try:
@@ -242,6 +265,8 @@ class JetStreamService:
         self._subs[name] = [self.client.subscribe(s.encode(), on_msg) for s in stream.cfg.subjects]
         if stream.cfg.allow_direct:
             self._subs[name] += self._direct_subs(name)
+        if self.meta is not None:
+            self._subs[name].append(clustered.info_responder(self, stream))
 
     def _direct_subs(self, name: str) -> list[Subscription]:
         """``$JS.API.DIRECT.GET.<name>`` and ``….<name>.>`` (queue group
@@ -368,6 +393,24 @@ class JetStreamService:
             self.client.publish(req.reply, answer.encode() if isinstance(answer, str) else answer)
         self.advisories.api_audit(req, answer)
 
+    def answer(self, reply: bytes, body: str | bytes) -> None:
+        """Publish an API answer decided outside the request's handler (a
+        meta effect on the stream's host)."""
+        self.api_total += 1
+        self.client.publish(reply, body.encode() if isinstance(body, str) else body)
+
+    def cluster_block(self) -> dict[str, Any]:
+        """StreamInfo ``cluster`` of a stream this server leads (R1)."""
+        if self.meta is not None:
+            return {"name": self.meta.cluster_name, "leader": self.server.server_name}
+        return {"leader": self.server.server_name}
+
+    def all_configs(self) -> dict[str, Any]:
+        """Every stream's config by name: the cluster's (meta) or this server's."""
+        if self.meta is not None:
+            return self.meta.configs()
+        return self.api.configs()
+
     def consumer_count(self, stream: str) -> int:
         """Consumers on ``stream``."""
         return self.consumers.count(stream) if self.consumers is not None else 0
@@ -418,7 +461,11 @@ class JetStreamService:
             api_errors=self.api_errors,
             streams=views,
         )
+        meta = self.meta
         return JetStreamView(
+            ha_assets=1 if meta is not None else 0,
+            meta=meta.cluster_info() if meta is not None else None,
+            leader=meta.is_leader if meta is not None else True,
             memory=used["memory"],
             storage=used["file"],
             reserved_memory=reserved["memory"],
@@ -458,7 +505,7 @@ async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
         "storage": view.storage,
         "reserved_memory": view.reserved_memory,
         "reserved_storage": view.reserved_storage,
-        "streams": len(streams),
+        "streams": len(svc.meta.machine.streams) if svc.meta is not None else len(streams),
         "consumers": sum(sv.consumer_count for sv in streams),
         "limits": dict(ACCOUNT_LIMITS_NONE),
     }

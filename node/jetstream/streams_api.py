@@ -21,10 +21,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cluster.api import StreamNotFound
-from cluster.model import Storage
+from cluster.model import Storage, StreamConfig
 from cluster.stream_fsm import ApiErrorResult, PurgeResult
 from cluster.streams import Stream
-from node.jetstream import apireq
+from node.jetstream import apireq, clustered
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
 from node.jsapi import render
 from node.jsapi.errors import (
@@ -90,7 +90,7 @@ def info_dict(
         created_ns=stream.created_ns,
         ts_ns=time.time_ns(),
         consumer_count=svc.consumer_count(stream.cfg.name),
-        cluster={"leader": svc.server.server_name} if cluster else None,
+        cluster=svc.cluster_block() if cluster or svc.meta is not None else None,
         mirror=svc.api.sourcing.mirror_info(stream.cfg.name),
         sources=svc.api.sourcing.sources_info(stream.cfg.name),
         domain=svc.domain,
@@ -99,7 +99,9 @@ def info_dict(
     )
 
 
-async def create(svc: JetStreamService, req: ApiRequest) -> str:
+async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
+    if svc.meta is not None:
+        return await clustered.create(svc, req)
     type_ = render.STREAM_CREATE_RESPONSE
     existing = svc.api.configs()
     try:
@@ -116,7 +118,9 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str:
     return render.stream_create_response(info_dict(svc, stream))
 
 
-async def update(svc: JetStreamService, req: ApiRequest) -> str:
+async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
+    if svc.meta is not None:
+        return await clustered.update(svc, req)
     type_ = render.STREAM_UPDATE_RESPONSE
     existing = svc.api.configs()
     try:
@@ -129,12 +133,18 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str:
         check_overlap(cfg, existing.values())
     except JSApiError as err:
         raise error(type_, err) from None
+    stream = await apply_update(svc, old, cfg)
+    return render.stream_update_response(info_dict(svc, stream))
+
+
+async def apply_update(svc: JetStreamService, old: StreamConfig, cfg: StreamConfig) -> Stream:
+    """Give the local stream its new (validated) config: capture, advisory."""
     await svc.api.update_stream(cfg)
     stream = svc.api.stream(cfg.name)
     if cfg.subjects != old.subjects or cfg.allow_direct != old.allow_direct:
         svc.recapture(stream)
     svc.advisories.stream_action("modify", cfg.name, cfg)
-    return render.stream_update_response(info_dict(svc, stream))
+    return stream
 
 
 async def info(svc: JetStreamService, req: ApiRequest) -> str:
@@ -187,7 +197,14 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
     """STREAM.DELETE: the body must be empty (or an empty JSON object)."""
     if not apireq.is_empty_request(req.body):
         raise error(DELETE_RESPONSE, JSApiError(NOT_EMPTY_REQUEST))
-    stream = stream_of(svc, req.op[2], DELETE_RESPONSE)
+    if svc.meta is not None:
+        return await clustered.delete(svc, req)
+    await remove_local(svc, stream_of(svc, req.op[2], DELETE_RESPONSE))
+    return dumps({"type": DELETE_RESPONSE, "success": True})
+
+
+async def remove_local(svc: JetStreamService, stream: Stream) -> None:
+    """Stop a local stream, remove its data and consumers; advisory."""
     cfg = stream.cfg
     svc.release(cfg.name)
     if svc.consumers is not None:
@@ -195,7 +212,6 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
     await svc.api.delete_stream(cfg.name)
     svc.resources.forget(cfg.name)
     svc.advisories.stream_action("delete", cfg.name, cfg)
-    return dumps({"type": DELETE_RESPONSE, "success": True})
 
 
 def _paging(body: bytes, request: apireq.Request, type_: str, empty: Any) -> tuple[int, str]:
@@ -210,13 +226,15 @@ def _paging(body: bytes, request: apireq.Request, type_: str, empty: Any) -> tup
     return max(req.get("offset", 0), 0), req.get("subject", "")
 
 
-def _matching(svc: JetStreamService, subject: str) -> list[Stream]:
-    """Streams (by name) with a subject that collides with ``subject`` ("" = all)."""
-    streams = [svc.api.streams[n] for n in sorted(svc.api.streams)]
+def _matching(svc: JetStreamService, subject: str) -> list[StreamConfig]:
+    """Configs of the streams (by name) with a subject that collides with
+    ``subject`` ("" = all): the cluster's in a cluster, else this server's."""
+    configs = svc.all_configs()
+    found = [configs[n] for n in sorted(configs)]
     if not subject:
-        return streams
+        return found
     s = subject.encode()
-    return [x for x in streams if any(overlaps(s, y.encode()) for y in x.cfg.subjects)]
+    return [c for c in found if any(overlaps(s, y.encode()) for y in c.subjects)]
 
 
 async def names(svc: JetStreamService, req: ApiRequest) -> str:
@@ -224,7 +242,7 @@ async def names(svc: JetStreamService, req: ApiRequest) -> str:
     offset, subject = _paging(req.body, apireq.STREAM_NAMES, NAMES_RESPONSE, None)
     streams = _matching(svc, subject)
     offset = min(offset, len(streams))
-    page = [s.cfg.name for s in streams[offset : offset + NAMES_PAGE]]
+    page = [c.name for c in streams[offset : offset + NAMES_PAGE]]
     return dumps(
         {
             "type": NAMES_RESPONSE,
@@ -242,8 +260,15 @@ async def list_(svc: JetStreamService, req: ApiRequest) -> str:
     offset, subject = _paging(req.body, apireq.STREAM_LIST, type_, [])
     streams = _matching(svc, subject)
     offset = min(offset, len(streams))
-    infos = [info_dict(svc, s, versioned=False) for s in streams[offset : offset + LIST_PAGE]]
-    return render.stream_list_response(infos, total=len(streams), offset=offset, limit=LIST_PAGE)
+    page = streams[offset : offset + LIST_PAGE]
+    if svc.meta is not None:
+        infos, missing = await clustered.gather_infos(svc, [c.name for c in page])
+    else:
+        infos = [info_dict(svc, svc.api.stream(c.name), versioned=False) for c in page]
+        missing = []
+    return render.stream_list_response(
+        infos, total=len(streams), offset=offset, limit=LIST_PAGE, missing=missing
+    )
 
 
 def _purge_error(err: JSApiError) -> ApiAnswer:

@@ -179,9 +179,10 @@ def _with_type(type_: str, body: Mapping[str, Any]) -> str:
     return go_json({"type": type_, **body})
 
 
-def stream_create_response(info: Mapping[str, Any]) -> str:
-    """STREAM.CREATE success: StreamInfo (no paging) + ``"did_create":true``."""
-    return _with_type(STREAM_CREATE_RESPONSE, {**info, "did_create": True})
+def stream_create_response(info: Mapping[str, Any], *, did_create: bool = True) -> str:
+    """STREAM.CREATE success: StreamInfo (no paging) + ``"did_create":true``
+    (left out when a clustered create found the stream already there)."""
+    return _with_type(STREAM_CREATE_RESPONSE, {**info, "did_create": True} if did_create else info)
 
 
 def stream_update_response(info: Mapping[str, Any]) -> str:

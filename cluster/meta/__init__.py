@@ -1,0 +1,39 @@
+"""The JetStream meta group: replicated stream assignments and placement.
+
+``machine`` is the pure state machine; the shell that runs it in a server is
+``node.jetstream.meta``.
+"""
+
+from cluster.meta.machine import (
+    Assigned,
+    MetaError,
+    MetaMachine,
+    PeerRecord,
+    PeerRegistered,
+    Removed,
+    StreamAssigned,
+    StreamAssignment,
+    StreamRemoved,
+    StreamUpdated,
+    add_stream_entry,
+    delete_stream_entry,
+    peer_entry,
+    update_stream_entry,
+)
+
+__all__ = [
+    "Assigned",
+    "MetaError",
+    "MetaMachine",
+    "PeerRecord",
+    "PeerRegistered",
+    "Removed",
+    "StreamAssigned",
+    "StreamAssignment",
+    "StreamRemoved",
+    "StreamUpdated",
+    "add_stream_entry",
+    "delete_stream_entry",
+    "peer_entry",
+    "update_stream_entry",
+]

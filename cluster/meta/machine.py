@@ -1,0 +1,452 @@
+"""The meta state machine: which streams the cluster's JetStream has, and where.
+
+Theory of operation
+-------------------
+The meta group ``_meta_`` is a Raft group of every JetStream server of the
+cluster.  Its state is small and lives in memory: the servers known to
+placement (``PeerRecord``: name, cluster, tags) and the stream assignments
+(``StreamAssignment``: config, Raft group name, peers, creation time).  Every
+server applies the same entries in the same order and reaches the same state
+(DESIGN rule 2): placement runs *inside* ``apply`` with an RNG seeded from
+the entry, and whatever the proposer observed (wall-clock time, which peers
+answer, the group name it drew, the ``unique_tag`` setting) travels in the
+entry.  ``apply`` never reads a clock, the network or a global RNG.
+
+Entries are cbor2 maps ``{"v": 1, "op": code, ...}`` (codes in ``MetaOp``:
+append only, never renumber).  ``decode_entry`` checks every field; a
+malformed entry applies as a no-op with an error result, never an exception.
+
+Results go back to the proposer (``Assigned``, ``Removed``, ``MetaError``,
+``PeerRegistered``); *effects* go to every replica through ``listener``
+(``StreamAssigned``, ``StreamUpdated``, ``StreamRemoved``), each carrying the
+reply subject of the client request, so the server that hosts the stream —
+not the proposer — answers the client once the change is real on it.  Effects
+are only emitted while ``listener`` is set: replays of the journal at start
+emit nothing; the shell reconciles from the state instead.
+
+Snapshots are one cbor2 document of the whole state (``snapshot``/``restore``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, BinaryIO
+
+import cbor2
+
+from cluster.placement import NoPlacement, PeerSpec, PlacementRequest, place
+
+__all__ = [
+    "Assigned",
+    "MetaError",
+    "MetaMachine",
+    "MetaOp",
+    "PeerRecord",
+    "PeerRegistered",
+    "Removed",
+    "StreamAssigned",
+    "StreamAssignment",
+    "StreamRemoved",
+    "StreamUpdated",
+    "add_stream_entry",
+    "delete_stream_entry",
+    "peer_entry",
+    "update_stream_entry",
+]
+
+FORMAT_VERSION = 1
+SNAPSHOT_VERSION = 1
+
+
+class MetaOp(IntEnum):
+    """Meta entry codes (append only; never renumber or reuse)."""
+
+    PEER = 1
+    ADD_STREAM = 2
+    UPDATE_STREAM = 3
+    DELETE_STREAM = 4
+
+
+# ---------------------------------------------------------------- state types
+
+
+@dataclass(frozen=True, slots=True)
+class PeerRecord:
+    """A JetStream server as placement knows it."""
+
+    name: str
+    cluster: str
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAssignment:
+    """One stream of the cluster.
+
+    Attributes:
+        name: the stream name.
+        config: the stream's config as JSON-able data (``StreamConfig.to_dict``).
+        group: its Raft group name (``S-R1F-…``).
+        peers: the servers holding it; the first is the preferred leader.
+        created_ns: creation time (the proposer's clock).
+    """
+
+    name: str
+    config: Mapping[str, Any]
+    group: str
+    peers: tuple[str, ...]
+    created_ns: int
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "config": dict(self.config),
+            "group": self.group,
+            "peers": list(self.peers),
+            "created": self.created_ns,
+        }
+
+    @classmethod
+    def from_doc(cls, d: Mapping[str, Any]) -> StreamAssignment:
+        return cls(
+            _s(d, "name"),
+            _map(d, "config"),
+            _s(d, "group"),
+            tuple(_strs(d, "peers")),
+            _i(d, "created"),
+        )
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class MetaError:
+    """A refused meta change (the API error to answer with)."""
+
+    code: int
+    err_code: int
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    """ADD_STREAM applied; ``created`` is False for an identical re-create."""
+
+    assignment: StreamAssignment
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """DELETE_STREAM applied."""
+
+    assignment: StreamAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class PeerRegistered:
+    """PEER applied."""
+
+    peer: PeerRecord
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAssigned:
+    """A stream was assigned (``created``) or an identical create re-sent."""
+
+    assignment: StreamAssignment
+    reply: str
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StreamUpdated:
+    """A stream's config was replaced (``old`` is the config before)."""
+
+    assignment: StreamAssignment
+    old: Mapping[str, Any]
+    reply: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRemoved:
+    """A stream was deleted."""
+
+    assignment: StreamAssignment
+    reply: str
+
+
+Effect = StreamAssigned | StreamUpdated | StreamRemoved
+
+NAME_IN_USE = MetaError(400, 10058, "stream name already in use with a different configuration")
+STREAM_NOT_FOUND = MetaError(404, 10059, "stream not found")
+BAD_ENTRY = MetaError(500, 10010, "malformed meta entry")
+
+
+# ---------------------------------------------------------------- entries
+
+
+def peer_entry(peer: PeerRecord) -> bytes:
+    """Register (or refresh) a server's placement facts."""
+    return _dump(MetaOp.PEER, {"name": peer.name, "cluster": peer.cluster, "tags": list(peer.tags)})
+
+
+def add_stream_entry(
+    config: Mapping[str, Any],
+    *,
+    group: str,
+    created_ns: int,
+    seed: int,
+    online: Iterable[str],
+    unique_tag: str,
+    reply: str,
+) -> bytes:
+    """Create a stream: placement happens in apply.
+
+    Args:
+        config: the validated config (``StreamConfig.to_dict``).
+        group: the Raft group name the proposer drew (used if this is new).
+        created_ns: the proposer's wall clock.
+        seed: seeds placement's RNG.
+        online: servers the proposer sees as up (others are excluded).
+        unique_tag: the proposer's ``unique_tag`` setting ("" for none).
+        reply: the client's reply subject (answered by the stream's host).
+    """
+    return _dump(
+        MetaOp.ADD_STREAM,
+        {
+            "config": dict(config),
+            "group": group,
+            "created": created_ns,
+            "seed": seed,
+            "online": sorted(online),
+            "unique_tag": unique_tag,
+            "reply": reply,
+        },
+    )
+
+
+def update_stream_entry(config: Mapping[str, Any], *, reply: str) -> bytes:
+    """Replace a stream's config (validated by the proposer against the state)."""
+    return _dump(MetaOp.UPDATE_STREAM, {"config": dict(config), "reply": reply})
+
+
+def delete_stream_entry(name: str, *, reply: str) -> bytes:
+    """Delete a stream."""
+    return _dump(MetaOp.DELETE_STREAM, {"name": name, "reply": reply})
+
+
+def _dump(op: MetaOp, body: dict[str, Any]) -> bytes:
+    body["v"] = FORMAT_VERSION
+    body["op"] = int(op)
+    return cbor2.dumps(body, canonical=True)
+
+
+class EntryError(ValueError):
+    """A meta entry that does not decode."""
+
+
+def _s(d: Mapping[str, Any], k: str) -> str:
+    v = d.get(k)
+    if not isinstance(v, str):
+        raise EntryError(f"{k}: not a string")
+    return v
+
+
+def _i(d: Mapping[str, Any], k: str) -> int:
+    v = d.get(k)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise EntryError(f"{k}: not an integer")
+    return v
+
+
+def _strs(d: Mapping[str, Any], k: str) -> list[str]:
+    v = d.get(k)
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise EntryError(f"{k}: not a list of strings")
+    return v
+
+
+def _map(d: Mapping[str, Any], k: str) -> dict[str, Any]:
+    v = d.get(k)
+    if not isinstance(v, dict):
+        raise EntryError(f"{k}: not a map")
+    return v
+
+
+def decode_entry(raw: bytes) -> tuple[MetaOp, dict[str, Any]]:
+    """``(op, body)`` of an entry.
+
+    Raises:
+        EntryError: not a meta entry of a known version and op.
+    """
+    try:
+        d = cbor2.loads(raw)
+    except Exception as e:  # cbor2 raises many types; all mean "malformed"
+        raise EntryError(f"not cbor: {e}") from None
+    if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
+        raise EntryError("unknown format")
+    try:
+        op = MetaOp(d.get("op"))
+    except ValueError:
+        raise EntryError(f"unknown op {d.get('op')!r}") from None
+    return op, d
+
+
+# ---------------------------------------------------------------- the machine
+
+
+@dataclass
+class MetaMachine:
+    """The replicated meta state (``raft.fsm.StateMachine``).
+
+    Attributes:
+        peers: servers known to placement, by name.
+        streams: stream assignments, by name.
+        listener: receives effects as entries apply (None: none emitted).
+    """
+
+    peers: dict[str, PeerRecord] = field(default_factory=dict)
+    streams: dict[str, StreamAssignment] = field(default_factory=dict)
+    listener: Callable[[Effect], None] | None = None
+
+    # -- queries ----------------------------------------------------------
+
+    def load(self) -> dict[str, int]:
+        """Assets hosted per server (placement's load)."""
+        out = dict.fromkeys(self.peers, 0)
+        for sa in self.streams.values():
+            for p in sa.peers:
+                out[p] = out.get(p, 0) + 1
+        return out
+
+    def assigned_to(self, server: str) -> list[StreamAssignment]:
+        """Streams ``server`` holds, by name."""
+        return [sa for _, sa in sorted(self.streams.items()) if server in sa.peers]
+
+    # -- apply --------------------------------------------------------------
+
+    def apply(self, entry: bytes) -> object:
+        try:
+            op, d = decode_entry(entry)
+            if op is MetaOp.PEER:
+                return self._peer(d)
+            if op is MetaOp.ADD_STREAM:
+                return self._add_stream(d)
+            if op is MetaOp.UPDATE_STREAM:
+                return self._update_stream(d)
+            return self._delete_stream(d)
+        except EntryError:
+            return BAD_ENTRY
+
+    def _emit(self, effect: Effect) -> None:
+        if self.listener is not None:
+            self.listener(effect)
+
+    def _peer(self, d: Mapping[str, Any]) -> PeerRegistered:
+        rec = PeerRecord(_s(d, "name"), _s(d, "cluster"), tuple(_strs(d, "tags")))
+        self.peers[rec.name] = rec
+        return PeerRegistered(rec)
+
+    def _add_stream(self, d: Mapping[str, Any]) -> Assigned | MetaError:
+        config = _map(d, "config")
+        name = _s(config, "name")
+        reply = _s(d, "reply")
+        existing = self.streams.get(name)
+        if existing is not None:
+            if dict(existing.config) != config:
+                return NAME_IN_USE
+            self._emit(StreamAssigned(existing, reply, created=False))
+            return Assigned(existing, created=False)
+        chosen = self._place(config, d)
+        if isinstance(chosen, NoPlacement):
+            return MetaError(400, 10005, chosen.description)
+        sa = StreamAssignment(name, config, _s(d, "group"), chosen, _i(d, "created"))
+        self.streams[name] = sa
+        self._emit(StreamAssigned(sa, reply, created=True))
+        return Assigned(sa, created=True)
+
+    def _place(
+        self, config: Mapping[str, Any], d: Mapping[str, Any]
+    ) -> tuple[str, ...] | NoPlacement:
+        online = set(_strs(d, "online"))
+        load = self.load()
+        specs = [
+            PeerSpec(p.name, p.cluster, p.tags, p.name in online, load.get(p.name, 0))
+            for _, p in sorted(self.peers.items())
+        ]
+        replicas = config.get("num_replicas") or 1
+        if not isinstance(replicas, int):
+            raise EntryError("num_replicas: not an integer")
+        pl = config.get("placement") or {}
+        if not isinstance(pl, dict):
+            raise EntryError("placement: not a map")
+        tags = pl.get("tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise EntryError("placement.tags: not a list of strings")
+        cluster = pl.get("cluster") or None
+        if cluster is not None and not isinstance(cluster, str):
+            raise EntryError("placement.cluster: not a string")
+        req = PlacementRequest(replicas, cluster, tuple(tags))
+        rng = random.Random(_i(d, "seed"))
+        return place(req, specs, unique_tag=_s(d, "unique_tag"), rng=rng)
+
+    def _update_stream(self, d: Mapping[str, Any]) -> Assigned | MetaError:
+        config = _map(d, "config")
+        name = _s(config, "name")
+        old = self.streams.get(name)
+        if old is None:
+            return STREAM_NOT_FOUND
+        sa = StreamAssignment(name, config, old.group, old.peers, old.created_ns)
+        self.streams[name] = sa
+        self._emit(StreamUpdated(sa, old.config, _s(d, "reply")))
+        return Assigned(sa, created=False)
+
+    def _delete_stream(self, d: Mapping[str, Any]) -> Removed | MetaError:
+        sa = self.streams.pop(_s(d, "name"), None)
+        if sa is None:
+            return STREAM_NOT_FOUND
+        self._emit(StreamRemoved(sa, _s(d, "reply")))
+        return Removed(sa)
+
+    # -- snapshots ----------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        return cbor2.dumps(
+            {
+                "v": SNAPSHOT_VERSION,
+                "peers": [[p.name, p.cluster, list(p.tags)] for _, p in sorted(self.peers.items())],
+                "streams": [sa.to_doc() for _, sa in sorted(self.streams.items())],
+            },
+            canonical=True,
+        )
+
+    def restore(self, reader: BinaryIO) -> None:
+        doc = cbor2.loads(reader.read())
+        if not isinstance(doc, dict) or doc.get("v") != SNAPSHOT_VERSION:
+            raise EntryError("unknown meta snapshot format")
+        peers = {}
+        for name, cluster, tags in doc["peers"]:
+            peers[name] = PeerRecord(name, cluster, tuple(tags))
+        streams = {}
+        for sd in doc["streams"]:
+            sa = StreamAssignment.from_doc(sd)
+            streams[sa.name] = sa
+        self.peers, self.streams = peers, streams
+
+
+def specs_of(machine: MetaMachine, online: Sequence[str]) -> list[PeerSpec]:
+    """Placement's view of the known servers (for stepdown and checks outside apply)."""
+    load = machine.load()
+    up = set(online)
+    return [
+        PeerSpec(p.name, p.cluster, p.tags, p.name in up, load.get(p.name, 0))
+        for _, p in sorted(machine.peers.items())
+    ]

@@ -1,0 +1,213 @@
+"""Cluster-wide stream requests, handled on the meta leader.
+
+Theory of operation: in a cluster only the meta leader handles STREAM.CREATE,
+UPDATE, DELETE, NAMES and LIST (``node.jetstream.meta.MetaLayer.answers``).
+It checks a request against the cluster's configs (the meta state), in the
+same order and with the same errors as a single server, then proposes the
+change to the meta group with the client's reply subject; the server that
+hosts the stream answers creates and updates once the change is real on it
+(``node.jetstream.meta_effects``), and the proposer answers deletes.  A
+refusal decided in apply (placement, a racing create with another config)
+is answered by the proposer.  A proposal that cannot be committed (no
+quorum, leadership lost) gets no answer, as nats-server leaves it: the client
+times out and retries.
+
+LIST needs the state of streams hosted elsewhere: the meta leader asks each
+host on ``$JSC.SI.<stream>`` (answered by the host from its store) and
+reports the streams that did not answer in time under ``missing``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from cluster.meta import (
+    MetaError,
+    add_stream_entry,
+    delete_stream_entry,
+    update_stream_entry,
+)
+from cluster.model import Storage, StreamConfig
+from cluster.naming import group_name
+from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
+from node.jsapi import render
+from node.jsapi.errors import STREAM_NOT_FOUND, STREAM_REPLICAS_NOT_SUPPORTED, JSApiError
+from node.jsapi.streamconfig import (
+    check_overlap,
+    check_recreate,
+    check_update,
+    parse_create,
+    parse_update,
+)
+from raft.errors import RaftError
+
+if TYPE_CHECKING:
+    from cluster.streams import Stream
+    from node.jetstream.service import JetStreamService
+    from node.session import Subscription
+
+log = logging.getLogger(__name__)
+
+DELETE_RESPONSE = TYPE + "stream_delete_response"
+#: how long LIST waits for the hosts' stream infos
+INFO_GATHER_S = 2.0
+INFO_SUBJECT = "$JSC.SI."
+
+
+def _refusal(type_: str, err: MetaError) -> ApiAnswer:
+    body = {"code": err.code, "err_code": err.err_code, "description": err.description}
+    return ApiAnswer(dumps({"type": type_, "error": body}))
+
+
+async def _propose(svc: JetStreamService, entry: bytes) -> object | None:
+    """The meta result, or None when the proposal could not be committed
+    (then nobody answers: nats-server leaves such requests unanswered)."""
+    assert svc.meta is not None
+    try:
+        return await svc.meta.propose(entry)
+    except RaftError as e:
+        log.warning("event=meta_proposal_failed reason=%r", e)
+        return None
+
+
+async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
+    """STREAM.CREATE in a cluster (the meta leader)."""
+    meta = svc.meta
+    assert meta is not None
+    type_ = render.STREAM_CREATE_RESPONSE
+    existing = meta.configs()
+    try:
+        cfg = parse_create(req.op[2], req.body, clustered=True, lookup=existing.get)
+        if cfg.num_replicas > 1:  # replicated streams: not yet (each host runs R1)
+            raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
+        sa = meta.assignment(cfg.name)
+        if sa is not None:
+            check_recreate(cfg, existing[cfg.name])
+            config: dict[str, Any] = dict(sa.config)  # identical: its host answers again
+        else:
+            check_overlap(cfg, existing.values())
+            config = cfg.to_dict()
+    except JSApiError as err:
+        raise error(type_, err) from None
+    entry = add_stream_entry(
+        config,
+        group=group_name("S", cfg.num_replicas, cfg.storage is Storage.FILE, meta.rng),
+        created_ns=time.time_ns(),
+        seed=meta.rng.getrandbits(63),
+        online=meta.online(),
+        unique_tag=meta.unique_tag,
+        reply=req.reply.decode(),
+    )
+    result = await _propose(svc, entry)
+    if isinstance(result, MetaError):
+        raise _refusal(type_, result)
+    return None  # the host answers
+
+
+async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
+    """STREAM.UPDATE in a cluster (the meta leader)."""
+    meta = svc.meta
+    assert meta is not None
+    type_ = render.STREAM_UPDATE_RESPONSE
+    existing = meta.configs()
+    try:
+        new, _pedantic = parse_update(req.op[2], req.body, lookup=existing.get)
+        old = existing.get(new.name)
+        if old is None:
+            raise JSApiError(STREAM_NOT_FOUND)
+        cfg = check_update(old, new, clustered=True)
+        if cfg.num_replicas > 1:
+            raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
+        check_overlap(cfg, existing.values())
+    except JSApiError as err:
+        raise error(type_, err) from None
+    result = await _propose(svc, update_stream_entry(cfg.to_dict(), reply=req.reply.decode()))
+    if isinstance(result, MetaError):
+        raise _refusal(type_, result)
+    return None  # the host answers
+
+
+async def delete(svc: JetStreamService, req: ApiRequest) -> str | None:
+    """STREAM.DELETE in a cluster (the meta leader answers once applied)."""
+    meta = svc.meta
+    assert meta is not None
+    if meta.assignment(req.op[2]) is None:
+        raise error(DELETE_RESPONSE, JSApiError(STREAM_NOT_FOUND))
+    result = await _propose(svc, delete_stream_entry(req.op[2], reply=""))
+    if result is None:
+        return None
+    if isinstance(result, MetaError):
+        raise _refusal(DELETE_RESPONSE, result)
+    return dumps({"type": DELETE_RESPONSE, "success": True})
+
+
+# -- stream infos across the cluster ---------------------------------------------
+
+
+def info_responder(svc: JetStreamService, stream: Stream) -> Subscription:
+    """The host's answer to ``$JSC.SI.<stream>``: its StreamInfo for LIST."""
+    from node.jetstream.streams_api import info_dict
+
+    name = stream.cfg.name
+
+    def on_msg(sub: Any, subject: bytes, reply: bytes | None, hdr: Any, body: bytes) -> None:
+        if reply and name in svc.api.streams:
+            svc.client.publish(reply, dumps(info_dict(svc, stream, versioned=False)).encode())
+
+    return svc.client.subscribe((INFO_SUBJECT + name).encode(), on_msg)
+
+
+async def gather_infos(
+    svc: JetStreamService, names: list[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """StreamInfos of ``names`` (in order) and the names whose host did not answer."""
+    import json
+
+    from node.jetstream.streams_api import info_dict
+
+    got: dict[str, dict[str, Any]] = {}
+    remote = []
+    for n in names:
+        local = svc.api.streams.get(n)
+        if local is not None:
+            got[n] = info_dict(svc, local, versioned=False)
+        else:
+            remote.append(n)
+    if remote:
+        inbox = f"_INBOX.jsc.{svc.meta.rng.getrandbits(64):016x}"  # type: ignore[union-attr]
+        done = trio.Event()
+
+        def on_reply(sub: Any, subject: bytes, reply: Any, hdr: Any, body: bytes) -> None:
+            key = subject.decode().rsplit(".", 1)[-1]
+            try:
+                idx = int(key)
+            except ValueError:
+                return
+            if 0 <= idx < len(remote):
+                try:
+                    got[remote[idx]] = json.loads(body)
+                except ValueError:
+                    return
+                if all(r in got for r in remote):
+                    done.set()
+
+        sub = svc.client.subscribe((inbox + ".*").encode(), on_reply)
+        try:
+            for i, n in enumerate(remote):
+                svc.client.publish((INFO_SUBJECT + n).encode(), b"", reply=f"{inbox}.{i}".encode())
+            with trio.move_on_after(INFO_GATHER_S):
+                await done.wait()
+        finally:
+            svc.client.unsubscribe(sub)
+    infos = [got[n] for n in names if n in got]
+    missing = [n for n in names if n not in got]
+    return infos, missing
+
+
+def configs_of(assignments: Any) -> dict[str, StreamConfig]:
+    """Parsed configs of meta assignments, by name."""
+    return {name: StreamConfig.from_dict(sa.config) for name, sa in assignments.items()}

@@ -1,0 +1,425 @@
+"""The meta layer of a clustered server: one JetStream per cluster.
+
+Theory of operation
+-------------------
+In cluster mode every JetStream server runs one member of the meta group
+``_meta_`` (``cluster.meta.MetaMachine`` over ``raft.RaftGroup``).  Raft
+frames travel on authenticated peer links (``raft.links.TcpPeerLinks``) that
+share the cluster port with routes; a peer's address is learned from its
+route ``INFO`` (``ip``), and its Raft id is its ``server_name``.
+
+Bootstrap: the first time, the group's members are this server and every
+JetStream server found behind the configured routes (each configured URL
+resolves to a peer or to ourselves), after a short settle time so gossiped
+peers are counted too.  The member list is then kept in ``_meta_/peers.json``
+and a restarted server rejoins from its own disk at once.
+
+Who answers (DESIGN §3b): every server receives every ``$JS.API`` request;
+``answers(op)`` decides whether this one handles it.  Cluster-wide requests
+(create, update, delete, names, list, account info) are handled by the meta
+leader only; a request about one stream by the server that hosts it, or —
+when no such stream exists — by the meta leader (which answers "not
+found").  Others stay silent, so a client sees exactly one reply.
+
+Changes go through the log: the meta leader validates a create/update/delete
+and proposes it with the client's reply subject.  Every server applies it;
+the one that hosts the stream acts on the effect (starts, reconfigures or
+stops its local stream) and answers the client (the proposer answers deletes
+itself, so a delete is answered even when the host is down).  At start the
+server reconciles its local streams with the assignments it recovered from
+its journal; a stream directory found on disk with no assignment is left
+untouched (never deleted on a guess).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import trio
+
+from cluster.meta import (
+    MetaMachine,
+    PeerRecord,
+    StreamAssigned,
+    StreamAssignment,
+    StreamRemoved,
+    StreamUpdated,
+    peer_entry,
+)
+from cluster.meta.machine import Effect
+from cluster.model import StreamConfig
+from cluster.naming import peer_id
+from raft.core import RaftConfig
+from raft.errors import RaftError
+from raft.group import RaftGroup
+from raft.links import TcpPeerLinks
+from raft.storage import OsDisk
+
+if TYPE_CHECKING:
+    from node.jetstream.service import JetStreamService
+    from node.route import Route
+
+log = logging.getLogger(__name__)
+
+META_GROUP = "_meta_"
+#: how long the set of known peers must stay unchanged before a first bootstrap
+BOOTSTRAP_SETTLE_S = 1.0
+PEER_REGISTER_RETRY_S = 0.25
+#: meta snapshots: compact the journal after this many entries
+META_COMPACTION_ENTRIES = 2_000
+
+#: ops answered by the meta leader only (tokens after ``API``)
+CLUSTER_OPS = {
+    ("STREAM", "CREATE"),
+    ("STREAM", "UPDATE"),
+    ("STREAM", "DELETE"),
+    ("STREAM", "NAMES"),
+    ("STREAM", "LIST"),
+    ("STREAM", "RESTORE"),
+    ("INFO",),
+}
+
+
+#: ops about one stream: prefix -> index of the stream name's token
+_STREAM_SCOPED = {
+    ("STREAM", "MSG", "GET"): 3,
+    ("STREAM", "MSG", "DELETE"): 3,
+    ("STREAM", "LEADER", "STEPDOWN"): 3,
+    ("STREAM", "PEER", "REMOVE"): 3,
+    ("CONSUMER", "DURABLE", "CREATE"): 3,
+    ("CONSUMER", "MSG", "NEXT"): 3,
+    ("CONSUMER", "LEADER", "STEPDOWN"): 3,
+    ("STREAM", "INFO"): 2,
+    ("STREAM", "PURGE"): 2,
+    ("STREAM", "SNAPSHOT"): 2,
+    ("CONSUMER", "CREATE"): 2,
+    ("CONSUMER", "INFO"): 2,
+    ("CONSUMER", "DELETE"): 2,
+    ("CONSUMER", "NAMES"): 2,
+    ("CONSUMER", "LIST"): 2,
+    ("CONSUMER", "PAUSE"): 2,
+}
+
+
+def stream_of_op(op: tuple[str, ...]) -> str | None:
+    """The stream an API op is about (tokens after ``API``), or None."""
+    for n in (3, 2):
+        i = _STREAM_SCOPED.get(op[:n])
+        if i is not None:
+            return op[i] if len(op) > i else None
+    return None
+
+
+def link_secret(cluster: Any) -> bytes:
+    """The peer links' shared secret: ``cluster.secret`` if set, else derived
+    from the cluster's name and route credentials (who may route may link)."""
+    parts = [
+        "trijet-raft-v1",
+        cluster.name or "",
+        cluster.secret or "",
+        cluster.user or "",
+        cluster.password or "",
+    ]
+    return hashlib.sha256("\x00".join(parts).encode()).digest()
+
+
+def route_address(info: dict[str, Any]) -> tuple[str, int] | None:
+    """``(host, port)`` of a peer's cluster port from its route INFO."""
+    url = info.get("ip")
+    if isinstance(url, str) and url:
+        parts = urlsplit(url)
+        if parts.hostname and parts.port:
+            return parts.hostname, parts.port
+    host, port = info.get("host"), info.get("port")
+    if isinstance(host, str) and host and isinstance(port, int) and port > 0:
+        return host, port
+    return None
+
+
+class MetaLayer:
+    """This server's member of the meta group, and who answers what.
+
+    Args:
+        svc: the JetStream service (its server, API facade and handlers).
+    """
+
+    def __init__(self, svc: JetStreamService) -> None:
+        self.svc = svc
+        server = svc.server
+        cluster = server.cfg.cluster
+        assert cluster is not None
+        self.cluster_name = cluster.name or ""
+        self.name = server.server_name
+        self.tags = tuple(server.cfg.server_tags)
+        self.unique_tag = server.cfg.jetstream.unique_tag or ""
+        self.machine = MetaMachine()
+        self.group: RaftGroup | None = None
+        self.links = TcpPeerLinks(
+            self.name, link_secret(cluster), rng=random.Random(server.rng.random())
+        )
+        self.dir = Path(svc.store_dir) / META_GROUP
+        #: JetStream peers seen on routes: name -> cluster port address
+        self.known: dict[str, tuple[str, int]] = {}
+        self._known_changed = trio.Event()
+        self.ready = trio.Event()
+        self.started_wall = time.time()
+        self._effects_send, self._effects_recv = trio.open_memory_channel[Effect](math.inf)
+        self.rng = random.Random(server.rng.random())
+        self._configs: dict[str, tuple[StreamAssignment, StreamConfig]] = {}
+
+    # -- routes -------------------------------------------------------------
+
+    def route_up(self, route: Route) -> None:
+        """A route registered: learn the peer's Raft address if it runs JetStream."""
+        info = route.remote_info
+        if not info.get("jetstream"):
+            return
+        addr = route_address(info)
+        name = route.remote_name
+        if addr is None or not name or name == self.name:
+            return
+        if self.known.get(name) != addr:
+            self.known[name] = addr
+            self.links.add_peer(name, addr)
+            ev, self._known_changed = self._known_changed, trio.Event()
+            ev.set()
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def run(self) -> None:
+        """Form or rejoin the meta group and serve it until cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.links.run)
+            peers = await self._members()
+            others = [p for p in peers if p != self.name]
+            config = RaftConfig(log_compaction_entries_min=META_COMPACTION_ENTRIES)
+            self.group = RaftGroup(
+                META_GROUP,
+                self.name,
+                others,
+                self.machine,
+                self.links,
+                OsDisk(self.dir),
+                config,
+                rng=random.Random(self.rng.random()),
+            )
+            await nursery.start(self.group.run)
+            self.machine.listener = self._effects_send.send_nowait
+            await self._reconcile()
+            self.ready.set()
+            log.info("event=meta_started members=%s", ",".join(sorted(peers)))
+            nursery.start_soon(self._effects_loop)
+            nursery.start_soon(self._register_loop)
+
+    async def _members(self) -> list[str]:
+        """The group's members: from disk, or found on routes (first start)."""
+        path = self.dir / "peers.json"
+        saved = await trio.to_thread.run_sync(_read_peers, path)
+        if saved:
+            return saved
+        routes = self.svc.server.routes
+        configured = list(self.svc.server.cfg.cluster.routes)  # type: ignore[union-attr]
+        while True:
+            pending = [
+                u for u in configured if u not in routes.self_urls and u not in routes.url_ids
+            ]
+            changed = self._known_changed
+            if not pending:
+                with trio.move_on_after(BOOTSTRAP_SETTLE_S) as settle:
+                    await changed.wait()
+                if settle.cancelled_caught:
+                    break
+                continue
+            with trio.move_on_after(0.1):
+                await changed.wait()
+        peers = sorted({self.name, *self.known})
+        await trio.to_thread.run_sync(_write_peers, path, peers)
+        return peers
+
+    # -- state --------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.group is not None and self.group.is_leader
+
+    @property
+    def leader(self) -> str | None:
+        return None if self.group is None else self.group.leader_id
+
+    def online(self) -> list[str]:
+        """Servers this one can reach now (itself included)."""
+        return [self.name] + [n for n in self.known if self.links.is_connected(n)]
+
+    def configs(self) -> dict[str, StreamConfig]:
+        """The cluster's stream configs, by name (parsed once per assignment)."""
+        cache = self._configs
+        out = {}
+        for name, sa in self.machine.streams.items():
+            hit = cache.get(name)
+            if hit is None or hit[0] is not sa:
+                hit = cache[name] = (sa, StreamConfig.from_dict(sa.config))
+            out[name] = hit[1]
+        for name in [n for n in cache if n not in out]:
+            del cache[name]
+        return out
+
+    def assignment(self, stream: str) -> StreamAssignment | None:
+        return self.machine.streams.get(stream)
+
+    def hosts(self, sa: StreamAssignment) -> bool:
+        """Whether this server runs ``sa`` (R1: its one peer)."""
+        return bool(sa.peers) and sa.peers[0] == self.name
+
+    def answers(self, op: tuple[str, ...]) -> bool:
+        """Whether this server handles an API request (exactly one does)."""
+        if not self.ready.is_set():
+            return False
+        if op[:2] in CLUSTER_OPS or op[:1] in CLUSTER_OPS:
+            return self.is_leader
+        name = stream_of_op(op)
+        if name is None:
+            return self.is_leader
+        if name in self.svc.api.streams:
+            return True
+        return self.is_leader and name not in self.machine.streams
+
+    async def propose(self, entry: bytes) -> object:
+        """Replicate a meta entry; the machine's result.
+
+        Raises:
+            RaftError: not leader, no leader, dropped (maybe committed).
+        """
+        assert self.group is not None
+        return await self.group.propose(entry)
+
+    # -- effects --------------------------------------------------------------
+
+    async def _effects_loop(self) -> None:
+        async for effect in self._effects_recv:
+            try:
+                await self._on_effect(effect)
+            except Exception:
+                log.exception("event=meta_effect_failed effect=%r", effect)
+
+    async def _on_effect(self, effect: Effect) -> None:
+        from node.jetstream import meta_effects
+
+        if isinstance(effect, StreamAssigned):
+            if self.hosts(effect.assignment):
+                await meta_effects.assigned(self.svc, effect)
+        elif isinstance(effect, StreamUpdated):
+            if self.hosts(effect.assignment):
+                await meta_effects.updated(self.svc, effect)
+        elif isinstance(effect, StreamRemoved):
+            if effect.assignment.name in self.svc.api.streams:
+                await meta_effects.removed(self.svc, effect)
+
+    async def _reconcile(self) -> None:
+        """Start the streams assigned to this server (at start)."""
+        from node.jetstream import meta_effects
+
+        for sa in self.machine.assigned_to(self.name):
+            if self.hosts(sa) and sa.name not in self.svc.api.streams:
+                try:
+                    await meta_effects.ensure_local(self.svc, sa)
+                except Exception:
+                    log.exception("event=stream_start_failed stream=%s", sa.name)
+
+    # -- registration ---------------------------------------------------------
+
+    async def _register_loop(self) -> None:
+        """Keep this server's placement facts in the meta state."""
+        assert self.group is not None
+        me = PeerRecord(self.name, self.cluster_name, self.tags)
+        leadership = self.group.subscribe_leadership()
+        async with leadership:
+            async for state in leadership:
+                while state.leader_id is not None and self.machine.peers.get(self.name) != me:
+                    try:
+                        await self.propose(peer_entry(me))
+                    except RaftError:
+                        await trio.sleep(PEER_REGISTER_RETRY_S)
+                        if self.group.leader_id is None:
+                            break
+
+    # -- monitoring -------------------------------------------------------------
+
+    def cluster_info(self) -> dict[str, Any]:
+        """``/jsz`` ``meta_cluster`` (and ``/varz`` ``jetstream.meta``)."""
+        group = self.group
+        leader = self.leader
+        members = sorted(set(group.members) | {self.name}) if group is not None else [self.name]
+        status = group.status() if group is not None else {}
+        seen = status.get("peers", {}) if isinstance(status, dict) else {}
+        doc: dict[str, Any] = {"name": self.cluster_name}
+        if leader is not None:
+            doc["leader"] = leader
+            doc["peer"] = peer_id(leader)
+        replicas = []
+        for m in members:
+            if m == self.name and leader is not None:
+                continue
+            p = seen.get(m, {}) if isinstance(seen, dict) else {}
+            ago = p.get("last_seen_s_ago") if isinstance(p, dict) else None
+            connected = m == self.name or self.links.is_connected(m)
+            current = m == self.name or (connected and (m == leader or self.is_leader))
+            replicas.append(
+                {
+                    "name": m,
+                    "current": bool(current),
+                    "active": int(ago * 1e9) if isinstance(ago, int | float) and current else 0,
+                    "peer": peer_id(m),
+                }
+            )
+        doc["replicas"] = replicas
+        doc["cluster_size"] = len(members)
+        doc["quorum_needed"] = len(members) // 2 + 1
+        doc["pending"] = 0
+        doc["pending_requests"] = 0
+        doc["pending_infos"] = 0
+        return doc
+
+    def health(self) -> tuple[int, str] | None:
+        """None when healthy, else (HTTP status, error) for ``/healthz``."""
+        if not self.ready.is_set():
+            return 503, "JetStream is still recovering meta layer"
+        if self.leader is None:
+            return 503, "JetStream has not established contact with a meta leader"
+        return None
+
+
+def _read_peers(path: Path) -> list[str]:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as e:
+        log.error("event=meta_peers_unreadable path=%s reason=%s", path, e)
+        return []
+    peers = doc.get("peers") if isinstance(doc, dict) else None
+    if isinstance(peers, list) and peers and all(isinstance(p, str) for p in peers):
+        return peers
+    return []
+
+
+def _write_peers(path: Path, peers: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as fh:
+        json.dump({"peers": peers}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+OnRoute = Callable[["Route"], None]
