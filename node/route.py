@@ -142,6 +142,9 @@ class Route(Outbound):
         self.last_activity_wall = self.start_wall
         self.rtt_s = 0.0
         self._ping_sent_at = 0.0
+        self._pings_sent = 0
+        self._pongs_seen = 0
+        self._pong_waiters: list[tuple[int, trio.Event]] = []
         self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
         self.remote_subs: dict[tuple[bytes, bytes | None], RemoteSub] = {}
         self.registered = False
@@ -160,6 +163,35 @@ class Route(Outbound):
         )
 
     # -- outbound ---------------------------------------------------------
+
+    def _ping(self) -> None:
+        self._pings_sent += 1
+        self.send(PING_BYTES)
+
+    def _wake_pong_waiters(self) -> None:
+        seen = self._pongs_seen
+        keep = []
+        for n, ev in self._pong_waiters:
+            if n <= seen:
+                ev.set()
+            else:
+                keep.append((n, ev))
+        self._pong_waiters = keep
+
+    async def barrier(self, timeout_s: float) -> bool:
+        """Wait until the peer has processed everything sent on this route so
+        far (a PING answered), at most ``timeout_s``; False on timeout or close.
+
+        Cancellation: nothing to undo.
+        """
+        if self.closing is not None:
+            return False
+        self._ping()
+        ev = trio.Event()
+        self._pong_waiters.append((self._pings_sent, ev))
+        with trio.move_on_after(timeout_s):
+            await ev.wait()
+        return ev.is_set()
 
     def send(self, data: bytes) -> None:
         if self.closing is not None:
@@ -208,7 +240,7 @@ class Route(Outbound):
             now = trio.current_time()
             if now >= next_ping:
                 self._ping_sent_at = now
-                self.send(PING_BYTES)
+                self._ping()
                 next_ping = now + ROUTE_PING_INTERVAL_S
 
     # -- lifecycle --------------------------------------------------------
@@ -300,6 +332,9 @@ class Route(Outbound):
             elif t is Pong:
                 if self._ping_sent_at:
                     self.rtt_s = trio.current_time() - self._ping_sent_at
+                self._pongs_seen += 1
+                if self._pong_waiters:
+                    self._wake_pong_waiters()
             elif t is Connect:
                 self._on_connect(ev.fields)
             elif t is Info:
@@ -381,7 +416,7 @@ class Route(Outbound):
         if snapshot:
             self.send(snapshot)
         self._ping_sent_at = trio.current_time()  # first RTT sample, as nats-server
-        self.send(PING_BYTES)
+        self._ping()
 
     def _on_rsub(self, ev: RSub) -> None:
         if not self.registered:

@@ -43,6 +43,10 @@ SHUTDOWN_DRAIN_S_MAX = 5.0
 GIT_COMMIT = "trijet"
 
 
+#: bound on waiting for the routes' peers to catch up with this server's interest
+ROUTES_BARRIER_S_MAX = 1.0
+
+
 @dataclass
 class ServerStats:
     """Server-wide counters (``/varz``)."""
@@ -310,6 +314,17 @@ class Server:
         for listener in self.route_listeners:
             listener(route)
         return True
+
+    async def routes_barrier(self, timeout_s: float = ROUTES_BARRIER_S_MAX) -> None:
+        """Wait until every route's peer has processed what this server sent
+        it so far (e.g. the interest of a new stream's subjects), each at most
+        ``timeout_s``.  Cancellation: nothing to undo."""
+        routes = list(self.routes.by_id.values())
+        if not routes:
+            return
+        async with trio.open_nursery() as nursery:
+            for route in routes:
+                nursery.start_soon(route.barrier, timeout_s)
 
     def route_info_updated(self, route: Route) -> None:
         self._set_client_urls(route.remote_id, route.remote_info.get("connect_urls") or [])

@@ -26,14 +26,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream:
-    """Run ``sa`` on this server: reopen it from disk or create it."""
+async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | None:
+    """Run ``sa`` on this server: reopen it from disk or create it.
+
+    Returns the stream, or None when the data on disk belongs to a newer
+    incarnation of the name (``sa`` is a stale entry being re-applied while
+    this server catches up; a later entry assigns the newer one).
+    """
     cfg = StreamConfig.from_dict(sa.config)
     saved = await svc.api.saved_stream(sa.name)
     if saved is not None and saved[1] == sa.created_ns:
         stream = await svc.api.open_stream(cfg, sa.created_ns)
         await svc.consumers.recover_stream(stream)
         return stream
+    if saved is not None and saved[1] > sa.created_ns:
+        log.info("event=stale_assignment stream=%s created=%d", sa.name, sa.created_ns)
+        return None
     if saved is not None:
         where = await svc.api.quarantine(sa.name)
         log.warning(
@@ -44,20 +52,36 @@ async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream:
     return await svc.api.create_stream(cfg, created_ns=sa.created_ns)
 
 
+def _current(svc: JetStreamService, sa: StreamAssignment) -> bool:
+    """Whether ``sa`` is still the stream's assignment (effects are handled
+    after their entry applied; a later entry may have replaced it)."""
+    assert svc.meta is not None
+    return svc.meta.assignment(sa.name) is sa
+
+
 async def assigned(svc: JetStreamService, effect: StreamAssigned) -> None:
     """A stream this server hosts was created (or an identical create re-sent)."""
     from node.jetstream.streams_api import info_dict
 
     sa = effect.assignment
+    if not _current(svc, sa):
+        return
     stream = svc.api.streams.get(sa.name)
-    fresh = stream is None
+    fresh = stream is None and effect.created
     if stream is None:
+        on_disk = await svc.api.saved_stream(sa.name)
+        fresh = fresh and on_disk is None
         stream = await ensure_local(svc, sa)
-    if effect.created and fresh:
+        if stream is None:
+            return
+    if fresh:
         svc.advisories.stream_action("create", sa.name, stream.cfg)
     if effect.reply:
+        # the other servers know the new capture interest before the client
+        # hears of the stream, so its first publish from any node lands
+        await svc.server.routes_barrier()
         info = info_dict(svc, stream)
-        body = render.stream_create_response(info, did_create=effect.created and fresh)
+        body = render.stream_create_response(info, did_create=fresh)
         svc.answer(effect.reply.encode(), body)
 
 
@@ -66,14 +90,18 @@ async def updated(svc: JetStreamService, effect: StreamUpdated) -> None:
     from node.jetstream.streams_api import apply_update, info_dict
 
     sa = effect.assignment
+    if not _current(svc, sa):
+        return
+    cfg = StreamConfig.from_dict(sa.config)
     stream = svc.api.streams.get(sa.name)
     if stream is None:
         stream = await ensure_local(svc, sa)
-    else:
-        await apply_update(
-            svc, StreamConfig.from_dict(effect.old), StreamConfig.from_dict(sa.config)
-        )
+        if stream is None:
+            return
+    elif stream.cfg != cfg:
+        stream = await apply_update(svc, stream.cfg, cfg)
     if effect.reply:
+        await svc.server.routes_barrier()
         svc.answer(effect.reply.encode(), render.stream_update_response(info_dict(svc, stream)))
 
 
@@ -81,4 +109,12 @@ async def removed(svc: JetStreamService, effect: StreamRemoved) -> None:
     """A stream this server runs was deleted (the proposer answers)."""
     from node.jetstream.streams_api import remove_local
 
-    await remove_local(svc, svc.api.stream(effect.assignment.name))
+    assert svc.meta is not None
+    sa = effect.assignment
+    local = svc.api.streams.get(sa.name)
+    current = svc.meta.assignment(sa.name)
+    if local is None or local.created_ns != sa.created_ns:
+        return  # another incarnation runs here
+    if current is not None and current.created_ns == local.created_ns:
+        return
+    await remove_local(svc, local)

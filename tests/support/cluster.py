@@ -20,10 +20,9 @@ stay bound until just before the processes start.  If a node still fails with
 "Formed" is a readiness predicate over the cluster (``ready``), polled against
 a bounded deadline (no bare sleeps).  Defaults: for the reference,
 ``meta_leader_known`` (every live node's ``/jsz`` names the same
-``meta_cluster.leader``); for trijet, ``routes_connected`` (every live node's
-``/routez`` shows routes to all other live nodes), because trijet's meta group
-is not there yet.  Once it is, switch ``DEFAULT_READY["trijet"]`` to
-``meta_leader_known`` (or pass ``ready=meta_leader_known``).
+``meta_cluster.leader``) for both kinds; ``routes_connected`` (every live
+node's ``/routez`` shows routes to all other live nodes) for clusters
+without JetStream.
 """
 
 from __future__ import annotations
@@ -203,7 +202,7 @@ def routes_connected(c: Cluster) -> bool:
     return True
 
 
-DEFAULT_READY: dict[str, Ready] = {"reference": meta_leader_known, "trijet": routes_connected}
+DEFAULT_READY: dict[str, Ready] = {"reference": meta_leader_known, "trijet": meta_leader_known}
 """What "formed" means per kind; trijet's becomes ``meta_leader_known`` with the meta group."""
 
 
