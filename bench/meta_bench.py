@@ -56,8 +56,9 @@ from nats.errors import TimeoutError as NatsTimeoutError
 
 from bench.common import CLK_TCK, OUT_DIR, comma_list
 from tests.support.cluster import Cluster, meta_leader_known, start_cluster
+from tests.support.servers import Kind
 
-KINDS = {"ref": "reference", "trijet": "trijet"}
+KINDS: dict[str, Kind] = {"ref": "reference", "trijet": "trijet"}
 API_TIMEOUT_S = 10.0
 PROBE_EXTRA_S = 0.5
 """How long the probe keeps listening for further replies after the first."""
@@ -192,7 +193,8 @@ async def one_failover(c: Cluster, rnd: int, args: argparse.Namespace) -> dict[s
     li = c.index(leader)
     si = next(i for i in c.live_indexes() if i != li)
     nc = await nats.connect(c.urls[si], allow_reconnect=False, error_cb=_quiet)
-    tries, errors = 0, []
+    tries = 0
+    errors: list[str] = []
     try:
         t0 = time.monotonic()
         c.kill(li)
@@ -317,8 +319,8 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[dict[str, Any]]:
     for key, _, _ in METRICS:
         for sync in args.syncs:
             row = next(r for r in rows if r["metric"] == key and r["sync"] == sync)
-            ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}"
-            print(f"{key}[{sync}]: trijet={fmt(row['trijet'])} ref={fmt(row['ref'])} ratio={ratio}")
+            rtxt = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}"
+            print(f"{key}[{sync}]: trijet={fmt(row['trijet'])} ref={fmt(row['ref'])} ratio={rtxt}")
     return rows
 
 
