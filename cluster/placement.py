@@ -8,8 +8,9 @@ request, and returns peer names or the reference's reason.  It reads no clock,
 imports neither trio nor sockets, and draws its only randomness from the
 ``random.Random`` it is given, so it can run inside the meta group's
 deterministic ``apply`` with an RNG seeded from replicated data: every replica
-computes the same answer.  The order of ``peers`` does not matter (they are
-sorted by name first).
+computes the same answer (given the same Python: ``random.shuffle`` and
+``random.choice`` are the only draws).  The order of ``peers`` does not matter
+(they are sorted by name first).
 
 ``place`` ranks the peers once, then takes them in order:
 
