@@ -16,6 +16,7 @@ Results are the state machine's result types (``PubResult``,
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 import trio
 
 from cluster.api_origin import ApiOrigin, Messaging
-from cluster.model import StreamConfig
+from cluster.model import ExternalStream, StreamConfig
 from cluster.sourcing import Feed, Origin, Sourcing
 from cluster.stream_archive import Archive, ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome
@@ -79,9 +80,13 @@ class JetStreamApi:
             bus = messaging
 
             def remote(feed: Feed) -> Origin:
+                src = feed.src
+                if src.external is None:  # same domain, another server of the cluster
+                    api = f"$JS.{domain}.API" if domain else "$JS.API"
+                    src = dataclasses.replace(src, external=ExternalStream(api=api))
                 return ApiOrigin(
                     bus,
-                    feed.src,
+                    src,
                     target=feed.target.cfg.name,
                     mirror=feed.mirror,
                     domain=domain,

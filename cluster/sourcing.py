@@ -462,6 +462,9 @@ class Sourcing:
         self._configs: dict[str, tuple[StreamSource | None, tuple[StreamSource, ...]]] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
         self._warned: set[str] = set()
+        #: in a cluster an origin not on this server is read over the API
+        #: (``$JS.API``) like one in another domain
+        self.clustered = False
 
     # -- lifecycle hooks (called by cluster.api) ----------------------------------
 
@@ -550,6 +553,8 @@ class Sourcing:
                 )
             return None
         stream = self._streams.get(feed.src.name)
+        if stream is None and self.clustered and self._remote is not None:
+            return self._remote(feed)  # on another server of the cluster: over the API
         if stream is None:
             feed.error = dict(ERR_STREAM_NOT_FOUND)
             return None

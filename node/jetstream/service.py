@@ -186,6 +186,7 @@ class JetStreamService:
             self.api.on_stream_started.append(self._capture)
             self.api.on_stream_started.append(self._attach_republish)
             self.consumers = ConsumerManager(self, nursery)
+            self.api.sourcing.clustered = self.meta is not None
             if self.meta is None:
                 await self.api.recover()
                 await self.consumers.recover()

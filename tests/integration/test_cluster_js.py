@@ -233,3 +233,44 @@ def test_meta_leader_killed_and_node_down_during_creates(tmp_path: Path) -> None
                 await nc.close()
 
         run(check, timeout=30)
+
+
+def test_kv_objects_sources_and_mirrors_across_nodes(cluster: Cluster) -> None:
+    """An R1 stream on any node does what it does on one node, reached from any node."""
+    from nats.js.api import StreamSource
+
+    async def body() -> tuple[int, int]:
+        ncs = [await nats.connect(u, error_cb=noop_cb) for u in cluster.urls]
+        try:
+            js = [nc.jetstream(timeout=REQUEST_TIMEOUT_S) for nc in ncs]
+            kv = await js[0].create_key_value(bucket="XB")
+            kv3 = await js[2].key_value("XB")
+            rev = await kv3.put("k", b"v1")
+            assert (await kv3.get("k")).value == b"v1"
+            await kv3.update("k", b"v2", last=rev)
+            assert (await kv.get("k")).value == b"v2"
+            obs = await js[1].create_object_store("XO")
+            await (await js[2].object_store("XO")).put("f", b"x" * 200_000)
+            assert len((await obs.get("f")).data) == 200_000
+            for i in range(3):
+                await js[i].add_stream(name=f"XS{i}", subjects=[f"xs{i}.>"])
+            await js[0].add_stream(
+                name="XAGG", sources=[StreamSource(name=f"XS{i}") for i in range(3)]
+            )
+            await js[1].add_stream(name="XMIR", mirror=StreamSource(name="XS1"))
+            for i in range(3):
+                for k in range(4):
+                    await js[k % 3].publish(f"xs{i}.x", b"m")
+            agg = mir = 0
+            for _ in range(100):  # the feeds copy asynchronously
+                agg = (await js[1].stream_info("XAGG")).state.messages
+                mir = (await js[2].stream_info("XMIR")).state.messages
+                if (agg, mir) == (12, 4):
+                    break
+                await asyncio.sleep(0.05)
+            return agg, mir
+        finally:
+            for c in ncs:
+                await c.close()
+
+    assert run(body, timeout=60) == (12, 4)
