@@ -154,6 +154,8 @@ class Server:
         }
         if self.jetstream_enabled:
             info["jetstream"] = True
+            if cfg.jetstream.domain:
+                info["domain"] = cfg.jetstream.domain
         if self.authenticator.required:
             info["auth_required"] = True
         if cfg.tls is not None:
@@ -254,6 +256,8 @@ class Server:
         }
         if self.jetstream_enabled:
             info["jetstream"] = True
+            if cfg.jetstream.domain:
+                info["domain"] = cfg.jetstream.domain
         if cluster.user is not None:
             info["auth_required"] = True
         return info

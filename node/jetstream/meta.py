@@ -75,6 +75,12 @@ META_GROUP = "_meta_"
 #: how long the set of known peers must stay unchanged before a first bootstrap
 BOOTSTRAP_SETTLE_S = 1.0
 PEER_REGISTER_RETRY_S = 0.25
+#: how long a request waits for a meta leader before it is dropped unanswered
+PARK_S_MAX = 4.0
+PARKED_MAX = 10_000
+PARK_POLL_S = 0.25
+#: without a meta leader this long, cluster-wide requests get 503/10008
+QUORUM_LOST_S = 5.0
 #: meta snapshots: compact the journal after this many entries
 META_COMPACTION_ENTRIES = 2_000
 
@@ -118,6 +124,34 @@ def stream_of_op(op: tuple[str, ...]) -> str | None:
         if i is not None:
             return op[i] if len(op) > i else None
     return None
+
+
+#: response types of the cluster-wide ops (for 10008 answers)
+_CLUSTER_OP_TYPES = {
+    ("STREAM", "CREATE"): "stream_create_response",
+    ("STREAM", "UPDATE"): "stream_update_response",
+    ("STREAM", "DELETE"): "stream_delete_response",
+    ("STREAM", "NAMES"): "stream_names_response",
+    ("STREAM", "LIST"): "stream_list_response",
+    ("STREAM", "RESTORE"): "stream_restore_response",
+    ("INFO",): "account_info_response",
+}
+
+
+def unavailable_answer(op: tuple[str, ...]) -> str:
+    """The 503/10008 answer to a cluster-wide op (paged ops keep their zero paging)."""
+    kind = _CLUSTER_OP_TYPES.get(op[:2]) or _CLUSTER_OP_TYPES.get(op[:1]) or "error_response"
+    body: dict[str, Any] = {
+        "type": "io.nats.jetstream.api.v1." + kind,
+        "error": {
+            "code": 503,
+            "err_code": 10008,
+            "description": "JetStream system temporarily unavailable",
+        },
+    }
+    if op[:2] in (("STREAM", "NAMES"), ("STREAM", "LIST")):
+        body.update({"total": 0, "offset": 0, "limit": 0})
+    return json.dumps(body, separators=(",", ":"))
 
 
 def link_secret(cluster: Any) -> bytes:
@@ -176,14 +210,18 @@ class MetaLayer:
         self._effects_send, self._effects_recv = trio.open_memory_channel[Effect](math.inf)
         self.rng = random.Random(server.rng.random())
         self._configs: dict[str, tuple[StreamAssignment, StreamConfig]] = {}
+        self._parked: list[tuple[float, Any, Callable[[Any], None]]] = []
+        self._parked_wake = trio.Event()
+        self._changed = trio.Event()
+        self._leaderless_since: float | None = trio.current_time()
 
     # -- routes -------------------------------------------------------------
 
     def route_up(self, route: Route) -> None:
         """A route registered: learn the peer's Raft address if it runs JetStream."""
         info = route.remote_info
-        if not info.get("jetstream"):
-            return
+        if not info.get("jetstream") or (info.get("domain") or "") != self.svc.domain:
+            return  # one JetStream per cluster and domain
         addr = route_address(info)
         name = route.remote_name
         if addr is None or not name or name == self.name:
@@ -200,6 +238,7 @@ class MetaLayer:
         """Form or rejoin the meta group and serve it until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.links.run)
+            nursery.start_soon(self._unpark_loop)
             peers = await self._members()
             others = [p for p in peers if p != self.name]
             config = RaftConfig(log_compaction_entries_min=META_COMPACTION_ENTRIES)
@@ -220,6 +259,8 @@ class MetaLayer:
             log.info("event=meta_started members=%s", ",".join(sorted(peers)))
             nursery.start_soon(self._effects_loop)
             nursery.start_soon(self._register_loop)
+            nursery.start_soon(self._watch_leader)
+            self._parked_wake.set()
 
     async def _members(self) -> list[str]:
         """The group's members: from disk, or found on routes (first start)."""
@@ -229,7 +270,7 @@ class MetaLayer:
             return saved
         routes = self.svc.server.routes
         configured = list(self.svc.server.cfg.cluster.routes)  # type: ignore[union-attr]
-        while True:
+        while configured:
             pending = [
                 u for u in configured if u not in routes.self_urls and u not in routes.url_ids
             ]
@@ -280,18 +321,85 @@ class MetaLayer:
         """Whether this server runs ``sa`` (R1: its one peer)."""
         return bool(sa.peers) and sa.peers[0] == self.name
 
-    def answers(self, op: tuple[str, ...]) -> bool:
-        """Whether this server handles an API request (exactly one does)."""
-        if not self.ready.is_set():
-            return False
-        if op[:2] in CLUSTER_OPS or op[:1] in CLUSTER_OPS:
-            return self.is_leader
+    def answers(self, op: tuple[str, ...]) -> bool | None:
+        """Whether this server handles an API request (exactly one does);
+        None while that depends on a meta leader not known yet (park it)."""
         name = stream_of_op(op)
-        if name is None:
-            return self.is_leader
-        if name in self.svc.api.streams:
-            return True
-        return self.is_leader and name not in self.machine.streams
+        if name is not None and name in self.svc.api.streams:
+            return True  # this server hosts the stream
+        if not self.ready.is_set():
+            return True if self.unavailable(op) else None
+        leader = self.leader
+        if leader is None:
+            return True if self.unavailable(op) else None
+        sa = None if name is None else self.machine.streams.get(name)
+        if sa is not None and self.hosts(sa):
+            return None  # assigned here and starting: answered once it runs
+        if leader != self.name:
+            return False
+        return sa is None
+
+    def unavailable(self, op: tuple[str, ...]) -> bool:
+        """Whether a request needing the meta leader is answered 503/10008 now:
+        cluster-wide ops after ``QUORUM_LOST_S`` without a meta leader."""
+        since = self._leaderless_since
+        if (
+            self.leader is not None
+            or since is None
+            or (op[:2] not in CLUSTER_OPS and op[:1] not in CLUSTER_OPS)
+        ):
+            return False
+        return trio.current_time() - since >= QUORUM_LOST_S
+
+    def kick(self) -> None:
+        """Something parked requests may wait for happened (a leader, a stream)."""
+        self._changed.set()
+
+    def park(self, req: Any, dispatch: Callable[[Any], None]) -> None:
+        """Hold a request until a meta leader is known (at most ``PARK_S_MAX``)."""
+        if len(self._parked) >= PARKED_MAX:
+            log.warning("event=meta_parked_full subject=%r", req.subject)
+            return
+        self._parked.append((trio.current_time(), req, dispatch))
+        self._parked_wake.set()
+
+    async def _unpark_loop(self) -> None:
+        while True:
+            await self._parked_wake.wait()
+            self._parked_wake = trio.Event()
+            while self._parked:
+                if self.ready.is_set() and self.leader is not None:
+                    now = trio.current_time()
+                    batch, self._parked = self._parked, []
+                    for t, req, dispatch in batch:
+                        if now - t > PARK_S_MAX:
+                            continue
+                        verdict = self.answers(req.op)
+                        if verdict is None:
+                            self._parked.append((t, req, dispatch))
+                        elif verdict:
+                            dispatch(req)
+                    if not self._parked:
+                        break
+                with trio.move_on_after(PARK_POLL_S):
+                    await self._changed.wait()
+                self._changed = trio.Event()
+                now = trio.current_time()
+                self._parked = [p for p in self._parked if now - p[0] <= PARK_S_MAX]
+
+    async def _watch_leader(self) -> None:
+        """Track when the meta group lost its leader (for parking and 10008)."""
+        assert self.group is not None
+        leadership = self.group.subscribe_leadership()
+        async with leadership:
+            async for state in leadership:
+                if state.leader_id is None:
+                    if self._leaderless_since is None:
+                        self._leaderless_since = trio.current_time()
+                else:
+                    self._leaderless_since = None
+                    self._parked_wake.set()
+                self.kick()
 
     async def propose(self, entry: bytes) -> object:
         """Replicate a meta entry; the machine's result.
@@ -310,6 +418,7 @@ class MetaLayer:
                 await self._on_effect(effect)
             except Exception:
                 log.exception("event=meta_effect_failed effect=%r", effect)
+            self.kick()
 
     async def _on_effect(self, effect: Effect) -> None:
         from node.jetstream import meta_effects

@@ -219,19 +219,28 @@ class JetStreamService:
             return
         if not reply and any(op[: len(p)] == p for p in _NEED_REPLY):
             return  # nats-server acts on other requests without a reply subject
-        if self.meta is not None and not self.meta.answers(op):
-            return  # another server of the cluster answers this one
         req = ApiRequest(subject, op, reply or b"", hdr, body, self.client.sender)
-        if len(op) == 5 and op[:3] == _MSG_NEXT:  # the consumer layer answers, now
+        if self.meta is not None:
+            verdict = self.meta.answers(op)
+            if verdict is None:  # decided once the meta group has a leader
+                self.meta.park(req, self._dispatch)
+                return
+            if not verdict:
+                return  # another server of the cluster answers this one
+        self._dispatch(req)
+
+    def _dispatch(self, req: ApiRequest) -> None:
+        """Answer ``req`` here: pulls at once, the rest through the API queue."""
+        if len(req.op) == 5 and req.op[:3] == _MSG_NEXT:  # the consumer layer answers, now
             try:
                 consumers_api.next_now(self, req)
             except Exception:
-                log.exception("event=msg_next_failure subject=%r", subject)
+                log.exception("event=msg_next_failure subject=%r", req.subject)
             return
         try:
             self._send.send_nowait(req)
         except trio.WouldBlock:
-            log.warning("event=jsapi_queue_full subject=%r", subject)
+            log.warning("event=jsapi_queue_full subject=%r", req.subject)
         else:
             self.api_inflight += 1
 
@@ -381,6 +390,8 @@ class JetStreamService:
             return
         if demands_higher_level(req.headers):  # Nats-Required-Api-Level above ours
             handler = apilevel.refuse
+        elif self.meta is not None and self.meta.unavailable(req.op):
+            handler = unavailable
         answer: str | bytes | None
         try:
             answer = await handler(self, req)
@@ -514,6 +525,13 @@ async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
         body["domain"] = svc.domain
     body["api"] = api_stats(view.api_level, view.api_total, view.api_errors)
     return dumps(body)
+
+
+async def unavailable(svc: JetStreamService, req: ApiRequest) -> str:
+    """503/10008: the meta group has had no leader for a while (quorum lost)."""
+    from node.jetstream.meta import unavailable_answer
+
+    raise ApiAnswer(unavailable_answer(req.op))
 
 
 def _sync_interval_s(configured: str | float | None) -> float | None:
