@@ -459,7 +459,10 @@ class Server:
             return {}
         from node.monitor.jsz import jetstream_stats
 
-        return {"stats": jetstream_stats(view)}
+        out: dict[str, Any] = {"stats": jetstream_stats(view)}
+        if view.meta is not None:
+            out["meta"] = dict(view.meta)
+        return out
 
     def client_closed(self, session: ClientSession) -> None:
         if self.clients.pop(session.cid, None) is not None:

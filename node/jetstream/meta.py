@@ -213,6 +213,7 @@ class MetaLayer:
         self._parked: list[tuple[float, Any, Callable[[Any], None]]] = []
         self._parked_wake = trio.Event()
         self._changed = trio.Event()
+        self._ever_had_leader = False
         self._leaderless_since: float | None = trio.current_time()
 
     # -- routes -------------------------------------------------------------
@@ -398,6 +399,7 @@ class MetaLayer:
                         self._leaderless_since = trio.current_time()
                 else:
                     self._leaderless_since = None
+                    self._ever_had_leader = True
                     self._parked_wake.set()
                 self.kick()
 
@@ -496,6 +498,44 @@ class MetaLayer:
         doc["pending"] = 0
         doc["pending_requests"] = 0
         doc["pending_infos"] = 0
+        return doc
+
+    def raftz(self) -> dict[str, Any]:
+        """The meta group's entry of ``/raftz`` (nats-server's RaftzGroup shape)."""
+        group = self.group
+        if group is None:
+            return {}
+        st = group.status()
+        leader = st.get("leader")
+        members = sorted(set(group.members) | {self.name})
+        doc: dict[str, Any] = {
+            "id": peer_id(self.name),
+            "state": str(st.get("state", "")).upper(),
+            "size": len(members),
+            "quorum_needed": len(members) // 2 + 1,
+            "committed": st.get("commit_index", 0),
+            "applied": st.get("applied", 0),
+        }
+        if leader:
+            doc["leader"] = peer_id(leader)
+        doc["ever_had_leader"] = self._ever_had_leader
+        doc["term"] = st.get("term", 0)
+        voted = st.get("voted_for")
+        if voted:
+            doc["voted_for"] = peer_id(str(voted))
+        doc["pindex"] = st.get("last_index", 0)
+        doc["system_account"] = True
+        doc["traffic_account"] = "$SYS"
+        peers = {}
+        for name, p in sorted((st.get("peers") or {}).items()):
+            entry: dict[str, Any] = {"name": name, "known": True}
+            if p.get("match_index") is not None:
+                entry["last_replicated_index"] = p["match_index"]
+            ago = p.get("last_seen_s_ago")
+            if ago is not None:
+                entry["last_seen"] = f"{ago * 1000:g}ms"
+            peers[peer_id(name)] = entry
+        doc["peers"] = peers
         return doc
 
     def health(self) -> tuple[int, str] | None:

@@ -577,6 +577,23 @@ def healthz(server: Any, query: Query | None = None) -> tuple[int, dict[str, Any
     return 200, ok
 
 
+def raftz(server: Any, query: Query | None = None) -> dict[str, Any]:
+    """``/raftz``: the Raft groups this server runs, by account and group name.
+
+    Without ``acc`` only the system account's groups (the meta group
+    ``_meta_``, shown under ``$SYS``); ``group=`` filters by name; an unknown
+    account is ``{}``.  Stream groups appear here once streams replicate.
+    """
+    q = query or Query()
+    acc = q.get("acc") or "$SYS"
+    group = q.get("group")
+    meta = getattr(getattr(server, "jetstream", None), "meta", None)
+    if meta is None or acc != "$SYS" or (group and group != "_meta_"):
+        return {}
+    doc = meta.raftz()
+    return {"$SYS": {"_meta_": doc}} if doc else {}
+
+
 def jsz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
     """The ``/jsz`` document (see :mod:`node.monitor.jsz` for the options)."""
     js_config = _js_config(server) if server.cfg.jetstream.enabled else None

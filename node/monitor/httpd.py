@@ -52,6 +52,7 @@ SUBSZ_PATH = "/subsz"
 ACCOUNTZ_PATH = "/accountz"
 JSZ_PATH = "/jsz"
 HEALTHZ_PATH = "/healthz"
+RAFTZ_PATH = "/raftz"
 
 INDEX_LINKS = (
     ("General", VARZ_PATH),
@@ -154,6 +155,7 @@ class MonitorApp:
             ACCOUNTZ_PATH: self._simple(ACCOUNTZ_PATH, endpoints.accountz),
             JSZ_PATH: self._simple(JSZ_PATH, endpoints.jsz),
             HEALTHZ_PATH: self._healthz,
+            RAFTZ_PATH: self._simple(RAFTZ_PATH, endpoints.raftz),
         }
 
     def handle(self, method: str, target: str) -> Response:
