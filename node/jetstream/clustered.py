@@ -211,3 +211,75 @@ async def gather_infos(
 def configs_of(assignments: Any) -> dict[str, StreamConfig]:
     """Parsed configs of meta assignments, by name."""
     return {name: StreamConfig.from_dict(sa.config) for name, sa in assignments.items()}
+
+
+# -- account usage across the cluster ----------------------------------------------
+
+USAGE_SUBJECT = b"$JSC.USAGE"
+#: how long account info waits for the other servers' usage
+USAGE_GATHER_S = 0.5
+_USAGE_KEYS = ("memory", "storage", "reserved_memory", "reserved_storage", "consumers")
+
+
+def local_usage(svc: JetStreamService) -> dict[str, int]:
+    """This server's share of the account's usage (its hosted streams)."""
+    view = svc.stats()
+    streams = [sv for acc in view.accounts for sv in acc.streams]
+    return {
+        "memory": view.memory,
+        "storage": view.storage,
+        "reserved_memory": view.reserved_memory,
+        "reserved_storage": view.reserved_storage,
+        "consumers": sum(sv.consumer_count for sv in streams),
+    }
+
+
+def usage_responder(svc: JetStreamService) -> Subscription:
+    """Answer ``$JSC.USAGE`` (the meta leader's account info) with local usage."""
+
+    def on_msg(sub: Any, subject: bytes, reply: bytes | None, hdr: Any, body: bytes) -> None:
+        if reply:
+            doc = {"server": svc.server.server_name, **local_usage(svc)}
+            svc.client.publish(reply, dumps(doc).encode())
+
+    return svc.client.subscribe(USAGE_SUBJECT, on_msg)
+
+
+async def cluster_usage(svc: JetStreamService) -> dict[str, int]:
+    """The account's usage summed over the servers that answer in time."""
+    import json
+
+    meta = svc.meta
+    assert meta is not None
+    total = local_usage(svc)
+    others = {n for n in meta.online() if n != svc.server.server_name}
+    if not others:
+        return total
+    inbox = f"_INBOX.jsu.{meta.rng.getrandbits(64):016x}".encode()
+    seen: set[str] = set()
+    done = trio.Event()
+
+    def on_reply(sub: Any, subject: bytes, reply: Any, hdr: Any, body: bytes) -> None:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return
+        name = doc.get("server") if isinstance(doc, dict) else None
+        if name not in others or name in seen:
+            return
+        seen.add(name)
+        for k in _USAGE_KEYS:
+            v = doc.get(k)
+            if isinstance(v, int):
+                total[k] += v
+        if seen >= others:
+            done.set()
+
+    sub = svc.client.subscribe(inbox, on_reply)
+    try:
+        svc.client.publish(USAGE_SUBJECT, b"", reply=inbox)
+        with trio.move_on_after(USAGE_GATHER_S):
+            await done.wait()
+    finally:
+        svc.client.unsubscribe(sub)
+    return total

@@ -199,6 +199,7 @@ class JetStreamService:
                 for route in list(server.routes.by_id.values()):
                     self.meta.route_up(route)
                 server.raft_links = self.meta.links
+                clustered.usage_responder(self)
                 nursery.start_soon(self.meta.run)
             task_status.started()
             async for req in self._recv:
@@ -510,15 +511,20 @@ async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
     nats-server does (the first INFO reports ``total`` 0).
     """
     view = svc.stats()
-    streams = [sv for acc in view.accounts for sv in acc.streams]
+    if svc.meta is not None:  # the whole cluster's streams (asked of every server)
+        usage = await clustered.cluster_usage(svc)
+        n_streams = len(svc.meta.machine.streams)
+    else:
+        usage = clustered.local_usage(svc)
+        n_streams = sum(len(acc.streams) for acc in view.accounts)
     body: dict[str, Any] = {
         "type": TYPE + "account_info_response",
-        "memory": view.memory,
-        "storage": view.storage,
-        "reserved_memory": view.reserved_memory,
-        "reserved_storage": view.reserved_storage,
-        "streams": len(svc.meta.machine.streams) if svc.meta is not None else len(streams),
-        "consumers": sum(sv.consumer_count for sv in streams),
+        "memory": usage["memory"],
+        "storage": usage["storage"],
+        "reserved_memory": usage["reserved_memory"],
+        "reserved_storage": usage["reserved_storage"],
+        "streams": n_streams,
+        "consumers": usage["consumers"],
         "limits": dict(ACCOUNT_LIMITS_NONE),
     }
     if svc.domain:

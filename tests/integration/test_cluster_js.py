@@ -101,7 +101,8 @@ def test_each_request_gets_one_reply(cluster: Cluster) -> None:
             nostream = await _one(ncs[1], "$JS.API.CONSUMER.INFO.NOPE.C1")
             assert nostream["error"]["err_code"] == 10059
             acct = await _one(ncs[2], "$JS.API.INFO")
-            assert acct["streams"] == 1
+            assert acct["streams"] == 1 and acct["consumers"] == 1
+            assert acct["storage"] == info["state"]["bytes"] > 0
             deleted = await _one(ncs[2], "$JS.API.STREAM.DELETE.ONE")
             assert deleted == {
                 "type": "io.nats.jetstream.api.v1.stream_delete_response",
