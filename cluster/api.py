@@ -26,6 +26,7 @@ import trio
 
 from cluster.api_origin import ApiOrigin, Messaging
 from cluster.model import ExternalStream, StreamConfig
+from cluster.replicated import ReplicaSpec
 from cluster.sourcing import Feed, Origin, Sourcing
 from cluster.stream_archive import Archive, ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome
@@ -98,7 +99,27 @@ class JetStreamApi:
         #: where long-running transfers (snapshot delivery, restore intake) run
         self.nursery = nursery
         #: called as ``on_created(stream)`` when a stream starts (also at recovery)
-        self.on_stream_started: list[Callable[[Stream], None]] = [self.sourcing.stream_started]
+        self.on_stream_started: list[Callable[[Stream], None]] = [self._feeds]
+
+    def _feeds(self, stream: Stream) -> None:
+        """Start a stream's mirror and source feeds: at once for R1, while it
+        leads for a replicated stream (the leader alone copies)."""
+        rg = stream.replicated
+        if rg is None:
+            self.sourcing.stream_started(stream)
+            return
+
+        def leadership(lead: bool) -> None:
+            if stream.cfg.name not in self._registry.streams:
+                return
+            if lead:
+                self.sourcing.stream_started(stream)
+            else:
+                self.sourcing.stream_stopped(stream.cfg.name)
+
+        rg.leader_listeners.append(leadership)
+        if rg.is_leader:
+            self.sourcing.stream_started(stream)
 
     # -- streams ------------------------------------------------------------------
 
@@ -135,20 +156,30 @@ class JetStreamApi:
             out.append(await self._start(cfg, created_ns))
         return out
 
-    async def create_stream(self, cfg: StreamConfig, created_ns: int | None = None) -> Stream:
+    async def create_stream(
+        self,
+        cfg: StreamConfig,
+        created_ns: int | None = None,
+        *,
+        replica: ReplicaSpec | None = None,
+    ) -> Stream:
         """Create a new stream (config already validated by the caller).
 
         Args:
             cfg: its config.
             created_ns: its creation time (None: now; a cluster passes the
                 time its meta assignment carries).
+            replica: this server's place in the stream's Raft group (R2/R3);
+                None for R1.
         """
-        return await self._start(cfg, created_ns, fresh=True)
+        return await self._start(cfg, created_ns, fresh=True, replica=replica)
 
-    async def open_stream(self, cfg: StreamConfig, created_ns: int) -> Stream:
+    async def open_stream(
+        self, cfg: StreamConfig, created_ns: int, *, replica: ReplicaSpec | None = None
+    ) -> Stream:
         """Reopen stream ``cfg`` from its data on disk (its consumers are the
         caller's)."""
-        return await self._start(cfg, created_ns, fresh=False)
+        return await self._start(cfg, created_ns, fresh=False, replica=replica)
 
     async def saved_stream(self, name: str) -> tuple[StreamConfig, int] | None:
         """``(config, created_ns)`` of stream ``name``'s data on disk, if any."""
@@ -159,9 +190,14 @@ class JetStreamApi:
         return await trio.to_thread.run_sync(self._registry.quarantine, name)
 
     async def _start(
-        self, cfg: StreamConfig, created_ns: int | None, *, fresh: bool | None = None
+        self,
+        cfg: StreamConfig,
+        created_ns: int | None,
+        *,
+        fresh: bool | None = None,
+        replica: ReplicaSpec | None = None,
     ) -> Stream:
-        stream = await self._registry.create(cfg, created_ns, fresh=fresh)
+        stream = await self._registry.create(cfg, created_ns, fresh=fresh, replica=replica)
         for cb in self.on_stream_started:
             cb(stream)
         return stream
@@ -177,6 +213,11 @@ class JetStreamApi:
         result = await self._registry.update(cfg)
         self.sourcing.stream_updated(self.stream(cfg.name))
         return result
+
+    async def adopt_config(self, cfg: StreamConfig) -> None:
+        """A replica that does not lead takes a stream's new config (its
+        leader proposes the policy through the stream's log)."""
+        await self._registry.adopt(cfg)
 
     async def delete_stream(self, name: str) -> None:
         """Stop a stream and remove its data.

@@ -483,6 +483,11 @@ class Sourcing:
         self._stop(name)
         self._start(stream, old)
 
+    def stream_stopped(self, name: str) -> None:
+        """A replicated stream lost the lead here: its feeds stop (the new
+        leader's resume from the stream's own state)."""
+        self._stop(name)
+
     def stream_deleted(self, name: str) -> None:
         """A stream is going away: stop its feeds, tell feeds reading it."""
         self._stop(name)

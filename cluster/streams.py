@@ -40,6 +40,7 @@ import io
 import json
 import logging
 import os
+import random
 import shutil
 import time
 from collections.abc import Callable
@@ -63,7 +64,9 @@ from cluster.ops import (
     StreamPolicy,
     UpdatePolicy,
 )
+from cluster.replicated import ReplicaSpec, ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
+from raft.errors import RaftError
 from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.file import FileStreamStore
@@ -72,10 +75,16 @@ from store.memory import MemoryStreamStore
 log = logging.getLogger(__name__)
 
 BATCH_MSGS_MAX = 4096
+#: a replicated stream's batch (one Raft entry) holds at most this many bytes
+#: (a single larger message still goes alone)
+BATCH_BYTES_MAX = 1024 * 1024
+EXPIRY_RETRY_S = 0.25
 QUEUE_MSGS_MAX = 100_000
 EXPIRY_RECHECK_S = 60.0
 """Longest sleep of the expiry task before it looks again (clock jumps)."""
 
+#: makes a replicated stream's group: factory(fsm, store)
+GroupFactory = Callable[[StreamStateMachine, StreamStore], ReplicatedGroup]
 #: callback(result) for one captured message (``PubResult`` or ``ApiErrorResult``)
 OnResult = Callable[[Any], None]
 #: a captured message waiting for its batch: subject, headers, payload, callback
@@ -113,22 +122,39 @@ class Stream:
         created_ns: creation time (wall clock, ns).
     """
 
-    def __init__(self, cfg: StreamConfig, store: StreamStore, created_ns: int) -> None:
+    def __init__(
+        self,
+        cfg: StreamConfig,
+        store: StreamStore,
+        created_ns: int,
+        *,
+        group_factory: GroupFactory | None = None,
+    ) -> None:
         self.cfg = cfg
         self.store = store
         self.created_ns = created_ns
         self.fsm = StreamStateMachine(store, policy_of(cfg))
+        self.group: Any
+        #: None for R1; the replicated group of an R2/R3 stream
+        self.replicated: ReplicatedGroup | None = None
+        if group_factory is not None:
+            self.group = self.replicated = group_factory(self.fsm, store)
+            self.replicated.leader_listeners.append(self._leadership)
+        else:
+            # R1: the group applies op objects directly (no encode/decode round
+            # trip); a memory store's sync costs nothing, so it needs no thread.
+            self.group = LocalGroup(
+                cfg.name,
+                self.fsm,
+                store.sync,
+                apply=self.fsm.apply_op,
+                sync_in_thread=not isinstance(store, MemoryStreamStore),
+                sync_each_batch=store.sync_policy is not SyncPolicy.INTERVAL,
+            )
         self.fsm.recover_from_store()  # dedupe ids and last msg id after a restart
-        # R1: the group applies op objects directly (no encode/decode round
-        # trip); a memory store's sync costs nothing, so it needs no thread.
-        self.group = LocalGroup(
-            cfg.name,
-            self.fsm,
-            store.sync,
-            apply=self.fsm.apply_op,
-            sync_in_thread=not isinstance(store, MemoryStreamStore),
-            sync_each_batch=store.sync_policy is not SyncPolicy.INTERVAL,
-        )
+        self._lead = trio.Event()  # set while this replica leads (always for R1)
+        if self.replicated is None:
+            self._lead.set()
         self._queue: list[Queued] = []
         self._wake = trio.Event()
         self._drain_due = False  # a ``drain`` call is deferred
@@ -141,6 +167,18 @@ class Stream:
         self._inflight = 0
         self._idle = trio.Event()
         self._held: trio.Event | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica leads the stream (always for R1)."""
+        return self.replicated is None or self.replicated.is_leader
+
+    def _leadership(self, lead: bool) -> None:
+        if lead:
+            self._lead.set()
+        elif self._lead.is_set():
+            self._lead = trio.Event()
+            self._expiry_changed.set()
 
     def offer(
         self,
@@ -201,11 +239,20 @@ class Stream:
             self._wake.set()
 
     def _take_batch(self) -> list[Queued]:
-        if len(self._queue) <= BATCH_MSGS_MAX:
+        n = min(len(self._queue), BATCH_MSGS_MAX)
+        if self.replicated is not None:  # one Raft entry: bounded by bytes too
+            size = 0
+            for i in range(n):
+                subject, headers, payload, _ = self._queue[i]
+                size += len(subject) + len(payload) + (len(headers) if headers else 0) + 32
+                if size > BATCH_BYTES_MAX and i > 0:
+                    n = i
+                    break
+        if n == len(self._queue):
             batch, self._queue = self._queue, []
         else:
-            batch = self._queue[:BATCH_MSGS_MAX]
-            del self._queue[:BATCH_MSGS_MAX]
+            batch = self._queue[:n]
+            del self._queue[:n]
         return batch
 
     def _settle(
@@ -252,6 +299,13 @@ class Stream:
                     outcome = await self._propose(op)
                 except (StoreError, OSError, OpError, OverflowError) as exc:
                     self._answer_failed(exc, batch)
+                    continue
+                except RaftError as exc:
+                    # not committed here (leader change, no quorum): unanswered,
+                    # as nats-server leaves them; clients retry with their msg id
+                    log.warning(
+                        "event=publish_not_committed stream=%s reason=%r", self.cfg.name, exc
+                    )
                     continue
                 for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
                     if cb is not None:
@@ -301,6 +355,7 @@ class Stream:
         The time is read here, by the proposer, and carried in the op.
         """
         while True:
+            await self._lead.wait()  # the leader expires; the others apply its ops
             self._expiry_changed = trio.Event()
             due = self.store.next_expiry_ns()
             self._expiry_armed = due is not None
@@ -312,7 +367,11 @@ class Stream:
                 with trio.move_on_after(min(delay_s, EXPIRY_RECHECK_S)):
                     await self._expiry_changed.wait()
                 continue
-            await self._propose(Expire(time.time_ns()))
+            try:
+                await self._propose(Expire(time.time_ns()))
+            except RaftError as exc:
+                log.info("event=expire_not_committed stream=%s reason=%r", self.cfg.name, exc)
+                await trio.sleep(EXPIRY_RETRY_S)
 
     async def purge(self, filter: str | None, seq: int | None, keep: int | None) -> Any:
         """Purge through the group (deny_purge and sealed decided in apply)."""
@@ -406,7 +465,12 @@ class StreamRegistry:
         self._starting.add(name)
 
     async def create(
-        self, cfg: StreamConfig, created_ns: int | None = None, *, fresh: bool | None = None
+        self,
+        cfg: StreamConfig,
+        created_ns: int | None = None,
+        *,
+        fresh: bool | None = None,
+        replica: ReplicaSpec | None = None,
     ) -> Stream:
         """Create (or reopen) a stream and start its task.
 
@@ -429,7 +493,8 @@ class StreamRegistry:
             if fresh:
                 if cfg.first_seq > 1 and store.state().last_seq == 0:
                     store.compact(cfg.first_seq)
-            stream = Stream(cfg, store, created_ns)
+            factory = None if replica is None else self._group_factory(cfg, replica)
+            stream = Stream(cfg, store, created_ns, group_factory=factory)
             if fresh and cfg.retention is Retention.INTEREST:
                 # A new interest stream has no consumers: publishes before the
                 # first consumer are not kept.  Part of the initial state (every
@@ -442,6 +507,24 @@ class StreamRegistry:
         finally:
             self._starting.discard(cfg.name)
         return stream
+
+    def _group_factory(self, cfg: StreamConfig, replica: ReplicaSpec) -> GroupFactory:
+        raft_dir = self._stream_dir(cfg.name) / "raft"
+
+        def make(fsm: StreamStateMachine, store: StreamStore) -> ReplicatedGroup:
+            return ReplicatedGroup(
+                replica.group_id,
+                replica.node_id,
+                list(replica.peers),
+                fsm,
+                store,
+                replica.links,
+                raft_dir,
+                random.Random(replica.seed),
+                durable_store=cfg.storage is Storage.FILE,
+            )
+
+        return make
 
     async def _launch(self, stream: Stream) -> None:
         scope = trio.CancelScope()
@@ -504,6 +587,14 @@ class StreamRegistry:
         if self.dir is not None and cfg.storage is Storage.FILE:
             await trio.to_thread.run_sync(self._write_config, cfg, stream.created_ns)
         return result
+
+    async def adopt(self, cfg: StreamConfig) -> None:
+        """Take a config without proposing its policy (a follower's copy)."""
+        stream = self.streams[cfg.name]
+        stream.cfg = cfg
+        stream.fsm.report_stored = cfg.republish is not None
+        if self.dir is not None and cfg.storage is Storage.FILE:
+            await trio.to_thread.run_sync(self._write_config, cfg, stream.created_ns)
 
     async def delete(self, name: str) -> None:
         """Stop a stream and remove its data."""

@@ -532,9 +532,14 @@ class RaftCore:
             log.error("event=bad_batch group=%s error=%s", self.group_id, e)
             return None
         results: list[object] = []
+        # a state machine with ``apply_at`` learns the Raft index of the entry
+        # (every item of one batch shares it): one that keeps its state in a
+        # durable store of its own skips entries it already holds
+        apply_at = getattr(self.fsm, "apply_at", None)
+        index = self.obj._SyncObj__raftLastApplied + 1
         for it in items:
             try:
-                results.append(self.fsm.apply(it))
+                results.append(self.fsm.apply(it) if apply_at is None else apply_at(it, index))
             except Exception as e:
                 log.exception("event=apply_raised group=%s", self.group_id)
                 results.append(ApplyFailed(e))

@@ -12,6 +12,11 @@ handed to a group *fresh*. ``snapshot`` is called on the driver task right
 after an apply, so it sees the state as of the last applied index; it must not
 keep references that later applies mutate.
 
+A state machine may also define ``apply_at(entry, index)``: the group then
+calls it instead of ``apply`` with the Raft index of the entry (the items of
+one batch share an index).  A machine whose state lives in a durable store of
+its own uses it to skip entries that store already holds after a restart.
+
 Results are returned to the proposer on the member where the proposal was
 made (other replicas drop them). ``apply`` should report failures as result
 values; an exception is logged, turned into :class:`raft.errors.ApplyFailed`

@@ -35,7 +35,7 @@ from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
 from node.jsapi import render
-from node.jsapi.errors import STREAM_NOT_FOUND, STREAM_REPLICAS_NOT_SUPPORTED, JSApiError
+from node.jsapi.errors import STREAM_NOT_FOUND, STREAM_REPLICAS_NOT_UPDATABLE, JSApiError
 from node.jsapi.streamconfig import (
     check_overlap,
     check_recreate,
@@ -82,8 +82,6 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
     existing = meta.configs()
     try:
         cfg = parse_create(req.op[2], req.body, clustered=True, lookup=existing.get)
-        if cfg.num_replicas > 1:  # replicated streams: not yet (each host runs R1)
-            raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
         sa = meta.assignment(cfg.name)
         if sa is not None:
             check_recreate(cfg, existing[cfg.name])
@@ -120,8 +118,8 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
         cfg = check_update(old, new, clustered=True)
-        if cfg.num_replicas > 1:
-            raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
+        if cfg.num_replicas != old.num_replicas:  # scaling is not built yet
+            raise JSApiError(STREAM_REPLICAS_NOT_UPDATABLE)
         check_overlap(cfg, existing.values())
     except JSApiError as err:
         raise error(type_, err) from None

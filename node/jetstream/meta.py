@@ -59,6 +59,7 @@ from cluster.meta import (
 from cluster.meta.machine import Effect
 from cluster.model import StreamConfig
 from cluster.naming import peer_id
+from cluster.replicated import ReplicaSpec
 from raft.core import RaftConfig
 from raft.errors import RaftError
 from raft.group import RaftGroup
@@ -319,15 +320,65 @@ class MetaLayer:
         return self.machine.streams.get(stream)
 
     def hosts(self, sa: StreamAssignment) -> bool:
-        """Whether this server runs ``sa`` (R1: its one peer)."""
-        return bool(sa.peers) and sa.peers[0] == self.name
+        """Whether this server runs ``sa`` (one of its peers)."""
+        return self.name in sa.peers
+
+    def replica_spec(self, sa: StreamAssignment) -> ReplicaSpec | None:
+        """This server's place in ``sa``'s Raft group (None for R1)."""
+        if len(sa.peers) < 2:
+            return None
+        return ReplicaSpec(
+            sa.group, self.name, tuple(sa.peers), self.links, seed=self.rng.getrandbits(63)
+        )
+
+    def replicated_block(self, stream: Any) -> dict[str, Any]:
+        """StreamInfo ``cluster`` of a replicated stream, as its leader sees it."""
+        rg = stream.replicated
+        sa = self.machine.streams.get(stream.cfg.name)
+        doc: dict[str, Any] = {"name": self.cluster_name, "raft_group": rg.group_id}
+        leader = rg.leader_id
+        if leader is not None:
+            doc["leader"] = leader
+            if rg.is_leader and rg.leader_since_ns:
+                doc["leader_since"] = _rfc3339(rg.leader_since_ns)
+        doc["system_account"] = True
+        doc["traffic_account"] = "$SYS"
+        st = rg.status()
+        last = st.get("last_index") or 0
+        seen = st.get("peers") or {}
+        replicas = []
+        for name in sorted(sa.peers if sa is not None else seen):
+            if name == leader:
+                continue
+            p = seen.get(name, {})
+            ago = p.get("last_seen_s_ago")
+            match = p.get("match_index")
+            lag = max(last - match, 0) if isinstance(match, int) else 0
+            current = name == self.name or (ago is not None and ago < 2.0 and lag == 0)
+            entry: dict[str, Any] = {
+                "name": name,
+                "current": bool(current),
+                "active": int(ago * 1e9) if ago is not None else 0,
+            }
+            if lag:
+                entry["lag"] = lag
+            entry["peer"] = peer_id(name)
+            replicas.append(entry)
+        doc["replicas"] = replicas
+        return doc
 
     def answers(self, op: tuple[str, ...]) -> bool | None:
         """Whether this server handles an API request (exactly one does);
         None while that depends on a meta leader not known yet (park it)."""
         name = stream_of_op(op)
-        if name is not None and name in self.svc.api.streams:
-            return True  # this server hosts the stream
+        local = None if name is None else self.svc.api.streams.get(name)
+        if local is not None:  # this server runs the stream
+            rg = local.replicated
+            if rg is None:
+                return True
+            if rg.leader_id is None:
+                return None  # its group is electing: answered by the new leader
+            return rg.is_leader
         if not self.ready.is_set():
             return True if self.unavailable(op) else None
         leader = self.leader
@@ -545,6 +596,12 @@ class MetaLayer:
         if self.leader is None:
             return 503, "JetStream has not established contact with a meta leader"
         return None
+
+
+def _rfc3339(ts_ns: int) -> str:
+    from node.jsapi.render import rfc3339_ns
+
+    return rfc3339_ns(ts_ns)
 
 
 def _read_peers(path: Path) -> list[str]:

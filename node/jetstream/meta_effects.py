@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import trio
+
 from cluster.meta import StreamAssigned, StreamAssignment, StreamRemoved, StreamUpdated
 from cluster.model import StreamConfig
 from cluster.streams import Stream
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: how long a replica waits for its new group's first leader before answering
+LEADER_WAIT_S = 5.0
+
 
 async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | None:
     """Run ``sa`` on this server: reopen it from disk or create it.
@@ -33,10 +38,12 @@ async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | 
     incarnation of the name (``sa`` is a stale entry being re-applied while
     this server catches up; a later entry assigns the newer one).
     """
+    assert svc.meta is not None
     cfg = StreamConfig.from_dict(sa.config)
+    replica = svc.meta.replica_spec(sa)
     saved = await svc.api.saved_stream(sa.name)
     if saved is not None and saved[1] == sa.created_ns:
-        stream = await svc.api.open_stream(cfg, sa.created_ns)
+        stream = await svc.api.open_stream(cfg, sa.created_ns, replica=replica)
         await svc.consumers.recover_stream(stream)
         return stream
     if saved is not None and saved[1] > sa.created_ns:
@@ -49,7 +56,18 @@ async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | 
             sa.name,
             where,
         )
-    return await svc.api.create_stream(cfg, created_ns=sa.created_ns)
+    return await svc.api.create_stream(cfg, created_ns=sa.created_ns, replica=replica)
+
+
+async def answering(svc: JetStreamService, stream: Stream) -> bool:
+    """Whether this server answers for ``stream`` now: R1 its host; a
+    replicated stream its leader, once its group has elected one (bounded)."""
+    rg = stream.replicated
+    if rg is None:
+        return True
+    with trio.move_on_after(LEADER_WAIT_S):
+        await rg.raft.wait_leader()
+    return rg.is_leader
 
 
 def _current(svc: JetStreamService, sa: StreamAssignment) -> bool:
@@ -74,6 +92,8 @@ async def assigned(svc: JetStreamService, effect: StreamAssigned) -> None:
         stream = await ensure_local(svc, sa)
         if stream is None:
             return
+    if not await answering(svc, stream):
+        return
     if fresh:
         svc.advisories.stream_action("create", sa.name, stream.cfg)
     if effect.reply:
@@ -99,7 +119,14 @@ async def updated(svc: JetStreamService, effect: StreamUpdated) -> None:
         if stream is None:
             return
     elif stream.cfg != cfg:
-        stream = await apply_update(svc, stream.cfg, cfg)
+        if await answering(svc, stream):
+            # R1, or the leader: the new policy goes through the stream's log
+            stream = await apply_update(svc, stream.cfg, cfg)
+        else:  # a follower takes the config; the policy reaches it through the log
+            await svc.api.adopt_config(cfg)
+            return
+    if not await answering(svc, stream):
+        return
     if effect.reply:
         await svc.server.routes_barrier()
         svc.answer(effect.reply.encode(), render.stream_update_response(info_dict(svc, stream)))

@@ -248,6 +248,31 @@ class JetStreamService:
     # -- capture --------------------------------------------------------------
 
     def _capture(self, stream: Stream) -> None:
+        """Capture a stream's subjects: R1 at once; a replicated stream only
+        while this server leads it (publishes elsewhere reach the leader over
+        routes; during an election nobody listens: 503, as nats-server)."""
+        rg = stream.replicated
+        if rg is None:
+            self._subscribe_stream(stream)
+            return
+        name = stream.cfg.name
+
+        def leadership(lead: bool) -> None:
+            if self.api.streams.get(name) is not stream:
+                return
+            if lead:
+                self.release(name)
+                self._subscribe_stream(stream)
+            else:
+                self.release(name)
+            if self.meta is not None:
+                self.meta.kick()
+
+        rg.leader_listeners.append(leadership)
+        if rg.is_leader:
+            self._subscribe_stream(stream)
+
+    def _subscribe_stream(self, stream: Stream) -> None:
         name = stream.cfg.name
         ack = self._acker(name)
         resources = self.resources
@@ -334,9 +359,10 @@ class JetStreamService:
         republish.attach(stream, publish)
 
     def recapture(self, stream: Stream) -> None:
-        """Subscribe the stream's (changed) subjects afresh."""
+        """Subscribe the stream's (changed) subjects afresh (where it leads)."""
         self.release(stream.cfg.name)
-        self._capture(stream)
+        if stream.is_leader:
+            self._subscribe_stream(stream)
 
     def release(self, name: str) -> None:
         """Stop capturing for stream ``name``."""
@@ -412,9 +438,11 @@ class JetStreamService:
         self.api_total += 1
         self.client.publish(reply, body.encode() if isinstance(body, str) else body)
 
-    def cluster_block(self) -> dict[str, Any]:
-        """StreamInfo ``cluster`` of a stream this server leads (R1)."""
+    def cluster_block(self, stream: Stream | None = None) -> dict[str, Any]:
+        """StreamInfo ``cluster`` of a stream this server leads."""
         if self.meta is not None:
+            if stream is not None and stream.replicated is not None:
+                return self.meta.replicated_block(stream)
             return {"name": self.meta.cluster_name, "leader": self.server.server_name}
         return {"leader": self.server.server_name}
 

@@ -90,7 +90,7 @@ def info_dict(
         created_ns=stream.created_ns,
         ts_ns=time.time_ns(),
         consumer_count=svc.consumer_count(stream.cfg.name),
-        cluster=svc.cluster_block() if cluster or svc.meta is not None else None,
+        cluster=svc.cluster_block(stream) if cluster or svc.meta is not None else None,
         mirror=svc.api.sourcing.mirror_info(stream.cfg.name),
         sources=svc.api.sourcing.sources_info(stream.cfg.name),
         domain=svc.domain,

@@ -1,0 +1,263 @@
+"""A replicated stream's group: its ops through a Raft group of two or three servers.
+
+Theory of operation
+-------------------
+``ReplicatedGroup`` stands where ``LocalGroup`` stands for an R1 stream and
+offers the same ``propose``: the op is encoded (``cluster.ops``), replicated
+by a ``raft.RaftGroup`` among the stream's peers (named by server name, the
+group by its meta assignment, ``S-R3F-…``) and applied on every replica to its
+own store by ``ReplicatedStreamFSM``.  ``propose`` returns once the entry is
+committed — durable in the journals of a majority — and applied on this
+server, so a PubAck sent after it means "on a majority".  Only the leader
+proposes publishes (the node captures a replicated stream's subjects on its
+leader only); a proposal made on a follower is forwarded by the group.
+
+The store is a durable state machine of its own: replaying the journal into
+it after a restart would append twice.  ``ReplicatedStreamFSM.apply_at``
+learns each entry's Raft index; the *applied mark* ``(index, last_seq)`` is
+written (write-fsync-rename, ``raft/applied.json`` in the stream's directory)
+after the store has been synced up to that point, at most every
+``MARK_INTERVAL_S``.  At start the store is cut back to the mark's
+``last_seq`` (the tail the crash left beyond the mark is applied again from
+the journal, never twice) and entries up to the mark's index are skipped.
+The journal keeps every entry (no compaction yet: a state snapshot would need
+catch-up by streaming the store, which is not built), so an entry past the
+mark is always there to apply again.
+
+Leadership: ``leader_listeners`` hear ``True``/``False`` as this replica gains
+or loses the lead (capture, expiry and answers follow it).
+
+Cancellation: a cancelled ``propose`` may still commit and apply on every
+replica; its result is dropped (retries use ``Nats-Msg-Id``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import cbor2
+import trio
+
+from cluster.ops import decode_op, encode_op
+from cluster.stream_fsm import StreamStateMachine
+from raft.core import RaftConfig
+from raft.errors import ApplyFailed, InvariantViolation
+from raft.group import RaftGroup
+from raft.links import PeerLinks
+from raft.storage import OsDisk
+from store.api import StreamStore
+
+log = logging.getLogger(__name__)
+
+#: how often the applied mark moves (store synced, then the mark written)
+MARK_INTERVAL_S = 0.2
+MARK_FILE = "applied.json"
+#: a stream group's Raft entries: one batch of publishes (its bytes bounded by the stream)
+ENTRY_BYTES_MAX = 4 * 1024 * 1024
+#: journal compaction is off for stream groups (see the module doc)
+NO_COMPACTION = 2**62
+
+
+class ReplicatedStreamFSM:
+    """The stream state machine as a Raft state machine over a durable store.
+
+    Args:
+        fsm: the stream's state machine (over its store).
+        skip_through: entries up to this Raft index are already in the store.
+    """
+
+    def __init__(self, fsm: StreamStateMachine, skip_through: int) -> None:
+        self.fsm = fsm
+        self.skip_through = skip_through
+        self.applied = skip_through
+
+    def apply_at(self, entry: bytes, index: int) -> object:
+        if index <= self.skip_through:
+            return None  # already in the store (re-applied from the journal at start)
+        outcome = self.fsm.apply_op(decode_op(entry))
+        self.applied = index
+        return outcome
+
+    def apply(self, entry: bytes) -> object:
+        raise InvariantViolation("a stream group applies through apply_at")
+
+    def snapshot(self) -> bytes:
+        return cbor2.dumps({"applied": self.applied})
+
+    def restore(self, reader: BinaryIO) -> None:
+        doc = cbor2.loads(reader.read())
+        applied = doc.get("applied", 0) if isinstance(doc, dict) else 0
+        if applied > self.applied:
+            # a snapshot from a leader whose journal was compacted past us: the
+            # messages are not in it; installing it would leave a hole
+            raise InvariantViolation(
+                f"stream snapshot at {applied} but this replica holds only {self.applied}"
+            )
+
+
+def read_mark(raft_dir: Path) -> tuple[int, int]:
+    """``(index, last_seq)`` of the applied mark, ``(0, 0)`` if none."""
+    try:
+        doc = json.loads((raft_dir / MARK_FILE).read_text())
+        return int(doc["index"]), int(doc["last_seq"])
+    except FileNotFoundError:
+        return 0, 0
+
+
+def write_mark(raft_dir: Path, index: int, last_seq: int) -> None:
+    raft_dir.mkdir(parents=True, exist_ok=True)
+    tmp = raft_dir / (MARK_FILE + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump({"index": index, "last_seq": last_seq}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, raft_dir / MARK_FILE)
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """Where a replicated stream's group runs (from its meta assignment).
+
+    Attributes:
+        group_id: the Raft group name (``S-R3F-…``).
+        node_id: this server's name.
+        peers: every member's server name.
+        links: the server's peer links.
+        seed: seeds the group's election timeouts.
+    """
+
+    group_id: str
+    node_id: str
+    peers: tuple[str, ...]
+    links: PeerLinks
+    seed: int = 0
+
+
+class ReplicatedGroup:
+    """``LocalGroup``'s interface over a Raft group of the stream's peers.
+
+    Args:
+        group_id: the Raft group name (the meta assignment's).
+        node_id: this server's name.
+        peers: every member's server name (this one included).
+        fsm: the stream's state machine.
+        store: its store.
+        links: the server's peer links.
+        raft_dir: where the journal and the applied mark live.
+        rng: seeds election timeouts.
+        durable_store: False for a memory store (no mark: it starts empty).
+    """
+
+    sync_each_batch = True  # durability is the journal's (majority)
+    idle = False  # no inline batches: every batch goes through the stream's task
+
+    def __init__(
+        self,
+        group_id: str,
+        node_id: str,
+        peers: list[str],
+        fsm: StreamStateMachine,
+        store: StreamStore,
+        links: PeerLinks,
+        raft_dir: Path,
+        rng: random.Random,
+        *,
+        durable_store: bool = True,
+    ) -> None:
+        self.group_id = group_id
+        self.node_id = node_id
+        self.store = store
+        self.raft_dir = raft_dir
+        #: a memory store starts empty: the whole journal applies again
+        self.durable_store = durable_store
+        index, last_seq = read_mark(raft_dir) if durable_store else (0, 0)
+        if durable_store and store.state().last_seq > last_seq:
+            # applied past the mark before a crash: those entries apply again
+            # (the stream rebuilds its dedupe table from the store afterwards)
+            store.truncate(last_seq)
+        self.rfsm = ReplicatedStreamFSM(fsm, index)
+        self._marked = index
+        config = RaftConfig(
+            entry_bytes_max=ENTRY_BYTES_MAX,
+            log_compaction_entries_min=NO_COMPACTION,
+            log_compaction_s_min=float(NO_COMPACTION),
+        )
+        self.raft = RaftGroup(
+            group_id,
+            node_id,
+            [p for p in peers if p != node_id],
+            self.rfsm,
+            links,
+            OsDisk(raft_dir),
+            config,
+            rng=rng,
+        )
+        self.leader_listeners: list[Callable[[bool], None]] = []
+        self.leader_since_ns = 0
+        self._was_leader = False
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.is_leader
+
+    @property
+    def leader_id(self) -> str | None:
+        return self.raft.leader_id
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.raft.run)
+            nursery.start_soon(self._watch_leadership)
+            nursery.start_soon(self._mark_loop)
+            task_status.started()
+
+    async def propose(self, op: Any) -> Any:
+        """Replicate ``op``; its ``ApplyOutcome`` once committed and applied here.
+
+        Raises:
+            RaftError: not committed (NotLeader, NoLeader, ProposalDropped …).
+            ApplyFailed: the state machine raised.
+        """
+        result = await self.raft.propose(encode_op(op))
+        if isinstance(result, ApplyFailed):
+            raise result
+        return result
+
+    async def sync(self) -> None:
+        """Nothing to do: the journal is synced every cycle."""
+
+    async def _watch_leadership(self) -> None:
+        import time
+
+        channel = self.raft.subscribe_leadership()
+        async with channel:
+            async for state in channel:
+                lead = state.is_leader
+                if lead != self._was_leader:
+                    self._was_leader = lead
+                    if lead:
+                        self.leader_since_ns = time.time_ns()
+                    for listener in list(self.leader_listeners):
+                        listener(lead)
+
+    async def _mark_loop(self) -> None:
+        """Sync the store, then move the applied mark (bounded, periodic)."""
+        while True:
+            await trio.sleep(MARK_INTERVAL_S)
+            index = self.rfsm.applied
+            if index == self._marked or not self.durable_store:
+                continue
+            last_seq = self.store.state().last_seq
+            await trio.to_thread.run_sync(self.store.sync)
+            await trio.to_thread.run_sync(write_mark, self.raft_dir, index, last_seq)
+            self._marked = index
+
+    def status(self) -> dict[str, Any]:
+        return self.raft.status()
