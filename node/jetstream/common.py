@@ -13,12 +13,12 @@ without a reply subject is still handled, counted and audited.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from node.jsapi import render
 from node.jsapi.errors import INVALID_JSON, JSApiError, go_json
+from node.protocol.boundedjson import loads as bounded_loads
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -83,7 +83,7 @@ def json_object(body: bytes, type_: str, *, empty_ok: bool = True) -> dict[str, 
             return {}
         raise error(type_, JSApiError(INVALID_JSON))
     try:
-        req = json.loads(body)
+        req = bounded_loads(body)
     except ValueError:
         raise error(type_, JSApiError(INVALID_JSON)) from None
     if not isinstance(req, dict):

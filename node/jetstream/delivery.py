@@ -34,7 +34,6 @@ waiting list; both send through ``ConsumerManager.send``.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -62,6 +61,7 @@ from node.jetstream.pull import PullDispatcher, status
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jetstream.push import PushDispatcher
 from node.jsapi.render import rfc3339_ns
+from node.protocol.boundedjson import loads as bounded_loads
 from node.session import Subscription
 from store.api import StoredMsg
 
@@ -590,7 +590,7 @@ def _ack_item(body: bytes, sseq: int, dseq: int) -> tuple[AckItem | None, bytes 
         if arg:
             if arg[:1] == b"{":
                 try:
-                    doc = json.loads(arg)
+                    doc = bounded_loads(arg)
                     d = doc.get("delay", 0) if isinstance(doc, dict) else None
                     delay = d if type(d) is int and d >= 0 else -1
                 except ValueError:

@@ -26,11 +26,11 @@ bottom build the bytes the server writes.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from node.protocol.boundedjson import loads as bounded_loads
 from node.protocol.events import (
     OK,
     PING,
@@ -727,7 +727,7 @@ def _json_event(cls: Any, rest: bytes) -> Event | ProtocolViolation:
     # Go's decoder takes invalid UTF-8 inside strings (as U+FFFD); anywhere
     # else the replacement character is a syntax error there and here too
     try:
-        obj = json.loads(rest.decode("utf-8", "replace"))
+        obj = bounded_loads(rest)
     except ValueError:
         return ProtocolViolation(None, "bad JSON")
     if not isinstance(obj, dict):
