@@ -409,6 +409,29 @@ class Server:
         """JetStream figures for ``/jsz`` (a ``node.monitor.jsz.JetStreamView``), or None."""
         return self.jetstream.stats() if self.jetstream is not None else None
 
+    def jetstream_health(self, opts: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """``/healthz`` with JetStream: unavailable while a stream directory
+        lies quarantined (could not be recovered), in nats-server's words;
+        a quarantined consumer does not fail it (nor does it there)."""
+        js = self.jetstream
+        bad = [q for q in getattr(js, "quarantined", ()) if q.kind == "stream"]
+        if not bad or opts.get("js-enabled-only") or opts.get("js-meta-only"):
+            return 200, {"status": "ok"}
+        name = bad[0].name
+        msg = f"JetStream stream '$G > {name}' could not be recovered"
+        if opts.get("details"):
+            errors = [
+                {
+                    "type": "STREAM",
+                    "account": "$G",
+                    "stream": q.name,
+                    "error": f"JetStream stream '$G > {q.name}' could not be recovered",
+                }
+                for q in bad
+            ]
+            return 503, {"status": "error", "errors": errors}
+        return 503, {"status": "unavailable", "error": msg}
+
     def jetstream_stats(self) -> dict[str, Any]:
         """JetStreamStats for ``/varz`` (empty until JetStream runs)."""
         view = self.jetstream_view()

@@ -169,7 +169,17 @@ class ConsumerManager:
         for name, stream in list(self.svc.api.streams.items()):
             saved = await trio.to_thread.run_sync(self.registry.saved, name)
             for cname, cfg, created_ns in saved:
-                await self.start(stream, cname, cfg, created_ns)
+                try:
+                    await self.start(stream, cname, cfg, created_ns)
+                except Exception as exc:  # its state will not open: set it aside
+                    log.exception(
+                        "event=consumer_recover_failed stream=%s consumer=%s", name, cname
+                    )
+                    reg = self.registry
+                    if reg.dir is not None:
+                        d = reg.dir / "streams" / name / "consumers" / cname
+                        why = f"{d}: {type(exc).__name__}: {exc}"
+                        await trio.to_thread.run_sync(reg.quarantine_dir, name, d, why)
             r = self.registry.retention(stream)
             if r is not None:  # filters, then acks a crash kept from the stream
                 await r.refresh_interest()

@@ -34,6 +34,7 @@ import trio
 
 from cluster.api import JetStreamApi
 from cluster.api_origin import MsgHandler
+from cluster.quarantine import Quarantined
 from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
 from cluster.transform import cached as cached_transform
@@ -159,6 +160,8 @@ class JetStreamService:
         self.api_total = 0
         self.api_errors = 0
         self.api_inflight = 0  # queued or being handled
+        #: directories set aside at start because they could not be recovered
+        self.quarantined: list[Quarantined] = []
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -175,6 +178,7 @@ class JetStreamService:
             await self.api.recover()
             self.consumers = ConsumerManager(self, nursery)
             await self.consumers.recover()
+            self.quarantined = await trio.to_thread.run_sync(self.api.quarantined)
             self.client.subscribe(b"$JS.API.>", self._on_api)
             if self.domain:
                 self.client.subscribe(b"$JS." + self.domain.encode() + b".API.>", self._on_api)
