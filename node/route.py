@@ -459,7 +459,11 @@ class RouteManager:
                     peer=(host, port),
                     configured=configured,
                 )
-                await route.run()
+                try:
+                    await route.run()
+                except Exception:  # last resort: this route ends, the server does not
+                    server.internal_error("route_session", url=url)
+                    await trio.aclose_forcefully(stream)
                 if route.registered:
                     delay = RECONNECT_DELAY_S_MIN
                     attempts = 0

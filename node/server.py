@@ -51,6 +51,9 @@ class ServerStats:
     slow_consumers: int = 0
     stale_connections: int = 0
     total_connections: int = 0
+    #: unexpected exceptions contained by a last-resort guard (one
+    #: connection closed or one request answered with an error)
+    internal_errors: int = 0
 
 
 def _make_server_id() -> str:
@@ -378,7 +381,11 @@ class Server:
             await self.raft_links.serve_stream(stream, bytes(first))
             return
         route = Route(self, stream, solicited=False, url=None, peer=(ip, port), initial=first)
-        await route.run()
+        try:
+            await route.run()
+        except Exception:  # last resort: this route ends, the server does not
+            self.internal_error("route_session", peer=f"{ip}:{port}")
+            await trio.aclose_forcefully(stream)
 
     async def _run_cluster(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         cluster = self.cfg.cluster
@@ -408,6 +415,13 @@ class Server:
     def jetstream_view(self) -> Any:
         """JetStream figures for ``/jsz`` (a ``node.monitor.jsz.JetStreamView``), or None."""
         return self.jetstream.stats() if self.jetstream is not None else None
+
+    def internal_error(self, what: str, **where: Any) -> None:
+        """Log the exception being handled (once, with where it happened) and
+        count it in ``/varz`` ``trijet_internal_errors``."""
+        self.stats.internal_errors += 1
+        detail = " ".join(f"{k}={v}" for k, v in where.items())
+        log.exception("event=internal_error in=%s %s", what, detail)
 
     def jetstream_health(self, opts: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """``/healthz`` with JetStream: unavailable while a stream directory
@@ -487,7 +501,10 @@ class Server:
         self.stats.total_connections += 1
         session = ClientSession(self, stream, cid, peer)
         self.clients[cid] = session
-        await session.run()
+        try:
+            await session.run()
+        except Exception:  # last resort: this connection ends, the server does not
+            self.internal_error("client_session", cid=cid)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen and serve until ``shutdown()``; then drain and return.

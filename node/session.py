@@ -517,6 +517,12 @@ class ClientSession(Outbound):
                     self._pubs_handler,
                 )
                 self._flush()
+            except Exception:
+                # last resort: a bug met while handling this client's input
+                # closes this connection, never the server
+                self.server.internal_error("client_input", cid=self.cid)
+                self.close(ClosedReason.INTERNAL_ERROR)
+                return
             finally:
                 if self._release():
                     self._write_held()

@@ -187,7 +187,10 @@ class JetStreamService:
                 try:
                     await self._handle(req)
                 except Exception:
-                    log.exception("event=jsapi_failure subject=%r", req.subject)
+                    # last resort: this request is answered with an error,
+                    # the service and the server go on
+                    self.server.internal_error("jsapi", subject=req.subject)
+                    self._answer_internal_error(req)
                 finally:
                     self.api_inflight -= 1
 
@@ -371,6 +374,15 @@ class JetStreamService:
         if req.reply:
             self.client.publish(req.reply, answer.encode() if isinstance(answer, str) else answer)
         self.advisories.api_audit(req, answer)
+
+    def _answer_internal_error(self, req: ApiRequest) -> None:
+        """500/10051 for a request whose handling failed unexpectedly."""
+        self.api_total += 1
+        self.api_errors += 1
+        if req.reply:
+            err = {"code": 500, "err_code": 10051, "description": "internal error"}
+            text = dumps({"type": f"{TYPE}error_response", "error": err})
+            self.client.publish(req.reply, text.encode())
 
     def consumer_count(self, stream: str) -> int:
         """Consumers on ``stream``."""
