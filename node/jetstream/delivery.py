@@ -602,7 +602,8 @@ def _ack_item(body: bytes, sseq: int, dseq: int) -> tuple[AckItem | None, bytes 
                 try:
                     doc = bounded_loads(arg)
                     d = doc.get("delay", 0) if isinstance(doc, dict) else None
-                    delay = d if type(d) is int and d >= 0 else -1
+                    # Go: a delay outside int64 fails Unmarshal: the default backoff
+                    delay = d if type(d) is int and 0 <= d < 2**63 else -1
                 except ValueError:
                     delay = -1
             else:

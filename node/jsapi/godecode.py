@@ -252,6 +252,18 @@ class _Scanner:
                 raise self.err("in exponent of numeric literal")
 
 
+def first_value_end(data: bytes) -> int | None:
+    """Where the first JSON value of ``data`` ends (after leading blanks), or
+    None when it is not a complete valid value; no recursion."""
+    sc = _Scanner(data)
+    sc.ws()
+    try:
+        sc.value()
+    except GoJSONError:
+        return None
+    return sc.i
+
+
 def scan_go(data: bytes) -> list[Any]:
     """Split a Go ``json.Decoder`` stream into its values, checking syntax Go's way.
 
