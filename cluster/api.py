@@ -17,6 +17,7 @@ Results are the state machine's result types (``PubResult``,
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import trio
 
 from cluster.api_origin import ApiOrigin, Messaging
 from cluster.model import ExternalStream, StreamConfig
+from cluster.quarantine import Quarantined
 from cluster.replicated import ReplicaSpec
 from cluster.sourcing import Feed, Origin, Sourcing
 from cluster.stream_archive import Archive, ArchivedConsumer
@@ -33,6 +35,8 @@ from cluster.stream_fsm import ApplyOutcome
 from cluster.streams import OnResult, Stream, StreamExists, StreamRegistry
 from store.api import StoredMsg, StreamState
 from store.errors import MsgNotFound
+
+log = logging.getLogger(__name__)
 
 __all__ = ["JetStreamApi", "MsgNotFound", "StreamExists", "StreamNotFound", "StreamSnapshot"]
 
@@ -153,8 +157,25 @@ class JetStreamApi:
         """Reopen the streams saved on disk (at start)."""
         out = []
         for cfg, created_ns in await trio.to_thread.run_sync(self._registry.saved):
-            out.append(await self._start(cfg, created_ns))
+            try:
+                stream = await self._registry.create(cfg, created_ns)
+            except Exception as exc:  # its store will not open: set it aside
+                log.exception("event=stream_recover_failed stream=%s", cfg.name)
+                reg = self._registry
+                if reg.dir is not None:
+                    d = reg.dir / "streams" / cfg.name
+                    why = f"{d}: {type(exc).__name__}: {exc}"
+                    await trio.to_thread.run_sync(reg.quarantine_dir, d, why)
+                continue
+            for cb in self.on_stream_started:
+                cb(stream)
+            out.append(stream)
         return out
+
+    def quarantined(self) -> list[Quarantined]:
+        """Stream and consumer directories set aside because they could not
+        be recovered (this start or earlier); blocking file I/O, small."""
+        return self._registry.quarantined()
 
     async def create_stream(
         self,

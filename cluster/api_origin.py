@@ -380,7 +380,7 @@ class ApiOrigin:
     def _check_answer(self, answer: bytes) -> dict[str, Any]:
         try:
             doc = json.loads(answer)
-        except ValueError:
+        except (ValueError, RecursionError):  # an origin's answer is untrusted input
             raise OriginUnavailable(
                 {"code": 500, "err_code": 10025, "description": "invalid JSON"}
             ) from None
@@ -409,7 +409,7 @@ class ApiOrigin:
             )
             created = json.loads(answer).get("created", "")
             return stream_identity(parse_rfc3339_ns(created)) if created else ""
-        except (OriginUnavailable, ValueError, AttributeError):
+        except (OriginUnavailable, ValueError, AttributeError, RecursionError):
             return ""
 
     async def _request(

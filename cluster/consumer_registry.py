@@ -26,6 +26,7 @@ from cluster.consumer_model import ConsumerConfig
 from cluster.consumers import Consumer
 from cluster.model import Retention as RetentionPolicy
 from cluster.model import Storage
+from cluster.quarantine import Quarantine
 from cluster.retention import Retention
 from cluster.streams import Stream
 from store.api import ConsumerState, ConsumerStore
@@ -184,11 +185,20 @@ class ConsumerRegistry:
         for d in sorted(root.iterdir()):
             f = d / "config.json"
             if f.is_file():
-                doc = json.loads(f.read_text())
-                out.append(
-                    (d.name, ConsumerConfig.from_dict(doc["config"]), int(doc["created_ns"]))
-                )
+                try:
+                    doc = json.loads(f.read_text())
+                    cfg = ConsumerConfig.from_dict(doc["config"])
+                    created_ns = int(doc["created_ns"])
+                except Exception as exc:  # any damage: set it aside, serve the rest
+                    self.quarantine_dir(stream, d, f"{f}: {type(exc).__name__}: {exc}")
+                    continue
+                out.append((d.name, cfg, created_ns))
         return out
+
+    def quarantine_dir(self, stream: str, d: Path, reason: str) -> None:
+        """Rename a consumer directory that cannot be recovered aside (logged)."""
+        assert self.dir is not None
+        Quarantine(self.dir).put("consumer", f"{stream}.{d.name}", d, reason)
 
 
 def _write_json(path: Path, cfg: ConsumerConfig, created_ns: int) -> None:

@@ -180,7 +180,7 @@ def _decode_consumers(raw: bytes) -> tuple[ArchivedConsumer, ...]:
         try:
             config = ConsumerConfig.from_dict(json.loads(cfg))
             cstate = decode_consumer_state(state)
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
             raise ArchiveError(f"archive consumer {name!r} malformed: {e}") from e
         names.add(name)
         out.append(ArchivedConsumer(name, config, created_ns, cstate))
@@ -395,6 +395,6 @@ def _decode_header(raw: bytes) -> tuple[StreamConfig, int, int, int]:
         raise ArchiveError("archive header malformed")
     try:
         config = StreamConfig.from_dict(json.loads(doc["config"]))
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         raise ArchiveError(f"archive config malformed: {e}") from e
     return config, created_ns, doc_bytes, cons_bytes

@@ -64,6 +64,7 @@ from cluster.ops import (
     StreamPolicy,
     UpdatePolicy,
 )
+from cluster.quarantine import Quarantine, Quarantined
 from cluster.replicated import ReplicaSpec, ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
 from raft.errors import RaftError
@@ -648,6 +649,23 @@ class StreamRegistry:
         for d in sorted((self.dir / "streams").iterdir()):
             f = d / "config.json"
             if f.is_file():
-                doc = json.loads(f.read_text())
-                out.append((StreamConfig.from_dict(doc["config"]), int(doc["created_ns"])))
+                try:
+                    doc = json.loads(f.read_text())
+                    cfg = StreamConfig.from_dict(doc["config"])
+                    created_ns = int(doc["created_ns"])
+                    if cfg.name != d.name:
+                        raise ValueError(f"config names stream {cfg.name!r}")
+                except Exception as exc:  # any damage: set it aside, serve the rest
+                    self.quarantine_dir(d, f"{f}: {type(exc).__name__}: {exc}")
+                    continue
+                out.append((cfg, created_ns))
         return out
+
+    def quarantine_dir(self, d: Path, reason: str) -> None:
+        """Rename a stream directory that cannot be recovered aside (logged)."""
+        assert self.dir is not None
+        Quarantine(self.dir).put("stream", d.name, d, reason)
+
+    def quarantined(self) -> list[Quarantined]:
+        """Directories set aside, from this start or earlier ones."""
+        return Quarantine(self.dir).found() if self.dir is not None else []

@@ -124,9 +124,8 @@ def _is_user_nkey(key: str) -> bool:
 # Keys nats-server accepts that trijet does not implement: accepted, warned about, ignored.
 _IGNORED_TOP = frozenset(
     """syslog remote_syslog log_size_limit logfile_size_limit log_max_num logfile_max_num
-    prof_port prof_block_rate accounts system_account system no_system_account no_system
-    no_sys_acc operator operators roots root root_operators root_operator resolver
-    account_resolver accounts_resolver resolver_tls resolver_preload resolver_pinned_accounts
+    prof_port prof_block_rate no_system_account no_system
+    no_sys_acc resolver_tls resolver_pinned_accounts
     ocsp ocsp_cache gateway leaf leafnodes websocket ws mqtt server_metadata feature_flags
     default_js_domain mappings maps max_sub_tokens max_subscription_tokens max_traced_msg_len
     trace_headers trusted trusted_keys allow_non_tls proxy_protocol proxies default_sentinel
@@ -151,6 +150,27 @@ _IGNORED_AUTH = frozenset({"auth_callout", "auth_hook", "proxy_required"})
 _IGNORED_USER = frozenset(
     {"allowed_connection_types", "connection_types", "clients", "proxy_required"}
 )
+
+
+# Keys that configure more than one account, or name one (JWT operator mode
+# included): refused, not ignored — trijet serves every client in one account,
+# so ignoring them would let tenants see each other's traffic (and ignoring an
+# operator would drop authentication altogether).  The one place to relax when
+# multi-account support (first: ``system_account`` with a minimal ``accounts``
+# block) lands.
+MULTI_ACCOUNT_KEYS = frozenset(
+    """accounts system_account system operator operators root roots root_operator
+    root_operators resolver account_resolver accounts_resolver resolver_preload trusted
+    trusted_keys""".split()
+)
+
+
+def multi_account_refusal(key: str) -> str:
+    """The error for a ``MULTI_ACCOUNT_KEYS`` key (after ``file:line:col: ``)."""
+    return (
+        f'accounts are not supported yet: field "{key}" needs separate accounts, and trijet '
+        "serves every client in one account (multi-account isolation is tracked separately)"
+    )
 
 
 class _Builder:
@@ -280,6 +300,9 @@ class _Builder:
 
     def top_key(self, k: str, key: str, cv: ConfValue) -> None:
         cfg = self.cfg
+        if k in MULTI_ACCOUNT_KEYS:
+            self.err(cv, multi_account_refusal(key))
+            raise _Skip
         setters: dict[str, Callable[[], None]] = {
             "client_advertise": lambda: setattr(cfg, "client_advertise", self.string(k, cv)),
             "port": lambda: setattr(cfg, "port", self.integer(k, cv)),

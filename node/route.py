@@ -336,9 +336,15 @@ class Route(Outbound):
                 if self._pong_waiters:
                     self._wake_pong_waiters()
             elif t is Connect:
-                self._on_connect(ev.fields)
+                if not _typed(ev.fields, _CONNECT_TYPES):
+                    self.close("Parse Error")  # Go's Unmarshal fails: closed, no -ERR
+                else:
+                    self._on_connect(ev.fields)
             elif t is Info:
-                self._on_info(ev.fields)
+                if not _typed(ev.fields, _INFO_TYPES):
+                    self.close("Parse Error")
+                else:
+                    self._on_info(ev.fields)
             elif t is Err:
                 log.error("rid=%d event=route_error text=%r", self.rid, ev.text)
                 self.close("Protocol Violation")
@@ -494,7 +500,11 @@ class RouteManager:
                     peer=(host, port),
                     configured=configured,
                 )
-                await route.run()
+                try:
+                    await route.run()
+                except Exception:  # last resort: this route ends, the server does not
+                    server.internal_error("route_session", url=url)
+                    await trio.aclose_forcefully(stream)
                 if route.registered:
                     delay = RECONNECT_DELAY_S_MIN
                     attempts = 0
@@ -505,6 +515,45 @@ class RouteManager:
                 return
             await trio.sleep(delay * (0.5 + self.rng.random()))
             delay = min(delay * 2, RECONNECT_DELAY_S_MAX)
+
+
+_STR, _INT, _BOOL, _STRS = "str", "int", "bool", "strs"
+# Go struct field types of what a route sends (nats-server's connectInfo and
+# Info): a value of another type fails its Unmarshal and closes the route.
+_CONNECT_TYPES = {
+    **dict.fromkeys(("echo", "verbose", "pedantic", "tls_required", "headers", "dynamic"), _BOOL),
+    **dict.fromkeys(("lnoc", "lnocu", "gateway_conn"), _BOOL),
+    **dict.fromkeys(("user", "pass", "name", "cluster", "gateway"), _STR),
+}
+_INFO_TYPES = {
+    **dict.fromkeys(("server_id", "server_name", "name", "version", "go", "host"), _STR),
+    **dict.fromkeys(("ip", "cluster", "domain", "nonce", "git_commit"), _STR),
+    **dict.fromkeys(("port", "proto", "max_payload", "route_pool_size"), _INT),
+    **dict.fromkeys(("headers", "auth_required", "tls_required", "tls_verify"), _BOOL),
+    **dict.fromkeys(("jetstream", "cluster_dynamic", "lnoc", "lnocu", "ln"), _BOOL),
+    **dict.fromkeys(("connect_urls", "ws_connect_urls", "leafnode_urls"), _STRS),
+}
+_INT64 = range(-(2**63), 2**63)
+
+
+def _typed(f: dict[str, Any], types: dict[str, str]) -> bool:
+    """Whether the known fields of a route's CONNECT/INFO have their Go types
+    (null leaves a field at its zero value, so it passes)."""
+    for key, kind in types.items():
+        v = f.get(key)
+        if v is None:
+            continue
+        if kind == _STR:
+            ok = isinstance(v, str)
+        elif kind == _BOOL:
+            ok = isinstance(v, bool)
+        elif kind == _INT:
+            ok = type(v) is int and v in _INT64
+        else:
+            ok = isinstance(v, list) and all(isinstance(x, str) for x in v)
+        if not ok:
+            return False
+    return True
 
 
 def route_info_json(fields: dict[str, Any]) -> bytes:

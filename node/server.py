@@ -56,6 +56,9 @@ class ServerStats:
     slow_consumers: int = 0
     stale_connections: int = 0
     total_connections: int = 0
+    #: unexpected exceptions contained by a last-resort guard (one
+    #: connection closed or one request answered with an error)
+    internal_errors: int = 0
 
 
 def _make_server_id() -> str:
@@ -402,7 +405,11 @@ class Server:
             await self.raft_links.serve_stream(stream, bytes(first))
             return
         route = Route(self, stream, solicited=False, url=None, peer=(ip, port), initial=first)
-        await route.run()
+        try:
+            await route.run()
+        except Exception:  # last resort: this route ends, the server does not
+            self.internal_error("route_session", peer=f"{ip}:{port}")
+            await trio.aclose_forcefully(stream)
 
     async def _run_cluster(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         cluster = self.cfg.cluster
@@ -433,24 +440,49 @@ class Server:
         """JetStream figures for ``/jsz`` (a ``node.monitor.jsz.JetStreamView``), or None."""
         return self.jetstream.stats() if self.jetstream is not None else None
 
+    def internal_error(self, what: str, **where: Any) -> None:
+        """Log the exception being handled (once, with where it happened) and
+        count it in ``/varz`` ``trijet_internal_errors``."""
+        self.stats.internal_errors += 1
+        detail = " ".join(f"{k}={v}" for k, v in where.items())
+        log.exception("event=internal_error in=%s %s", what, detail)
+
     def jetstream_health(self, opts: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """``/healthz`` of JetStream: in a cluster, the meta layer's state
-        (a leaderless stream does not fail it, as in nats-server)."""
-        ok: dict[str, Any] = {"status": "ok"}
-        meta = getattr(self.jetstream, "meta", None)
-        if meta is None or opts.get("js-enabled-only"):
-            return 200, ok
-        problem = meta.health()
-        if problem is None:
-            return 200, ok
-        status, text = problem
+        """``/healthz`` with JetStream: in a cluster the meta layer's state
+        first (a leaderless stream does not fail it, as in nats-server);
+        then unavailable while a stream directory lies quarantined (could not
+        be recovered), in nats-server's words; a quarantined consumer does
+        not fail it (nor does it there)."""
+        js = self.jetstream
+        meta = getattr(js, "meta", None)
+        if meta is not None and not opts.get("js-enabled-only"):
+            problem = meta.health()
+            if problem is not None:
+                status, text = problem
+                if opts.get("details"):
+                    return status, {
+                        "status": "unavailable",
+                        "status_code": status,
+                        "errors": [{"type": "JETSTREAM", "error": text}],
+                    }
+                return status, {"status": "unavailable", "error": text}
+        bad = [q for q in getattr(js, "quarantined", ()) if q.kind == "stream"]
+        if not bad or opts.get("js-enabled-only") or opts.get("js-meta-only"):
+            return 200, {"status": "ok"}
+        name = bad[0].name
+        msg = f"JetStream stream '$G > {name}' could not be recovered"
         if opts.get("details"):
-            return status, {
-                "status": "unavailable",
-                "status_code": status,
-                "errors": [{"type": "JETSTREAM", "error": text}],
-            }
-        return status, {"status": "unavailable", "error": text}
+            errors = [
+                {
+                    "type": "STREAM",
+                    "account": "$G",
+                    "stream": q.name,
+                    "error": f"JetStream stream '$G > {q.name}' could not be recovered",
+                }
+                for q in bad
+            ]
+            return 503, {"status": "error", "errors": errors}
+        return 503, {"status": "unavailable", "error": msg}
 
     def jetstream_stats(self) -> dict[str, Any]:
         """JetStreamStats for ``/varz`` (empty until JetStream runs)."""
@@ -510,7 +542,10 @@ class Server:
         self.stats.total_connections += 1
         session = ClientSession(self, stream, cid, peer)
         self.clients[cid] = session
-        await session.run()
+        try:
+            await session.run()
+        except Exception:  # last resort: this connection ends, the server does not
+            self.internal_error("client_session", cid=cid)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen and serve until ``shutdown()``; then drain and return.

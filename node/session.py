@@ -85,6 +85,45 @@ class ClosedReason(enum.Enum):
     READ_ERROR = "Read Error"
     WRITE_ERROR = "Write Error"
     SERVER_SHUTDOWN = "Server Shutdown"
+    BAD_CLIENT_PROTOCOL = "Bad Client Protocol Version"
+    INTERNAL_ERROR = "Internal Error"
+
+
+_CONNECT_BOOLS = (
+    "verbose",
+    "pedantic",
+    "echo",
+    "headers",
+    "no_responders",
+    "tls_required",
+    "new_account",
+)
+_CONNECT_STRS = (
+    "name",
+    "lang",
+    "version",
+    "user",
+    "pass",
+    "auth_token",
+    "jwt",
+    "nkey",
+    "sig",
+    "account",
+)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def connect_fields_typed(f: dict[str, Any]) -> bool:
+    """Whether CONNECT's known fields (nulls already dropped) have the Go
+    types nats-server's ``ClientOpts`` gives them (bool, string, int64)."""
+    for key in _CONNECT_BOOLS:
+        if key in f and not isinstance(f[key], bool):
+            return False
+    for key in _CONNECT_STRS:
+        if key in f and not isinstance(f[key], str):
+            return False
+    p = f.get("protocol", 0)
+    return type(p) is int and _INT64_MIN <= p <= _INT64_MAX
 
 
 class Subscription:
@@ -478,6 +517,12 @@ class ClientSession(Outbound):
                     self._pubs_handler,
                 )
                 self._flush()
+            except Exception:
+                # last resort: a bug met while handling this client's input
+                # closes this connection, never the server
+                self.server.internal_error("client_input", cid=self.cid)
+                self.close(ClosedReason.INTERNAL_ERROR)
+                return
             finally:
                 if self._release():
                     self._write_held()
@@ -563,11 +608,11 @@ class ClientSession(Outbound):
         self.close(reason, ev.err)
 
     def _on_connect(self, f: dict[str, Any]) -> None:
-        for key in ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required"):
-            if key in f and not isinstance(f[key], bool):
-                self.close(ClosedReason.PARSE_ERROR)
-                return
-        if "protocol" in f and not isinstance(f["protocol"], int):
+        # nats-server: unmarshal into typed fields (a type error closes
+        # silently; null leaves a field as it was), then authenticate, then
+        # check the protocol version
+        f = {k: v for k, v in f.items() if v is not None}
+        if not connect_fields_typed(f):
             self.close(ClosedReason.PARSE_ERROR)
             return
         server = self.server
@@ -581,6 +626,9 @@ class ClientSession(Outbound):
             if user.permissions is not None:
                 self.perms = Permissions(user.permissions)
                 self.resp_perms = self.perms.allow_responses
+        if not 0 <= f.get("protocol", 0) <= 1:
+            self.close(ClosedReason.BAD_CLIENT_PROTOCOL, "invalid client protocol")
+            return
         self.verbose = f.get("verbose", self.verbose)
         self.pedantic = f.get("pedantic", self.pedantic)
         self.echo = f.get("echo", self.echo)

@@ -118,3 +118,110 @@ def overlaps(a: bytes, b: bytes) -> bool:
         if x != y:
             return False
     return True
+
+
+class _OverlapNode:
+    __slots__ = ("ends", "gt", "literal", "star")
+
+    def __init__(self) -> None:
+        self.literal: dict[bytes, _OverlapNode] = {}
+        self.star: _OverlapNode | None = None
+        self.gt: _OverlapNode | None = None
+        self.ends: list[int] = []
+
+    def children(self) -> list[_OverlapNode]:
+        out = list(self.literal.values())
+        if self.star is not None:
+            out.append(self.star)
+        if self.gt is not None:
+            out.append(self.gt)
+        return out
+
+
+def _subtree(node: _OverlapNode) -> list[int]:
+    out: list[int] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        out.extend(n.ends)
+        stack.extend(n.children())
+    return out
+
+
+class OverlapIndex:
+    """Patterns in a token trie, for ``overlaps`` queries against many at once.
+
+    ``overlapping(p)`` gives the positions of every stored pattern ``q`` with
+    ``overlaps(p, q)`` (same semantics, any token taken as given), walking
+    only the trie paths ``p`` can meet instead of comparing every pair: a
+    list of n subjects is checked for overlaps in about n walks, where the
+    pairwise loop took n²/2 comparisons (10,000 subjects: 50 million).
+    Iterative; no recursion on token count.
+    """
+
+    def __init__(self, patterns: list[bytes]) -> None:
+        self._root = _OverlapNode()
+        for pos, pattern in enumerate(patterns):
+            node = self._root
+            for tok in pattern.split(b"."):
+                if tok == b"*":
+                    if node.star is None:
+                        node.star = _OverlapNode()
+                    node = node.star
+                elif tok == b">":
+                    if node.gt is None:
+                        node.gt = _OverlapNode()
+                    node = node.gt
+                else:
+                    nxt = node.literal.get(tok)
+                    if nxt is None:
+                        nxt = node.literal[tok] = _OverlapNode()
+                    node = nxt
+            node.ends.append(pos)
+
+    def overlapping(self, pattern: bytes) -> list[int]:
+        """Positions of the stored patterns that overlap ``pattern`` (unordered)."""
+        out: list[int] = []
+        frontier = [self._root]
+        for tok in pattern.split(b"."):
+            nxt: list[_OverlapNode] = []
+            for node in frontier:
+                if tok == b">":
+                    for child in node.children():
+                        out.extend(_subtree(child))
+                    continue
+                if node.gt is not None:
+                    out.extend(_subtree(node.gt))
+                if tok == b"*":
+                    nxt.extend(node.literal.values())
+                else:
+                    lit = node.literal.get(tok)
+                    if lit is not None:
+                        nxt.append(lit)
+                if node.star is not None:
+                    nxt.append(node.star)
+            if tok == b">" or not nxt:
+                return out
+            frontier = nxt
+        for node in frontier:
+            out.extend(node.ends)
+        return out
+
+
+def first_overlap(patterns: list[bytes], i: int, index: OverlapIndex) -> int | None:
+    """The smallest ``j > i`` with ``overlaps(patterns[i], patterns[j])``, or None
+    (``index`` is ``OverlapIndex(patterns)``)."""
+    later = [j for j in index.overlapping(patterns[i]) if j > i]
+    return min(later) if later else None
+
+
+def any_overlap(a: list[bytes], b: list[bytes]) -> bool:
+    """Whether some pattern of ``a`` overlaps some pattern of ``b``."""
+    if not a or not b:
+        return False
+    if len(a) < len(b):
+        a, b = b, a
+    if len(b) <= 2:
+        return any(overlaps(x, y) for x in b for y in a)
+    index = OverlapIndex(a)
+    return any(index.overlapping(y) for y in b)

@@ -292,18 +292,33 @@ class Sublist(Generic[S]):
         psubs: list[S],
         qmap: dict[bytes, list[S]],
     ) -> None:
+        """Collect every subscription matching ``toks[i:]`` below ``node``.
+
+        Iterative (a subject may hold thousands of tokens): a ``*`` branch is
+        followed first and the literal branch waits on ``pending``, which
+        keeps the order the recursive walk had (``>``, then ``*``, then the
+        literal token at every level).
+        """
         n = len(toks)
-        while i < n:
-            if node.fwc is not None:
-                self._collect(node.fwc, psubs, qmap)
-            if node.pwc is not None:
-                self._walk(node.pwc, toks, i + 1, psubs, qmap)
-            nxt = node.literal.get(toks[i])
-            if nxt is None:
-                return
-            node = nxt
-            i += 1
-        self._collect(node, psubs, qmap)
+        pending: list[tuple[_Node[S], int]] = [(node, i)]
+        collect = self._collect
+        while pending:
+            node, i = pending.pop()
+            while i < n:
+                if node.fwc is not None:
+                    collect(node.fwc, psubs, qmap)
+                nxt = node.literal.get(toks[i])
+                if node.pwc is not None:
+                    if nxt is not None:
+                        pending.append((nxt, i + 1))
+                    node = node.pwc
+                elif nxt is None:
+                    break
+                else:
+                    node = nxt
+                i += 1
+            else:
+                collect(node, psubs, qmap)
 
     @staticmethod
     def _collect(node: _Node[S], psubs: list[S], qmap: dict[bytes, list[S]]) -> None:

@@ -33,7 +33,7 @@ from cluster.meta import (
 )
 from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
-from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
+from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, checked_off_loop, dumps, error
 from node.jsapi import render
 from node.jsapi.errors import STREAM_NOT_FOUND, STREAM_REPLICAS_NOT_UPDATABLE, JSApiError
 from node.jsapi.streamconfig import (
@@ -81,13 +81,16 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
     type_ = render.STREAM_CREATE_RESPONSE
     existing = meta.configs()
     try:
-        cfg = parse_create(req.op[2], req.body, clustered=True, lookup=existing.get)
+        cfg = await checked_off_loop(
+            req.body,
+            lambda: parse_create(req.op[2], req.body, clustered=True, lookup=existing.get),
+        )
         sa = meta.assignment(cfg.name)
         if sa is not None:
             check_recreate(cfg, existing[cfg.name])
             config: dict[str, Any] = dict(sa.config)  # identical: its host answers again
         else:
-            check_overlap(cfg, existing.values())
+            await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
             config = cfg.to_dict()
     except JSApiError as err:
         raise error(type_, err) from None
@@ -113,14 +116,16 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
     type_ = render.STREAM_UPDATE_RESPONSE
     existing = meta.configs()
     try:
-        new, _pedantic = parse_update(req.op[2], req.body, lookup=existing.get)
+        new, _pedantic = await checked_off_loop(
+            req.body, lambda: parse_update(req.op[2], req.body, lookup=existing.get)
+        )
         old = existing.get(new.name)
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
         cfg = check_update(old, new, clustered=True)
         if cfg.num_replicas != old.num_replicas:  # scaling is not built yet
             raise JSApiError(STREAM_REPLICAS_NOT_UPDATABLE)
-        check_overlap(cfg, existing.values())
+        await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:
         raise error(type_, err) from None
     result = await _propose(svc, update_stream_entry(cfg.to_dict(), reply=req.reply.decode()))

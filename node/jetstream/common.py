@@ -13,12 +13,14 @@ without a reply subject is still handled, counted and audited.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
 
 from node.jsapi import render
 from node.jsapi.errors import INVALID_JSON, JSApiError, go_json
+from node.protocol.boundedjson import loads as bounded_loads
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
 
 TYPE = render.API_TYPE_PREFIX
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +86,26 @@ def json_object(body: bytes, type_: str, *, empty_ok: bool = True) -> dict[str, 
             return {}
         raise error(type_, JSApiError(INVALID_JSON))
     try:
-        req = json.loads(body)
+        req = bounded_loads(body)
     except ValueError:
         raise error(type_, JSApiError(INVALID_JSON)) from None
     if not isinstance(req, dict):
         raise error(type_, JSApiError(INVALID_JSON))
     return req
+
+
+OFF_LOOP_BODY_BYTES_MIN = 32 * 1024
+"""A request body at least this big is checked in a worker thread."""
+
+
+async def checked_off_loop(body: bytes, fn: Callable[[], T]) -> T:
+    """Run ``fn`` (a pure decode-and-check of ``body``) here when the body
+    is small, else in a worker thread, so that a request with thousands of
+    subjects never holds the event loop: other clients keep being served
+    while it is checked.  ``fn`` must touch nothing the event loop mutates.
+
+    Cancellation: the thread finishes its work; its result is dropped.
+    """
+    if len(body) < OFF_LOOP_BODY_BYTES_MIN:
+        return fn()
+    return await trio.to_thread.run_sync(fn)

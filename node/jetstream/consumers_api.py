@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from cluster.consumer_model import PriorityPolicy
 from cluster.consumers import Consumer
 from node.jetstream import apireq
-from node.jetstream.common import ApiAnswer, ApiRequest, dumps, error
+from node.jetstream.common import ApiAnswer, ApiRequest, checked_off_loop, dumps, error
 from node.jetstream.streams_api import stream_of
 from node.jsapi import consumer_render as cr
 from node.jsapi.consumer_render import ConsumerFigures
@@ -113,17 +113,28 @@ def _consumer(svc: JetStreamService, stream: str, name: str, type_: str) -> Cons
 async def create(svc: JetStreamService, req: ApiRequest) -> str:
     type_ = cr.CONSUMER_CREATE_RESPONSE
     try:
-        creq = parse_create(req.op, req.body)
+        creq = await checked_off_loop(req.body, lambda: parse_create(req.op, req.body))
         stream = svc.api.streams.get(creq.stream)
         if stream is None:
             raise JSApiError(STREAM_NOT_FOUND)
         existing = {n: c.cfg for n, c in svc.consumers.of(stream.cfg.name).items()}
-        name, cfg, is_new = decide_create(
-            creq,
-            stream.cfg,
-            existing,
-            new_name=_new_name,
-            deliver_bound=lambda s: bool(s) and svc.server.router.sublist.has_interest(s.encode()),
+        # the sublist belongs to the event loop: ask it here, not in a thread
+        has_interest = svc.server.router.sublist.has_interest
+        bound = {
+            c.deliver_subject: has_interest(c.deliver_subject.encode())
+            for c in existing.values()
+            if c.deliver_subject
+        }
+        stream_cfg = stream.cfg
+        name, cfg, is_new = await checked_off_loop(
+            req.body,
+            lambda: decide_create(
+                creq,
+                stream_cfg,
+                existing,
+                new_name=_new_name,
+                deliver_bound=lambda s: bound.get(s, False),
+            ),
         )
         if cfg.priority_policy is not PriorityPolicy.NONE:
             raise JSApiError(REQUIRED_API_LEVEL)  # priority groups: not served here

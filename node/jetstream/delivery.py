@@ -34,7 +34,6 @@ waiting list; both send through ``ConsumerManager.send``.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -62,6 +61,7 @@ from node.jetstream.pull import PullDispatcher, status
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jetstream.push import PushDispatcher
 from node.jsapi.render import rfc3339_ns
+from node.protocol.boundedjson import loads as bounded_loads
 from node.session import Subscription
 from store.api import StoredMsg
 
@@ -170,10 +170,20 @@ class ConsumerManager:
             await self.recover_stream(stream)
 
     async def recover_stream(self, stream: Stream) -> None:
-        """Restart the consumers of ``stream`` saved on disk (after it reopened)."""
-        saved = await trio.to_thread.run_sync(self.registry.saved, stream.cfg.name)
+        """Restart the consumers of ``stream`` saved on disk (after it reopened);
+        one whose state will not open is set aside (quarantined), the rest run."""
+        name = stream.cfg.name
+        saved = await trio.to_thread.run_sync(self.registry.saved, name)
         for cname, cfg, created_ns in saved:
-            await self.start(stream, cname, cfg, created_ns)
+            try:
+                await self.start(stream, cname, cfg, created_ns)
+            except Exception as exc:  # its state will not open: set it aside
+                log.exception("event=consumer_recover_failed stream=%s consumer=%s", name, cname)
+                reg = self.registry
+                if reg.dir is not None:
+                    d = reg.dir / "streams" / name / "consumers" / cname
+                    why = f"{d}: {type(exc).__name__}: {exc}"
+                    await trio.to_thread.run_sync(reg.quarantine_dir, name, d, why)
         r = self.registry.retention(stream)
         if r is not None:  # filters, then acks a crash kept from the stream
             await r.refresh_interest()
@@ -594,9 +604,10 @@ def _ack_item(body: bytes, sseq: int, dseq: int) -> tuple[AckItem | None, bytes 
         if arg:
             if arg[:1] == b"{":
                 try:
-                    doc = json.loads(arg)
+                    doc = bounded_loads(arg)
                     d = doc.get("delay", 0) if isinstance(doc, dict) else None
-                    delay = d if type(d) is int and d >= 0 else -1
+                    # Go: a delay outside int64 fails Unmarshal: the default backoff
+                    delay = d if type(d) is int and 0 <= d < 2**63 else -1
                 except ValueError:
                     delay = -1
             else:

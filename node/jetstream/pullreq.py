@@ -11,7 +11,6 @@ in the status message.  Pure: no I/O.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from node.jsapi.godecode import (
     GoJSONError,
     d_bool,
     d_str,
+    first_value_end,
     new_ctx,
     scan_go,
 )
@@ -86,11 +86,10 @@ def decode_pull(body: bytes) -> PullSpec | str:
         msg = str(e)
         if msg == "unexpected EOF":
             return "unexpected end of JSON input"
-        try:  # Unmarshal wants exactly one value
-            _, end = json.JSONDecoder().raw_decode(text.decode(errors="replace"))
-        except ValueError:
+        end = first_value_end(text)  # Unmarshal wants exactly one value
+        if end is None:
             return _AT_OFFSET.sub("", msg)
-        rest = text.decode(errors="replace")[end:].lstrip(" \t\r\n")
+        rest = text[end:].decode(errors="replace").lstrip(" \t\r\n")
         return f"invalid character {rest[:1]!r} after top-level value"
     if len(values) != 1:
         return "invalid character '{' after top-level value"

@@ -34,6 +34,7 @@ import trio
 
 from cluster.api import JetStreamApi
 from cluster.api_origin import MsgHandler
+from cluster.quarantine import Quarantined
 from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
 from cluster.transform import cached as cached_transform
@@ -172,6 +173,8 @@ class JetStreamService:
         self.meta: MetaLayer | None = None
         if server.cfg.cluster is not None:
             self.meta = MetaLayer(self)
+        #: directories set aside at start because they could not be recovered
+        self.quarantined: list[Quarantined] = []
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -190,6 +193,7 @@ class JetStreamService:
             if self.meta is None:
                 await self.api.recover()
                 await self.consumers.recover()
+            self.quarantined = await trio.to_thread.run_sync(self.api.quarantined)
             self.client.subscribe(b"$JS.API.>", self._on_api)
             if self.domain:
                 self.client.subscribe(b"$JS." + self.domain.encode() + b".API.>", self._on_api)
@@ -206,7 +210,10 @@ class JetStreamService:
                 try:
                     await self._handle(req)
                 except Exception:
-                    log.exception("event=jsapi_failure subject=%r", req.subject)
+                    # last resort: this request is answered with an error,
+                    # the service and the server go on
+                    self.server.internal_error("jsapi", subject=req.subject)
+                    self._answer_internal_error(req)
                 finally:
                     self.api_inflight -= 1
 
@@ -451,6 +458,15 @@ class JetStreamService:
         if self.meta is not None:
             return self.meta.configs()
         return self.api.configs()
+
+    def _answer_internal_error(self, req: ApiRequest) -> None:
+        """500/10051 for a request whose handling failed unexpectedly."""
+        self.api_total += 1
+        self.api_errors += 1
+        if req.reply:
+            err = {"code": 500, "err_code": 10051, "description": "internal error"}
+            text = dumps({"type": f"{TYPE}error_response", "error": err})
+            self.client.publish(req.reply, text.encode())
 
     def consumer_count(self, stream: str) -> int:
         """Consumers on ``stream``."""

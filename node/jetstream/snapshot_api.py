@@ -64,7 +64,6 @@ keeps its first delivery's time, which may still be within its ack wait);
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import weakref
@@ -121,6 +120,7 @@ from node.jsapi.godecode import (
 )
 from node.jsapi.streamconfig import check_overlap, check_stream_config
 from node.jsapi.streamrequest import _STREAM_REQUEST, _d_time, _typed_struct, decode_request
+from node.protocol.boundedjson import loads as bounded_loads
 from node.subjects import valid_literal_subject
 from store.errors import StoreError
 
@@ -175,7 +175,7 @@ def is_empty_request(body: bytes) -> bool:
     if not body:
         return True
     try:
-        value = json.loads(body)
+        value = bounded_loads(body)
     except ValueError:
         return False
     return isinstance(value, dict) and not value

@@ -25,7 +25,7 @@ from cluster.model import Storage, StreamConfig
 from cluster.stream_fsm import ApiErrorResult, PurgeResult
 from cluster.streams import Stream
 from node.jetstream import apireq, clustered
-from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
+from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, checked_off_loop, dumps, error
 from node.jsapi import render
 from node.jsapi.errors import (
     BAD_REQUEST,
@@ -105,12 +105,15 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
     type_ = render.STREAM_CREATE_RESPONSE
     existing = svc.api.configs()
     try:
-        cfg = parse_create(req.op[2], req.body, clustered=False, lookup=existing.get)
+        cfg = await checked_off_loop(
+            req.body,
+            lambda: parse_create(req.op[2], req.body, clustered=False, lookup=existing.get),
+        )
         if cfg.name in existing:
             check_recreate(cfg, existing[cfg.name])
             return render.stream_create_response(info_dict(svc, svc.api.stream(cfg.name)))
         svc.resources.check_create(cfg, existing.values())
-        check_overlap(cfg, existing.values())
+        await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:
         raise error(type_, err) from None
     stream = await svc.api.create_stream(cfg)
@@ -124,13 +127,15 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
     type_ = render.STREAM_UPDATE_RESPONSE
     existing = svc.api.configs()
     try:
-        new, _pedantic = parse_update(req.op[2], req.body, lookup=existing.get)
+        new, _pedantic = await checked_off_loop(
+            req.body, lambda: parse_update(req.op[2], req.body, lookup=existing.get)
+        )
         old = existing.get(new.name)
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
         cfg = check_update(old, new, clustered=False)
         svc.resources.check_update(old, cfg, existing.values())
-        check_overlap(cfg, existing.values())
+        await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:
         raise error(type_, err) from None
     stream = await apply_update(svc, old, cfg)

@@ -94,7 +94,7 @@ from node.jsapi.errors import (
     JSApiError,
 )
 from node.jsapi.versioning import copy_required_level, with_static_consumer
-from node.subjects import has_wildcard, overlaps, subset, valid_subject
+from node.subjects import OverlapIndex, any_overlap, has_wildcard, subset, valid_subject
 
 __all__ = [
     "ACK_WAIT_DEFAULT_NS",
@@ -281,12 +281,16 @@ def _check_filters(cfg: ConsumerConfig) -> None:
     if any(f == "" for f in cfg.filter_subjects):
         raise JSApiError(CONSUMER_EMPTY_FILTER)
     filters = [f.encode() for f in cfg.filters]
+    # a filter inside another: a subset is an overlap, so only the filters
+    # the trie finds overlapping are compared (not every pair)
+    index = OverlapIndex(filters) if len(filters) > 1 else None
     for i, f in enumerate(filters):
         if not valid_subject(f):
             raise _invalid("invalid subject")
-        for j, g in enumerate(filters):
-            if i != j and subset(f, g):
-                raise JSApiError(CONSUMER_OVERLAPPING_SUBJECT_FILTERS)
+        if index is not None and any(
+            j != i and subset(f, filters[j]) for j in index.overlapping(f)
+        ):
+            raise JSApiError(CONSUMER_OVERLAPPING_SUBJECT_FILTERS)
 
 
 def _check_priority(cfg: ConsumerConfig) -> None:
@@ -399,7 +403,7 @@ def check_workqueue(
         for _, c in others:
             if not c.filters:
                 return False
-            if any(overlaps(p, f.encode()) for p in mine for f in c.filters):
+            if any_overlap(mine, [f.encode() for f in c.filters]):
                 return False
         return True
 

@@ -174,7 +174,7 @@ _ACTION = _d_custom_enum(
 )
 
 _CONFIG = Schema(
-    "ConsumerConfig",
+    "server.ConsumerConfig",
     {
         "durable_name": d_str,
         "name": d_str,

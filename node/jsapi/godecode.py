@@ -43,6 +43,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.protocol.boundedjson import DEPTH_MAX
+from node.protocol.boundedjson import loads as bounded_loads
+
 
 class GoJSONError(Exception):
     """A Go ``encoding/json`` error; ``str()`` is Go's message."""
@@ -121,50 +124,64 @@ class _Scanner:
         return self.d[self.i] if self.i < len(self.d) else -1
 
     def value(self) -> None:
+        """Scan one value; containers are tracked on an explicit stack (no
+        recursion), and opening one past ``DEPTH_MAX`` is Go's ``exceeded
+        max depth`` error at the offset after that bracket."""
+        # open containers: True for an object, False for an array
+        stack: list[bool] = []
+        while True:
+            self.ws()
+            c = self.peek()
+            if c == ord("{") or c == ord("["):
+                if len(stack) >= DEPTH_MAX:
+                    raise GoJSONError(f"exceeded max depth at offset {self.i + 1}")
+                self.i += 1
+                self.ws()
+                if c == ord("{"):
+                    if self.peek() != ord("}"):
+                        stack.append(True)
+                        self.key()
+                        continue
+                elif self.peek() != ord("]"):
+                    stack.append(False)
+                    continue
+                self.i += 1
+            else:
+                self.scalar(c)
+            # a value ended: close containers that end here
+            while stack:
+                self.ws()
+                c = self.peek()
+                if stack[-1]:
+                    if c == ord(","):
+                        self.i += 1
+                        self.ws()
+                        self.key()
+                        break
+                    if c != ord("}"):
+                        raise self.err("after object key:value pair")
+                else:
+                    if c == ord(","):
+                        self.i += 1
+                        break
+                    if c != ord("]"):
+                        raise self.err("after array element")
+                self.i += 1
+                stack.pop()
+            else:
+                return
+
+    def key(self) -> None:
+        """An object key and its colon."""
+        if self.peek() != ord('"'):
+            raise self.err("looking for beginning of object key string")
+        self.string()
         self.ws()
-        c = self.peek()
-        if c == ord("{"):
-            self.i += 1
-            self.ws()
-            if self.peek() == ord("}"):
-                self.i += 1
-                return
-            while True:
-                self.ws()
-                if self.peek() != ord('"'):
-                    raise self.err("looking for beginning of object key string")
-                self.string()
-                self.ws()
-                if self.peek() != ord(":"):
-                    raise self.err("after object key")
-                self.i += 1
-                self.value()
-                self.ws()
-                c = self.peek()
-                if c == ord(","):
-                    self.i += 1
-                    continue
-                if c == ord("}"):
-                    self.i += 1
-                    return
-                raise self.err("after object key:value pair")
-        if c == ord("["):
-            self.i += 1
-            self.ws()
-            if self.peek() == ord("]"):
-                self.i += 1
-                return
-            while True:
-                self.value()
-                self.ws()
-                c = self.peek()
-                if c == ord(","):
-                    self.i += 1
-                    continue
-                if c == ord("]"):
-                    self.i += 1
-                    return
-                raise self.err("after array element")
+        if self.peek() != ord(":"):
+            raise self.err("after object key")
+        self.i += 1
+
+    def scalar(self, c: int) -> None:
         if c == ord('"'):
             self.string()
             return
@@ -235,6 +252,18 @@ class _Scanner:
                 raise self.err("in exponent of numeric literal")
 
 
+def first_value_end(data: bytes) -> int | None:
+    """Where the first JSON value of ``data`` ends (after leading blanks), or
+    None when it is not a complete valid value; no recursion."""
+    sc = _Scanner(data)
+    sc.ws()
+    try:
+        sc.value()
+    except GoJSONError:
+        return None
+    return sc.i
+
+
 def scan_go(data: bytes) -> list[Any]:
     """Split a Go ``json.Decoder`` stream into its values, checking syntax Go's way.
 
@@ -255,7 +284,7 @@ def scan_go(data: bytes) -> list[Any]:
         start = sc.i
         sc.value()
         text = data[start : sc.i].decode("utf-8", errors="replace")
-        values.append(json.loads(text, object_pairs_hook=_Obj, parse_int=Num, parse_float=Num))
+        values.append(bounded_loads(text, object_pairs_hook=_Obj, parse_int=Num, parse_float=Num))
 
 
 # --------------------------------------------------------------------------- typed decoding
@@ -309,17 +338,39 @@ def _is_obj(v: Any) -> bool:
 
 
 def _raw(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, Num):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if _is_obj(v):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _raw(x) for k, x in v) + "}"
-    return "[" + ",".join(_raw(x) for x in v) + "]"
+    """Compact JSON text of a decoded value, built without recursion (values
+    may nest ``DEPTH_MAX`` deep)."""
+    out: list[str] = []
+    # work items: a value to write, or a literal string to emit
+    stack: list[tuple[bool, Any]] = [(True, v)]
+    while stack:
+        is_value, item = stack.pop()
+        if not is_value:
+            out.append(item)
+        elif item is None:
+            out.append("null")
+        elif isinstance(item, Num):
+            out.append(str(item))
+        elif isinstance(item, str):
+            out.append(json.dumps(item, ensure_ascii=False))
+        elif isinstance(item, bool):
+            out.append("true" if item else "false")
+        else:
+            obj = _is_obj(item)
+            stack.append((False, "}" if obj else "]"))
+            for k in range(len(item) - 1, -1, -1):
+                if obj:
+                    key, x = item[k]
+                    stack.append((True, x))
+                    stack.append(
+                        (False, ("," if k else "") + json.dumps(key, ensure_ascii=False) + ":")
+                    )
+                else:
+                    stack.append((True, item[k]))
+                    if k:
+                        stack.append((False, ","))
+            out.append("{" if obj else "[")
+    return "".join(out)
 
 
 @dataclass(frozen=True)

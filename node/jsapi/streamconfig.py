@@ -89,7 +89,16 @@ from node.jsapi.godecode import (
 )
 from node.jsapi.streamrequest import StreamRequest, decode_request
 from node.jsapi.versioning import copy_required_level, with_static_stream
-from node.subjects import has_wildcard, overlaps, subset, valid_literal_subject, valid_subject
+from node.subjects import (
+    OverlapIndex,
+    any_overlap,
+    first_overlap,
+    has_wildcard,
+    overlaps,
+    subset,
+    valid_literal_subject,
+    valid_subject,
+)
 
 __all__ = [
     "GoJSONError",
@@ -472,6 +481,10 @@ def _check_cycles(cfg: StreamConfig, lookup: Lookup) -> None:
 
 
 def _check_subjects(subjects: tuple[str, ...], *, no_ack: bool, replicas: int) -> None:
+    # nats-server compares every pair; the first pair (i, j) in that order
+    # is reported, found here through a trie (linear, not n²/2 pairs)
+    encoded = [s.encode() for s in subjects]
+    index = OverlapIndex(encoded)
     seen: set[str] = set()
     for i, subj in enumerate(subjects):
         if not _valid_subject(subj):
@@ -491,9 +504,9 @@ def _check_subjects(subjects: tuple[str, ...], *, no_ack: bool, replicas: int) -
                     )
             if _collide(subj, "$SYS.>") and not _subset(subj, "$SYS.ACCOUNT.>"):
                 raise _invalid("subjects that overlap with system api require no-ack to be true")
-        for other in subjects[i + 1 :]:
-            if _collide(other, subj):
-                raise _invalid(f"subject {go_quote(subj)} overlaps with {go_quote(other)}")
+        j = first_overlap(encoded, i, index)
+        if j is not None:
+            raise _invalid(f"subject {go_quote(subj)} overlaps with {go_quote(subjects[j])}")
         seen.add(subj)
 
 
@@ -662,8 +675,7 @@ def check_update(old: StreamConfig, new: StreamConfig, *, clustered: bool = Fals
 
 def subjects_overlap(subjects: Iterable[str], other_subjects: Iterable[str]) -> bool:
     """True when some subject could be captured by both lists (nats-server ``SubjectsCollide``)."""
-    others = list(other_subjects)
-    return any(_collide(a, b) for a in subjects for b in others)
+    return any_overlap([s.encode() for s in subjects], [s.encode() for s in other_subjects])
 
 
 def check_overlap(cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:
@@ -672,6 +684,11 @@ def check_overlap(cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:
     Raises:
         JSApiError: 400/10065 ``subjects overlap with an existing stream``.
     """
+    index: OverlapIndex | None = None
     for other in existing:
-        if other.name != cfg.name and subjects_overlap(cfg.subjects, other.subjects):
+        if other.name == cfg.name or not other.subjects or not cfg.subjects:
+            continue
+        if index is None:  # one trie over ours, queried with every other's subjects
+            index = OverlapIndex([s.encode() for s in cfg.subjects])
+        if any(index.overlapping(s.encode()) for s in other.subjects):
             raise JSApiError(STREAM_SUBJECT_OVERLAP)

@@ -55,8 +55,8 @@ from node.jsapi.versioning import drop_dynamic
 __all__ = ["StreamRequest", "decode_request"]
 
 _TRANSFORM = Schema("SubjectTransformConfig", {"src": d_str, "dest": d_str})
-_EXTERNAL = Schema("ExternalStream", {"api": d_str, "deliver": d_str})
-_SRC_CONSUMER = Schema("StreamConsumerSource", {"name": d_str, "deliver_subject": d_str})
+_EXTERNAL = Schema("server.ExternalStream", {"api": d_str, "deliver": d_str})
+_SRC_CONSUMER = Schema("server.StreamConsumerSource", {"name": d_str, "deliver_subject": d_str})
 
 
 def _d_time(v: Any, ctx: _Ctx) -> Any:

@@ -332,6 +332,8 @@ def varz(
         "leafs": 0,
     }
     v["disk_io_wait_stats"] = {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0}
+    # not a nats-server field: failures contained by trijet's last-resort guards
+    v["trijet_internal_errors"] = stats.internal_errors
     return v
 
 

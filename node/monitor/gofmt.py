@@ -118,4 +118,17 @@ def dumps(value: Any, *, indent: bool = True) -> bytes:
         text = json.dumps(_goify(value), indent=2, ensure_ascii=False)
     else:
         text = json.dumps(_goify(value), separators=(",", ":"), ensure_ascii=False)
+    # Go's encoder escapes these for HTML safety (only inside strings: they
+    # are never JSON syntax)
+    if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
+        text = text.translate(_GO_HTML_ESCAPES)
     return text.encode()
+
+
+_GO_HTML_ESCAPES = {
+    ord("<"): "\\u003c",
+    ord(">"): "\\u003e",
+    ord("&"): "\\u0026",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}

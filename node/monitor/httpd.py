@@ -10,9 +10,14 @@ binds the listener and runs one task per HTTP connection, each an h11
 ``Connection`` loop with keep-alive.  Bounds: request head bytes
 (``REQUEST_HEAD_BYTES_MAX``), request body bytes (``REQUEST_BODY_BYTES_MAX``,
 bodies are read and ignored), time to receive a request
-(``REQUEST_S_MAX``), simultaneous connections (``CONNECTIONS_MAX``, extra
-ones are closed at once).  Any method is answered like GET (so does
-nats-server); HEAD gets the headers only.
+(``REQUEST_S_MAX``), of which the request head (and the wait for it on a
+kept-alive connection) at most ``REQUEST_HEAD_S_MAX``, simultaneous
+connections (``CONNECTIONS_MAX``).  At the cap a new connection evicts the
+one that has waited longest for (or on) a request; only when every
+connection is busy answering is the new one closed at once — so a crowd of
+half-sent requests cannot lock operators out of ``/varz /healthz /jsz``.
+Any method is answered like GET (so does nats-server); HEAD gets the
+headers only.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ log = logging.getLogger(__name__)
 REQUEST_HEAD_BYTES_MAX = 16 * 1024
 REQUEST_BODY_BYTES_MAX = 64 * 1024
 REQUEST_S_MAX = 30.0
+REQUEST_HEAD_S_MAX = 5.0
 CONNECTIONS_MAX = 128
 RECV_BYTES_MAX = 16 * 1024
 
@@ -252,9 +258,18 @@ async def _respond(
     await _send(conn, stream, h11.EndOfMessage())
 
 
-async def _read_request(conn: h11.Connection, stream: trio.abc.Stream) -> h11.Request | None:
-    """The next request with its body drained, or None when the peer is done."""
-    event = await _next_event(conn, stream)
+async def _read_request(
+    conn: h11.Connection, stream: trio.abc.Stream, slot: _Slot | None = None
+) -> h11.Request | None:
+    """The next request with its body drained, or None when the peer is done.
+
+    Raises:
+        trio.TooSlowError: the head took over ``REQUEST_HEAD_S_MAX``.
+    """
+    with trio.fail_after(REQUEST_HEAD_S_MAX):
+        event = await _next_event(conn, stream)
+    if slot is not None:
+        slot.idle_since = None  # a request has arrived: not evictable now
     if isinstance(event, h11.ConnectionClosed):
         return None
     if not isinstance(event, h11.Request):
@@ -272,7 +287,50 @@ async def _read_request(conn: h11.Connection, stream: trio.abc.Stream) -> h11.Re
             return None
 
 
-async def serve_connection(app: MonitorApp, stream: trio.abc.Stream) -> None:
+class _Slot:
+    """One monitor connection in the table: its cancel scope, and since when
+    it waits for (or on) a request (None while a request is being answered)."""
+
+    __slots__ = ("idle_since", "scope")
+
+    def __init__(self, now: float) -> None:
+        self.scope = trio.CancelScope()
+        self.idle_since: float | None = now
+
+
+class ConnectionTable:
+    """At most ``limit`` monitor connections; oldest-idle eviction.
+
+    Pure bookkeeping on the event loop (no awaits): ``admit`` returns a slot
+    for a new connection, evicting (cancelling) the one idle longest when
+    full, or None when every connection is busy answering.
+    """
+
+    def __init__(self, limit: int = CONNECTIONS_MAX) -> None:
+        self.limit = limit
+        self.slots: set[_Slot] = set()
+        self.evicted = 0
+
+    def admit(self, now: float) -> _Slot | None:
+        if len(self.slots) >= self.limit:
+            idle = [s for s in self.slots if s.idle_since is not None]
+            if not idle:
+                return None
+            victim = min(idle, key=lambda s: s.idle_since or 0.0)
+            self.slots.discard(victim)
+            victim.scope.cancel()
+            self.evicted += 1
+        slot = _Slot(now)
+        self.slots.add(slot)
+        return slot
+
+    def release(self, slot: _Slot) -> None:
+        self.slots.discard(slot)
+
+
+async def serve_connection(
+    app: MonitorApp, stream: trio.abc.Stream, slot: _Slot | None = None
+) -> None:
     """Serve HTTP/1.1 requests on one connection until it closes or misbehaves.
 
     Cancellation: the connection is closed; a response may be cut short.
@@ -280,9 +338,11 @@ async def serve_connection(app: MonitorApp, stream: trio.abc.Stream) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=REQUEST_HEAD_BYTES_MAX)
     try:
         while True:
+            if slot is not None:
+                slot.idle_since = trio.current_time()
             try:
                 with trio.fail_after(REQUEST_S_MAX):
-                    req = await _read_request(conn, stream)
+                    req = await _read_request(conn, stream, slot)
             except h11.RemoteProtocolError as exc:
                 if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                     status = exc.error_status_hint or 400
@@ -296,7 +356,12 @@ async def serve_connection(app: MonitorApp, stream: trio.abc.Stream) -> None:
                 return
             method = req.method.decode("ascii", "replace").upper()
             target = req.target.decode("utf-8", "replace")
-            resp = app.handle(method, target)
+            try:
+                resp = app.handle(method, target)
+            except Exception:  # last resort: one request's failure ends no more than it
+                log.exception("event=monitor_request_failed target=%r", target)
+                app.server.stats.internal_errors += 1
+                resp = text_response(500, "500 Internal Server Error\n")
             await _respond(conn, stream, resp, head=method == "HEAD")
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                 return
@@ -326,18 +391,19 @@ async def serve_monitor(server: Any, *, task_status: Any = trio.TASK_STATUS_IGNO
     server.http_host = host
     log.info("Starting http monitor on %s", _hostport(host, server.http_port))
     app = MonitorApp(server)
-    limiter = trio.CapacityLimiter(CONNECTIONS_MAX)
+    table = ConnectionTable(CONNECTIONS_MAX)
 
     async def handler(stream: trio.SocketStream) -> None:
-        try:
-            limiter.acquire_nowait()
-        except trio.WouldBlock:
+        slot = table.admit(trio.current_time())
+        if slot is None:
             await trio.aclose_forcefully(stream)
             return
         try:
-            await serve_connection(app, stream)
+            with slot.scope:
+                await serve_connection(app, stream, slot)
         finally:
-            limiter.release()
+            table.release(slot)
+            await trio.aclose_forcefully(stream)
 
     task_status.started()
     await trio.serve_listeners(handler, listeners)

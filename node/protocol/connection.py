@@ -26,11 +26,11 @@ bottom build the bytes the server writes.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from node.protocol.boundedjson import loads as bounded_loads
 from node.protocol.events import (
     OK,
     PING,
@@ -723,11 +723,17 @@ def _missing(line: bytes) -> ProtocolViolation:
     return ProtocolViolation(None, "missing arguments")
 
 
+def _without_nulls(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose ``null`` members are left out: Go's Unmarshal leaves a
+    field as it was on null, even one an earlier duplicate key just set."""
+    return {k: v for k, v in pairs if v is not None}
+
+
 def _json_event(cls: Any, rest: bytes) -> Event | ProtocolViolation:
     # Go's decoder takes invalid UTF-8 inside strings (as U+FFFD); anywhere
     # else the replacement character is a syntax error there and here too
     try:
-        obj = json.loads(rest.decode("utf-8", "replace"))
+        obj = bounded_loads(rest, object_pairs_hook=_without_nulls if cls is Connect else None)
     except ValueError:
         return ProtocolViolation(None, "bad JSON")
     if not isinstance(obj, dict):

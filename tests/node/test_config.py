@@ -316,7 +316,9 @@ def test_unimplemented_known_keys_warn(tmp_path: Path) -> None:
     c = load(
         [
             "-c",
-            write(tmp_path, "port: 1\ngateway { name: g }\naccounts { A: {} }\nmqtt { port: 1 }\n"),
+            write(
+                tmp_path, "port: 1\ngateway { name: g }\nwebsocket { port: 1 }\nmqtt { port: 1 }\n"
+            ),
         ]
     )
     assert len(c.warnings) == 3 and all("not supported by trijet" in w for w in c.warnings)
@@ -399,3 +401,33 @@ def test_parse_duration() -> None:
     for bad in ("", "1", "1d", "s", "1.5.5s"):
         with pytest.raises(ValueError):
             parse_duration(bad)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "accounts { A: { users: [{user: a, password: a}] }, B: {} }\n",
+        "accounts: { A: {} }\n",
+        "system_account: SYS\n",
+        "system: SYS\n",
+        "operator: /path/to/op.jwt\n",
+        "resolver: MEMORY\n",
+    ],
+)
+def test_multi_account_config_refused(tmp_path: Path, text: str) -> None:
+    """One account serves every client: a configuration asking for more (or
+    naming one) is an error at start, never silently merged."""
+    path = write(tmp_path, "port: 1\n" + text)
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", path])
+    msg = str(ei.value)
+    key = text.split(":")[0].split("{")[0].strip()
+    assert msg.startswith(f"{path}:2:1: accounts are not supported yet"), msg
+    assert f'field "{key}"' in msg and "multi-account isolation is tracked separately" in msg
+
+
+def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:
+    """``no_auth_user`` naming an ``authorization`` user works in one account."""
+    text = "authorization { users: [{user: a, password: b}] }\nno_auth_user: a\n"
+    c = load(["-c", write(tmp_path, text)])
+    assert c.auth.no_auth_user == "a"

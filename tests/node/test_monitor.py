@@ -48,6 +48,7 @@ VARZ_KEYS = {
     "stale_connections", "stalled_clients", "subscriptions", "http_req_stats",
     "config_load_time", "config_digest", "system_account", "slow_consumer_stats",
     "stale_connection_stats", "disk_io_wait_stats",
+    "trijet_internal_errors",  # ours: failures contained by the last-resort guards
 }  # fmt: skip
 
 
