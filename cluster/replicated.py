@@ -48,7 +48,7 @@ import trio
 from cluster.ops import decode_op, encode_op
 from cluster.stream_fsm import StreamStateMachine
 from raft.core import RaftConfig
-from raft.errors import ApplyFailed, InvariantViolation
+from raft.errors import ApplyFailed, InvariantViolation, RaftError
 from raft.group import RaftGroup
 from raft.links import PeerLinks
 from raft.storage import OsDisk
@@ -229,6 +229,21 @@ class ReplicatedGroup:
         if isinstance(result, ApplyFailed):
             raise result
         return result
+
+    @property
+    def members(self) -> list[str]:
+        """Every member's server name (this one included)."""
+        return sorted(set(self.raft.members) | {self.node_id})
+
+    async def step_down(self, target: str | None = None) -> None:
+        """Hand the lead over (to ``target`` if given); failures are logged.
+
+        Cancellation: a transfer already requested may still happen.
+        """
+        try:
+            await self.raft.step_down(target=target)
+        except RaftError as exc:
+            log.warning("event=stepdown_failed group=%s reason=%r", self.group_id, exc)
 
     async def sync(self) -> None:
         """Nothing to do: the journal is synced every cycle."""

@@ -228,8 +228,10 @@ class RaftGroup:
                 return lid
             await self._leader_changed.wait()
 
-    async def step_down(self, timeout_s: float | None = None) -> str | None:
-        """Hand leadership to the most caught-up follower (Raft TimeoutNow).
+    async def step_down(
+        self, timeout_s: float | None = None, target: str | None = None
+    ) -> str | None:
+        """Hand leadership to ``target``, or the most caught-up follower (Raft TimeoutNow).
 
         Retries until a follower is fully caught up, then waits until this
         member is no longer leader.
@@ -250,7 +252,7 @@ class RaftGroup:
         timeout = timeout_s if timeout_s is not None else 2 * self.config.election_timeout_s_max
         with trio.move_on_after(timeout):
             while core.is_leader:
-                p = core.transfer_leadership()
+                p = core.transfer_leadership(target)
                 driver.kick()
                 try:
                     await self._await(p)

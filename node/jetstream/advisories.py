@@ -122,6 +122,10 @@ def client_info(server: Any, session: Any) -> dict[str, Any]:
     return ci
 
 
+STREAM_LEADER_ELECTED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED."
+STREAM_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.stream_leader_elected"
+
+
 class Advisories:
     """Publishes JetStream advisories for one service.
 
@@ -184,6 +188,20 @@ class Advisories:
         body = self._head(STREAM_ACTION_TYPE)
         body["stream"] = name
         body["action"] = action
+        if self.svc.domain:
+            body["domain"] = self.svc.domain
+        self._publish(subject, body)
+
+    def stream_leader_elected(self, name: str, leader: str, replicas: list[dict[str, Any]]) -> None:
+        """``$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.<name>`` (replicated
+        streams; ``replicas`` include the leader, as nats-server lists them)."""
+        subject = (STREAM_LEADER_ELECTED_SUBJECT + name).encode()
+        if not self.interested(subject):
+            return
+        body = self._head(STREAM_LEADER_ELECTED_TYPE)
+        body["stream"] = name
+        body["leader"] = leader
+        body["replicas"] = replicas
         if self.svc.domain:
             body["domain"] = self.svc.domain
         self._publish(subject, body)

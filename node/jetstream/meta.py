@@ -59,6 +59,7 @@ from cluster.meta import (
 from cluster.meta.machine import Effect
 from cluster.model import StreamConfig
 from cluster.naming import peer_id
+from cluster.placement import PeerSpec
 from cluster.replicated import ReplicaSpec
 from raft.core import RaftConfig
 from raft.errors import RaftError
@@ -330,6 +331,16 @@ class MetaLayer:
         return ReplicaSpec(
             sa.group, self.name, tuple(sa.peers), self.links, seed=self.rng.getrandbits(63)
         )
+
+    def specs(self, names: list[str]) -> list[PeerSpec]:
+        """Placement's view of the servers ``names`` (online: reachable now)."""
+        up = set(self.online())
+        out = []
+        for n in names:
+            rec = self.machine.peers.get(n)
+            tags = rec.tags if rec is not None else ()
+            out.append(PeerSpec(n, self.cluster_name, tags, n in up, 0))
+        return out
 
     def replicated_block(self, stream: Any) -> dict[str, Any]:
         """StreamInfo ``cluster`` of a replicated stream, as its leader sees it."""

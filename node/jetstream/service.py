@@ -34,6 +34,7 @@ import trio
 
 from cluster.api import JetStreamApi
 from cluster.api_origin import MsgHandler
+from cluster.naming import peer_id
 from cluster.quarantine import Quarantined
 from cluster.stream_fsm import ApiErrorResult, PubResult
 from cluster.streams import Stream
@@ -81,6 +82,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
     ("STREAM", "NAMES"): (streams_api.names, 0, 0),
     ("STREAM", "LIST"): (streams_api.list_, 0, 0),
     ("STREAM", "PURGE"): (streams_api.purge, 1, 1),
+    ("STREAM", "LEADER", "STEPDOWN"): (streams_api.leader_stepdown, 1, 1),
     ("STREAM", "MSG", "GET"): (msgs_api.get, 1, 1),
     ("STREAM", "MSG", "DELETE"): (msgs_api.delete, 1, 1),
     ("DIRECT", "GET"): (msgs_api.direct_get, 1, 1_000),
@@ -270,6 +272,13 @@ class JetStreamService:
             if lead:
                 self.release(name)
                 self._subscribe_stream(stream)
+                if self.meta is not None:
+                    block = self.meta.replicated_block(stream)
+                    me = {"name": self.server.server_name, "current": True, "active": 0}
+                    me["peer"] = peer_id(self.server.server_name)
+                    self.advisories.stream_leader_elected(
+                        name, me["name"], [me, *block["replicas"]]
+                    )
             else:
                 self.release(name)
             if self.meta is not None:

@@ -22,13 +22,23 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.api import StreamNotFound
 from cluster.model import Storage, StreamConfig
+from cluster.placement import NoPlacement, stepdown_target
 from cluster.stream_fsm import ApiErrorResult, PurgeResult
 from cluster.streams import Stream
 from node.jetstream import apireq, clustered
-from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, checked_off_loop, dumps, error
+from node.jetstream.common import (
+    TYPE,
+    ApiAnswer,
+    ApiRequest,
+    checked_off_loop,
+    dumps,
+    error,
+    json_object,
+)
 from node.jsapi import render
 from node.jsapi.errors import (
     BAD_REQUEST,
+    CLUSTER_NO_PEERS,
     NOT_EMPTY_REQUEST,
     STREAM_NOT_FOUND,
     JSApiError,
@@ -307,3 +317,34 @@ async def purge(svc: JetStreamService, req: ApiRequest) -> str:
         raise TypeError(f"unexpected purge result {result!r}")
     refused = {"code": result.code, "err_code": result.err_code, "description": result.description}
     raise ApiAnswer(dumps({"type": PURGE_RESPONSE, "error": refused, "purged": 0}))
+
+
+STEPDOWN_RESPONSE = TYPE + "stream_leader_stepdown_response"
+
+
+async def leader_stepdown(svc: JetStreamService, req: ApiRequest) -> str:
+    """STREAM.LEADER.STEPDOWN: the leader hands over (to ``placement.preferred``
+    or a peer matching ``placement`` when given) and answers at once, before
+    the election ends, as nats-server does; an R1 stream answers success and
+    nothing changes."""
+    body: dict[str, Any] = {}
+    if req.body.strip():
+        body = json_object(req.body, STEPDOWN_RESPONSE)
+    stream = stream_of(svc, req.op[3], STEPDOWN_RESPONSE)
+    rg = stream.replicated
+    if rg is None or svc.meta is None:
+        return dumps({"type": STEPDOWN_RESPONSE, "success": True})
+    placement = body.get("placement") if isinstance(body.get("placement"), dict) else {}
+    tags = placement.get("tags") if isinstance(placement.get("tags"), list) else []
+    target = stepdown_target(
+        svc.server.server_name,
+        svc.meta.specs(rg.members),
+        preferred=placement.get("preferred") or None,
+        cluster=placement.get("cluster") or None,
+        tags=tuple(str(t) for t in tags),
+        rng=svc.meta.rng,
+    )
+    if isinstance(target, NoPlacement):
+        raise error(STEPDOWN_RESPONSE, JSApiError(CLUSTER_NO_PEERS, err=target.description))
+    svc.api.nursery.start_soon(rg.step_down, target)
+    return dumps({"type": STEPDOWN_RESPONSE, "success": True})

@@ -11,6 +11,7 @@ own ``/jsz?streams=true`` (its local store).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,52 @@ def test_r3_without_quorum_acknowledges_nothing_then_resumes(cluster: Cluster) -
     # have survived the election; nothing acknowledged was lost
     assert seq >= 6
     _wait_replicas_equal(cluster, "Q", seq)
+
+
+def test_r3_stepdown_moves_the_leader_and_publishes_continue(cluster: Cluster) -> None:
+    async def body() -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+        nc = await nats.connect(cluster.urls[1], error_cb=noop_cb)
+        try:
+            js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
+            info = await js.add_stream(name="SD", subjects=["sd.>"], num_replicas=3)
+            old = str(info.cluster.leader)
+            target = next(r.name for r in info.cluster.replicas)
+            same = json.loads(
+                (
+                    await nc.request(
+                        "$JS.API.STREAM.LEADER.STEPDOWN.SD",
+                        json.dumps({"placement": {"preferred": old}}).encode(),
+                        timeout=REQUEST_TIMEOUT_S,
+                    )
+                ).data
+            )
+            ok = json.loads(
+                (
+                    await nc.request(
+                        "$JS.API.STREAM.LEADER.STEPDOWN.SD",
+                        json.dumps({"placement": {"preferred": target}}).encode(),
+                        timeout=REQUEST_TIMEOUT_S,
+                    )
+                ).data
+            )
+            for _ in range(100):  # the new leader shows within a second or so
+                new = (await js.stream_info("SD")).cluster.leader
+                if new == target:
+                    break
+                await asyncio.sleep(0.05)
+            await _publish_retrying(js, "sd.a", b"x", "after-stepdown")
+            return old, str(new), same, ok
+        finally:
+            await nc.close()
+
+    old, new, same, ok = run(body, timeout=60)
+    assert same["error"] == {
+        "code": 400,
+        "err_code": 10005,
+        "description": f'preferred server "{old}" is already leader',
+    }
+    assert ok == {
+        "type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
+        "success": True,
+    }
+    assert new != old
