@@ -75,6 +75,10 @@ class Nemesis:
         for _ in range(10**6):  # poll a real condition (a TCP connect) until a deadline
             if time.monotonic() >= end or self.sup.ready(name):
                 return
+            if not self.sup.nodes[name].alive():
+                self.hist.event("note", what="node exited while starting", node=name,
+                                log=self.sup.log_tail(name, 400))  # fmt: skip
+                return
             await asyncio.sleep(0.05)
 
     async def restart(self, name: str) -> None:

@@ -58,6 +58,8 @@ class RunConfig:
     sync_always: bool = False
     rate_per_s: float = 40.0
     replicas: int = 3
+    quiet_s: float = QUIET_TIMEOUT_S  # bound on waiting for replicas to converge
+    drain_s: float = DRAIN_TIMEOUT_S  # bound on draining the consumer
 
 
 def replay_command(cfg: RunConfig) -> str:
@@ -157,7 +159,8 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
     power = None
     phases: dict[str, float] = {}
     notes: list[str] = []
-    drained = False
+    drained = quiet = False
+    alive: dict[str, bool] = {}
     reads: dict[str, Any] = {}
     consumers: dict[str, Any] = {}
     urls = [sup.nodes[n].url for n in NAMES]
@@ -218,15 +221,16 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         for t in p_tasks:
             t.cancel()
 
-        if not await _poll(_streams_agree(sup), QUIET_TIMEOUT_S):
-            notes.append(f"replicas did not agree on last seqs within {QUIET_TIMEOUT_S}s")
+        quiet = await _poll(_streams_agree(sup), cfg.quiet_s)
+        if not quiet:
+            notes.append(f"replicas did not agree on last seqs within {cfg.quiet_s}s")
         phases["quiet"] = hist.now()
-        drained = await _poll(_drained(admin), DRAIN_TIMEOUT_S)
+        drained = await _poll(_drained(admin), cfg.drain_s)
         if not drained:
-            notes.append(f"consumer not drained within {DRAIN_TIMEOUT_S}s")
+            notes.append(f"consumer not drained within {cfg.drain_s}s")
         drained_ev.set()
         await _bounded(asyncio.gather(*c_tasks, return_exceptions=True), STOP_TIMEOUT_S)
-        await _poll(_consumers_agree(sup), 10.0)
+        await _poll(_consumers_agree(sup), min(10.0, cfg.quiet_s))
         mon_stop.set()
         await _bounded(m_task, STOP_TIMEOUT_S)
         phases["drained"] = hist.now()
@@ -237,6 +241,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
                 node.url, node.http_port, (workload.LOG, workload.CHAIN)
             )
         phases["read"] = hist.now()
+        alive = {n: sup.ready(n) for n in NAMES}
         with contextlib.suppress(Exception):
             await admin.close()
         with contextlib.suppress(Exception):
@@ -248,7 +253,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         if power is not None:
             power.close()
 
-    data = RunData(pair(hist.records), hist.records, reads, consumers, drained)
+    data = RunData(pair(hist.records), hist.records, reads, consumers, drained, quiet, alive)
     verdicts = check_all(data)
     return {
         "seed": cfg.seed,

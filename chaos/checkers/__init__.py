@@ -27,6 +27,7 @@ class StreamRead:
     msgs: dict[int, tuple[str, str]] = field(default_factory=dict)  # seq -> (subject, payload)
     complete: bool = False  # every seq first..last was asked for and answered
     error: str | None = None
+    absent: bool = False  # the node answered but hosts no such stream: an empty replica
 
 
 @dataclass
@@ -36,6 +37,8 @@ class RunData:
     reads: dict[str, dict[str, StreamRead]]  # node -> stream -> read
     consumers: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # node -> state
     drained: bool = False
+    quiet: bool = True  # replicas agreed on last seqs after healing
+    alive: dict[str, bool] = field(default_factory=dict)  # node -> serving at the end
 
 
 @dataclass
@@ -54,6 +57,8 @@ class Verdict:
             self.examples.append(example)
 
     def finish(self) -> Verdict:
+        if self.checked == 0 and self.bad == 0:
+            self.detail.setdefault("unknown", "nothing to check")
         if self.ok is None and "unknown" not in self.detail:
             self.ok = self.bad == 0
         elif self.bad:
@@ -72,11 +77,26 @@ class Verdict:
         }
 
 
+def liveness(data: RunData) -> Verdict:
+    """L1: after healing, every node serves, replicas converge and the consumer drains."""
+    v = Verdict("L1", "after healing: every node up, replicas converged, consumer drained", None)
+    for node, up in sorted(data.alive.items()):
+        v.checked += 1
+        if not up:
+            v.offend({"node_down_at_end": node})
+    v.checked += 2
+    if not data.quiet:
+        v.offend({"replicas_did_not_converge": True})
+    if not data.drained:
+        v.offend({"consumer_not_drained": True})
+    return v.finish()
+
+
 def check_all(data: RunData) -> list[Verdict]:
     """Every checker, in the matrix's order."""
     from chaos.checkers import consumer, kv, replicas, stream
 
-    out: list[Verdict] = []
+    out: list[Verdict] = [liveness(data)]
     out += stream.check(data)
     out += replicas.check(data)
     out += consumer.check(data)

@@ -27,15 +27,20 @@ from chaos.checkers import RunData, Verdict
 RACE_S = 1.0
 
 
-def majority_log(data: RunData, stream: str = "LOG") -> dict[int, str]:
+def majority_log(data: RunData, stream: str = "LOG") -> dict[int, str] | None:
+    """Per seq, the payload a majority of replicas hold; None if no majority was readable."""
     votes: dict[int, Counter[str]] = {}
+    readable = 0
     for r in data.reads.values():
         sr = r.get(stream)
         if sr is None or sr.error is not None:
             continue
+        readable += 1
         for seq, (_subj, payload) in sr.msgs.items():
             votes.setdefault(seq, Counter())[payload] += 1
     need = len(data.reads) // 2 + 1
+    if readable < need:
+        return None
     out = {}
     for seq, c in votes.items():
         payload, n = c.most_common(1)[0]
@@ -51,7 +56,11 @@ def _deliveries(data: RunData) -> list[dict[str, Any]]:
 def c1_at_least_once(data: RunData) -> Verdict:
     v = Verdict("C1", "at-least-once: every message of the final log delivered", None)
     delivered = {d["seq"] for d in _deliveries(data)}
-    for seq in sorted(majority_log(data)):
+    log = majority_log(data)
+    if log is None:
+        v.detail["unknown"] = "no majority of replicas readable"
+        return v.finish()
+    for seq in sorted(log):
         v.checked += 1
         if seq not in delivered:
             v.offend({"undelivered_seq": seq})
@@ -110,6 +119,9 @@ def c3_ack_floor(data: RunData) -> Verdict:
 def c4_no_uncommitted_read(data: RunData) -> Verdict:
     v = Verdict("C4", "no read of uncommitted data: deliveries are in the majority log", None)
     log = majority_log(data)
+    if log is None:
+        v.detail["unknown"] = "no majority of replicas readable"
+        return v.finish()
     for d in _deliveries(data):
         v.checked += 1
         if log.get(d["seq"]) != d.get("value"):

@@ -69,15 +69,15 @@ def s1_no_lost_ack(data: RunData) -> Verdict:
     all_ok: list[Op] = []
     for stream, f in WRITES:
         reads = _readable(data, stream)
+        oks = [o for o in _writes(data, f) if o.type == "ok"]
         if not reads:
-            v.detail["unknown"] = f"no readable replica of {stream}"
+            if oks:
+                v.detail["unknown"] = f"no readable replica of {stream}"
             continue
         unread = sorted(set(data.reads) - set(reads))
         if unread:
             v.detail.setdefault("unreadable", {})[stream] = unread
-        for o in _writes(data, f):
-            if o.type != "ok":
-                continue
+        for o in oks:
             all_ok.append(o)
             v.checked += 1
             seq, value = o.res["seq"], o.inv["value"]
