@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 import shlex
@@ -266,12 +267,23 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         "phases": phases,
         "notes": notes,
         "ops": _op_counts(data),
+        "unavailable_s": round(unavailability(data, phases), 2),
         "reads": {
             n: {s: {"state": r.state, "read": len(r.msgs), "error": r.error} for s, r in rs.items()}
             for n, rs in reads.items()
         },
         "verdicts": [v.as_dict() for v in verdicts],
     }
+
+
+def unavailability(data: RunData, phases: dict[str, float]) -> float:
+    """Longest stretch of the fault phase without an ok publish completing, in seconds."""
+    t0, t1 = phases.get("setup", 0.0), phases.get("healed", 0.0)
+    times = sorted(
+        o.t1 for o in data.ops if o.f == "publish" and o.type == "ok" and t0 <= o.t1 <= t1
+    )
+    points = [t0, *times, t1]
+    return max((b - a for a, b in itertools.pairwise(points)), default=0.0)
 
 
 def _op_counts(data: RunData) -> dict[str, dict[str, int]]:

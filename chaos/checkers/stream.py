@@ -67,6 +67,7 @@ def s1_no_lost_ack(data: RunData) -> Verdict:
     lost_any: set[int] = set()
     per_node: Counter[str] = Counter()
     all_ok: list[Op] = []
+    lost_majority = 0
     for stream, f in WRITES:
         reads = _readable(data, stream)
         oks = [o for o in _writes(data, f) if o.type == "ok"]
@@ -82,11 +83,14 @@ def s1_no_lost_ack(data: RunData) -> Verdict:
             v.checked += 1
             seq, value = o.res["seq"], o.inv["value"]
             missing = [n for n, r in reads.items() if r.msgs.get(seq, ("", None))[1] != value]
+            if len(missing) * 2 >= len(data.reads):  # not on a majority of all replicas
+                lost_majority += 1
             if missing:
                 lost_any.add(o.op)
                 per_node.update(missing)
                 v.offend({"stream": stream, "value": value, "seq": seq, "missing_on": missing})
     v.detail["lost_per_node"] = dict(per_node)
+    v.detail["lost_on_majority"] = lost_majority
     v.detail["classes"] = classify_losses(all_ok, lost_any)
     return v.finish()
 
