@@ -47,6 +47,7 @@ QUIET_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 SAMPLE_S = 0.5
+STREAMS = (workload.LOG, workload.CHAIN, workload.WQ)
 
 
 @dataclass
@@ -197,6 +198,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             *(workload.w1_producer(ctx, i, random.Random(wrng.random())) for i in range(3)),
             *(workload.w2_chain(ctx, i, random.Random(wrng.random())) for i in range(2)),
             *(workload.kv_worker(ctx, i, random.Random(wrng.random())) for i in range(3)),
+            workload.w1_producer(ctx, 0, random.Random(wrng.random()), "w4", "wq", "wq-publish"),
         ]
         p_tasks = [asyncio.create_task(c) for c in producers]
         c_tasks = [
@@ -205,6 +207,11 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             )
             for i in range(3)
         ]
+        c_tasks.append(
+            asyncio.create_task(
+                workload.w3_consumer(ctx, 0, random.Random(wrng.random()), drained_ev, wq=True)
+            )
+        )
         m_task = asyncio.create_task(mon.run(urls, mon_stop))
         nm = Nemesis(
             sup, mesh, hist, random.Random(rng.random()), loop.time() + cfg.duration,
@@ -239,7 +246,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         for n in NAMES:
             node = sup.nodes[n]
             reads[n], consumers[n] = await readback.read_node(
-                node.url, node.http_port, (workload.LOG, workload.CHAIN)
+                node.url, node.http_port, (workload.LOG, workload.CHAIN, workload.WQ)
             )
         phases["read"] = hist.now()
         alive = {n: sup.ready(n) for n in NAMES}
@@ -318,7 +325,7 @@ def _streams_agree(sup: Supervisor) -> Any:
             doc = await asyncio.to_thread(readback.jsz, node.http_port)
             sds = readback.local_streams(doc)
             lasts.append(
-                tuple((sds.get(s) or {}).get("state", {}).get("last_seq") for s in ("LOG", "CHAIN"))
+                tuple((sds.get(s) or {}).get("state", {}).get("last_seq") for s in STREAMS)
             )
         return len(set(lasts)) == 1 and None not in lasts[0]
 
@@ -340,7 +347,13 @@ def _drained(nc: Any) -> Any:
     js = nc.jetstream(timeout=1.0)
 
     async def cond() -> bool:
-        ci = await js.consumer_info(workload.LOG, workload.CONSUMER)
-        return ci.num_pending == 0 and ci.num_ack_pending == 0
+        for stream, durable in (
+            (workload.LOG, workload.CONSUMER),
+            (workload.WQ, workload.WQ_CONSUMER),
+        ):
+            ci = await js.consumer_info(stream, durable)
+            if ci.num_pending or ci.num_ack_pending:
+                return False
+        return True
 
     return cond

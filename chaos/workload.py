@@ -16,6 +16,8 @@ passes.
 - W3 (``w3-*``): the durable pull consumer ``c1`` on LOG (``pull_subscribe`` sets its filter
   ``log.>``): fetch, record a ``deliver`` event (stream seq, consumer seq, delivery count), then
   ``ack_sync`` recorded as an op.
+- W4 (``w4-*``): W1 and W3 on stream WQ (work-queue retention, removal on ack): publishes
+  ``wq-publish`` to ``wq.<i>``, consumer ``wq1`` records ``deliver`` (stream WQ) and ``wq-ack``.
 - KV (``kv-*``): per-key read then CAS increment (``update`` with ``last`` = the read revision) on
   bucket CAS (R3, direct gets off so reads go to the leader).
 
@@ -39,6 +41,7 @@ from nats.js.errors import APIError, KeyNotFoundError
 from chaos.history import History
 
 LOG, CHAIN, KV_BUCKET, CONSUMER = "LOG", "CHAIN", "CAS", "c1"
+WQ, WQ_CONSUMER = "WQ", "wq1"
 KV_KEYS = ("k0", "k1", "k2")
 PUB_TIMEOUT_S = 1.5
 PUB_ATTEMPTS = 3
@@ -89,6 +92,26 @@ async def setup(nc: Any, replicas: int, deadline_s: float) -> None:
                         allow_direct=True,
                     )
                 )
+            await js.add_stream(
+                api.StreamConfig(
+                    name=WQ,
+                    subjects=["wq.>"],
+                    num_replicas=replicas,
+                    storage=api.StorageType.FILE,
+                    retention=api.RetentionPolicy.WORK_QUEUE,
+                    duplicate_window=120.0,
+                    allow_direct=True,
+                )
+            )
+            await js.add_consumer(
+                WQ,
+                api.ConsumerConfig(
+                    durable_name=WQ_CONSUMER,
+                    ack_policy=api.AckPolicy.EXPLICIT,
+                    filter_subject="wq.>",
+                    ack_wait=4.0,
+                ),
+            )
             await js.add_consumer(
                 LOG,
                 api.ConsumerConfig(
@@ -126,21 +149,24 @@ async def _pace(ctx: Ctx, rng: random.Random) -> None:
         await asyncio.wait_for(ctx.stop.wait(), rng.expovariate(ctx.rate_per_s))
 
 
-async def w1_producer(ctx: Ctx, i: int, rng: random.Random) -> None:
-    nc = await connect(ctx.urls, i % len(ctx.urls), f"w1-{i}")
+async def w1_producer(
+    ctx: Ctx, i: int, rng: random.Random, kind: str = "w1", prefix: str = "log", f: str = "publish"
+) -> None:
+    """W1 (or, with ``kind="w4", prefix="wq", f="wq-publish"``, W4's producer)."""
+    proc = f"{kind}-{i}"
+    nc = await connect(ctx.urls, i % len(ctx.urls), proc)
     js = nc.jetstream(timeout=PUB_TIMEOUT_S)
-    proc = f"w1-{i}"
     try:
         for n in range(10**9):
             if ctx.stop.is_set():
                 break
             value = f"{proc}-{n}"
-            op = ctx.hist.invoke(proc, "publish", value=value, subject=f"log.{i}")
+            op = ctx.hist.invoke(proc, f, value=value, subject=f"{prefix}.{i}")
             unknown, outcome = False, None
             for _attempt in range(PUB_ATTEMPTS):
                 try:
                     ack = await js.publish(
-                        f"log.{i}", value.encode(), headers={"Nats-Msg-Id": value}
+                        f"{prefix}.{i}", value.encode(), headers={"Nats-Msg-Id": value}
                     )
                     outcome = {"seq": ack.seq, "dup": bool(ack.duplicate)}
                     break
@@ -215,11 +241,17 @@ async def w2_chain(ctx: Ctx, i: int, rng: random.Random) -> None:
             await nc.close()
 
 
-async def w3_consumer(ctx: Ctx, i: int, rng: random.Random, drained: asyncio.Event) -> None:
-    """Fetch/ack until ``drained`` is set (the runner sets it once the drain is done)."""
-    nc = await connect(ctx.urls, i % len(ctx.urls), f"w3-{i}")
+async def w3_consumer(
+    ctx: Ctx, i: int, rng: random.Random, drained: asyncio.Event, wq: bool = False
+) -> None:
+    """Fetch/ack until ``drained`` is set (the runner sets it once the drain is done).
+
+    ``wq``: W4's worker on WQ/wq1 (acks recorded as ``wq-ack``)."""
+    stream, durable, filt = (WQ, WQ_CONSUMER, "wq.>") if wq else (LOG, CONSUMER, "log.>")
+    proc = f"{'w4c' if wq else 'w3'}-{i}"
+    f_ack = "wq-ack" if wq else "ack"
+    nc = await connect(ctx.urls, i % len(ctx.urls), proc)
     js = nc.jetstream(timeout=OP_TIMEOUT_S)
-    proc = f"w3-{i}"
     psub = None
     try:
         for _ in range(10**9):
@@ -227,7 +259,7 @@ async def w3_consumer(ctx: Ctx, i: int, rng: random.Random, drained: asyncio.Eve
                 break
             if psub is None:
                 try:
-                    psub = await js.pull_subscribe("log.>", durable=CONSUMER, stream=LOG)
+                    psub = await js.pull_subscribe(filt, durable=durable, stream=stream)
                 except Exception:
                     await asyncio.sleep(0.3)
                     continue
@@ -243,12 +275,13 @@ async def w3_consumer(ctx: Ctx, i: int, rng: random.Random, drained: asyncio.Eve
                 ctx.hist.event(
                     "deliver",
                     proc=proc,
+                    stream=stream,
                     seq=md.sequence.stream,
                     cseq=md.sequence.consumer,
                     n=md.num_delivered,
                     value=m.data.decode(errors="replace"),
                 )
-                op = ctx.hist.invoke(proc, "ack", seq=md.sequence.stream)
+                op = ctx.hist.invoke(proc, f_ack, seq=md.sequence.stream)
                 try:
                     await m.ack_sync(timeout=OP_TIMEOUT_S)
                     ctx.hist.complete(op, "ok")

@@ -49,8 +49,15 @@ def majority_log(data: RunData, stream: str = "LOG") -> dict[int, str] | None:
     return out
 
 
-def _deliveries(data: RunData) -> list[dict[str, Any]]:
-    return sorted((r for r in data.records if r.get("type") == "deliver"), key=lambda r: r["t"])
+def _deliveries(data: RunData, stream: str = "LOG") -> list[dict[str, Any]]:
+    return sorted(
+        (
+            r
+            for r in data.records
+            if r.get("type") == "deliver" and r.get("stream", "LOG") == stream
+        ),
+        key=lambda r: r["t"],
+    )
 
 
 def c1_at_least_once(data: RunData) -> Verdict:
@@ -148,8 +155,30 @@ def c5_monotonic_delivery(data: RunData) -> Verdict:
 
 
 def c6_retention(data: RunData) -> Verdict:
+    """On WQ (work-queue retention): a seq with an ok ack is gone from every replica; an ok
+    publish never acked (not even with an unknown outcome) is still present on every replica."""
     v = Verdict("C6", "work-queue retention: acked gone, unacked present", None)
-    v.detail["unknown"] = "no work-queue workload (W4) in this run"
+    acked_ok = {o.inv["seq"] for o in data.ops if o.f == "wq-ack" and o.type == "ok"}
+    ack_tried = {o.inv["seq"] for o in data.ops if o.f == "wq-ack"}
+    published = {
+        o.res["seq"]: o.inv["value"] for o in data.ops if o.f == "wq-publish" and o.type == "ok"
+    }
+    reads = {n: r["WQ"] for n, r in data.reads.items() if "WQ" in r and r["WQ"].error is None}
+    if not reads:
+        v.detail["unknown"] = "no readable replica of WQ"
+        return v.finish()
+    for node, r in reads.items():
+        for seq in acked_ok:
+            v.checked += 1
+            if seq in r.msgs:
+                v.offend({"node": node, "acked_but_present": seq})
+        for seq, value in published.items():
+            if seq in ack_tried:
+                continue
+            v.checked += 1
+            if r.msgs.get(seq, ("", None))[1] != value:
+                v.offend({"node": node, "unacked_but_missing": seq, "value": value})
+    v.detail["acked"] = len(acked_ok)
     return v.finish()
 
 

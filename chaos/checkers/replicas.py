@@ -16,7 +16,7 @@ from collections import Counter
 
 from chaos.checkers import RunData, StreamRead, Verdict
 
-STREAMS = ("LOG", "CHAIN")
+STREAMS = ("LOG", "CHAIN", "WQ")
 
 
 def chain_hash(read: StreamRead) -> str:

@@ -301,3 +301,21 @@ def test_history_roundtrip(tmp_path) -> None:
 @pytest.mark.parametrize("v", [Verdict("X", "t", None)])
 def test_verdict_with_nothing_checked_is_unknown(v: Verdict) -> None:
     assert v.finish().ok is None
+
+
+def test_c6_work_queue_retention() -> None:
+    h = H()
+    h.op("w4-0", "wq-publish", 0, 0.1, "ok", {"value": "q0"}, {"seq": 1})
+    h.op("w4-0", "wq-publish", 0.2, 0.3, "ok", {"value": "q1"}, {"seq": 2})
+    h.op("w4c-0", "wq-ack", 0.4, 0.5, "ok", {"seq": 1}, {})
+
+    def run_with(msgs: dict[int, str]) -> Verdict:
+        d = h.data({})
+        st = {"first_seq": min(msgs, default=0), "last_seq": 2, "messages": len(msgs)}
+        wq = {s: ("wq.0", p) for s, p in msgs.items()}
+        d.reads = {n: {"WQ": StreamRead(st, dict(wq), True)} for n in ("n1", "n2", "n3")}
+        return consumer.c6_retention(d)
+
+    assert run_with({2: "q1"}).ok is True
+    assert run_with({1: "q0", 2: "q1"}).ok is False  # acked, still there
+    assert run_with({}).ok is False  # never acked, gone
