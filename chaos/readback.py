@@ -49,7 +49,8 @@ def local_streams(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def consumer_state(sd: dict[str, Any] | None) -> dict[str, Any] | None:
+def consumer_state(sd: dict[str, Any] | None) -> dict[str, Any]:
+    """c1's state on this node; ``{"absent": True}`` when the node hosts no c1 replica."""
     for cd in (sd or {}).get("consumer_detail") or []:
         if cd.get("name") == CONSUMER:
             return {
@@ -58,7 +59,7 @@ def consumer_state(sd: dict[str, Any] | None) -> dict[str, Any] | None:
                 "num_pending": cd.get("num_pending", 0),
                 "num_ack_pending": cd.get("num_ack_pending", 0),
             }
-    return None
+    return {"absent": True}
 
 
 async def _get(nc: Any, stream: str, seq: int) -> tuple[int, str, str] | None:

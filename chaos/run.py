@@ -143,6 +143,7 @@ class Monitor:
                 ci = await js.consumer_info(workload.LOG, workload.CONSUMER)
                 self.hist.event(
                     "cinfo", ack_floor=ci.ack_floor.stream_seq, leader=self.leader,
+                    consumer_leader=ci.cluster.leader if ci.cluster else None,
                     pending=ci.num_pending, ack_pending=ci.num_ack_pending,
                 )  # fmt: skip
             with contextlib.suppress(TimeoutError):
@@ -338,7 +339,7 @@ def _consumers_agree(sup: Supervisor) -> Any:
         for node in sup.nodes.values():
             doc = await asyncio.to_thread(readback.jsz, node.http_port)
             states.append(readback.consumer_state(readback.local_streams(doc).get("LOG")))
-        return states[0] is not None and all(s == states[0] for s in states)
+        return "absent" not in states[0] and all(s == states[0] for s in states)
 
     return cond
 

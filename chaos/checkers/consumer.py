@@ -111,9 +111,9 @@ def c3_ack_floor(data: RunData) -> Verdict:
             v.offend(
                 {"ack_floor_went_back": [prev[0], floor], "at": round(r["t"], 3), "from": prev[1]}
             )
-        prev = (floor, r.get("leader"))
+        prev = (floor, r.get("consumer_leader") or r.get("leader"))
     states = {n: s for n, s in data.consumers.items() if s is not None}
-    keys = ("ack_floor", "delivered", "num_pending", "num_ack_pending")
+    keys = ("ack_floor", "delivered", "num_pending", "num_ack_pending", "absent")
     fps = {n: tuple(s.get(k) for k in keys) for n, s in states.items()}
     v.detail["final"] = {n: dict(zip(keys, fp, strict=True)) for n, fp in fps.items()}
     if len(set(fps.values())) > 1:
