@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -338,6 +339,50 @@ async def _power_loss(nm: Nemesis, pick: Callable[[], list[str]], kind: str) -> 
                 await nm.wait_ready(v)
 
 
+async def disk_full(nm: Nemesis) -> None:
+    """F11: one node's store answers ENOSPC for 2-5 s (needs the FUSE layer)."""
+    if nm.power is None:
+        nm.hist.event("note", what="disk-full skipped: no FUSE file system mounted")
+        await none(nm)
+        return
+    for _ in range(ROUNDS_MAX):
+        if not await nm.pause_for(2, 4):
+            return
+        victim = nm.rng.choice(nm.names)
+        async with nm.window("disk-full", [victim]):
+            try:
+                nm.power.disk_full(victim, True)
+                await nm.pause_for(2, 5)
+            finally:
+                nm.power.disk_full(victim, False)
+
+
+async def _scale(nm: Nemesis, replicas: int) -> None:
+    try:
+        msg = await nm.request("$JS.API.STREAM.INFO.LOG", b"")
+        config = json.loads(msg.data)["config"]
+        config["num_replicas"] = replicas
+        msg = await nm.request("$JS.API.STREAM.UPDATE.LOG", json.dumps(config).encode())
+        got = json.loads(msg.data)
+        answer = got.get("error") or {"num_replicas": (got.get("config") or {}).get("num_replicas")}
+    except Exception as exc:
+        answer = {"exception": repr(exc)[:200]}
+    nm.hist.event("note", what=f"scale LOG to R{replicas}", answer=answer)
+
+
+async def scale_churn(nm: Nemesis) -> None:
+    """F13: scale LOG down to R1 and back up to R3 (the final state is always R3)."""
+    for _ in range(ROUNDS_MAX):
+        if not await nm.pause_for(2, 4):
+            return
+        async with nm.window("scale-r1", nm.names):
+            try:
+                await _scale(nm, 1)
+                await nm.pause_for(2, 4)
+            finally:
+                await _scale(nm, 3)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -383,5 +428,7 @@ SCENARIOS = {
             corrupt_minority,
         ),
         Scenario("stepdown", "F13", "LOG leader stepdown via the JS API", stepdown),
+        Scenario("scale-churn", "F13", "scale LOG R3 -> R1 -> R3", scale_churn),
+        Scenario("disk-full", "F11", "one node's writes fail with ENOSPC 2-5 s", disk_full, True),
     )
 }

@@ -14,7 +14,8 @@ waits for fsync (so lost directory entries are not modelled).
 
 Mount options turn kernel caching off (``direct_io``, zero attribute and entry timeouts), so after
 a crash nobody reads stale pages.  The harness talks to a helper over a UNIX socket in the node's
-work dir: one line ``crash`` -> one JSON line with what was dropped.  ``mount_all`` mounts every
+work dir: one line ``crash`` -> one JSON line with what was dropped; ``full on`` / ``full off``
+make writes and creates fail with ENOSPC (the disk-full fault, F11) until turned off.  ``mount_all`` mounts every
 node's store dir before the servers start; ``close`` unmounts (``fusermount3 -u``) and ends the
 helpers.  Requires /dev/fuse, libfuse3 and root (or fusermount3); without them the run notes why
 and the power-loss scenarios do nothing.
@@ -51,6 +52,11 @@ class LazyOps:
         self.size0: dict[str, int] = {}  # path -> durable size
         self.new: set[str] = set()  # created, not yet durable
         self.fds: dict[int, str] = {}
+        self.full = False  # disk-full fault: writes and creates fail with ENOSPC
+
+    def _space(self) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "no space left on device (chaos disk-full)")
 
     def _p(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -124,6 +130,7 @@ class LazyOps:
 
     # -- files ------------------------------------------------------------------------------
     def create(self, path: str, mode: int, fi: Any = None) -> int:
+        self._space()
         with self.mu:
             full = self._p(path)
             fd = os.open(full, os.O_RDWR | os.O_CREAT | os.O_TRUNC, mode)
@@ -147,6 +154,7 @@ class LazyOps:
         return os.pread(fh, size, offset)
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        self._space()
         with self.mu:
             full = self.fds.get(fh, self._p(path))
             if full not in self.new:
@@ -227,7 +235,14 @@ def _serve_ctl(ops: LazyOps, sock_path: str) -> None:
         conn, _ = srv.accept()
         with conn:
             line = conn.makefile().readline().strip()
-            reply = ops.crash() if line == "crash" else {"error": f"unknown command {line!r}"}
+            reply: dict[str, Any]
+            if line == "crash":
+                reply = ops.crash()
+            elif line in ("full on", "full off"):
+                ops.full = line == "full on"
+                reply = {"full": ops.full}
+            else:
+                reply = {"error": f"unknown command {line!r}"}
             conn.sendall((json.dumps(reply) + "\n").encode())
 
 
@@ -279,11 +294,19 @@ class PowerLoss:
             time.sleep(0.05)
 
     def crash(self, name: str) -> dict[str, Any]:
+        """Drop ``name``'s unsynced writes (its server must be dead)."""
+        return self._command(name, "crash")
+
+    def disk_full(self, name: str, on: bool) -> dict[str, Any]:
+        """Make ``name``'s writes fail with ENOSPC (or stop doing so)."""
+        return self._command(name, "full on" if on else "full off")
+
+    def _command(self, name: str, line: str) -> dict[str, Any]:
         _proc, _mount, sock = self.helpers[name]
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(CTL_TIMEOUT_S)
             s.connect(str(sock))
-            s.sendall(b"crash\n")
+            s.sendall(line.encode() + b"\n")
             return json.loads(s.makefile().readline())
 
     def close(self) -> None:

@@ -123,6 +123,9 @@ async def read_node(
     except Exception as exc:
         err = f"/jsz failed: {exc!r}"[:200]
         return {s: StreamRead(error=err) for s in streams}, None
+    if doc.get("disabled"):  # e.g. after a write error: its replicas exist but cannot be read
+        err = "JetStream disabled on this node"
+        return {s: StreamRead(error=err) for s in streams}, None
     sds = local_streams(doc)
     reads = {s: await read_stream(url, s, _state(sds.get(s))) for s in streams}
     return reads, consumer_state(sds.get(LOG))

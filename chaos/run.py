@@ -26,6 +26,7 @@ import itertools
 import json
 import random
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -83,6 +84,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     if cfg.out is None:
         cfg.out = Path(tempfile.mkdtemp(prefix=f"chaos-{cfg.scenario}-{cfg.seed}-"))
     cfg.out.mkdir(parents=True, exist_ok=True)
+    if (cfg.out / "nodes").exists():  # a re-run in the same directory starts from empty stores
+        shutil.rmtree(cfg.out / "nodes")
     print(f"chaos: seed={cfg.seed} scenario={cfg.scenario} target={cfg.target} out={cfg.out}")
     print(f"chaos: replay: {replay_command(cfg)}", flush=True)
     result = asyncio.run(_run(cfg))
