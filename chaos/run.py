@@ -233,7 +233,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         for t in p_tasks:
             t.cancel()
 
-        quiet = await _poll(_streams_agree(sup), cfg.quiet_s)
+        quiet = await _poll(_streams_agree(sup), cfg.quiet_s, 1.0)
         if not quiet:
             notes.append(f"replicas did not agree on last seqs within {cfg.quiet_s}s")
         phases["quiet"] = hist.now()
@@ -247,11 +247,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         await _bounded(m_task, STOP_TIMEOUT_S)
         phases["drained"] = hist.now()
 
-        for n in NAMES:
-            node = sup.nodes[n]
-            reads[n], consumers[n] = await readback.read_node(
-                node.url, node.http_port, (workload.LOG, workload.CHAIN, workload.WQ)
-            )
+        reads, consumers = await _stable_reads(sup, cfg.quiet_s, notes)
         phases["read"] = hist.now()
         alive = {n: sup.ready(n) for n in NAMES}
         with contextlib.suppress(Exception):
@@ -322,7 +318,37 @@ def _meta_leader(sup: Supervisor) -> Any:
     return cond
 
 
+READ_ATTEMPTS = 4
+READ_RETRY_S = 2.0
+
+
+async def _stable_reads(
+    sup: Supervisor, bound_s: float, notes: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read every node; while replicas' states differ, wait and read again (bounded), so a
+    replica that is only lagging is not judged divergent, and one that stays apart is."""
+    end = time.monotonic() + bound_s
+    reads: dict[str, Any] = {}
+    consumers: dict[str, Any] = {}
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        for n, node in sup.nodes.items():
+            reads[n], consumers[n] = await readback.read_node(node.url, node.http_port, STREAMS)
+        states = {(*(str(reads[n][s].state) for s in STREAMS), str(consumers[n])) for n in reads}
+        if len(states) == 1:
+            if attempt > 1:
+                notes.append(f"replicas agreed at read attempt {attempt}")
+            return reads, consumers
+        if attempt == READ_ATTEMPTS or time.monotonic() + READ_RETRY_S > end:
+            notes.append(f"replicas still differ after {attempt} read attempts")
+            break
+        await asyncio.sleep(READ_RETRY_S)
+    return reads, consumers
+
+
 def _streams_agree(sup: Supervisor) -> Any:
+    """All nodes report the same last seqs, twice in a row (a stable view, not a passing one)."""
+    seen: list[Any] = []
+
     async def cond() -> bool:
         lasts = []
         for node in sup.nodes.values():
@@ -331,7 +357,10 @@ def _streams_agree(sup: Supervisor) -> Any:
             lasts.append(
                 tuple((sds.get(s) or {}).get("state", {}).get("last_seq") for s in STREAMS)
             )
-        return len(set(lasts)) == 1 and None not in lasts[0]
+        agreed = len(set(lasts)) == 1 and None not in lasts[0]
+        stable = agreed and seen == lasts
+        seen[:] = lasts if agreed else []
+        return stable
 
     return cond
 
