@@ -8,7 +8,8 @@ plain, but before a write or truncate changes bytes that are not yet durable, th
 content durable: its undo records are dropped.  A file created since the last fsync of itself or
 of its directory is *new*.  On ``crash`` (after the server was SIGKILLed) the helper, under its
 lock, applies every file's undo records newest first, restores each file's durable size, and
-empties new files: the data left is exactly the data that was fsynced.  As in LazyFS, metadata
+empties new files: the data left is exactly the data that was fsynced.  A write through a file
+descriptor opened with O_SYNC or O_DSYNC is durable on return (taken as an fsync of its file).  As in LazyFS, metadata
 operations (create, mkdir, rename, unlink) pass through and are durable at once; only file data
 waits for fsync (so lost directory entries are not modelled).
 
@@ -52,6 +53,7 @@ class LazyOps:
         self.size0: dict[str, int] = {}  # path -> durable size
         self.new: set[str] = set()  # created, not yet durable
         self.fds: dict[int, str] = {}
+        self.sync_fds: set[int] = set()  # opened with O_SYNC / O_DSYNC: each write is durable
         self.full = False  # disk-full fault: writes and creates fail with ENOSPC
 
     def _space(self) -> None:
@@ -129,13 +131,15 @@ class LazyOps:
         self.new.discard(full)
 
     # -- files ------------------------------------------------------------------------------
-    def create(self, path: str, mode: int, fi: Any = None) -> int:
+    def create(self, path: str, mode: int, flags: int = 0) -> int:
         self._space()
         with self.mu:
             full = self._p(path)
             fd = os.open(full, os.O_RDWR | os.O_CREAT | os.O_TRUNC, mode)
             self.new.add(full)
             self.fds[fd] = full
+            if flags & (os.O_SYNC | os.O_DSYNC):
+                self.sync_fds.add(fd)
             return fd
 
     def open(self, path: str, flags: int) -> int:
@@ -146,6 +150,8 @@ class LazyOps:
         fd = os.open(full, plain)
         with self.mu:
             self.fds[fd] = full
+            if flags & (os.O_SYNC | os.O_DSYNC):
+                self.sync_fds.add(fd)
             if flags & os.O_TRUNC:
                 self._truncate_fd(full, fd, 0)
         return fd
@@ -157,6 +163,10 @@ class LazyOps:
         self._space()
         with self.mu:
             full = self.fds.get(fh, self._p(path))
+            if fh in self.sync_fds:  # O_SYNC: durable on return (taken as an fsync of the file)
+                n = os.pwrite(fh, data, offset)
+                self._forget(full)
+                return n
             if full not in self.new:
                 self._remember(full, fh, offset, len(data))
             return os.pwrite(fh, data, offset)
@@ -193,6 +203,7 @@ class LazyOps:
     def release(self, path: str, fh: int) -> int:
         with self.mu:
             self.fds.pop(fh, None)
+            self.sync_fds.discard(fh)
             os.close(fh)
         return 0
 
