@@ -8,7 +8,11 @@ change to the meta group with the client's reply subject; the server that
 hosts the stream answers creates and updates once the change is real on it
 (``node.jetstream.meta_effects``), and the proposer answers deletes.  A
 refusal decided in apply (placement, a racing create with another config)
-is answered by the proposer.  A proposal that cannot be committed (no
+is answered by the proposer.  Replicated streams (R>1) are not run yet and
+are refused with 10074, but a create the cluster could not place anyway is
+refused as the reference refuses it, 10005 with the placement reason (a dry
+run of placement over the meta state; whether placement fails does not
+depend on its random tie-breaks).  A proposal that cannot be committed (no
 quorum, leadership lost) gets no answer, as nats-server leaves it: the client
 times out and retries.
 
@@ -20,6 +24,7 @@ reports the streams that did not answer in time under ``missing``.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +36,10 @@ from cluster.meta import (
     delete_stream_entry,
     update_stream_entry,
 )
+from cluster.meta.machine import specs_of
 from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
+from cluster.placement import NoPlacement, PlacementRequest, place
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
 from node.jsapi import render
 from node.jsapi.errors import STREAM_NOT_FOUND, STREAM_REPLICAS_NOT_SUPPORTED, JSApiError
@@ -63,6 +70,19 @@ def _refusal(type_: str, err: MetaError) -> ApiAnswer:
     return ApiAnswer(dumps({"type": type_, "error": body}))
 
 
+def _unplaceable(svc: JetStreamService, cfg: StreamConfig) -> MetaError | None:
+    """400/10005 with the reason if ``cfg`` cannot be placed now (a dry run)."""
+    meta = svc.meta
+    assert meta is not None
+    pl = cfg.placement
+    req = PlacementRequest(
+        cfg.num_replicas, (pl.cluster if pl else "") or None, pl.tags if pl else ()
+    )
+    specs = specs_of(meta.machine, meta.online())
+    got = place(req, specs, unique_tag=meta.unique_tag, rng=random.Random(0))
+    return MetaError(400, 10005, got.description) if isinstance(got, NoPlacement) else None
+
+
 async def _propose(svc: JetStreamService, entry: bytes) -> object | None:
     """The meta result, or None when the proposal could not be committed
     (then nobody answers: nats-server leaves such requests unanswered)."""
@@ -83,6 +103,9 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
     try:
         cfg = parse_create(req.op[2], req.body, clustered=True, lookup=existing.get)
         if cfg.num_replicas > 1:  # replicated streams: not yet (each host runs R1)
+            unplaceable = _unplaceable(svc, cfg)
+            if unplaceable is not None:
+                raise _refusal(type_, unplaceable)
             raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
         sa = meta.assignment(cfg.name)
         if sa is not None:
