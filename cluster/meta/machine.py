@@ -293,10 +293,13 @@ def decode_entry(raw: bytes) -> tuple[MetaOp, dict[str, Any]]:
         raise EntryError(f"not cbor: {e}") from None
     if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
         raise EntryError("unknown format")
+    code = d.get("op")
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise EntryError(f"op {code!r}: not an integer")
     try:
-        op = MetaOp(d.get("op"))
+        op = MetaOp(code)
     except ValueError:
-        raise EntryError(f"unknown op {d.get('op')!r}") from None
+        raise EntryError(f"unknown op {code}") from None
     return op, d
 
 

@@ -63,7 +63,7 @@ def _add(config: dict[str, Any], *, seed: int = 7, online: Any = SERVERS, **kw: 
     return add_stream_entry(config, **args)
 
 
-def _raw(op: int, **body: Any) -> bytes:
+def _raw(op: object, **body: Any) -> bytes:
     return cbor2.dumps({"v": 1, "op": op, **body}, canonical=True)
 
 
@@ -212,6 +212,8 @@ def test_malformed_entries_are_answers_and_change_nothing(entries: list[bytes], 
         cbor2.dumps([1, 2]),
         cbor2.dumps({"v": 2, "op": 1, "name": "n1", "cluster": "C1", "tags": []}),
         _raw(99),
+        _raw(1.0, name="n1", cluster="C1", tags=[]),
+        _raw(True, name="n1", cluster="C1", tags=[]),
         _raw(1, name="n1", cluster="C1", tags="ssd"),
         _raw(1, name=1, cluster="C1", tags=[]),
         _raw(2, config=[], group="g", created=1, seed=1, online=[], unique_tag="", reply="r"),
