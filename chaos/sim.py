@@ -31,6 +31,10 @@ one-way), crash (optionally in the middle of a cycle: the cycle's un-synced
 journal records are lost, torn at a random byte) and restart from durable
 state, leadership transfer, forced log compaction.
 
+The replicated state machine and its workload are hooks (``new_fsm``,
+``fsm_state``, ``client``, ``final_checks``): ``--workload meta`` runs the
+real meta state machine under the same faults (``chaos.metasim``).
+
 ``--stock`` turns off raft/'s pysyncobj workarounds to show what they fix;
 ``--unsafe-send-before-fsync`` seeds the "acknowledge before fsync" bug to
 show the checker catches it.
@@ -53,9 +57,18 @@ from chaos.net import Faults, SimNetwork, decode_one_frame
 from chaos.toyfsm import ToyStateMachine
 from raft.core import PATCHES, Proposal, RaftConfig, RaftCore
 from raft.errors import RaftError
+from raft.fsm import StateMachine
 from raft.storage import MemoryDisk
 
-__all__ = ["SimConfig", "SimResult", "Simulation", "main", "run_seed", "run_seeds"]
+__all__ = [
+    "SimConfig",
+    "SimResult",
+    "Simulation",
+    "main",
+    "make_simulation",
+    "run_seed",
+    "run_seeds",
+]
 
 GROUP = "sim"
 
@@ -71,6 +84,7 @@ class SimConfig:
     compaction_entries: int = 40
     client_interval_s: float = 0.02
     fault_interval_s: tuple[float, float] = (0.15, 0.6)
+    workload: str = "toy"  # or "meta": chaos.metasim.MetaSimulation
 
 
 @dataclass
@@ -89,6 +103,8 @@ class SimResult:
         flags += "".join(f" --without {p}" for p in sorted(cfg.without))
         if cfg.unsafe_send_before_fsync:
             flags += " --unsafe-send-before-fsync"
+        if cfg.workload != "toy":
+            flags += f" --workload {cfg.workload}"
         return f"python -m chaos.sim --seed {self.seed}{flags}"
 
 
@@ -120,7 +136,7 @@ class Simulation:
         self.logmap: dict[tuple[int, int], tuple[bytes, int | None]] = {}
         self.committed: dict[int, tuple[int, bytes]] = {}
         self.checked_commit: dict[str, int] = {}
-        self.applied: dict[int, tuple[int, bytes]] = {}
+        self.applied: dict[int, object] = {}
         self.acked: dict[bytes, int] = {}
         self.value_counter = 0
         self.next_client = 0.05
@@ -138,7 +154,7 @@ class Simulation:
             GROUP,
             nid,
             self.ids,
-            ToyStateMachine(),
+            self.new_fsm(),
             self.disks[nid],
             self.raft_config,
             now=lambda: self.t,
@@ -148,6 +164,16 @@ class Simulation:
         self.checked_commit[nid] = 0
         core.journal.take_changed_from()
         self.check_log_matching(nid, core, from_idx=core.journal.first_index)
+
+    def new_fsm(self) -> StateMachine:
+        """A fresh state machine for a member (re)starting."""
+        return ToyStateMachine()
+
+    def fsm_state(self, core: RaftCore) -> object:
+        """A comparable summary of a member's applied state (state machine safety)."""
+        fsm = core.fsm
+        assert isinstance(fsm, ToyStateMachine)
+        return (len(fsm.values), fsm.chain)
 
     def crash(self, nid: str, mid_cycle: bool) -> None:
         core = self.cores[nid]
@@ -316,15 +342,13 @@ class Simulation:
                         f"(committed term {rec[0]})"
                     )
             self.checked_commit[nid] = max(self.checked_commit[nid], commit)
-            fsm = core.fsm
-            assert isinstance(fsm, ToyStateMachine)
             la = core.last_applied
-            state = (len(fsm.values), fsm.chain)
+            state = self.fsm_state(core)
             rec2 = self.applied.setdefault(la, state)
             if rec2 != state:
                 self.violation(
-                    f"state machine safety: {nid} applied={la} has {state[0]} values, "
-                    f"another member had {rec2[0]}"
+                    f"state machine safety: {nid} applied={la} has state {state!r:.60}, "
+                    f"another member had {rec2!r:.60}"
                 )
 
     def final_checks(self) -> None:
@@ -405,10 +429,20 @@ class Simulation:
         return self.result
 
 
+def make_simulation(seed: int, cfg: SimConfig | None = None) -> Simulation:
+    """The simulation of ``cfg.workload`` for ``seed``."""
+    cfg = cfg or SimConfig()
+    if cfg.workload == "meta":
+        from chaos.metasim import MetaSimulation  # builds on this module
+
+        return MetaSimulation(seed, cfg)
+    return Simulation(seed, cfg)
+
+
 def run_seed(seed: int, cfg: SimConfig | None = None) -> SimResult:
     """Run one seed and return its result (violations are in ``result.violations``)."""
     try:
-        return Simulation(seed, cfg).run()
+        return make_simulation(seed, cfg).run()
     except Exception as e:  # a crash inside pysyncobj/raft is a finding too
         r = SimResult(seed)
         r.violations.append(f"exception: {e!r}")
@@ -447,6 +481,12 @@ def main(argv: list[str] | None = None) -> int:
         help="disable one raft/ workaround (repeatable)",
     )
     ap.add_argument("--unsafe-send-before-fsync", action="store_true")
+    ap.add_argument(
+        "--workload",
+        choices=["toy", "meta"],
+        default="toy",
+        help="replicated state machine: toy values, or the meta group's MetaMachine",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.CRITICAL)
@@ -456,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         stock=a.stock,
         without=frozenset(a.without),
         unsafe_send_before_fsync=a.unsafe_send_before_fsync,
+        workload=a.workload,
     )
     seeds = [a.seed] if a.seed is not None else list(range(a.start, a.start + (a.seeds or 20)))
     t0 = time.monotonic()

@@ -293,10 +293,13 @@ def decode_entry(raw: bytes) -> tuple[MetaOp, dict[str, Any]]:
         raise EntryError(f"not cbor: {e}") from None
     if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
         raise EntryError("unknown format")
+    code = d.get("op")
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise EntryError(f"op {code!r}: not an integer")
     try:
-        op = MetaOp(d.get("op"))
+        op = MetaOp(code)
     except ValueError:
-        raise EntryError(f"unknown op {d.get('op')!r}") from None
+        raise EntryError(f"unknown op {code}") from None
     return op, d
 
 
@@ -359,6 +362,7 @@ class MetaMachine:
         config = _map(d, "config")
         name = _s(config, "name")
         reply = _s(d, "reply")
+        group, created_ns = _s(d, "group"), _i(d, "created")
         existing = self.streams.get(name)
         if existing is not None:
             if dict(existing.config) != config:
@@ -368,7 +372,7 @@ class MetaMachine:
         chosen = self._place(config, d)
         if isinstance(chosen, NoPlacement):
             return MetaError(400, 10005, chosen.description)
-        sa = StreamAssignment(name, config, _s(d, "group"), chosen, _i(d, "created"))
+        sa = StreamAssignment(name, config, group, chosen, created_ns)
         self.streams[name] = sa
         self._emit(StreamAssigned(sa, reply, created=True))
         return Assigned(sa, created=True)
@@ -383,8 +387,8 @@ class MetaMachine:
             for _, p in sorted(self.peers.items())
         ]
         replicas = config.get("num_replicas") or 1
-        if not isinstance(replicas, int):
-            raise EntryError("num_replicas: not an integer")
+        if not isinstance(replicas, int) or replicas < 1:
+            raise EntryError("num_replicas: not a positive integer")
         pl = config.get("placement") or {}
         if not isinstance(pl, dict):
             raise EntryError("placement: not a map")
@@ -401,19 +405,21 @@ class MetaMachine:
     def _update_stream(self, d: Mapping[str, Any]) -> Assigned | MetaError:
         config = _map(d, "config")
         name = _s(config, "name")
+        reply = _s(d, "reply")  # every field checked before the state changes
         old = self.streams.get(name)
         if old is None:
             return STREAM_NOT_FOUND
         sa = StreamAssignment(name, config, old.group, old.peers, old.created_ns)
         self.streams[name] = sa
-        self._emit(StreamUpdated(sa, old.config, _s(d, "reply")))
+        self._emit(StreamUpdated(sa, old.config, reply))
         return Assigned(sa, created=False)
 
     def _delete_stream(self, d: Mapping[str, Any]) -> Removed | MetaError:
-        sa = self.streams.pop(_s(d, "name"), None)
+        name, reply = _s(d, "name"), _s(d, "reply")  # checked before the state changes
+        sa = self.streams.pop(name, None)
         if sa is None:
             return STREAM_NOT_FOUND
-        self._emit(StreamRemoved(sa, _s(d, "reply")))
+        self._emit(StreamRemoved(sa, reply))
         return Removed(sa)
 
     # -- snapshots ----------------------------------------------------------

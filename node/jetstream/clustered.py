@@ -8,7 +8,11 @@ change to the meta group with the client's reply subject; the server that
 hosts the stream answers creates and updates once the change is real on it
 (``node.jetstream.meta_effects``), and the proposer answers deletes.  A
 refusal decided in apply (placement, a racing create with another config)
-is answered by the proposer.  A proposal that cannot be committed (no
+is answered by the proposer.  Replicated streams (R>1) are not run yet and
+are refused with 10074, but a create the cluster could not place anyway is
+refused as the reference refuses it, 10005 with the placement reason (a dry
+run of placement over the meta state; whether placement fails does not
+depend on its random tie-breaks).  A proposal that cannot be committed (no
 quorum, leadership lost) gets no answer, as nats-server leaves it: the client
 times out and retries.
 
@@ -221,7 +225,15 @@ def configs_of(assignments: Any) -> dict[str, StreamConfig]:
 USAGE_SUBJECT = b"$JSC.USAGE"
 #: how long account info waits for the other servers' usage
 USAGE_GATHER_S = 0.5
-_USAGE_KEYS = ("memory", "storage", "reserved_memory", "reserved_storage", "consumers")
+_USAGE_KEYS = (
+    "memory",
+    "storage",
+    "reserved_memory",
+    "reserved_storage",
+    "consumers",
+    "api_total",
+    "api_errors",
+)
 
 
 def local_usage(svc: JetStreamService) -> dict[str, int]:
@@ -234,6 +246,8 @@ def local_usage(svc: JetStreamService) -> dict[str, int]:
         "reserved_memory": view.reserved_memory,
         "reserved_storage": view.reserved_storage,
         "consumers": sum(sv.consumer_count for sv in streams),
+        "api_total": view.api_total,
+        "api_errors": view.api_errors,
     }
 
 

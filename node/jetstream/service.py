@@ -582,7 +582,8 @@ async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
     }
     if svc.domain:
         body["domain"] = svc.domain
-    body["api"] = api_stats(view.api_level, view.api_total, view.api_errors)
+    # every request is answered by one server: the cluster's counts are the sum
+    body["api"] = api_stats(view.api_level, usage["api_total"], usage["api_errors"])
     return dumps(body)
 
 

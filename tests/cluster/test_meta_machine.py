@@ -1,0 +1,383 @@
+"""The pure meta state machine: determinism, snapshots, malformed entries, answers.
+
+Theory of operation: ``MetaMachine.apply`` runs on every member of ``_meta_``
+and must reach the same state from the same entries whatever happened before
+(rule 2), so the properties here feed machines the same sequences and compare
+``snapshot()`` bytes (canonical cbor2, the strongest equality we have: it
+covers peers, configs, groups, placement and creation times) and results.
+Sequences are drawn by hypothesis from a small name space (so creates collide,
+updates and deletes hit existing streams) with random seeds, online sets,
+tags and replica counts, interleaved with garbage.  A malformed entry must
+come back as ``BAD_ENTRY`` and leave the state as it was.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import cbor2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cluster.meta.machine import (
+    BAD_ENTRY,
+    NAME_IN_USE,
+    STREAM_NOT_FOUND,
+    Assigned,
+    MetaError,
+    MetaMachine,
+    MetaOp,
+    PeerRecord,
+    PeerRegistered,
+    Removed,
+    StreamAssigned,
+    StreamRemoved,
+    StreamUpdated,
+    add_stream_entry,
+    delete_stream_entry,
+    peer_entry,
+    update_stream_entry,
+)
+
+SERVERS = ("n1", "n2", "n3", "n4")
+NAMES = ("A", "B", "C")
+TAGS = ("ssd", "az:1", "az:2", "!jetstream", "SSD")
+
+
+def _cfg(name: str, **kw: Any) -> dict[str, Any]:
+    return {"name": name, "subjects": [name.lower() + ".>"], **kw}
+
+
+def _add(config: dict[str, Any], *, seed: int = 7, online: Any = SERVERS, **kw: Any) -> bytes:
+    args: dict[str, Any] = {
+        "group": "S-R1F-abc",
+        "created_ns": 1_000,
+        "seed": seed,
+        "online": online,
+        "unique_tag": "",
+        "reply": "_INBOX.r",
+    }
+    args.update(kw)
+    return add_stream_entry(config, **args)
+
+
+def _raw(op: object, **body: Any) -> bytes:
+    return cbor2.dumps({"v": 1, "op": op, **body}, canonical=True)
+
+
+def _machine(*servers: str, tags: tuple[str, ...] = ()) -> MetaMachine:
+    m = MetaMachine()
+    for s in servers or SERVERS:
+        assert isinstance(m.apply(peer_entry(PeerRecord(s, "C1", tags))), PeerRegistered)
+    return m
+
+
+def _restored(m: MetaMachine) -> MetaMachine:
+    r = MetaMachine()
+    r.restore(io.BytesIO(m.snapshot()))
+    return r
+
+
+# ---------------------------------------------------------------- strategies
+
+peers_st = st.builds(
+    lambda n, c, t: peer_entry(PeerRecord(n, c, tuple(t))),
+    st.sampled_from(SERVERS),
+    st.sampled_from(("C1", "C1", "C2")),
+    st.lists(st.sampled_from(TAGS), max_size=3),
+)
+configs_st = st.builds(
+    lambda name, subj, replicas, tags, cluster: _cfg(
+        name,
+        subjects=[subj],
+        num_replicas=replicas,
+        placement={"tags": tags, **({"cluster": cluster} if cluster else {})},
+    ),
+    st.sampled_from(NAMES),
+    st.sampled_from(("x", "y")),
+    st.sampled_from((-1, 0, 1, 1, 2, 3, 5)),
+    st.lists(st.sampled_from(TAGS), max_size=2),
+    st.sampled_from(("", "C1", "C2")),
+)
+adds_st = st.builds(
+    lambda cfg, seed, online, ut, created: _add(
+        cfg, seed=seed, online=online, unique_tag=ut, created_ns=created
+    ),
+    configs_st,
+    st.integers(-(2**63), 2**63),
+    st.lists(st.sampled_from(SERVERS), unique=True),
+    st.sampled_from(("", "az:")),
+    st.integers(0, 2**62),
+)
+updates_st = st.builds(lambda cfg: update_stream_entry(cfg, reply="_INBOX.u"), configs_st)
+deletes_st = st.builds(lambda n: delete_stream_entry(n, reply=""), st.sampled_from((*NAMES, "Z")))
+# wrong types: a known op with every field drawn from anything cbor can carry
+json_like = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+field_names = st.sampled_from(
+    (
+        "name",
+        "cluster",
+        "tags",
+        "config",
+        "group",
+        "created",
+        "seed",
+        "online",
+        "unique_tag",
+        "reply",
+    )
+)
+wrong_types_st = st.builds(
+    lambda op, fields, v: cbor2.dumps({**fields, "v": v, "op": op}, canonical=True),
+    st.sampled_from((0, 1, 2, 3, 4, 5, "1", None)),
+    st.dictionaries(field_names, json_like, max_size=10),
+    st.sampled_from((1, 1, 1, 2, "1")),
+)
+garbage_st = st.binary(max_size=64) | wrong_types_st
+entries_st = st.lists(
+    st.one_of(peers_st, adds_st, adds_st, updates_st, deletes_st, garbage_st), max_size=40
+)
+
+
+# ---------------------------------------------------------------- determinism
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries_st)
+def test_same_entries_same_state_and_results(entries: list[bytes]) -> None:
+    a, b = MetaMachine(), MetaMachine()
+    effects: list[object] = []
+    b.listener = effects.append  # listening must not change the state
+    for e in entries:
+        ra, rb = a.apply(e), b.apply(e)
+        assert ra == rb
+        assert isinstance(ra, Assigned | Removed | MetaError | PeerRegistered)
+        assert a.snapshot() == b.snapshot()
+    # a member that restarts from a snapshot taken midway reaches the same state
+    cut = len(entries) // 2
+    c = MetaMachine()
+    for e in entries[:cut]:
+        c.apply(e)
+    c = _restored(c)
+    for e in entries[cut:]:
+        c.apply(e)
+    assert c.snapshot() == a.snapshot()
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries_st)
+def test_snapshot_round_trip(entries: list[bytes]) -> None:
+    m = MetaMachine()
+    for e in entries:
+        m.apply(e)
+    r = _restored(m)
+    assert r.snapshot() == m.snapshot()
+    assert r.peers == m.peers
+    assert {n: sa.to_doc() for n, sa in r.streams.items()} == {
+        n: sa.to_doc() for n, sa in m.streams.items()
+    }
+    assert r.load() == {p: m.load()[p] for p in r.load()}
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries_st, garbage_st)
+def test_malformed_entries_are_answers_and_change_nothing(entries: list[bytes], bad: bytes) -> None:
+    m = MetaMachine()
+    for e in entries:
+        m.apply(e)
+    before = m.snapshot()
+    got = m.apply(bad)
+    if got == BAD_ENTRY:
+        assert m.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"\xff",
+        b"not cbor at all",
+        cbor2.dumps([1, 2]),
+        cbor2.dumps({"v": 2, "op": 1, "name": "n1", "cluster": "C1", "tags": []}),
+        _raw(99),
+        _raw(1.0, name="n1", cluster="C1", tags=[]),
+        _raw(True, name="n1", cluster="C1", tags=[]),
+        _raw(1, name="n1", cluster="C1", tags="ssd"),
+        _raw(1, name=1, cluster="C1", tags=[]),
+        _raw(2, config=[], group="g", created=1, seed=1, online=[], unique_tag="", reply="r"),
+        _raw(2, config={"name": 5}, group="g", created=1, seed=1, online=[], unique_tag="", reply=""),
+        _raw(2, config=_cfg("A"), group="g", created=True, seed=1, online=[], unique_tag="", reply=""),
+        _raw(2, config=_cfg("A"), group="g", created=1, seed=1.5, online=[], unique_tag="", reply=""),
+        _raw(2, config=_cfg("A", num_replicas="1"), group="g", created=1, seed=1, online=["n1"],
+             unique_tag="", reply=""),
+        _raw(2, config=_cfg("A", num_replicas=-1), group="g", created=1, seed=1, online=["n1"],
+             unique_tag="", reply=""),
+        _raw(2, config=_cfg("A", placement=["x"]), group="g", created=1, seed=1, online=["n1"],
+             unique_tag="", reply=""),
+        _raw(2, config=_cfg("A", placement={"tags": "ssd"}), group="g", created=1, seed=1,
+             online=["n1"], unique_tag="", reply=""),
+        _raw(2, config=_cfg("A", placement={"cluster": 3}), group="g", created=1, seed=1,
+             online=["n1"], unique_tag="", reply=""),
+        _raw(2, config=_cfg("A"), created=1, seed=1, online=["n1"], unique_tag="", reply=""),
+        _raw(3, config=_cfg("E", max_msgs=1), reply=None),
+        _raw(4, name="E", reply=b"r"),
+        _raw(4, name=["E"], reply=""),
+    ],
+)  # fmt: skip
+def test_malformed_entry_table(raw: bytes) -> None:
+    m = _machine("n1")
+    m.apply(_add(_cfg("E"), online=["n1"]))
+    before = m.snapshot()
+    assert m.apply(raw) == BAD_ENTRY
+    assert m.snapshot() == before
+
+
+# ---------------------------------------------------------------- answers
+
+
+def test_create_places_and_emits_once() -> None:
+    m = _machine()
+    effects: list[object] = []
+    m.listener = effects.append
+    got = m.apply(_add(_cfg("A"), created_ns=42))
+    assert isinstance(got, Assigned) and got.created
+    sa = got.assignment
+    assert sa.name == "A" and sa.group == "S-R1F-abc" and sa.created_ns == 42
+    assert len(sa.peers) == 1 and sa.peers[0] in SERVERS
+    assert effects == [StreamAssigned(sa, "_INBOX.r", created=True)]
+    assert m.assigned_to(sa.peers[0]) == [sa]
+
+
+def test_identical_recreate_is_not_a_create() -> None:
+    m = _machine()
+    first = m.apply(_add(_cfg("A"), seed=1, created_ns=1))
+    assert isinstance(first, Assigned)
+    effects: list[object] = []
+    m.listener = effects.append
+    # another seed, group and time: the existing assignment is kept as is
+    again = m.apply(_add(_cfg("A"), seed=2, group="S-R1F-zzz", created_ns=2, reply="_INBOX.2"))
+    assert again == Assigned(first.assignment, created=False)
+    assert effects == [StreamAssigned(first.assignment, "_INBOX.2", created=False)]
+
+
+def test_recreate_with_other_config_is_10058() -> None:
+    m = _machine()
+    m.apply(_add(_cfg("A")))
+    before = m.snapshot()
+    effects: list[object] = []
+    m.listener = effects.append
+    got = m.apply(_add(_cfg("A", subjects=["other"])))
+    assert got == NAME_IN_USE
+    assert (got.code, got.err_code) == (400, 10058)
+    assert effects == [] and m.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("config", "online", "description"),
+    [
+        (
+            _cfg("A", placement={"tags": ["nvme"]}),
+            SERVERS,
+            "no suitable peers for placement, tags not matched ['nvme']",
+        ),
+        (_cfg("A", num_replicas=5), SERVERS, "no suitable peers for placement"),
+        (_cfg("A"), [], "no suitable peers for placement, miscellaneous issue"),
+        (
+            _cfg("A", placement={"tags": ["!ssd"]}),
+            SERVERS,
+            "no suitable peers for placement, tags excluded ['ssd']",
+        ),
+    ],
+)
+def test_placement_failure_is_10005_with_the_reason(
+    config: dict[str, Any], online: Any, description: str
+) -> None:
+    m = _machine(tags=("ssd",))
+    before = m.snapshot()
+    got = m.apply(_add(config, online=online))
+    assert got == MetaError(400, 10005, description)
+    assert m.snapshot() == before
+
+
+def test_placement_follows_tags_and_spreads() -> None:
+    m = MetaMachine()
+    m.apply(peer_entry(PeerRecord("n1", "C1", ("ssd",))))
+    m.apply(peer_entry(PeerRecord("n2", "C1", ())))
+    m.apply(peer_entry(PeerRecord("n3", "C1", ())))
+    got = m.apply(_add(_cfg("T", placement={"tags": ["SSD"]})))
+    assert isinstance(got, Assigned) and got.assignment.peers == ("n1",)
+    hosts = set()
+    for i in range(3):
+        r = m.apply(_add(_cfg(f"S{i}"), seed=i))
+        assert isinstance(r, Assigned)
+        hosts.add(r.assignment.peers[0])
+    assert {"n2", "n3"} <= hosts  # least loaded first: n2 and n3 before n1 again
+
+
+def test_update_keeps_placement_and_emits_old_config() -> None:
+    m = _machine()
+    first = m.apply(_add(_cfg("A")))
+    assert isinstance(first, Assigned)
+    effects: list[object] = []
+    m.listener = effects.append
+    new = _cfg("A", max_msgs=10)
+    got = m.apply(update_stream_entry(new, reply="_INBOX.u"))
+    assert isinstance(got, Assigned) and not got.created
+    sa = got.assignment
+    assert (sa.config, sa.group, sa.peers, sa.created_ns) == (
+        new,
+        first.assignment.group,
+        first.assignment.peers,
+        first.assignment.created_ns,
+    )
+    assert effects == [StreamUpdated(sa, first.assignment.config, "_INBOX.u")]
+
+
+def test_update_and_delete_of_unknown_are_10059() -> None:
+    m = _machine()
+    effects: list[object] = []
+    m.listener = effects.append
+    assert m.apply(update_stream_entry(_cfg("NOPE"), reply="")) == STREAM_NOT_FOUND
+    got = m.apply(delete_stream_entry("NOPE", reply=""))
+    assert got == STREAM_NOT_FOUND
+    assert isinstance(got, MetaError) and (got.code, got.err_code) == (404, 10059)
+    assert effects == []
+
+
+def test_delete_removes_and_emits() -> None:
+    m = _machine()
+    first = m.apply(_add(_cfg("A")))
+    assert isinstance(first, Assigned)
+    effects: list[object] = []
+    m.listener = effects.append
+    assert m.apply(delete_stream_entry("A", reply="r")) == Removed(first.assignment)
+    assert effects == [StreamRemoved(first.assignment, "r")]
+    assert m.streams == {} and sum(m.load().values()) == 0
+    assert m.apply(delete_stream_entry("A", reply="r")) == STREAM_NOT_FOUND
+
+
+def test_peer_refresh_replaces_tags() -> None:
+    m = _machine("n1")
+    m.apply(peer_entry(PeerRecord("n1", "C1", ("ssd",))))
+    assert m.peers == {"n1": PeerRecord("n1", "C1", ("ssd",))}
+
+
+def test_entry_codes_are_stable() -> None:
+    assert [(o.name, int(o)) for o in MetaOp] == [
+        ("PEER", 1),
+        ("ADD_STREAM", 2),
+        ("UPDATE_STREAM", 3),
+        ("DELETE_STREAM", 4),
+    ]

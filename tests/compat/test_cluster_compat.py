@@ -1,0 +1,312 @@
+"""Differential: stream management in a three-node cluster, reference vs trijet.
+
+Theory of operation: one three-node reference cluster and one three-node
+trijet cluster (``tests.support.cluster``, both with ``REFERENCE_TAGS`` and
+the same conf files) run for the whole module.  Each test sends the same
+requests, in the same order and to the same node index (n1, n2 or n3), to
+both clusters over raw protocol clients (``tests.support.jsdiff.JsClient``)
+and compares the answers as text after ``jsdiff``'s normalisation (times,
+``created``, ``leader`` names, server version metadata; account info's API
+counters, which are compared as deltas on their own) — key order, the
+``cluster`` block, ``did_create`` present or absent, error codes and texts are
+compared as sent.  Every request must get **exactly one** reply in each
+cluster: after the first, the client keeps reading its reply subject for
+``EXTRA_REPLY_WINDOW_S`` (an absence cannot be awaited as an event).
+
+Where the clusters choose differently by design, only what is deterministic
+is compared: the reference places an R1 stream without constraints on n1
+every time (observed), trijet on the least loaded server with a seeded
+tie-break, so the unconstrained ``leader`` is masked; placement by tag is
+compared including the leader.  Streams get distinct names per test (the
+reference removes a deleted stream's directory asynchronously), and every
+stream is deleted in both clusters after each test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.cluster import REFERENCE_TAGS, Cluster, start_cluster
+from tests.support.jsdiff import Frame, JsClient, Req, render
+from tests.support.servers import reference_binary
+
+pytestmark = pytest.mark.skipif(
+    reference_binary() is None, reason="reference nats-server not installed"
+)
+
+#: how long extra replies are read for once the first one arrived
+EXTRA_REPLY_WINDOW_S = 0.4
+#: once the window is over, how long a read waits for bytes already on their way
+BUFFERED_READ_S = 0.02
+NODES = 3
+
+
+_API_COUNTS = re.compile(r'("api":\{"level":[^,]*,)"total":\d+,"errors":\d+')
+
+
+def _masked(text: str) -> str:
+    """Account info's API counters masked (compared by delta where it matters)."""
+    return _API_COUNTS.sub(r'\1"total":<n>,"errors":<n>', text)
+
+
+@dataclass
+class Side:
+    """One cluster and a raw client on each of its nodes."""
+
+    cluster: Cluster
+    clients: list[JsClient]
+
+    def send(self, node: int, req: Req) -> tuple[list[Frame], str]:
+        """Send ``req`` on node ``node`` (0-based); its first reply and its reply subject."""
+        c = self.clients[node]
+        first = c.request(req)
+        return first, f"{c.inbox}.{c.n}"
+
+    def rest(self, node: int, reply: str, deadline: float) -> list[Frame]:
+        """Further replies to ``reply`` arriving until ``deadline`` (or already buffered)."""
+        c = self.clients[node]
+        while c._next(max(deadline, time.monotonic() + BUFFERED_READ_S)) is not None:
+            pass  # replies to the same subject land in pending
+        return c.pending.pop(reply, [])
+
+    def ask(self, node: int, req: Req) -> list[Frame]:
+        first, reply = self.send(node, req)
+        return first + self.rest(node, reply, time.monotonic() + EXTRA_REPLY_WINDOW_S)
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+
+
+def _side(c: Cluster) -> Side:
+    clients = []
+    for url in c.urls:
+        u = urlsplit(url)
+        assert u.hostname and u.port
+        clients.append(JsClient(u.hostname, u.port))
+    return Side(c, clients)
+
+
+@dataclass
+class Pair:
+    ref: Side
+    tj: Side
+
+    def ask(self, node: int, req: Req) -> tuple[list[Frame], list[Frame]]:
+        """Every reply in each cluster (one window for both)."""
+        r, r_reply = self.ref.send(node, req)
+        t, t_reply = self.tj.send(node, req)
+        deadline = time.monotonic() + EXTRA_REPLY_WINDOW_S
+        r += self.ref.rest(node, r_reply, deadline)
+        t += self.tj.rest(node, t_reply, deadline)
+        return r, t
+
+    def one(self, node: int, req: Req) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Both answers, each the only reply, as JSON; their texts must be equal."""
+        r, t = self.ask(node, req)
+        assert len(r) == 1, f"reference: {len(r)} replies to {req.subject}: {render(r)}"
+        assert len(t) == 1, f"trijet: {len(t)} replies to {req.subject}: {render(t)}"
+        assert _masked(render(t)) == _masked(render(r)), f"n{node + 1} {req.subject}"
+        return r[0].json(), t[0].json()
+
+    def reset(self) -> None:
+        for side in (self.ref, self.tj):  # first replies only: no window
+            names = side.send(0, Req("$JS.API.STREAM.NAMES"))[0][0].json().get("streams") or []
+            for name in names:  # type: ignore[attr-defined]
+                side.send(0, Req(f"$JS.API.STREAM.DELETE.{name}"))
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with start_cluster(
+        "reference", tags=REFERENCE_TAGS, workdir=tmp_path_factory.mktemp("ref3")
+    ) as ref:
+        with start_cluster(
+            "trijet", tags=REFERENCE_TAGS, workdir=tmp_path_factory.mktemp("tj3")
+        ) as tj:
+            pair = Pair(_side(ref), _side(tj))
+            try:
+                yield pair
+            finally:
+                pair.ref.close()
+                pair.tj.close()
+
+
+@pytest.fixture
+def pair(clusters: Pair) -> Iterator[Pair]:
+    yield clusters
+    clusters.reset()
+
+
+def create(name: str, **cfg: Any) -> Req:
+    body = {"name": name, "subjects": [name.lower() + ".>"], **cfg}
+    return Req(f"$JS.API.STREAM.CREATE.{name}", json.dumps(body))
+
+
+# ---------------------------------------------------------------- the cases
+
+
+def test_r1_create_recreate_and_other_config(pair: Pair) -> None:
+    ref, tj = pair.one(1, create("ONE"))
+    assert ref["did_create"] is True and tj["did_create"] is True
+    assert ref["cluster"]["name"] == tj["cluster"]["name"] == "C1"
+    assert list(ref["cluster"]) == list(tj["cluster"]) == ["name", "leader"]
+    ref2, tj2 = pair.one(2, create("ONE"))
+    assert "did_create" not in ref2 and "did_create" not in tj2
+    assert ref2["cluster"] == ref["cluster"] and tj2["cluster"] == tj["cluster"]
+    ref3, _ = pair.one(0, create("ONE", subjects=["elsewhere.>"]))
+    assert ref3["error"]["err_code"] == 10058
+
+
+def test_placement_by_tag_and_unmatched_tag(pair: Pair) -> None:
+    ref, tj = pair.one(2, create("TAGGED", placement={"tags": ["SSD"]}))
+    assert ref["cluster"]["leader"] == tj["cluster"]["leader"] == "n1"  # the only ssd server
+    ref2, _ = pair.one(2, create("NVME", placement={"tags": ["nvme"]}))
+    assert ref2["error"] == {
+        "code": 400,
+        "err_code": 10005,
+        "description": "no suitable peers for placement, tags not matched ['nvme']",
+    }
+    ref3, _ = pair.one(0, Req("$JS.API.STREAM.NAMES"))
+    assert ref3["streams"] == ["TAGGED"]
+
+
+def test_info_names_list_from_every_node(pair: Pair) -> None:
+    pair.one(0, create("EVERY"))
+    for node in range(NODES):
+        ack, _ = pair.one(node, Req("every.x", "m"))
+        assert ack["stream"] == "EVERY"
+    for node in range(NODES):
+        info, _ = pair.one(node, Req("$JS.API.STREAM.INFO.EVERY"))
+        assert info["state"]["messages"] == NODES
+        names, _ = pair.one(node, Req("$JS.API.STREAM.NAMES"))
+        assert names["streams"] == ["EVERY"]
+        listed, _ = pair.one(node, Req("$JS.API.STREAM.LIST"))
+        assert [s["config"]["name"] for s in listed["streams"]] == ["EVERY"]
+
+
+def test_unknown_stream_info_and_delete(pair: Pair) -> None:
+    for node in range(NODES):
+        ref, _ = pair.one(node, Req("$JS.API.STREAM.INFO.NOPE"))
+        assert ref["error"]["err_code"] == 10059
+    ref, _ = pair.one(1, Req("$JS.API.STREAM.DELETE.NOPE"))
+    assert ref["error"]["err_code"] == 10059
+    pair.one(0, create("GONE"))
+    ref, _ = pair.one(2, Req("$JS.API.STREAM.DELETE.GONE"))
+    assert ref["success"] is True
+    for node in range(NODES):
+        names, _ = pair.one(node, Req("$JS.API.STREAM.NAMES"))
+        assert names["streams"] is None
+        ref, _ = pair.one(node, Req("$JS.API.STREAM.INFO.GONE"))
+        assert ref["error"]["err_code"] == 10059
+
+
+def test_update_from_another_node(pair: Pair) -> None:
+    pair.one(1, create("UPD"))
+    body = {"name": "UPD", "subjects": ["upd.>"], "max_msgs": 5}
+    ref, _ = pair.one(2, Req("$JS.API.STREAM.UPDATE.UPD", json.dumps(body)))
+    assert ref["config"]["max_msgs"] == 5 and list(ref["cluster"]) == ["name", "leader"]
+    info, _ = pair.one(0, Req("$JS.API.STREAM.INFO.UPD"))
+    assert info["config"]["max_msgs"] == 5
+    nope = {"name": "NOPE", "subjects": ["nope.>"]}
+    ref, _ = pair.one(0, Req("$JS.API.STREAM.UPDATE.NOPE", json.dumps(nope)))
+    assert ref["error"]["err_code"] == 10059
+
+
+def test_config_checks_before_placement(pair: Pair) -> None:
+    pair.one(0, create("BASE"))
+    ref, _ = pair.one(1, create("OVER", subjects=["base.a"]))
+    assert ref["error"]["err_code"] == 10065
+    ref, _ = pair.one(2, create("ZERO", num_replicas=0))
+    assert ref["config"]["num_replicas"] == 1
+    ref, _ = pair.one(0, create("NEG", num_replicas=-1))
+    assert ref["error"]["err_code"] == 10133
+
+
+@pytest.mark.parametrize(
+    ("name", "cfg", "description"),
+    [
+        ("R5", {"num_replicas": 5}, "no suitable peers for placement"),
+        ("C9", {"placement": {"cluster": "C9"}}, "no suitable peers for placement"),
+        (
+            "R3SSD",
+            {"num_replicas": 3, "placement": {"tags": ["ssd"]}},
+            "no suitable peers for placement, tags not matched ['ssd']",
+        ),
+        (
+            "R2AZ2",
+            {"num_replicas": 2, "placement": {"tags": ["az:2"]}},
+            "no suitable peers for placement, tags not matched ['az:2']",
+        ),
+    ],
+)
+def test_placement_failures(pair: Pair, name: str, cfg: dict[str, Any], description: str) -> None:
+    ref, _ = pair.one(1, create(name, **cfg))
+    assert ref["error"] == {"code": 400, "err_code": 10005, "description": description}
+
+
+@pytest.mark.parametrize(
+    "placement", [{"cluster": "C1", "tags": ["ssd"]}, {"tags": ["az:1", "ssd"]}, {"tags": ["SSD"]}]
+)
+def test_placement_on_the_tagged_server(pair: Pair, placement: dict[str, Any]) -> None:
+    ref, tj = pair.one(2, create("PLACED", placement=placement))
+    assert ref["config"]["placement"] == placement  # echoed verbatim
+    assert ref["cluster"]["leader"] == tj["cluster"]["leader"] == "n1"
+
+
+def _shape(d: Any) -> Any:
+    """Keys and nesting of a JSON value, values dropped (volatile cluster views)."""
+    if isinstance(d, dict):
+        return {k: _shape(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_shape(v) for v in d[:1]]
+    return type(d).__name__
+
+
+def test_r3_create(pair: Pair) -> None:
+    r, t = pair.ask(1, create("R3", num_replicas=3))
+    assert len(r) == len(t) == 1
+    ref, tj = r[0].json(), t[0].json()
+    for doc in (ref, tj):  # a replica may still be catching up (lag) right after creation
+        for rep in doc["cluster"]["replicas"]:
+            rep.pop("lag", None)
+    assert _shape(tj) == _shape(ref)
+    for doc in (ref, tj):  # trijet advertises another server version (jsdiff masks it)
+        doc["config"].pop("metadata")
+    assert tj["config"] == ref["config"]
+    for doc in (ref, tj):
+        cl = doc["cluster"]
+        assert cl["raft_group"].startswith("S-R3F-") and len(cl["replicas"]) == 2
+        assert {x["name"] for x in cl["replicas"]} | {cl["leader"]} == {"n1", "n2", "n3"}
+
+
+def _api(doc: dict[str, Any]) -> tuple[int, int]:
+    return doc["api"]["total"], doc["api"]["errors"]
+
+
+def test_account_info_from_every_node(pair: Pair) -> None:
+    pair.one(0, create("ACCT"))
+    for node in range(NODES):
+        ref, tj = pair.one(node, Req("$JS.API.INFO"))  # texts equal but for api counts
+        assert ref["streams"] == tj["streams"] == 1
+
+
+def test_account_info_counts_every_api_request_once(pair: Pair) -> None:
+    before = [_api(d) for d in pair.one(1, Req("$JS.API.INFO"))]
+    pair.one(0, create("COUNTED"))  # answered by its host
+    pair.one(2, Req("$JS.API.STREAM.INFO.COUNTED"))  # by its host
+    pair.one(1, Req("$JS.API.STREAM.NAMES"))  # by the meta leader
+    pair.one(1, Req("$JS.API.STREAM.INFO.NOPE"))  # an error, by the meta leader
+    after = [_api(d) for d in pair.one(1, Req("$JS.API.INFO"))]
+    ref, tj = ((a[0] - b[0], a[1] - b[1]) for a, b in zip(after, before, strict=True))
+    print(f"api (total, errors) deltas: reference {ref} trijet {tj}")
+    assert ref == (5, 1)  # INFO itself counted once, after its own answer
+    assert tj == ref
