@@ -289,7 +289,12 @@ class Server:
         return b"CONNECT " + json.dumps(fields, separators=(",", ":")).encode() + b"\r\n"
 
     def register_route(self, route: Route) -> bool:
-        """Register a handshaken route; False when it duplicates one we keep."""
+        """Register a handshaken route; False when it duplicates one we keep.
+
+        The route listeners hear of it either way (a duplicate solicited
+        route still tells which configured URL reaches that server)."""
+        for listener in self.route_listeners:
+            listener(route)
         by_id = self.routes.by_id
         existing = by_id.get(route.remote_id)
         if existing is not None:
@@ -318,8 +323,6 @@ class Server:
                 if other is not route:
                     other.send(gossip)
         self._set_client_urls(route.remote_id, newcomer.get("connect_urls") or [])
-        for listener in self.route_listeners:
-            listener(route)
         return True
 
     async def routes_barrier(self, timeout_s: float = ROUTES_BARRIER_S_MAX) -> None:

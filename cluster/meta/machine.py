@@ -187,6 +187,7 @@ Effect = StreamAssigned | StreamUpdated | StreamRemoved
 
 NAME_IN_USE = MetaError(400, 10058, "stream name already in use with a different configuration")
 STREAM_NOT_FOUND = MetaError(404, 10059, "stream not found")
+REPLICAS_NOT_UPDATABLE = MetaError(400, 10061, "Replicas configuration can not be updated")
 BAD_ENTRY = MetaError(500, 10010, "malformed meta entry")
 
 
@@ -409,6 +410,10 @@ class MetaMachine:
         old = self.streams.get(name)
         if old is None:
             return STREAM_NOT_FOUND
+        if (config.get("num_replicas") or 1) != (old.config.get("num_replicas") or 1):
+            # the peers are the assignment's: scaling needs a membership change
+            # (not built), whatever the proposer's view was
+            return REPLICAS_NOT_UPDATABLE
         sa = StreamAssignment(name, config, old.group, old.peers, old.created_ns)
         self.streams[name] = sa
         self._emit(StreamUpdated(sa, old.config, reply))

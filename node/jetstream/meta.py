@@ -61,6 +61,7 @@ from cluster.model import StreamConfig
 from cluster.naming import peer_id
 from cluster.placement import PeerSpec
 from cluster.replicated import ReplicaSpec
+from node.route import parse_route_url
 from raft.core import RaftConfig
 from raft.errors import RaftError
 from raft.group import RaftGroup
@@ -225,7 +226,7 @@ class MetaLayer:
         info = route.remote_info
         if not info.get("jetstream") or (info.get("domain") or "") != self.svc.domain:
             return  # one JetStream per cluster and domain
-        addr = route_address(info)
+        addr = self._dialed_address(route.remote_id) or route_address(info)
         name = route.remote_name
         if addr is None or not name or name == self.name:
             return
@@ -234,6 +235,20 @@ class MetaLayer:
             self.links.add_peer(name, addr)
             ev, self._known_changed = self._known_changed, trio.Event()
             ev.set()
+
+    def _dialed_address(self, server_id: str) -> tuple[str, int] | None:
+        """The address of a configured route URL that reached ``server_id``:
+        Raft links take the same path as routes (through whatever the
+        operator put between the servers), not the peer's advertised one."""
+        routes = self.svc.server.routes
+        for url, sid in sorted(routes.url_ids.items()):
+            if sid == server_id:
+                try:
+                    host, port, _, _ = parse_route_url(url)
+                except ValueError:
+                    continue
+                return host, port
+        return None
 
     # -- lifecycle ----------------------------------------------------------
 
