@@ -373,14 +373,16 @@ class MetaLayer:
         last = st.get("last_index") or 0
         seen = st.get("peers") or {}
         replicas = []
+        # the local view (nats-server's): every member but this one; on the
+        # leader that is every follower, on a follower the leader and the others
         for name in sorted(sa.peers if sa is not None else seen):
-            if name == leader:
+            if name == self.name:
                 continue
             p = seen.get(name, {})
             ago = p.get("last_seen_s_ago")
             match = p.get("match_index")
             lag = max(last - match, 0) if isinstance(match, int) else 0
-            current = name == self.name or (ago is not None and ago < 2.0 and lag == 0)
+            current = ago is not None and ago < 2.0 and lag == 0
             entry: dict[str, Any] = {
                 "name": name,
                 "current": bool(current),

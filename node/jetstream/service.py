@@ -509,6 +509,7 @@ class JetStreamService:
             used[kind] += state.bytes
             if cfg.max_bytes > 0:
                 reserved[kind] += cfg.max_bytes
+            sa = self.meta.assignment(cfg.name) if self.meta is not None else None
             views.append(
                 StreamView(
                     name=cfg.name,
@@ -516,7 +517,9 @@ class JetStreamService:
                     state=state,
                     config=cfg.to_dict,
                     consumer_count=self.consumer_count(cfg.name),
-                    cluster=cluster,
+                    cluster=cluster if stream.replicated is None else self.cluster_block(stream),
+                    raft_group=sa.group if sa is not None else "",
+                    leader=stream.is_leader,
                 )
             )
         account = AccountView(
@@ -529,7 +532,10 @@ class JetStreamService:
         )
         meta = self.meta
         return JetStreamView(
-            ha_assets=1 if meta is not None else 0,
+            # R>1 groups hosted here and the meta group (R1 streams do not count)
+            ha_assets=(1 + sum(1 for s in self.api.streams.values() if s.replicated))
+            if meta is not None and self.api is not None
+            else 0,
             meta=meta.cluster_info() if meta is not None else None,
             leader=meta.is_leader if meta is not None else True,
             memory=used["memory"],
