@@ -460,9 +460,13 @@ async def restore(svc: JetStreamService, req: ApiRequest) -> str:
             raise JSApiError(STREAM_MISMATCH)
         if "\\" in name or "/" in name:
             raise JSApiError(STREAM_NAME_CONTAINS_PATH_SEPARATORS)
-        cfg = check_stream_config(requested, lookup=svc.api.configs().get)
-        if name in svc.api.streams:
+        cfg = check_stream_config(requested, lookup=svc.all_configs().get)
+        if name in svc.all_configs():
             raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
+        if svc.meta is not None:
+            # a restored stream must be placed and assigned through the meta
+            # group like a create; not built yet: refused, nothing created
+            raise JSApiError(STREAM_RESTORE, err="not supported in a cluster yet")
         sessions = _sessions.setdefault(svc, set())
         subject = f"{RESTORE_DELIVER_PREFIX}{name}.{_new_id(svc)}"
         if len(sessions) >= RESTORES_MAX:

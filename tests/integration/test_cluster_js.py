@@ -110,6 +110,13 @@ def test_each_request_gets_one_reply(cluster: Cluster) -> None:
             }
             gone = await _one(ncs[1], "$JS.API.STREAM.NAMES")
             assert gone["streams"] is None
+            restore = await _one(
+                ncs[0],
+                "$JS.API.STREAM.RESTORE.RST",
+                {"config": {"name": "RST", "subjects": ["rst"]}},
+            )
+            assert restore["error"]["err_code"] == 10062  # not in a cluster yet; nothing made
+            assert (await _one(ncs[2], "$JS.API.STREAM.NAMES"))["streams"] is None
         finally:
             for c in ncs:
                 await c.close()
