@@ -15,7 +15,8 @@ passes.
   ``Nats-Expected-Last-Sequence: last``; a wrong-last answer is ``fail``, then ``last`` is re-read.
 - W3 (``w3-*``): the durable pull consumer ``c1`` on LOG (``pull_subscribe`` sets its filter
   ``log.>``): fetch, record a ``deliver`` event (stream seq, consumer seq, delivery count), then
-  ``ack_sync`` recorded as an op.
+  ``ack_sync`` recorded as an op.  Now and then (``DISCONNECT_P`` per batch) a worker drops its
+  connection with a fetched batch unacked and reconnects, so redelivery is exercised.
 - W4 (``w4-*``): W1 and W3 on stream WQ (work-queue retention, removal on ack): publishes
   ``wq-publish`` to ``wq.<i>``, consumer ``wq1`` records ``deliver`` (stream WQ) and ``wq-ack``.
 - KV (``kv-*``): per-key read then CAS increment (``update`` with ``last`` = the read revision) on
@@ -47,6 +48,7 @@ PUB_TIMEOUT_S = 1.5
 PUB_ATTEMPTS = 3
 OP_TIMEOUT_S = 1.5
 WRONG_LAST_SEQ = 10071
+DISCONNECT_P = 0.02  # per fetched batch, while the faults run: W3's random disconnects
 
 
 async def _quiet(*_: Any) -> None:
@@ -269,6 +271,15 @@ async def w3_consumer(
                 continue
             except Exception:
                 await asyncio.sleep(0.2)
+                continue
+            if not ctx.stop.is_set() and rng.random() < DISCONNECT_P:
+                # a worker vanishes with a batch in hand: unacked, so redelivered after AckWait
+                ctx.hist.event("note", what="consumer disconnects", proc=proc, dropped=len(msgs))
+                with contextlib.suppress(Exception):
+                    await nc.close()
+                nc = await connect(ctx.urls, i % len(ctx.urls), proc)
+                js = nc.jetstream(timeout=OP_TIMEOUT_S)
+                psub = None
                 continue
             for m in msgs:
                 md = m.metadata
