@@ -49,6 +49,7 @@ PUB_ATTEMPTS = 3
 OP_TIMEOUT_S = 1.5
 WRONG_LAST_SEQ = 10071
 DISCONNECT_P = 0.02  # per fetched batch, while the faults run: W3's random disconnects
+KV_SLOWER = 5.0  # KV workers pace 5x slower: per-key histories stay small enough to search
 
 
 async def _quiet(*_: Any) -> None:
@@ -146,9 +147,9 @@ class Ctx:
     rate_per_s: float
 
 
-async def _pace(ctx: Ctx, rng: random.Random) -> None:
+async def _pace(ctx: Ctx, rng: random.Random, slower: float = 1.0) -> None:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(ctx.stop.wait(), rng.expovariate(ctx.rate_per_s))
+        await asyncio.wait_for(ctx.stop.wait(), rng.expovariate(ctx.rate_per_s / slower))
 
 
 async def w1_producer(
@@ -316,7 +317,7 @@ async def kv_worker(ctx: Ctx, i: int, rng: random.Random) -> None:
                 try:
                     kv = await js.key_value(KV_BUCKET)
                 except Exception:
-                    await _pace(ctx, rng)
+                    await _pace(ctx, rng, KV_SLOWER)
                     continue
             key = rng.choice(KV_KEYS)
             op = ctx.hist.invoke(proc, "read", key=key)
@@ -329,7 +330,7 @@ async def kv_worker(ctx: Ctx, i: int, rng: random.Random) -> None:
                 continue
             except Exception as exc:
                 ctx.hist.complete(op, "info", error=repr(exc)[:120])
-                await _pace(ctx, rng)
+                await _pace(ctx, rng, KV_SLOWER)
                 continue
             op = ctx.hist.invoke(proc, "cas", key=key, old=value, new=value + 1, rev=rev)
             try:
@@ -340,7 +341,7 @@ async def kv_worker(ctx: Ctx, i: int, rng: random.Random) -> None:
                 ctx.hist.complete(op, kind, error=str(exc.err_code))
             except Exception as exc:
                 ctx.hist.complete(op, "info", error=repr(exc)[:120])
-            await _pace(ctx, rng)
+            await _pace(ctx, rng, KV_SLOWER)
     finally:
         with contextlib.suppress(Exception):
             await nc.close()
