@@ -24,9 +24,11 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import random
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -90,7 +92,12 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         shutil.rmtree(cfg.out / "nodes")
     print(f"chaos: seed={cfg.seed} scenario={cfg.scenario} target={cfg.target} out={cfg.out}")
     print(f"chaos: replay: {replay_command(cfg)}", flush=True)
-    result = asyncio.run(_run(cfg))
+    logging.getLogger("asyncio").setLevel(logging.ERROR)  # not "socket.send() raised" per write
+    try:
+        result = asyncio.run(_run(cfg))
+    except asyncio.CancelledError:
+        print(f"chaos: interrupted; processes stopped. replay: {replay_command(cfg)}", flush=True)
+        raise SystemExit(130) from None
     (cfg.out / "result.json").write_text(json.dumps(result, indent=1, default=str))
     try:
         from chaos import report
@@ -157,6 +164,11 @@ class Monitor:
 
 async def _run(cfg: RunConfig) -> dict[str, Any]:
     assert cfg.out is not None
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # cancel the run: every finally tears down
+        loop.add_signal_handler(sig, main.cancel)
     rng = random.Random(cfg.seed)
     hist = History(cfg.out / "history.jsonl")
     sup = Supervisor(cfg.target, cfg.out / "nodes", NAMES, sync_always=cfg.sync_always)
@@ -172,6 +184,8 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
     reads: dict[str, Any] = {}
     consumers: dict[str, Any] = {}
     urls = [sup.nodes[n].url for n in NAMES]
+    stop, drained_ev, mon_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    tasks: list[asyncio.Task[Any]] = []
     try:
         mesh.start()
         sup.write_confs(mesh.ports)
@@ -189,7 +203,6 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             notes.append("no JetStream meta leader seen by every node in time")
             setup_s = SETUP_NO_META_S
         phases["started"] = hist.now()
-        loop = asyncio.get_running_loop()
         admin = await workload.connect(urls, 0, "admin")
         try:
             await workload.setup(admin, cfg.replicas, loop.time() + setup_s)
@@ -199,7 +212,6 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         phases["setup"] = hist.now()
         hist.event("note", what="faults begin")
 
-        stop, drained_ev, mon_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
         ctx = workload.Ctx(hist, urls, stop, cfg.rate_per_s)
         wrng = random.Random(rng.random())
         mon = Monitor(hist)
@@ -222,6 +234,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             )
         )
         m_task = asyncio.create_task(mon.run(urls, mon_stop))
+        tasks += [*p_tasks, *c_tasks, m_task]
         nm = Nemesis(
             sup, mesh, hist, random.Random(rng.random()), loop.time() + cfg.duration,
             lambda: mon.leader, lambda subj, data: admin.request(subj, data, timeout=2.0), power,
@@ -260,6 +273,12 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             await mon.nc.close()
     finally:
+        for ev in (stop, drained_ev, mon_stop):  # every worker loop ends on these, even when a
+            ev.set()  # client library turned our cancellation into one of its own errors
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
         hist.close()
         sup.close()
         mesh.close()
