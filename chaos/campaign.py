@@ -58,7 +58,12 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         by[f"{r['family']} {r['scenario']}"].append(r)
     out = []
-    for kind, rs in sorted(by.items()):
+
+    def order(kind: str) -> tuple[int, str]:
+        family = kind.split()[0]
+        return (int(family[1:]) if family[1:].isdigit() else 0, kind)
+
+    for kind, rs in sorted(by.items(), key=lambda kv: order(kv[0])):
         failed: dict[str, int] = defaultdict(int)
         for r in rs:
             for n in r["failed"]:

@@ -242,7 +242,7 @@ def _serve_ctl(ops: LazyOps, sock_path: str) -> None:
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(sock_path)
     srv.listen(4)
-    while True:
+    for _ in range(10**9):  # serves until the helper ends; bounded by count all the same
         conn, _ = srv.accept()
         with conn:
             line = conn.makefile().readline().strip()

@@ -34,6 +34,8 @@ import trio
 from chaos.supervisor import HOST, free_ports
 
 CHUNK_BYTES = 65536
+ACCEPTS_MAX = 10**7  # route connections per proxy in one run
+CHUNKS_MAX = 10**12  # chunks per connection (the loops are bounded; these are never reached)
 HOLD_POLL_S = 0.02  # how often a held (one-way blocked) pump looks at the faults again
 Pair = tuple[str, str]
 
@@ -143,7 +145,7 @@ class ProxyMesh:
 
     async def _serve(self, listener: trio.SocketListener, src: str, dst: str) -> None:
         async with listener, trio.open_nursery() as nursery:
-            while True:
+            for _ in range(ACCEPTS_MAX):  # ends at close (cancelled) long before this count
                 stream = await listener.accept()
                 nursery.start_soon(self._handle, stream, src, dst)
 
@@ -181,7 +183,7 @@ class ProxyMesh:
     ) -> None:
         release = 0.0
         try:
-            while True:
+            for _ in range(CHUNKS_MAX):
                 data = await rx.receive_some(CHUNK_BYTES)
                 if not data:
                     break

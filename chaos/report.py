@@ -21,7 +21,10 @@ from typing import Any
 from chaos.history import INF, load, pair
 
 BIN_S = 0.5
-COLORS = {"publish": "C0", "append": "C1", "cas": "C2", "read": "C4", "ack": "C3"}
+COLORS = {
+    "publish": "C0", "append": "C1", "cas": "C2", "ack": "C3", "read": "C4",
+    "wq-publish": "C5", "wq-ack": "C6",
+}  # fmt: skip
 
 
 def fault_windows(records: list[dict[str, Any]]) -> list[tuple[float, float, str]]:

@@ -24,9 +24,11 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import random
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -44,6 +46,8 @@ from chaos.supervisor import Supervisor, Target
 NAMES = ("n1", "n2", "n3")
 START_TIMEOUT_S = 30.0
 SETUP_TIMEOUT_S = 30.0
+SETUP_NO_META_S = 10.0  # setup bound when no meta leader was seen (e.g. trijet today)
+NO_SETUP_WAIT_S = 3.0  # quiet/drain bounds after a failed setup
 QUIET_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -88,7 +92,12 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         shutil.rmtree(cfg.out / "nodes")
     print(f"chaos: seed={cfg.seed} scenario={cfg.scenario} target={cfg.target} out={cfg.out}")
     print(f"chaos: replay: {replay_command(cfg)}", flush=True)
-    result = asyncio.run(_run(cfg))
+    logging.getLogger("asyncio").setLevel(logging.ERROR)  # not "socket.send() raised" per write
+    try:
+        result = asyncio.run(_run(cfg))
+    except asyncio.CancelledError:
+        print(f"chaos: interrupted; processes stopped. replay: {replay_command(cfg)}", flush=True)
+        raise SystemExit(130) from None
     (cfg.out / "result.json").write_text(json.dumps(result, indent=1, default=str))
     try:
         from chaos import report
@@ -155,6 +164,11 @@ class Monitor:
 
 async def _run(cfg: RunConfig) -> dict[str, Any]:
     assert cfg.out is not None
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # cancel the run: every finally tears down
+        loop.add_signal_handler(sig, main.cancel)
     rng = random.Random(cfg.seed)
     hist = History(cfg.out / "history.jsonl")
     sup = Supervisor(cfg.target, cfg.out / "nodes", NAMES, sync_always=cfg.sync_always)
@@ -170,6 +184,8 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
     reads: dict[str, Any] = {}
     consumers: dict[str, Any] = {}
     urls = [sup.nodes[n].url for n in NAMES]
+    stop, drained_ev, mon_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    tasks: list[asyncio.Task[Any]] = []
     try:
         mesh.start()
         sup.write_confs(mesh.ports)
@@ -182,19 +198,20 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         ok = await _poll(_all_ready(sup), START_TIMEOUT_S, 0.05)
         if not ok:
             notes.append("not every node answered on its client port in time")
+        setup_s = SETUP_TIMEOUT_S
         if not await _poll(_meta_leader(sup), START_TIMEOUT_S, 0.1):
             notes.append("no JetStream meta leader seen by every node in time")
+            setup_s = SETUP_NO_META_S
         phases["started"] = hist.now()
-        loop = asyncio.get_running_loop()
         admin = await workload.connect(urls, 0, "admin")
         try:
-            await workload.setup(admin, cfg.replicas, loop.time() + SETUP_TIMEOUT_S)
+            await workload.setup(admin, cfg.replicas, loop.time() + setup_s)
         except Exception as exc:
-            notes.append(f"setup failed: {exc}")
+            notes.append(f"setup failed: {exc}; the run goes on (its checkers say what they find)")
+            cfg.quiet_s = cfg.drain_s = NO_SETUP_WAIT_S  # nothing to converge or drain
         phases["setup"] = hist.now()
         hist.event("note", what="faults begin")
 
-        stop, drained_ev, mon_stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
         ctx = workload.Ctx(hist, urls, stop, cfg.rate_per_s)
         wrng = random.Random(rng.random())
         mon = Monitor(hist)
@@ -217,6 +234,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             )
         )
         m_task = asyncio.create_task(mon.run(urls, mon_stop))
+        tasks += [*p_tasks, *c_tasks, m_task]
         nm = Nemesis(
             sup, mesh, hist, random.Random(rng.random()), loop.time() + cfg.duration,
             lambda: mon.leader, lambda subj, data: admin.request(subj, data, timeout=2.0), power,
@@ -255,6 +273,12 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             await mon.nc.close()
     finally:
+        for ev in (stop, drained_ev, mon_stop):  # every worker loop ends on these, even when a
+            ev.set()  # client library turned our cancellation into one of its own errors
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
         hist.close()
         sup.close()
         mesh.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -41,15 +42,48 @@ class SupervisorError(RuntimeError):
     """A node did not start or become ready in time."""
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1 (bound together, then released)."""
-    socks = []
+PORT_MIN = 10000
+# Ports only need to be free; they are not part of a run's replay.  Seeded per process.
+_port_rng = random.Random(os.getpid())
+
+
+def _ephemeral_low() -> int:
     try:
-        for _ in range(n):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1, *below* the ephemeral range.
+
+    A port the kernel handed out as ephemeral and we released can be taken at once by any
+    outgoing connection (our own clients and proxies make many), and a node restarted later
+    would fail with "address already in use"; ports below the ephemeral range are never
+    assigned to outgoing connections.  Each is checked by binding it; bounded tries.
+    """
+    hi = _ephemeral_low()
+    socks: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        for _ in range(50 * n):
+            if len(ports) == n:
+                return ports
+            p = _port_rng.randrange(PORT_MIN, hi)
+            if p in ports:
+                continue
             s = socket.socket()
-            s.bind((HOST, 0))
+            try:
+                s.bind((HOST, p))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+            ports.append(p)
+        if len(ports) == n:
+            return ports
+        raise SupervisorError(f"could not find {n} free ports in [{PORT_MIN}, {hi})")
     finally:
         for s in socks:
             s.close()

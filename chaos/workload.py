@@ -15,7 +15,8 @@ passes.
   ``Nats-Expected-Last-Sequence: last``; a wrong-last answer is ``fail``, then ``last`` is re-read.
 - W3 (``w3-*``): the durable pull consumer ``c1`` on LOG (``pull_subscribe`` sets its filter
   ``log.>``): fetch, record a ``deliver`` event (stream seq, consumer seq, delivery count), then
-  ``ack_sync`` recorded as an op.
+  ``ack_sync`` recorded as an op.  Now and then (``DISCONNECT_P`` per batch) a worker drops its
+  connection with a fetched batch unacked and reconnects, so redelivery is exercised.
 - W4 (``w4-*``): W1 and W3 on stream WQ (work-queue retention, removal on ack): publishes
   ``wq-publish`` to ``wq.<i>``, consumer ``wq1`` records ``deliver`` (stream WQ) and ``wq-ack``.
 - KV (``kv-*``): per-key read then CAS increment (``update`` with ``last`` = the read revision) on
@@ -47,6 +48,8 @@ PUB_TIMEOUT_S = 1.5
 PUB_ATTEMPTS = 3
 OP_TIMEOUT_S = 1.5
 WRONG_LAST_SEQ = 10071
+DISCONNECT_P = 0.02  # per fetched batch, while the faults run: W3's random disconnects
+KV_SLOWER = 5.0  # KV workers pace 5x slower: per-key histories stay small enough to search
 
 
 async def _quiet(*_: Any) -> None:
@@ -144,9 +147,9 @@ class Ctx:
     rate_per_s: float
 
 
-async def _pace(ctx: Ctx, rng: random.Random) -> None:
+async def _pace(ctx: Ctx, rng: random.Random, slower: float = 1.0) -> None:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(ctx.stop.wait(), rng.expovariate(ctx.rate_per_s))
+        await asyncio.wait_for(ctx.stop.wait(), rng.expovariate(ctx.rate_per_s / slower))
 
 
 async def w1_producer(
@@ -270,6 +273,15 @@ async def w3_consumer(
             except Exception:
                 await asyncio.sleep(0.2)
                 continue
+            if not ctx.stop.is_set() and rng.random() < DISCONNECT_P:
+                # a worker vanishes with a batch in hand: unacked, so redelivered after AckWait
+                ctx.hist.event("note", what="consumer disconnects", proc=proc, dropped=len(msgs))
+                with contextlib.suppress(Exception):
+                    await nc.close()
+                nc = await connect(ctx.urls, i % len(ctx.urls), proc)
+                js = nc.jetstream(timeout=OP_TIMEOUT_S)
+                psub = None
+                continue
             for m in msgs:
                 md = m.metadata
                 ctx.hist.event(
@@ -305,7 +317,7 @@ async def kv_worker(ctx: Ctx, i: int, rng: random.Random) -> None:
                 try:
                     kv = await js.key_value(KV_BUCKET)
                 except Exception:
-                    await _pace(ctx, rng)
+                    await _pace(ctx, rng, KV_SLOWER)
                     continue
             key = rng.choice(KV_KEYS)
             op = ctx.hist.invoke(proc, "read", key=key)
@@ -318,7 +330,7 @@ async def kv_worker(ctx: Ctx, i: int, rng: random.Random) -> None:
                 continue
             except Exception as exc:
                 ctx.hist.complete(op, "info", error=repr(exc)[:120])
-                await _pace(ctx, rng)
+                await _pace(ctx, rng, KV_SLOWER)
                 continue
             op = ctx.hist.invoke(proc, "cas", key=key, old=value, new=value + 1, rev=rev)
             try:
@@ -329,7 +341,7 @@ async def kv_worker(ctx: Ctx, i: int, rng: random.Random) -> None:
                 ctx.hist.complete(op, kind, error=str(exc.err_code))
             except Exception as exc:
                 ctx.hist.complete(op, "info", error=repr(exc)[:120])
-            await _pace(ctx, rng)
+            await _pace(ctx, rng, KV_SLOWER)
     finally:
         with contextlib.suppress(Exception):
             await nc.close()
