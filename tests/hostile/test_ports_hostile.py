@@ -137,3 +137,34 @@ def test_dribbled_request_is_cut(pair: dict[str, ServerProcess]) -> None:
             assert closed, f"{kind}: a dribbled request held its connection open"
         status, _ = _get(mon + "/varz")
         assert status == 200, kind
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"",  # connected, silent
+        b'CONNECT {"verbose":false}\r\nPUB foo 100\r\nabc',  # payload never finished
+        b"CONNECT {" + b'"x":[' * 500,  # control line never finished
+        b'CONNECT {"verbose":false}\r\nSUB ' + b"a." * 1000,  # long line never finished
+    ],
+    ids=["silent", "partial-payload", "partial-connect", "partial-sub"],
+)
+def test_half_open_clients_do_not_block_others(
+    pair: dict[str, ServerProcess], partial: bytes
+) -> None:
+    for kind, sp in pair.items():
+        with Observer(sp) as obs:
+            socks = []
+            try:
+                for _ in range(HALF_OPEN):
+                    s = socket.create_connection((sp.host, sp.port), timeout=LIVENESS_S)
+                    if partial:
+                        s.sendall(partial)
+                    socks.append(s)
+                obs.assert_serving()
+                with Observer(sp) as late:  # a newcomer too
+                    late.assert_serving()
+            finally:
+                for s in socks:
+                    s.close()
+        assert sp.alive(), kind
