@@ -50,6 +50,17 @@ _CONSTANTS: dict[str, Any] = {
 }
 _FLOAT_CONSTANTS = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity"}
 
+_INT_DIGITS_MAX = 4_000
+"""Below Python's ``int()`` digit limit (4,300 by default): longer integers
+decode as floats (``inf``), as Go decodes a number into ``float64`` — a
+value no int64 field accepts, which callers' type checks then refuse, while
+an unknown field holding it is ignored as nats-server ignores it."""
+
+
+def _parse_int(text: str) -> int | float:
+    return int(text) if len(text) <= _INT_DIGITS_MAX else float(text)
+
+
 PairsHook = Callable[[list[tuple[str, Any]]], Any]
 
 
@@ -87,6 +98,8 @@ def loads(
         ValueError: any other invalid document (``json.JSONDecodeError``).
     """
     text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else data
+    if parse_int is None:
+        parse_int = _parse_int
     if depth_max >= _FAST_DEPTH_MAX:
         try:
             return json.loads(

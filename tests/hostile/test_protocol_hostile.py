@@ -200,6 +200,9 @@ LONG_LINE_CASES: list[tuple[str, bytes]] = [
     ("connect_depth_at_limit", connect_with(b'"x":' + deep(9999))),
     ("connect_depth_past_limit", connect_with(b'"x":' + deep(10_000))),
     ("connect_depth_30000", connect_with(b'"x":' + deep(30_000))),
+    ("connect_unknown_5000_digits", connect_with(b'"x":' + b"9" * 5000)),
+    ("connect_protocol_5000_digits", connect_with(b'"protocol":' + b"1" * 5000)),
+    ("connect_unknown_huge_float", connect_with(b'"x":-' + b"9" * 5000 + b".5e3")),
     (
         "sub_10001_stars_then_pub",
         CONNECT + b"SUB " + STARS_10K + b" 1\r\nPUB " + A_10K + b" 1\r\nx\r\n",
