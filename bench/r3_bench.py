@@ -57,7 +57,7 @@ import nats
 from nats.aio.client import Client as NATS
 
 import tests.support.servers as support_servers
-from bench.common import OUT_DIR, build_loadgen, comma_list
+from bench.common import CLK_TCK, OUT_DIR, build_loadgen, comma_list
 from bench.core_bench import finish
 from tests.support.cluster import Cluster, get_json, start_cluster
 
@@ -126,6 +126,17 @@ async def wait_healthy(nc: NATS, within_s: float = 30.0) -> dict[str, Any]:
             return last
         await asyncio.sleep(POLL_S)
     raise RuntimeError(f"stream not healthy within {within_s}s: {last.get('cluster')}")
+
+
+def cluster_cpu_s(c: Cluster) -> float:
+    """User+system CPU seconds of every live node so far (all threads)."""
+    total = 0.0
+    for p in c.procs:
+        if p is not None and p.alive():
+            with open(f"/proc/{p.pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return total
 
 
 def load1() -> float:
@@ -197,12 +208,14 @@ async def phase_publish(c: Cluster, run: Run, args: argparse.Namespace) -> None:
                 window = 1 if mode == "sync" else args.window
                 before = int(((await stream_info(nc)).get("state") or {}).get("last_seq", 0))
                 load = load1()
+                cpu0 = cluster_cpu_s(c)
                 if client == "py":
                     res = await py_publish(c.urls[target], n, window, args.size)
                 else:
                     res = await asyncio.to_thread(
                         c_publish, args.loadgen, c.specs[target].client_port, n, window, args.size
                     )
+                cpu_us = (cluster_cpu_s(c) - cpu0) / n * 1e6
                 after = int(((await stream_info(nc)).get("state") or {}).get("last_seq", 0))
                 key = f"{client}_{mode}"
                 ok = bool(res.get("ok")) and after - before == n
@@ -212,10 +225,11 @@ async def phase_publish(c: Cluster, run: Run, args: argparse.Namespace) -> None:
                     run.figures[key] = res["rate"]
                 lat = res.get("lat_us") or {}
                 run.details[key] = res
+                run.details[key + "_cpu_us"] = cpu_us
                 print(
                     f"  {run.server} {key:9} n={n} window={window}: {res['rate']:,.0f} msgs/s"
                     + (f" p50={lat['p50']:.0f}us p99={lat['p99']:.0f}us" if lat else "")
-                    + f" load={load:.2f}{'' if ok else ' FAILED'}",
+                    + f" cpu(3 nodes)={cpu_us:.0f}us/msg load={load:.2f}{'' if ok else ' FAILED'}",
                     flush=True,
                 )
     finally:

@@ -93,6 +93,9 @@ class RaftConfig:
     election_timeout_s_min: float = 0.3
     election_timeout_s_max: float = 0.6
     heartbeat_s: float = 0.075
+    # None: a leader announces a new commit index at once (an append-entries
+    # per apply); else with the next entries or at most this much later
+    commit_notify_s_max: float | None = None
     leader_fallback_s: float | None = None  # None: election_timeout_s_min
     entry_bytes_max: int = 1024 * 1024  # one (batch) Raft entry
     batch_proposals_max: int = 4096
