@@ -326,7 +326,11 @@ async def phase_catchup(c: Cluster, run: Run, args: argparse.Namespace) -> None:
     deadline = t0 + CATCHUP_S_MAX
     while local_msgs(c, fi) != total:
         if time.monotonic() > deadline:
-            run.notes.append(f"catch-up: follower not current within {CATCHUP_S_MAX}s")
+            states = [local_msgs(c, i) for i in range(len(c.names))]
+            run.notes.append(
+                f"catch-up: {c.names[fi]} not current within {CATCHUP_S_MAX}s:"
+                f" {total} expected, local counts {states}"
+            )
             return
         await asyncio.sleep(POLL_S)
     t1 = time.monotonic()

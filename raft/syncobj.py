@@ -261,7 +261,11 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
             self._SyncObj__raftCommitIndex = commit
             self._trijet.journal.setRaftCommitIndex(commit)
 
-    # -- commit notification
+    # -- apply and commit notification
+
+    def _pysyncobj_apply(self) -> bool:
+        """pysyncobj's apply step: every committed entry; True if any."""
+        return bool(_so.SyncObj._SyncObj__applyLogEntries(self))
 
     def _SyncObj__applyLogEntries(self) -> bool:
         """Apply committed entries; with ``commit_notify_s_max`` a leader does not
@@ -276,8 +280,14 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
         forward).  Followers then apply a little later; commitment, and so
         every acknowledgement, is unchanged.
         """
-        need = bool(_so.SyncObj._SyncObj__applyLogEntries(self))
-        delay = self._trijet.config.commit_notify_s_max
+        core = self._trijet
+        if core._defer_apply:
+            # applied by the driver once this cycle's outbox is out (Ready.apply);
+            # pysyncobj would announce the commit after applying: same decision
+            need = self._SyncObj__raftCommitIndex > self._SyncObj__raftLastApplied
+        else:
+            need = self._pysyncobj_apply()
+        delay = core.config.commit_notify_s_max
         if need and delay is not None and self._SyncObj__raftState == STATE_LEADER:
             due = self._trijet.now() + delay
             if due < self._SyncObj__newAppendEntriesTime:
