@@ -26,7 +26,7 @@ domains talk to their origins through the same internal client
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -517,6 +517,7 @@ class JetStreamService:
                     config=cfg.to_dict,
                     consumer_count=self.consumer_count(cfg.name),
                     cluster=cluster,
+                    consumers=_LazyInfos(self, cfg.name),
                 )
             )
         account = AccountView(
@@ -542,6 +543,28 @@ class JetStreamService:
             api_inflight=self.api_inflight,
             accounts=(account,),
         )
+
+
+class _LazyInfos(Sequence[Any]):
+    """The ConsumerInfos of a stream's consumers as this server holds them
+    (``/jsz?consumers=true``), built only when read."""
+
+    def __init__(self, svc: JetStreamService, stream: str) -> None:
+        self._svc, self._stream = svc, stream
+        self._infos: list[Any] | None = None
+
+    def _all(self) -> list[Any]:
+        if self._infos is None:
+            svc = self._svc
+            cs = svc.consumers.of(self._stream).values() if svc.consumers is not None else ()
+            self._infos = [consumers_api.info_dict(svc, c, versioned=False) for c in cs]
+        return self._infos
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._all()[i]
 
 
 #: JetStreamAccountLimits of an account without limits (nats-server's dynamic ``$G``)
