@@ -177,6 +177,26 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
     return cr.with_type(type_, info_dict(svc, consumer))
 
 
+STEPDOWN_RESPONSE = "io.nats.jetstream.api.v1.consumer_leader_stepdown_response"
+
+
+async def leader_stepdown(svc: JetStreamService, req: ApiRequest) -> str:
+    """CONSUMER.LEADER.STEPDOWN: a replicated consumer's leader is its
+    stream's, so the stream's lead moves (same placement body and errors as
+    STREAM.LEADER.STEPDOWN); an R1 consumer or stream answers success and
+    nothing changes, as nats-server."""
+    from node.jetstream.common import json_object
+    from node.jetstream.streams_api import step_down
+
+    body: dict[str, Any] = {}
+    if req.body.strip():
+        body = json_object(req.body, STEPDOWN_RESPONSE)
+    c = _consumer(svc, req.op[3], req.op[4], STEPDOWN_RESPONSE)
+    if consumer_replicas(c.stream, c.cfg) <= 1 or c.stream.replicated is None:
+        return dumps({"type": STEPDOWN_RESPONSE, "success": True})
+    return step_down(svc, c.stream, body, STEPDOWN_RESPONSE)
+
+
 async def info(svc: JetStreamService, req: ApiRequest) -> str:
     type_ = cr.CONSUMER_INFO_RESPONSE
     c = _consumer(svc, req.op[2], req.op[3], type_)
