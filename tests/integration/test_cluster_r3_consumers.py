@@ -233,6 +233,27 @@ def test_r3_consumer_replicas_and_r1_ephemeral(cluster: Cluster) -> None:
             assert set(eph["cluster"]) == {"name", "leader"}, eph["cluster"]
             d = await js.add_consumer("R2S", durable_name="DUR", ack_policy="explicit")
             assert d.cluster.raft_group.startswith("C-R2F-") and d.config.num_replicas in (0, None)
+            for name, moves in (("DUR", True), (eph["name"], False), ("NOPE", None)):
+                before = await _leader(js, "R2S")
+                resp = await nc.request(
+                    f"$JS.API.CONSUMER.LEADER.STEPDOWN.R2S.{name}", b"", timeout=REQUEST_TIMEOUT_S
+                )
+                doc = json.loads(resp.data)
+                assert doc["type"] == "io.nats.jetstream.api.v1.consumer_leader_stepdown_response"
+                if moves is None:
+                    assert doc["error"]["err_code"] == 10014
+                    continue
+                assert doc["success"] is True
+                if moves:  # the consumer's leader is its stream's: the stream's lead moves
+                    after = before
+                    for _ in range(100):
+                        after = await _leader(js, "R2S")
+                        if after != before:
+                            break
+                        await asyncio.sleep(0.05)
+                    assert after != before
+                    ci = await _retrying(lambda: js.consumer_info("R2S", "DUR"))
+                    assert ci.cluster.leader == after
             await js.delete_consumer("R2S", "DUR")
             names = await js.consumers_info("R2S")
             assert [c.name for c in names] == [eph["name"]]
