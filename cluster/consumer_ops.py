@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 A consumer's state changes travel as these ops (codes 32..63 of
-``OpCode``), to be replicated in the stream's group; today each consumer's
-``LocalGroup`` applies them.  Every op names its consumer, and time travels
+``OpCode``): a consumer of an R1 stream applies them through its own
+``LocalGroup``, one of a replicated stream through the stream's Raft group
+(``cluster.consumer_table``).  Every op names its consumer, and time travels
 in the op (``now_ns``, the proposer's clock) so the consumer state machine
 never reads a clock.  ``ConsumerPolicy`` is what that machine needs of a
 consumer's config.  ``ConsumerAcked`` carries plain acks as two parallel

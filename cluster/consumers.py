@@ -1,8 +1,9 @@
 """Consumers on one node: the trio shell around a consumer's state machine.
 
-Theory of operation: a ``Consumer`` owns its ``ConsumerStateMachine``, its
-``ConsumerStore`` and a ``LocalGroup`` (R1; later the stream's Raft group
-carries the same ops).  Everything that changes the consumer is an op
+Theory of operation: a ``Consumer`` of an R1 stream owns its
+``ConsumerStateMachine``, its ``ConsumerStore`` and a ``LocalGroup``; one of
+a replicated stream proposes the same ops through the stream's Raft group
+(see the end of this docstring).  Everything that changes the consumer is an op
 proposed through the group, which applies it in memory and returns.  The
 consumer's one task drives the group, the ack queue, the ack timers and the
 state flusher.
@@ -725,6 +726,7 @@ class Consumer:
                 # not committed: nothing is sent (a new leader redelivers
                 # whatever did commit)
                 log.info("event=consumer_delivery_failed consumer=%s reason=%r", self.name, exc)
+                self.changed.set()  # the dispatcher looks again (if this replica still leads)
                 return [], False
             if len(out.deliveries) == len(picked):  # all taken, in order
                 got = list(zip(picked, out.deliveries, strict=True))
