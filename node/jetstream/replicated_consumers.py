@@ -100,6 +100,10 @@ class ReplicatedConsumers:
                     mgr.nursery.start_soon(self._retention_after_removal, c)
             return
         before = mgr.registry.of(stream.cfg.name).get(name)
+        entry = stream.replicated.rfsm.consumers.entries.get(name) if stream.replicated else None
+        if before is not None and entry is not None and before.fsm is not entry.fsm:
+            mgr.detach(key, closing=True)  # another incarnation of the name: its shell goes
+            before = None
         old_cfg = before.cfg if before is not None else None
         c = mgr.registry.adopt(stream, name)
         if c is None:
