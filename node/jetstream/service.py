@@ -61,6 +61,7 @@ from node.monitor.endpoints import js_store_limits
 from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
 from node.session import Subscription
 from node.version import JS_API_LEVEL
+from store.errors import StoreError
 
 if TYPE_CHECKING:
     from node.jetstream.common import Handler
@@ -558,7 +559,13 @@ class _LazyInfos(Sequence[Any]):
         if self._infos is None:
             svc = self._svc
             cs = svc.consumers.of(self._stream).values() if svc.consumers is not None else ()
-            self._infos = [consumers_api.info_dict(svc, c, versioned=False) for c in cs]
+            infos = []
+            for c in cs:
+                try:
+                    infos.append(consumers_api.info_dict(svc, c, versioned=False))
+                except StoreError:  # its stream's store fails: left out, /jsz still answers
+                    log.exception("event=consumer_info_failed consumer=%s", c.name)
+            self._infos = infos
         return self._infos
 
     def __len__(self) -> int:
