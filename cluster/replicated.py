@@ -25,6 +25,11 @@ The journal keeps every entry (no compaction yet: a state snapshot would need
 catch-up by streaming the store, which is not built), so an entry past the
 mark is always there to apply again.
 
+Consumer entries (``cluster.consumer_table``) ride in the same log and are
+applied to the stream's ``ConsumerTable`` on every replica, *always*: the
+table is memory only and is rebuilt at start from the whole journal, so the
+applied mark does not skip them.
+
 Leadership: ``leader_listeners`` hear ``True``/``False`` as this replica gains
 or loses the lead (capture, expiry and answers follow it).
 
@@ -46,7 +51,8 @@ from typing import Any, BinaryIO
 import cbor2
 import trio
 
-from cluster.ops import decode_op, encode_op
+from cluster.consumer_table import ConsumerTable
+from cluster.ops import CONSUMER_ENTRY_TYPES, decode_any, encode_op
 from cluster.stream_fsm import StreamStateMachine
 from raft.core import Proposal, RaftConfig
 from raft.errors import ApplyFailed, InvariantViolation, RaftError
@@ -81,11 +87,16 @@ class ReplicatedStreamFSM:
         self.fsm = fsm
         self.skip_through = skip_through
         self.applied = skip_through
+        #: the stream's consumers (memory only: rebuilt from the journal)
+        self.consumers = ConsumerTable()
 
     def apply_at(self, entry: bytes, index: int) -> object:
+        op = decode_any(entry)
+        if isinstance(op, CONSUMER_ENTRY_TYPES):  # never skipped (see the module doc)
+            return self.consumers.apply(op)  # type: ignore[arg-type]
         if index <= self.skip_through:
             return None  # already in the store (re-applied from the journal at start)
-        outcome = self.fsm.apply_op(decode_op(entry))
+        outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
         self.applied = index
         return outcome
 
