@@ -17,7 +17,9 @@ it after a restart would append twice.  ``ReplicatedStreamFSM.apply_at``
 learns each entry's Raft index; the *applied mark* ``(index, last_seq)`` is
 written (write-fsync-rename, ``raft/applied.json`` in the stream's directory)
 after the store has been synced up to that point, at most every
-``MARK_INTERVAL_S``.  At start the store is cut back to the mark's
+``MARK_INTERVAL_S``; the store is synced in the trio thread, where the
+Raft driver applies (one owner: a sync racing an append in a worker thread
+would lose the record).  At start the store is cut back to the mark's
 ``last_seq`` (the tail the crash left beyond the mark is applied again from
 the journal, never twice) and entries up to the mark's index are skipped.
 The journal keeps every entry (no compaction yet: a state snapshot would need
@@ -270,7 +272,10 @@ class ReplicatedGroup:
             if index == self._marked or not self.durable_store:
                 continue
             last_seq = self.store.state().last_seq
-            await trio.to_thread.run_sync(self.store.sync)
+            # in the store's owner thread: the Raft driver appends to the store in
+            # this one, and a sync in a worker thread racing an append loses that
+            # record (the write buffer is swapped under it)
+            self.store.sync()
             await trio.to_thread.run_sync(write_mark, self.raft_dir, index, last_seq)
             self._marked = index
 
