@@ -22,6 +22,9 @@ Raft driver applies (one owner: a sync racing an append in a worker thread
 would lose the record).  At start the store is cut back to the mark's
 ``last_seq`` (the tail the crash left beyond the mark is applied again from
 the journal, never twice) and entries up to the mark's index are skipped.
+A store that holds less than the mark says, or reports damage, and a mark
+that cannot be read, are rebuilt: the store is emptied and every entry
+applies again (from the journal, then from the leader).
 The journal keeps every entry (no compaction yet: a state snapshot would need
 catch-up by streaming the store, which is not built), so an entry past the
 mark is always there to apply again.
@@ -105,11 +108,16 @@ class ReplicatedStreamFSM:
 
 
 def read_mark(raft_dir: Path) -> tuple[int, int]:
-    """``(index, last_seq)`` of the applied mark, ``(0, 0)`` if none."""
+    """``(index, last_seq)`` of the applied mark, ``(0, 0)`` if none or damaged
+    (then the store is rebuilt from the journal: nothing is skipped)."""
+    path = raft_dir / MARK_FILE
     try:
-        doc = json.loads((raft_dir / MARK_FILE).read_text())
+        doc = json.loads(path.read_text())
         return int(doc["index"]), int(doc["last_seq"])
     except FileNotFoundError:
+        return 0, 0
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.error("event=applied_mark_unreadable path=%s reason=%r rebuild=journal", path, exc)
         return 0, 0
 
 
@@ -180,6 +188,19 @@ class ReplicatedGroup:
         #: a memory store starts empty: the whole journal applies again
         self.durable_store = durable_store
         index, last_seq = read_mark(raft_dir) if durable_store else (0, 0)
+        if durable_store and (store.state().last_seq < last_seq or not store.recovery_report.clean):
+            # the store lost what the mark says it holds (a damaged or cut file):
+            # skipping to the mark would leave a hole that is never repaired (and
+            # could lead); the journal keeps every entry, so rebuild from it (and
+            # from the leader for what the journal lost)
+            log.error(
+                "event=stream_store_rebuild group=%s last_seq=%d mark_last_seq=%d damaged=%d",
+                group_id,
+                store.state().last_seq,
+                last_seq,
+                len(store.recovery_report.damaged),
+            )
+            index, last_seq = 0, 0
         if durable_store and store.state().last_seq > last_seq:
             # applied past the mark before a crash: those entries apply again
             # (the stream rebuilds its dedupe table from the store afterwards)

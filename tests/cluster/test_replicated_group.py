@@ -12,8 +12,9 @@ import trio.testing
 
 from chaos.net import FakeNetwork
 from cluster.ops import Publish, StreamMsg, StreamPolicy
-from cluster.replicated import MARK_INTERVAL_S, ReplicatedGroup, read_mark
+from cluster.replicated import MARK_INTERVAL_S, ReplicatedGroup, read_mark, write_mark
 from cluster.stream_fsm import StreamStateMachine
+from store.file import FileStreamStore
 from store.memory import MemoryStreamStore
 
 T0 = 1_700_000_000 * 1_000_000_000
@@ -77,3 +78,124 @@ async def test_mark_loop_syncs_the_store_in_its_owner_thread(
     for n in ids:
         assert read_mark(tmp_path / n)[1] == 20
         assert stores[n].threads == {threading.main_thread().name}, (n, stores[n].threads)
+
+
+# -- the applied mark against a damaged store ------------------------------------------------
+
+
+def _file_store(d: Path) -> FileStreamStore:
+    return FileStreamStore(d, segment_bytes_max=512)
+
+
+def _group(n: str, ids: list[str], store: Any, net: FakeNetwork, d: Path) -> ReplicatedGroup:
+    fsm = StreamStateMachine(store, StreamPolicy("S"))
+    return ReplicatedGroup("S-R3F-test", n, ids, fsm, store, net.links(n), d, random.Random(n))
+
+
+def _publish(store: FileStreamStore, n: int) -> None:
+    fsm = StreamStateMachine(store, StreamPolicy("S"))
+    for i in range(n):
+        fsm.apply_op(StreamMsg((Publish("s", None, b"%d" % i, T0 + i),)))
+    store.sync()
+
+
+def test_store_beyond_the_mark_is_cut_back_to_it(tmp_path: Path) -> None:
+    store = _file_store(tmp_path / "msgs")
+    _publish(store, 30)
+    write_mark(tmp_path / "raft", 20, 20)
+    g = _group("a", ["a"], store, FakeNetwork(1), tmp_path / "raft")
+    assert store.state().last_seq == 20
+    assert g.rfsm.skip_through == 20
+    store.close()
+
+
+def test_store_short_of_the_mark_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
+    """Regression (chaos corrupt-minority --target trijet --seed 1864753826): a follower's
+    store lost data the mark said it held (a flipped bit, a cut file); entries up to the mark
+    were skipped, so the replica kept a hole for ever (S1 on that node, S3)."""
+    store = _file_store(tmp_path / "msgs")
+    _publish(store, 10)
+    write_mark(tmp_path / "raft", 25, 25)  # the store once held 25
+    g = _group("a", ["a"], store, FakeNetwork(1), tmp_path / "raft")
+    assert store.state().last_seq == 0
+    assert g.rfsm.skip_through == 0
+    store.close()
+
+
+def test_damaged_store_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
+    store = _file_store(tmp_path / "msgs")
+    _publish(store, 40)
+    store.close()
+    write_mark(tmp_path / "raft", 40, 40)
+    seg = sorted((tmp_path / "msgs").glob("seg-*.tjs"))[-1]  # the tail: always verified
+    data = bytearray(seg.read_bytes())
+    data[len(data) // 3] ^= 0x10  # interior: valid records follow
+    seg.write_bytes(bytes(data))
+    store = _file_store(tmp_path / "msgs")
+    assert not store.recovery_report.clean
+    g = _group("a", ["a"], store, FakeNetwork(1), tmp_path / "raft")
+    assert (store.state().last_seq, g.rfsm.skip_through) == (0, 0)
+    store.close()
+
+
+def test_unreadable_mark_rebuilds(tmp_path: Path) -> None:
+    store = _file_store(tmp_path / "msgs")
+    _publish(store, 10)
+    (tmp_path / "raft").mkdir()
+    (tmp_path / "raft" / "applied.json").write_text('{"index": 1')
+    assert read_mark(tmp_path / "raft") == (0, 0)
+    g = _group("a", ["a"], store, FakeNetwork(1), tmp_path / "raft")
+    assert (store.state().last_seq, g.rfsm.skip_through) == (0, 0)
+    store.close()
+
+
+async def test_a_replica_rebuilt_after_damage_holds_every_message_again(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Three replicas; one is stopped, its store cut short behind the mark, and restarted:
+    it rebuilds from its journal and ends equal to the others."""
+    mock_clock.autojump_threshold = 0.01
+    net = FakeNetwork(2)
+    ids = ["a", "b", "c"]
+    stores = {n: _file_store(tmp_path / n / "msgs") for n in ids}
+    groups = {n: _group(n, ids, stores[n], net, tmp_path / n / "raft") for n in ids}
+    scopes: dict[str, trio.CancelScope] = {}
+
+    async def member(n: str, *, task_status: trio.TaskStatus[None]) -> None:
+        with trio.CancelScope() as scope:
+            scopes[n] = scope
+            await groups[n].run(task_status=task_status)
+
+    def contents(n: str) -> list[tuple[int, bytes]]:
+        st = stores[n]
+        return [(m.seq, m.payload) for s in range(1, st.state().last_seq + 1) if (m := st.load(s))]
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(net.run)
+        for n in ids:
+            await nursery.start(member, n)
+        with trio.fail_after(60):
+            await groups["a"].raft.wait_leader()
+            for i in range(30):
+                await groups["a"].propose(StreamMsg((Publish("s", None, b"%d" % i, T0 + i),)))
+            for _ in range(200):  # c's mark reaches the last apply
+                if read_mark(tmp_path / "c" / "raft")[1] == 30:
+                    break
+                await trio.sleep(MARK_INTERVAL_S)
+            scopes["c"].cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            stores["c"].truncate(12)  # lost behind the mark (as a cut segment file would)
+            stores["c"].close()
+            stores["c"] = _file_store(tmp_path / "c" / "msgs")
+            groups["c"] = _group("c", ids, stores["c"], net, tmp_path / "c" / "raft")
+            await nursery.start(member, "c")
+            await groups["a"].propose(StreamMsg((Publish("s", None, b"after", T0 + 99),)))
+            for _ in range(200):
+                if stores["c"].state().last_seq == 31:
+                    break
+                await trio.sleep(MARK_INTERVAL_S)
+        nursery.cancel_scope.cancel()
+    assert contents("c") == contents("a") == contents("b")
+    assert len(contents("c")) == 31
+    for st in stores.values():
+        st.close()
