@@ -12,7 +12,13 @@ import trio.testing
 
 from chaos.net import FakeNetwork
 from cluster.ops import Publish, StreamMsg, StreamPolicy
-from cluster.replicated import MARK_INTERVAL_S, ReplicatedGroup, read_mark, write_mark
+from cluster.replicated import (
+    MARK_INTERVAL_S,
+    ReplicatedGroup,
+    read_mark,
+    restore_to_mark,
+    write_mark,
+)
 from cluster.stream_fsm import StreamStateMachine
 from store.file import FileStreamStore
 from store.memory import MemoryStreamStore
@@ -102,7 +108,7 @@ def _publish(store: FileStreamStore, n: int) -> None:
 def test_store_beyond_the_mark_is_cut_back_to_it(tmp_path: Path) -> None:
     store = _file_store(tmp_path / "msgs")
     _publish(store, 30)
-    write_mark(tmp_path / "raft", 20, 20)
+    write_mark(tmp_path / "raft", 20, 20, 20)
     g = _group("a", ["a"], store, FakeNetwork(1), tmp_path / "raft")
     assert store.state().last_seq == 20
     assert g.rfsm.skip_through == 20
@@ -115,7 +121,7 @@ def test_store_short_of_the_mark_is_rebuilt_from_the_journal(tmp_path: Path) -> 
     were skipped, so the replica kept a hole for ever (S1 on that node, S3)."""
     store = _file_store(tmp_path / "msgs")
     _publish(store, 10)
-    write_mark(tmp_path / "raft", 25, 25)  # the store once held 25
+    write_mark(tmp_path / "raft", 25, 25, 25)  # the store once held 25
     g = _group("a", ["a"], store, FakeNetwork(1), tmp_path / "raft")
     assert store.state().last_seq == 0
     assert g.rfsm.skip_through == 0
@@ -126,7 +132,7 @@ def test_damaged_store_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
     store = _file_store(tmp_path / "msgs")
     _publish(store, 40)
     store.close()
-    write_mark(tmp_path / "raft", 40, 40)
+    write_mark(tmp_path / "raft", 40, 40, 40)
     seg = sorted((tmp_path / "msgs").glob("seg-*.tjs"))[-1]  # the tail: always verified
     data = bytearray(seg.read_bytes())
     data[len(data) // 3] ^= 0x10  # interior: valid records follow
@@ -143,7 +149,7 @@ def test_unreadable_mark_rebuilds(tmp_path: Path) -> None:
     _publish(store, 10)
     (tmp_path / "raft").mkdir()
     (tmp_path / "raft" / "applied.json").write_text('{"index": 1')
-    assert read_mark(tmp_path / "raft") == (0, 0)
+    assert read_mark(tmp_path / "raft") == (0, 0, 0)
     g = _group("a", ["a"], store, FakeNetwork(1), tmp_path / "raft")
     assert (store.state().last_seq, g.rfsm.skip_through) == (0, 0)
     store.close()
@@ -199,3 +205,101 @@ async def test_a_replica_rebuilt_after_damage_holds_every_message_again(
     assert len(contents("c")) == 31
     for st in stores.values():
         st.close()
+
+
+def test_a_removal_past_the_mark_rebuilds(tmp_path: Path) -> None:
+    """Regression (chaos power-loss-all --target trijet --seed 1332073689): the KV bucket
+    (one message per subject) diverged across replicas after power loss: a replica's store
+    had made durable, past its mark, the removal of a key's previous revision; cut back to
+    the mark it still lacked that revision, and the CAS entries after the mark, applied again
+    over it, failed their expected-last-subject-sequence there while they had succeeded on
+    the other replicas (different seqs, different values)."""
+    store = _file_store(tmp_path / "msgs")
+    _publish(store, 10)
+    write_mark(tmp_path / "raft", 10, 10, 10)
+    store.remove(4)  # past the mark: a limit, a delete, a work queue's ack
+    _publish(store, 2)
+    store.sync()
+    assert restore_to_mark(store, tmp_path / "raft", "g") == 0
+    assert store.state().last_seq == 0
+
+
+def test_appends_past_the_mark_are_cut(tmp_path: Path) -> None:
+    store = _file_store(tmp_path / "msgs")
+    _publish(store, 10)
+    store.remove(4)  # before the mark: part of it
+    write_mark(tmp_path / "raft", 12, 10, 9)
+    _publish(store, 5)
+    assert restore_to_mark(store, tmp_path / "raft", "g") == 12
+    st = store.state()
+    assert (st.last_seq, st.msgs) == (10, 9)
+
+
+def test_an_old_mark_without_a_count_still_cuts(tmp_path: Path) -> None:
+    store = _file_store(tmp_path / "msgs")
+    _publish(store, 10)
+    (tmp_path / "raft").mkdir()
+    (tmp_path / "raft" / "applied.json").write_text('{"index": 7, "last_seq": 6}')
+    assert restore_to_mark(store, tmp_path / "raft", "g") == 7
+    assert store.state().last_seq == 6
+
+
+def _kv_fsm(store: FileStreamStore) -> StreamStateMachine:
+    from store.limits import StreamLimits
+
+    return StreamStateMachine(store, StreamPolicy("KV", StreamLimits(max_msgs_per_subject=1)))
+
+
+def _cas(key: str, last: int, value: int) -> StreamMsg:
+    from cluster.headers import encode_headers
+
+    hdr = encode_headers([("Nats-Expected-Last-Subject-Sequence", str(last))])
+    return StreamMsg((Publish(key, hdr, b"%d" % value, T0 + value),))
+
+
+def test_kv_replica_restored_to_its_mark_applies_like_the_others(tmp_path: Path) -> None:
+    """The power-loss-all seed 1332073689 divergence in miniature: CAS increments on a bucket
+    that keeps one message per key; a replica crashes with a removal made durable past its
+    mark, restarts, applies the entries after its mark again, and must end as the replica that
+    never crashed."""
+    entries = []
+    last: dict[str, int] = {}
+    ref = _file_store(tmp_path / "ref")
+    fsm = _kv_fsm(ref)
+    for i in range(12):  # the history every replica applies (and its seqs)
+        key = f"k{i % 2}"
+        op = _cas(key, last.get(key, 0), i)
+        entries.append(op)
+        out = fsm.apply_op(op)
+        last[key] = out.results[0].seq
+    store = _file_store(tmp_path / "b")
+    b = _kv_fsm(store)
+    for op in entries[:8]:
+        b.apply_op(op)
+    st = store.state()
+    write_mark(tmp_path / "raft", 8, st.last_seq, st.msgs)
+    for op in entries[8:10]:  # past the mark, durable: k0/k1's older revisions removed
+        b.apply_op(op)
+    store.sync()
+    store.close()
+    store = _file_store(tmp_path / "b")  # restart
+    skip = restore_to_mark(store, tmp_path / "raft", "g")
+    b = _kv_fsm(store)
+    b.recover_from_store()
+    for i, op in enumerate(entries, 1):
+        if i > skip:
+            b.apply_op(op)
+
+    def kv(s: FileStreamStore) -> list[tuple[int, str, bytes]]:
+        out = []
+        for seq in range(1, s.state().last_seq + 1):
+            try:
+                m = s.load(seq)
+            except Exception:
+                continue
+            out.append((m.seq, m.subject, m.payload))
+        return out
+
+    assert kv(store) == kv(ref)
+    store.close()
+    ref.close()
