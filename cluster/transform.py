@@ -96,8 +96,8 @@ _ARG_SEP = re.compile(r",\s*")
 def _go_atoi(s: str) -> int | None:
     """Go ``strconv.Atoi``: optional sign, ASCII digits, nothing else."""
     body = s[1:] if s[:1] in ("+", "-") else s
-    if not body or not body.isascii() or not body.isdigit():
-        return None
+    if not body or not body.isascii() or not body.isdigit() or len(body.lstrip("0")) > 19:
+        return None  # (Go: out of range; int() would refuse 4,300+ digits anyway)
     return int(s)
 
 

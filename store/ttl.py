@@ -111,8 +111,8 @@ def parse_ttl_s(value: str) -> int | None:
         return NEVER
     ns = _go_duration_ns(value)
     if ns is None:
-        if not value.isascii() or not value.isdigit():
-            return None
+        if not value.isascii() or not value.isdigit() or len(value.lstrip("0")) > 19:
+            return None  # (past int64: invalid, and int() would refuse 4,300+ digits)
         secs = int(value)
         return secs if 1 <= secs <= _INT64_MAX // _SEC_NS else None
     if ns < _SEC_NS:

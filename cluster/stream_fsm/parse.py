@@ -20,6 +20,8 @@ def parse_seq(value: str) -> int | None:
     """nats-server's ``parseInt64`` of a header: digits only, fits int64."""
     if not value or not value.isascii() or not value.isdigit():
         return None
+    if len(value.lstrip("0")) > 19:  # past int64 (and past int()'s digit limit)
+        return None
     n = int(value)
     return n if n < (1 << 63) else None
 

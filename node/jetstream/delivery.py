@@ -218,7 +218,9 @@ class ConsumerManager:
                 except Exception:
                     # One consumer's failure must not take the server down:
                     # it stops delivering (its state stays on disk) and says so.
-                    log.exception("event=consumer_dispatch_failed stream=%s consumer=%s", *key)
+                    self.svc.server.internal_error(
+                        "consumer_dispatch", stream=key[0], consumer=key[1]
+                    )
 
         self.nursery.start_soon(run)
         self._arm_pause(consumer)

@@ -364,6 +364,11 @@ def check_config(cfg: ConsumerConfig, stream: StreamConfig) -> None:
                 CONSUMER_INVALID_SAMPLING,
                 err=f'strconv.Atoi: parsing "{text}": invalid syntax',
             )
+        if len(text.lstrip("+-").lstrip("0")) > 19:
+            raise JSApiError(
+                CONSUMER_INVALID_SAMPLING,
+                err=f'strconv.Atoi: parsing "{text}": value out of range',
+            )
         if int(text) < 0:
             raise JSApiError(CONSUMER_INVALID_SAMPLING, err="<nil>")
     if cfg.flow_control and cfg.idle_heartbeat_ns == 0:

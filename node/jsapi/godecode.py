@@ -252,6 +252,10 @@ class _Scanner:
                 raise self.err("in exponent of numeric literal")
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def first_value_end(data: bytes) -> int | None:
     """Where the first JSON value of ``data`` ends (after leading blanks), or
     None when it is not a complete valid value; no recursion."""
@@ -275,6 +279,21 @@ def scan_go(data: bytes) -> list[Any]:
         GoJSONError: with Go's message (``unexpected EOF``, ``invalid
             character … at offset N``).
     """
+    # the common case at C speed: exactly one valid value Go would accept
+    # too (NaN/Infinity refused); anything else takes the scanner, which
+    # gives Go's error texts and splits a stream of several values
+    try:
+        return [
+            bounded_loads(
+                data,
+                object_pairs_hook=_Obj,
+                parse_int=Num,
+                parse_float=Num,
+                parse_constant=_no_constants,
+            )
+        ]
+    except ValueError:
+        pass
     sc = _Scanner(data)
     values: list[Any] = []
     while True:

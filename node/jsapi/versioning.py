@@ -149,7 +149,7 @@ def demands_higher_level(headers: bytes | None) -> bool:
             if not text:
                 return False
             digits = text[1:] if text[:1] in (b"+", b"-") else text
-            if not digits.isdigit():
+            if not digits.isdigit() or len(digits.lstrip(b"0")) > 19:
                 return True  # Go's strconv.Atoi refuses it
             return int(text) > JS_API_LEVEL
     return False

@@ -92,7 +92,7 @@ class Query:
         body = s[1:] if s[0] in "+-" else s
         if not _digits(body):
             why = "invalid syntax"
-        elif not (-_INT64_MAX - 1 <= int(s) <= _INT64_MAX):
+        elif len(body.lstrip("0")) > 19 or not (-_INT64_MAX - 1 <= int(s) <= _INT64_MAX):
             why = "value out of range"
         else:
             return int(s)
@@ -108,7 +108,7 @@ class Query:
             return 0
         if not _digits(s):
             why = "invalid syntax"
-        elif int(s) > _UINT64_MAX:
+        elif len(s.lstrip("0")) > 20 or int(s) > _UINT64_MAX:
             why = "value out of range"
         else:
             return int(s)

@@ -8,10 +8,9 @@ an ack or an advisory input sends goes through ``loads``.  Python's
 nats-server decodes with Go's ``encoding/json``, which accepts nesting up to
 ``DEPTH_MAX`` (10,000) levels and fails beyond with ``exceeded max depth``.
 
-``loads`` takes the C decoder when the document cannot be deep (it holds at
-most ``_FAST_BRACKETS_MAX`` opening brackets, counted with ``bytes.count``,
-strings included, so the count only overestimates) and an iterative parser
-with an explicit stack otherwise.  The iterative parser accepts what
+``loads`` tries the C decoder first (it answers every document it can,
+at C speed, and raises ``RecursionError`` cleanly on one too deep for it)
+and then an iterative parser with an explicit stack.  The iterative parser accepts what
 ``json.loads`` accepts (same scalars through the same helpers) and raises
 ``json.JSONDecodeError`` for the same inputs; beyond ``depth_max`` open
 containers it raises ``JSONDepthError``, a ``ValueError`` whose text is Go's
@@ -36,8 +35,10 @@ from typing import Any
 DEPTH_MAX = 10_000
 """Go ``encoding/json``'s nesting limit (``maxNestingDepth``)."""
 
-_FAST_BRACKETS_MAX = 256
-"""At most this many ``[``/``{`` bytes: the C decoder cannot recurse too deep."""
+_FAST_DEPTH_MAX = 1_000
+"""The C decoder is tried first when the limit is at least this deep: it
+raises ``RecursionError`` (cleanly) before ``sys.getrecursionlimit()``
+levels, far below ``DEPTH_MAX``, and then the iterative parser takes over."""
 
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _WS_RE = re.compile(r"[ \t\n\r]*")
@@ -48,6 +49,17 @@ _CONSTANTS: dict[str, Any] = {
     "false": False,
 }
 _FLOAT_CONSTANTS = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity"}
+
+_INT_DIGITS_MAX = 4_000
+"""Below Python's ``int()`` digit limit (4,300 by default): longer integers
+decode as floats (``inf``), as Go decodes a number into ``float64`` — a
+value no int64 field accepts, which callers' type checks then refuse, while
+an unknown field holding it is ignored as nats-server ignores it."""
+
+
+def _parse_int(text: str) -> int | float:
+    return int(text) if len(text) <= _INT_DIGITS_MAX else float(text)
+
 
 PairsHook = Callable[[list[tuple[str, Any]]], Any]
 
@@ -66,6 +78,7 @@ def loads(
     object_pairs_hook: PairsHook | None = None,
     parse_int: Callable[[str], Any] | None = None,
     parse_float: Callable[[str], Any] | None = None,
+    parse_constant: Callable[[str], Any] | None = None,
     depth_max: int = DEPTH_MAX,
 ) -> Any:
     """``json.loads`` without recursion and with a nesting limit.
@@ -73,7 +86,8 @@ def loads(
     Args:
         data: the document; bytes are decoded as UTF-8 with invalid bytes
             replaced (U+FFFD), as Go's decoder reads them inside strings.
-        object_pairs_hook, parse_int, parse_float: as for ``json.loads``.
+        object_pairs_hook, parse_int, parse_float, parse_constant: as for
+            ``json.loads``.
         depth_max: open containers allowed at once.
 
     Returns:
@@ -84,14 +98,23 @@ def loads(
         ValueError: any other invalid document (``json.JSONDecodeError``).
     """
     text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else data
-    if text.count("[") + text.count("{") <= min(_FAST_BRACKETS_MAX, depth_max):
-        return json.loads(
-            text,
-            object_pairs_hook=object_pairs_hook,
-            parse_int=parse_int,
-            parse_float=parse_float,
-        )
-    return _Parser(text, object_pairs_hook, parse_int, parse_float, depth_max).parse()
+    if parse_int is None:
+        parse_int = _parse_int
+    if depth_max >= _FAST_DEPTH_MAX:
+        try:
+            return json.loads(
+                text,
+                object_pairs_hook=object_pairs_hook,
+                parse_int=parse_int,
+                parse_float=parse_float,
+                parse_constant=parse_constant,
+            )
+        except RecursionError:
+            pass  # deeper than the C decoder goes: the iterative parser decides
+    parser = _Parser(text, object_pairs_hook, parse_int, parse_float, depth_max)
+    if parse_constant is not None:
+        parser.parse_constant = parse_constant
+    return parser.parse()
 
 
 def depth_of(value: Any, limit: int = DEPTH_MAX) -> int:
@@ -132,6 +155,7 @@ class _Parser:
         self.parse_int: Callable[[str], Any] = parse_int or int
         self.parse_float: Callable[[str], Any] = parse_float or float
         self.depth_max = depth_max
+        self.parse_constant: Callable[[str], Any] = float
 
     def _ws(self, i: int) -> int:
         m = _WS_RE.match(self.s, i)
@@ -167,7 +191,7 @@ class _Parser:
                 return val, i + len(lit)
         for lit in _FLOAT_CONSTANTS:
             if s.startswith(lit, i):
-                return float(lit), i + len(lit)
+                return self.parse_constant(lit), i + len(lit)
         raise self._fail("Expecting value", i)
 
     def _obj(self, pairs: list[tuple[str, Any]]) -> Any:

@@ -40,15 +40,18 @@ def require_reference() -> None:
         pytest.skip("reference nats-server not installed")
 
 
-def start_pair(base: Path, args: list[str] | None = None) -> dict[str, ServerProcess]:
-    """trijet and the reference with the same flags (JetStream + monitoring by default)."""
+def start_pair(
+    base: Path, args: list[str] | None = None, *, config: str | None = None
+) -> dict[str, ServerProcess]:
+    """trijet and the reference with the same flags (JetStream + monitoring by
+    default) and conf-file text, if any."""
     require_reference()
     out: dict[str, ServerProcess] = {}
     try:
         for kind in ("trijet", "reference"):
             wd = base / kind
             flags = args if args is not None else ["-js", "-sd", str(wd / "store"), "-m", "-1"]
-            out[kind] = start_server(kind, flags, workdir=wd)  # type: ignore[arg-type]
+            out[kind] = start_server(kind, flags, config=config, workdir=wd)  # type: ignore[arg-type]
     except BaseException:
         for sp in out.values():
             sp.stop()

@@ -220,3 +220,57 @@ def test_consumer_with_many_filters(
         answers[kind] = _summary(_big_request(sp, "$JS.API.CONSUMER.CREATE.F.C", doc))
         api(sp, "$JS.API.CONSUMER.DELETE.F.C", b"")
     assert answers["trijet"] == answers["reference"], case_id
+
+
+HEADER_CASES = [
+    pytest.param(b"".join(b"X-%d: v\r\n" % i for i in range(10_000)), id="10k-header-lines"),
+    pytest.param(b"Nats-Msg-Id: " + b"m" * 60_000 + b"\r\n", id="msg-id-60KB"),
+    pytest.param(b"".join(b"Nats-Msg-Id: %d\r\n" % i for i in range(3000)), id="3000-msg-ids"),
+    pytest.param(
+        b"Nats-Expected-Last-Sequence: " + b"9" * 5000 + b"\r\n", id="exp-seq-5000-digits"
+    ),
+    pytest.param(b"Nats-Expected-Last-Sequence: -1\r\n", id="exp-seq-negative"),
+    pytest.param(b"Nats-Expected-Last-Subject-Sequence: abc\r\n", id="exp-subj-seq-garbage"),
+    pytest.param(b"Nats-TTL: 1000000000000000h\r\n", id="ttl-huge-duration"),
+    pytest.param(b"Nats-TTL: " + b"9" * 5000 + b"\r\n", id="ttl-5000-digits"),
+    pytest.param(b"Nats-Rollup: " + b"x" * 1000 + b"\r\n", id="rollup-garbage"),
+    pytest.param(b"NoColonHere\r\n", id="line-without-colon"),
+    pytest.param(b"Nats-Expected-Stream: " + b"s" * 50_000 + b"\r\n", id="expected-stream-50KB"),
+]
+
+
+@pytest.mark.parametrize("headers", HEADER_CASES)
+def test_publish_with_hostile_headers(pair: dict[str, ServerProcess], headers: bytes) -> None:
+    """HPUB into a stream with hostile headers: the PubAck (or its error) is
+    the reference's; nothing escapes as an internal error."""
+    answers = {}
+    for kind, sp in pair.items():
+        if "error" in (api(sp, "$JS.API.STREAM.INFO.HD", b"") or {"error": 1}):
+            cfg = b'{"name":"HD","subjects":["hd.>"],"allow_msg_ttl":true,"allow_rollup_hdrs":true}'
+            assert "error" not in api(sp, "$JS.API.STREAM.CREATE.HD", cfg), kind
+        block = b"NATS/1.0\r\n" + headers + b"\r\n"
+        with Observer(sp) as obs, api_client(sp) as c:
+            c.send(b"HPUB hd.x r.1 %d %d\r\n%shi\r\n" % (len(block), len(block) + 2, block))
+            got = read_msg(c, timeout=LIVENESS_S)
+            obs.assert_serving()
+        answers[kind] = json.loads(got) if got else None
+    for sp in pair.values():
+        api(sp, "$JS.API.STREAM.DELETE.HD", b"")
+    assert answers["trijet"] == answers["reference"]
+
+
+def test_huge_numbers_in_strings(with_stream: dict[str, ServerProcess]) -> None:
+    """Numbers past int64 inside strings (a consumer's sample_freq, the
+    required API level header): refused as the reference refuses them."""
+    huge = "9" * 5000
+    answers: dict[str, list[Any]] = {}
+    for kind, sp in with_stream.items():
+        cfg = {"stream_name": "H", "config": {"name": "SF", "sample_freq": huge}}
+        got = [_summary(api(sp, "$JS.API.CONSUMER.CREATE.H.SF", json.dumps(cfg).encode()))]
+        with api_client(sp) as c:
+            hdr = b"NATS/1.0\r\nNats-Required-Api-Level: " + huge.encode() + b"\r\n\r\n"
+            c.send(b"HPUB $JS.API.INFO r.1 %d %d\r\n%s\r\n" % (len(hdr), len(hdr), hdr))
+            raw = read_msg(c, timeout=LIVENESS_S)
+        got.append(json.loads(raw).get("error") if raw else None)
+        answers[kind] = got
+    assert answers["trijet"] == answers["reference"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
@@ -137,3 +138,58 @@ def test_dribbled_request_is_cut(pair: dict[str, ServerProcess]) -> None:
             assert closed, f"{kind}: a dribbled request held its connection open"
         status, _ = _get(mon + "/varz")
         assert status == 200, kind
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"",  # connected, silent
+        b'CONNECT {"verbose":false}\r\nPUB foo 100\r\nabc',  # payload never finished
+        b"CONNECT {" + b'"x":[' * 500,  # control line never finished
+        b'CONNECT {"verbose":false}\r\nSUB ' + b"a." * 1000,  # long line never finished
+    ],
+    ids=["silent", "partial-payload", "partial-connect", "partial-sub"],
+)
+def test_half_open_clients_do_not_block_others(
+    pair: dict[str, ServerProcess], partial: bytes
+) -> None:
+    for kind, sp in pair.items():
+        with Observer(sp) as obs:
+            socks = []
+            try:
+                for _ in range(HALF_OPEN):
+                    s = socket.create_connection((sp.host, sp.port), timeout=LIVENESS_S)
+                    if partial:
+                        s.sendall(partial)
+                    socks.append(s)
+                obs.assert_serving()
+                with Observer(sp) as late:  # a newcomer too
+                    late.assert_serving()
+            finally:
+                for s in socks:
+                    s.close()
+        assert sp.alive(), kind
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/connz?offset=" + "9" * 5000,
+        "/connz?limit=-" + "9" * 5000,
+        "/subsz?offset=" + "9" * 30,
+        "/jsz?offset=" + "9" * 5000,
+        "/connz?cid=" + "9" * 5000,
+        "/varz?" + "&".join(f"k{i}=v" for i in range(2000)),
+    ],
+    ids=["connz-offset", "connz-limit", "subsz-offset", "jsz-offset", "connz-cid", "varz-2000"],
+)
+def test_monitor_query_values(pair: dict[str, ServerProcess], query: str) -> None:
+    """Query numbers past int64: the reference's 400 text, not a 500."""
+    got = {}
+    for kind, sp in pair.items():
+        try:
+            with urllib.request.urlopen(f"{sp.monitoring_url}{query}", timeout=HTTP_S) as r:
+                got[kind] = (r.status, bool(json.loads(r.read())))
+        except urllib.error.HTTPError as e:
+            got[kind] = (e.code, e.read().decode(errors="replace")[:200])
+    assert got["trijet"] == got["reference"]

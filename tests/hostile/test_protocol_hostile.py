@@ -180,3 +180,42 @@ def test_nak_hostile_json(pair: dict[str, ServerProcess], nak: bytes) -> None:
             info = read_msg(c)
             assert info is not None and b'"error"' not in info, (kind, info)
         assert sp.alive(), kind
+
+
+@pytest.fixture(scope="module")
+def long_line_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
+    """Control lines up to 1 MB: CONNECT JSON can nest past Go's 10,000 levels."""
+    base = tmp_path_factory.mktemp("hostile-long-lines")
+    p = start_pair(base, [], config="max_control_line: 1MB\n")
+    try:
+        yield p
+    finally:
+        stop_pair(p)
+
+
+STARS_10K = b".".join([b"*"] * 10_001)
+A_10K = b".".join([b"a"] * 10_001)
+LONG_LINE_CASES: list[tuple[str, bytes]] = [
+    ("connect_depth_5000", connect_with(b'"x":' + deep(5000))),
+    ("connect_depth_at_limit", connect_with(b'"x":' + deep(9999))),
+    ("connect_depth_past_limit", connect_with(b'"x":' + deep(10_000))),
+    ("connect_depth_30000", connect_with(b'"x":' + deep(30_000))),
+    ("connect_unknown_5000_digits", connect_with(b'"x":' + b"9" * 5000)),
+    ("connect_protocol_5000_digits", connect_with(b'"protocol":' + b"1" * 5000)),
+    ("connect_unknown_huge_float", connect_with(b'"x":-' + b"9" * 5000 + b".5e3")),
+    (
+        "sub_10001_stars_then_pub",
+        CONNECT + b"SUB " + STARS_10K + b" 1\r\nPUB " + A_10K + b" 1\r\nx\r\n",
+    ),
+    ("pub_100k_tokens", CONNECT + b"SUB > 1\r\nPUB " + b"a." * 100_000 + b"a 1\r\nx\r\n"),
+]
+
+
+@pytest.mark.parametrize(("case_id", "data"), LONG_LINE_CASES, ids=[c[0] for c in LONG_LINE_CASES])
+def test_long_line_input(
+    long_line_pair: dict[str, ServerProcess], case_id: str, data: bytes
+) -> None:
+    got = {kind: run_case(sp, data) for kind, sp in long_line_pair.items()}
+    ref, tj = got["reference"], got["trijet"]
+    assert tj.normalised() == ref.normalised(), case_id
+    assert tj.closed == ref.closed, case_id

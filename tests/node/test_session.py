@@ -197,3 +197,29 @@ async def test_deliveries_before_a_protocol_error_are_written_before_the_err() -
         assert kinds == [Msg, Err]
         assert [e for e in c.events if type(e) is Msg] == [Msg(b"foo", b"1", None, b"hello")]
         nursery.cancel_scope.cancel()
+
+
+async def test_unexpected_exception_closes_only_that_connection() -> None:
+    """Last resort: a bug met while handling one client's input closes that
+    connection (counted in /varz trijet_internal_errors); others go on."""
+    server = Server(ServerConfig())
+    add_sub = server.add_sub
+
+    def broken(sub: Any) -> None:
+        if sub.subject == b"boom":
+            raise RuntimeError("a bug")
+        add_sub(sub)
+
+    server.add_sub = broken  # type: ignore[method-assign]
+    async with trio.open_nursery() as nursery:
+        bad = await _connect(server, nursery)
+        good = await _connect(server, nursery)
+        await bad.send(b'CONNECT {"verbose":false}\r\nSUB boom 1\r\n')
+        await bad.until(lambda _evs: False)  # until the server closes it
+        assert bad.closed
+        assert server.stats.internal_errors == 1
+        await good.send(b'CONNECT {"verbose":false}\r\nSUB fine 1\r\nPING\r\n')
+        await good.until(lambda evs: any(type(e).__name__ == "Pong" for e in evs))
+        closed = [c for c in server.closed_clients if c.closing is ClosedReason.INTERNAL_ERROR]
+        assert len(closed) == 1
+        nursery.cancel_scope.cancel()
