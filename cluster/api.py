@@ -203,7 +203,11 @@ class JetStreamApi:
         return await self._start(cfg, created_ns, fresh=False, replica=replica)
 
     async def saved_stream(self, name: str) -> tuple[StreamConfig, int] | None:
-        """``(config, created_ns)`` of stream ``name``'s data on disk, if any."""
+        """``(config, created_ns)`` of stream ``name``'s data on disk, if any.
+
+        Raises:
+            cluster.streams.SavedConfigDamaged: its config file cannot be read.
+        """
         return await trio.to_thread.run_sync(self._registry.saved_one, name)
 
     async def quarantine(self, name: str) -> str:

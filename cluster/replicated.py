@@ -15,12 +15,18 @@ leader only); a proposal made on a follower is forwarded by the group.
 
 The store is a durable state machine of its own: replaying the journal into
 it after a restart would append twice.  ``ReplicatedStreamFSM.apply_at``
-learns each entry's Raft index; the *applied mark* ``(index, last_seq)`` is
+learns each entry's Raft index; the *applied mark* ``(index, last_seq, msgs)`` is
 written (write-fsync-rename, ``raft/applied.json`` in the stream's directory)
 after the store has been synced up to that point, at most every
-``MARK_INTERVAL_S``.  At start the store is cut back to the mark's
+``MARK_INTERVAL_S``; the store is synced in the trio thread, where the
+Raft driver applies (one owner: a sync racing an append in a worker thread
+would lose the record).  At start the store is cut back to the mark's
 ``last_seq`` (the tail the crash left beyond the mark is applied again from
 the journal, never twice) and entries up to the mark's index are skipped.
+A store that holds less than the mark says, or reports damage, or lost a
+message past the mark that a cut cannot bring back (``restore_to_mark``),
+and a mark that cannot be read, are rebuilt: the store is emptied and every
+entry applies again (from the journal, then from the leader).
 The journal keeps every entry (no compaction yet: a state snapshot would need
 catch-up by streaming the store, which is not built), so an entry past the
 mark is always there to apply again.
@@ -117,23 +123,72 @@ class ReplicatedStreamFSM:
             )
 
 
-def read_mark(raft_dir: Path) -> tuple[int, int]:
-    """``(index, last_seq)`` of the applied mark, ``(0, 0)`` if none."""
+def read_mark(raft_dir: Path) -> tuple[int, int, int]:
+    """``(index, last_seq, msgs)`` of the applied mark, ``(0, 0, 0)`` if none or
+    damaged (then the store is rebuilt from the journal: nothing is skipped);
+    ``msgs`` is -1 in a mark written before it was recorded."""
+    path = raft_dir / MARK_FILE
     try:
-        doc = json.loads((raft_dir / MARK_FILE).read_text())
-        return int(doc["index"]), int(doc["last_seq"])
+        doc = json.loads(path.read_text())
+        return int(doc["index"]), int(doc["last_seq"]), int(doc.get("msgs", -1))
     except FileNotFoundError:
-        return 0, 0
+        return 0, 0, 0
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.error("event=applied_mark_unreadable path=%s reason=%r rebuild=journal", path, exc)
+        return 0, 0, 0
 
 
-def write_mark(raft_dir: Path, index: int, last_seq: int) -> None:
+def write_mark(raft_dir: Path, index: int, last_seq: int, msgs: int) -> None:
     raft_dir.mkdir(parents=True, exist_ok=True)
     tmp = raft_dir / (MARK_FILE + ".tmp")
     with open(tmp, "w") as fh:
-        json.dump({"index": index, "last_seq": last_seq}, fh)
+        json.dump({"index": index, "last_seq": last_seq, "msgs": msgs}, fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, raft_dir / MARK_FILE)
+
+
+def restore_to_mark(store: StreamStore, raft_dir: Path, group_id: str) -> int:
+    """Bring a durable store back to its applied mark; the Raft index to skip
+    through (0: rebuild, every entry applies again).
+
+    The store is exactly at the mark when, cut back to the mark's
+    ``last_seq``, it holds the mark's number of messages: only appends were
+    made durable past the mark, and a cut undoes them.  A removal past the mark
+    (limits, deletes, purges, a work queue's acks) cannot be undone by a cut:
+    applying the entries after the mark again over it would decide them on a
+    different state (an expected-last-subject-sequence, a per-subject limit)
+    than the other replicas did, so the store is rebuilt instead.  So is one
+    that holds less than the mark says (a damaged or cut file), or reports
+    damage: skipping to the mark would leave a hole that is never repaired.
+    The journal keeps every entry (and the leader sends what it lost).
+    """
+    index, last_seq, msgs = read_mark(raft_dir)
+    st = store.state()
+    why = None
+    if st.last_seq < last_seq:
+        why = "short"
+    elif not store.recovery_report.clean:
+        why = "damaged"
+    else:
+        if st.last_seq > last_seq:
+            store.truncate(last_seq)
+        if msgs >= 0 and store.state().msgs != msgs:
+            why = "removed_past_mark"
+    if why is None:
+        return index
+    log.warning(
+        "event=stream_store_rebuild group=%s reason=%s last_seq=%d msgs=%d mark=%d/%d/%d",
+        group_id,
+        why,
+        st.last_seq,
+        st.msgs,
+        index,
+        last_seq,
+        msgs,
+    )
+    store.truncate(0)
+    return 0
 
 
 @dataclass(frozen=True)
@@ -192,11 +247,9 @@ class ReplicatedGroup:
         self.raft_dir = raft_dir
         #: a memory store starts empty: the whole journal applies again
         self.durable_store = durable_store
-        index, last_seq = read_mark(raft_dir) if durable_store else (0, 0)
-        if durable_store and store.state().last_seq > last_seq:
-            # applied past the mark before a crash: those entries apply again
-            # (the stream rebuilds its dedupe table from the store afterwards)
-            store.truncate(last_seq)
+        # applied past the mark before a crash: those entries apply again (the
+        # stream rebuilds its dedupe table from the store afterwards)
+        index = restore_to_mark(store, raft_dir, group_id) if durable_store else 0
         self.rfsm = ReplicatedStreamFSM(fsm, index)
         self._marked = index
         config = RaftConfig(
@@ -307,9 +360,12 @@ class ReplicatedGroup:
             index = self.rfsm.applied
             if index == self._marked or not self.durable_store:
                 continue
-            last_seq = self.store.state().last_seq
-            await trio.to_thread.run_sync(self.store.sync)
-            await trio.to_thread.run_sync(write_mark, self.raft_dir, index, last_seq)
+            st = self.store.state()
+            # in the store's owner thread: the Raft driver appends to the store in
+            # this one, and a sync in a worker thread racing an append loses that
+            # record (the write buffer is swapped under it)
+            self.store.sync()
+            await trio.to_thread.run_sync(write_mark, self.raft_dir, index, st.last_seq, st.msgs)
             self._marked = index
 
     def status(self) -> dict[str, Any]:

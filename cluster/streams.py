@@ -501,6 +501,21 @@ class Stream:
             held.set()
 
 
+class SavedConfigDamaged(ValueError):
+    """A stream directory's ``config.json`` cannot be read.
+
+    Attributes:
+        name: the stream.
+        groups: the Raft groups whose journals the directory holds (a
+            replicated stream's data belongs to the group that wrote it).
+    """
+
+    def __init__(self, name: str, reason: str, groups: frozenset[str]) -> None:
+        super().__init__(f"stream {name!r}: config.json unreadable: {reason}")
+        self.name = name
+        self.groups = groups
+
+
 class StreamExists(KeyError):
     """A stream by that name exists or is being created or restored."""
 
@@ -706,14 +721,24 @@ class StreamRegistry:
             os.close(fd)
 
     def saved_one(self, name: str) -> tuple[StreamConfig, int] | None:
-        """The config and creation time of stream ``name`` on disk, if any."""
+        """The config and creation time of stream ``name`` on disk, if any.
+
+        Raises:
+            SavedConfigDamaged: the directory is there but its config is not readable.
+        """
         if self.dir is None:
             return None
         f = self._stream_dir(name) / "config.json"
         if not f.is_file():
             return None
-        doc = json.loads(f.read_text())
-        return StreamConfig.from_dict(doc["config"]), int(doc["created_ns"])
+        try:
+            doc = json.loads(f.read_text())
+            return StreamConfig.from_dict(doc["config"]), int(doc["created_ns"])
+        except Exception as exc:  # any damage: the caller decides (it may know the config)
+            raft = self._stream_dir(name) / "raft"
+            groups = frozenset(p.stem for p in raft.glob("*.journal")) if raft.is_dir() else ()
+            reason = f"{type(exc).__name__}: {exc}"
+            raise SavedConfigDamaged(name, reason, frozenset(groups)) from exc
 
     def quarantine(self, name: str) -> str:
         """Move stream ``name``'s directory aside (never deleted); its new path."""

@@ -19,7 +19,8 @@ import trio
 
 from cluster.meta import StreamAssigned, StreamAssignment, StreamRemoved, StreamUpdated
 from cluster.model import StreamConfig
-from cluster.streams import Stream
+from cluster.replicated import ReplicaSpec
+from cluster.streams import SavedConfigDamaged, Stream
 from node.jsapi import render
 
 if TYPE_CHECKING:
@@ -41,7 +42,10 @@ async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | 
     assert svc.meta is not None
     cfg = StreamConfig.from_dict(sa.config)
     replica = svc.meta.replica_spec(sa)
-    saved = await svc.api.saved_stream(sa.name)
+    try:
+        saved = await svc.api.saved_stream(sa.name)
+    except SavedConfigDamaged as exc:
+        saved = _damaged(sa, replica, exc)
     if saved is not None and saved[1] == sa.created_ns:
         stream = await svc.api.open_stream(cfg, sa.created_ns, replica=replica)
         await svc.consumers.recover_stream(stream)
@@ -57,6 +61,24 @@ async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | 
             where,
         )
     return await svc.api.create_stream(cfg, created_ns=sa.created_ns, replica=replica)
+
+
+def _damaged(
+    sa: StreamAssignment, replica: ReplicaSpec | None, exc: SavedConfigDamaged
+) -> tuple[StreamConfig, int]:
+    """What to do with a stream directory whose config file is damaged: the
+    assignment is the config's authority, so a replicated stream whose data
+    its own group wrote (the group's journal is there) is reopened under it
+    (and the file rewritten); anything else is set aside (quarantined, kept)
+    and the stream starts fresh, as an older incarnation would."""
+    mine = replica is not None and replica.group_id in exc.groups
+    log.error(
+        "event=stream_config_damaged stream=%s reason=%r action=%s",
+        sa.name,
+        str(exc),
+        "reopen" if mine else "quarantine",
+    )
+    return StreamConfig.from_dict(sa.config), sa.created_ns if mine else -1
 
 
 async def answering(svc: JetStreamService, stream: Stream) -> bool:
