@@ -290,14 +290,22 @@ class ReplicatedGroup:
                         listener(lead)
 
     async def _mark_loop(self) -> None:
-        """Sync the store, then move the applied mark (bounded, periodic)."""
+        """Sync the store, then move the applied mark (bounded, periodic).
+
+        The store's sync runs on the trio thread, between two applies of the
+        group's driver (never concurrently with one); only the mark file is
+        written in a worker thread.
+        """
         while True:
             await trio.sleep(MARK_INTERVAL_S)
             index = self.rfsm.applied
             if index == self._marked or not self.durable_store:
                 continue
             last_seq = self.store.state().last_seq
-            await trio.to_thread.run_sync(self.store.sync)
+            # on this thread: the driver appends to the store between our
+            # awaits, and a store has one writer at a time (a sync in a worker
+            # thread racing an append loses or misplaces buffered records)
+            self.store.sync()
             await trio.to_thread.run_sync(write_mark, self.raft_dir, index, last_seq)
             self._marked = index
 
