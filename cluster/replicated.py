@@ -354,7 +354,12 @@ class ReplicatedGroup:
                         listener(lead)
 
     async def _mark_loop(self) -> None:
-        """Sync the store, then move the applied mark (bounded, periodic)."""
+        """Sync the store, then move the applied mark (bounded, periodic).
+
+        The store's sync runs on the trio thread, between two applies of the
+        group's driver (never concurrently with one); only the mark file is
+        written in a worker thread.
+        """
         while True:
             await trio.sleep(MARK_INTERVAL_S)
             index = self.rfsm.applied
