@@ -3,13 +3,21 @@
 Theory of operation
 -------------------
 A consumer's state changes travel as these ops (codes 32..63 of
-``OpCode``), to be replicated in the stream's group; today each consumer's
-``LocalGroup`` applies them.  Every op names its consumer, and time travels
+``OpCode``): a consumer of an R1 stream applies them through its own
+``LocalGroup``, one of a replicated stream through the stream's Raft group
+(``cluster.consumer_table``).  Every op names its consumer, and time travels
 in the op (``now_ns``, the proposer's clock) so the consumer state machine
 never reads a clock.  ``ConsumerPolicy`` is what that machine needs of a
 consumer's config.  ``ConsumerAcked`` carries plain acks as two parallel
 sequence arrays -- the hot path, without one value object per ack; every
 other ack goes as an ``AckItem`` of ``ConsumerAcks``.
+
+A replicated stream's group also carries each consumer's life:
+``ConsumerAssign`` (create or new config: the config as JSON, its creation
+time, the consumer's group name and the start the proposer chose) and
+``ConsumerRemove``.  They are not ``ConsumerOp``s (the consumer state machine
+never sees them): the stream's consumer table (``cluster.consumer_table``)
+applies them.
 
 Each op checks its fields when built (``cluster.opfields``).  The entry
 layout is ``cluster.ops``' (``encode_op``/``decode_any``); this module gives
@@ -37,16 +45,19 @@ from cluster.opfields import (
 __all__ = [
     "ACK_POLICIES",
     "CONSUMER_DECODERS",
+    "CONSUMER_ENTRY_TYPES",
     "CONSUMER_OP_TYPES",
     "AckItem",
     "AckKind",
     "ConsumerAcked",
     "ConsumerAcks",
+    "ConsumerAssign",
     "ConsumerCreated",
     "ConsumerDelivered",
     "ConsumerOp",
     "ConsumerPolicy",
     "ConsumerPolicyUpdate",
+    "ConsumerRemove",
     "ConsumerStreamFirst",
     "ConsumerTimeouts",
     "consumer_body",
@@ -268,6 +279,52 @@ class ConsumerStreamFirst:
         check_int("first_seq", self.first_seq, 0, UINT64_MAX)
 
 
+#: the most bytes of a consumer config carried by ``ConsumerAssign``
+CONFIG_BYTES_MAX = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerAssign:
+    """A consumer of a replicated stream is created, or takes a new config.
+
+    ``config`` is the consumer's config as JSON (``ConsumerConfig.to_dict``);
+    ``created_ns`` its creation time and ``group`` its Raft group name
+    (``C-R3F-…``), both drawn once by the proposer of the first assign and
+    kept by later ones.  ``start_seq`` and ``last_per_subject`` are
+    ``ConsumerCreated``'s, chosen by the proposer from the stream; an assign
+    of a consumer that exists takes only the config.
+    """
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_ASSIGN
+    consumer: str
+    config: bytes
+    created_ns: int
+    group: str
+    start_seq: int = 1
+    last_per_subject: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_str("consumer", self.consumer)
+        if type(self.config) is not bytes or not 0 < len(self.config) <= CONFIG_BYTES_MAX:
+            raise OpError("config must be non-empty bytes within bounds")
+        check_int("created_ns", self.created_ns, 0, INT64_MAX)
+        check_str("group", self.group)
+        check_int("start_seq", self.start_seq, 1, UINT64_MAX)
+        for s in self.last_per_subject:
+            check_int("last_per_subject", s, 1, UINT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRemove:
+    """A consumer of a replicated stream is deleted."""
+
+    code: ClassVar[OpCode] = OpCode.CONSUMER_REMOVE
+    consumer: str
+
+    def __post_init__(self) -> None:
+        check_str("consumer", self.consumer)
+
+
 ConsumerOp = (
     ConsumerCreated
     | ConsumerPolicyUpdate
@@ -290,8 +347,23 @@ CONSUMER_OP_TYPES = (
 )
 
 
-def consumer_body(op: ConsumerOp) -> object:
+CONSUMER_ENTRY_TYPES = (*CONSUMER_OP_TYPES, ConsumerAssign, ConsumerRemove)
+"""Every consumer entry of a stream group: the ops and the lifecycle."""
+
+
+def consumer_body(op: ConsumerOp | ConsumerAssign | ConsumerRemove) -> object:
     """The cbor body of a consumer op (see ``CONSUMER_DECODERS``)."""
+    if isinstance(op, ConsumerAssign):
+        return [
+            op.consumer,
+            op.config,
+            op.created_ns,
+            op.group,
+            op.start_seq,
+            list(op.last_per_subject),
+        ]
+    if isinstance(op, ConsumerRemove):
+        return [op.consumer]
     if isinstance(op, ConsumerCreated):
         return [op.consumer, _enc_cpolicy(op.policy), op.start_seq, list(op.last_per_subject)]
     if isinstance(op, ConsumerPolicyUpdate):
@@ -357,7 +429,19 @@ def _dec_consumer_stream_first(body: object) -> ConsumerStreamFirst:
     return ConsumerStreamFirst(name, first)
 
 
-CONSUMER_DECODERS: dict[int, Callable[[object], ConsumerOp]] = {
+def _dec_consumer_assign(body: object) -> ConsumerAssign:
+    name, config, created, group, start, lps = check_array("consumer_assign", body, 6)
+    if type(lps) is not list:
+        raise OpError("last_per_subject must be an array")
+    return ConsumerAssign(name, config, created, group, start, tuple(lps))
+
+
+def _dec_consumer_remove(body: object) -> ConsumerRemove:
+    (name,) = check_array("consumer_remove", body, 1)
+    return ConsumerRemove(name)
+
+
+CONSUMER_DECODERS: dict[int, Callable[[object], ConsumerOp | ConsumerAssign | ConsumerRemove]] = {
     OpCode.CONSUMER_CREATED: _dec_consumer_created,
     OpCode.CONSUMER_POLICY: _dec_consumer_policy,
     OpCode.CONSUMER_DELIVERED: _dec_consumer_delivered,
@@ -365,5 +449,7 @@ CONSUMER_DECODERS: dict[int, Callable[[object], ConsumerOp]] = {
     OpCode.CONSUMER_TIMEOUTS: _dec_consumer_timeouts,
     OpCode.CONSUMER_STREAM_FIRST: _dec_consumer_stream_first,
     OpCode.CONSUMER_ACKED: _dec_consumer_acked,
+    OpCode.CONSUMER_ASSIGN: _dec_consumer_assign,
+    OpCode.CONSUMER_REMOVE: _dec_consumer_remove,
 }
 """Body decoders of the consumer op codes (``cluster.ops.decode_any`` uses them)."""

@@ -9,6 +9,11 @@ config (``config.json``, write-fsync-rename) and its state (a
 ``mem_storage`` consumers keep both in memory.  It also keeps each stream's
 ``Retention`` (interest/workqueue removals) and seeds restored consumers
 with their archived state.
+
+Consumers of a replicated stream are not created here but by their stream's
+log (``cluster.consumer_table``): ``adopt`` wraps a table entry in a shell
+(nothing written: the journal holds their state) and ``drop`` stops it once
+the table removed it; both are synchronous (called from apply listeners).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 import trio
 
+from cluster.consumer_link import StreamGroupLink
 from cluster.consumer_model import ConsumerConfig
 from cluster.consumers import Consumer
 from cluster.model import Retention as RetentionPolicy
@@ -135,6 +141,67 @@ class ConsumerRegistry:
         self.consumers.setdefault(stream.cfg.name, {})[name] = consumer
         if consumer.retention is not None:
             await consumer.retention.refresh_interest()
+        return consumer
+
+    def _spawn(self, stream: Stream, consumer: Consumer) -> None:
+        scope = trio.CancelScope()
+        self._scopes[(stream.cfg.name, consumer.name)] = scope
+
+        async def run() -> None:
+            with scope:
+                try:
+                    await consumer.run()
+                except Exception:
+                    log.exception(
+                        "event=consumer_task_failed stream=%s consumer=%s",
+                        stream.cfg.name,
+                        consumer.name,
+                    )
+
+        self.nursery.start_soon(run)
+
+    def adopt(self, stream: Stream, name: str) -> Consumer | None:
+        """The shell of consumer ``name`` of replicated ``stream`` (made and
+        started if new, from the stream's consumer table); None if the table
+        does not hold it."""
+        rg = stream.replicated
+        assert rg is not None
+        entry = rg.rfsm.consumers.entries.get(name)
+        if entry is None:
+            return None
+        have = self.consumers.get(stream.cfg.name, {}).get(name)
+        if have is not None and have.fsm is entry.fsm:
+            have.cfg = entry.cfg
+            return have
+        if have is not None:  # an older incarnation of the name
+            self.drop(stream.cfg.name, name)
+        consumer = Consumer(
+            stream,
+            name,
+            entry.cfg,
+            MemoryConsumerStore(),
+            entry.created_ns,
+            fsm=entry.fsm,
+            link=StreamGroupLink(rg),
+            group_name=entry.group,
+        )
+        consumer.retention = self.retention(stream)
+        self.consumers.setdefault(stream.cfg.name, {})[name] = consumer
+        self._spawn(stream, consumer)
+        return consumer
+
+    def drop(self, stream: str, name: str) -> Consumer | None:
+        """Stop the shell of a replicated consumer its table removed (None
+        if there was none)."""
+        consumer = self.consumers.get(stream, {}).pop(name, None)
+        if consumer is None:
+            return None
+        consumer.removed = True
+        scope = self._scopes.pop((stream, name), None)
+        if scope is not None:
+            scope.cancel()
+        consumer.closed = True
+        consumer.changed.set()
         return consumer
 
     async def update(self, consumer: Consumer, cfg: ConsumerConfig) -> None:

@@ -1,8 +1,9 @@
 """Consumers on one node: the trio shell around a consumer's state machine.
 
-Theory of operation: a ``Consumer`` owns its ``ConsumerStateMachine``, its
-``ConsumerStore`` and a ``LocalGroup`` (R1; later the stream's Raft group
-carries the same ops).  Everything that changes the consumer is an op
+Theory of operation: a ``Consumer`` of an R1 stream owns its
+``ConsumerStateMachine``, its ``ConsumerStore`` and a ``LocalGroup``; one of
+a replicated stream proposes the same ops through the stream's Raft group
+(see the end of this docstring).  Everything that changes the consumer is an op
 proposed through the group, which applies it in memory and returns.  The
 consumer's one task drives the group, the ack queue, the ack timers and the
 state flusher.
@@ -52,6 +53,23 @@ On a workqueue or interest stream the consumer's ``retention``
 (``cluster.retention``) is told about acks -- awaited before the acks are
 answered, so an answered ack means the message is gone -- and, for ack
 ``none``, about deliveries.
+
+Consumers of a replicated stream (``Consumer(..., link=StreamGroupLink)``)
+take their state machine from the stream's ``ConsumerTable`` and propose
+through the stream's Raft group (``cluster.consumer_table``): every replica
+applies every op, so the state is in memory everywhere and nothing is
+flushed.  Such a shell exists on every replica but works only while its
+stream's replica leads (``leading``): the node runs its delivery and ack
+subscription there, and the timer loop proposes only there.  On gaining the
+lead ``take_lead`` proposes what a new leader owes the consumer -- the
+stream's first sequence (a purge the old leader may not have passed on) and
+``ConsumerTimeouts(ALL_DUE_NS)``, which queues every message still pending
+for redelivery at once (as nats-server's new consumer leader does) -- and
+delivery waits until that is applied (``ready``), so the new leader never
+hands out a message before it has applied everything the old one committed.
+A proposal that fails (leadership lost, no quorum) drops what it carried:
+acks are then unanswered (an ack sync is answered only once committed),
+deliveries are not sent.
 """
 
 from __future__ import annotations
@@ -74,6 +92,7 @@ from cluster.consumer_fsm import (
     policy_of,
     select_start,
 )
+from cluster.consumer_link import ALL_DUE_NS, PROPOSE_RETRY_S, ConsumerGone, StreamGroupLink
 from cluster.consumer_model import ConsumerConfig
 from cluster.local import LocalGroup
 from cluster.ops import (
@@ -92,6 +111,7 @@ from cluster.retention import Retention
 from cluster.stream_archive import ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome, NewMessages, Purged
 from cluster.streams import Stream
+from raft.errors import RaftError
 from store.api import ConsumerState, ConsumerStore, Pending, StoredMsg
 from store.errors import StoreClosed
 from store.memory import MemoryConsumerStore
@@ -133,32 +153,52 @@ class Consumer:
         cfg: ConsumerConfig,
         store: ConsumerStore,
         created_ns: int,
+        *,
+        fsm: ConsumerStateMachine | None = None,
+        link: StreamGroupLink | None = None,
+        group_name: str = "",
     ) -> None:
         self.stream = stream
         self.name = name
         self.cfg = cfg
         self.store = store
         self.created_ns = created_ns
+        #: in its replicated stream's group (``link``); else its own R1 group
+        self.replicated = link is not None
+        #: the Raft group name ConsumerInfo shows (replicated consumers)
+        self.group_name = group_name
         # A memory consumer never outlives the process and nothing reads its
         # store back: its state is not built at all.  A file consumer's state
         # is built and encoded by ``flush`` (in the trio thread: Python work
         # in the worker thread would compete for the GIL with delivery),
         # once per flush rather than per op.
-        self.durable = not isinstance(store, MemoryConsumerStore)
-        self.fsm = ConsumerStateMachine(name, store, save_each_op=False)
+        self.durable = not isinstance(store, MemoryConsumerStore) and link is None
+        self.fsm = fsm if fsm is not None else ConsumerStateMachine(name, store, save_each_op=False)
         #: recreated from an archive (``STREAM.RESTORE``): it goes on from the
         #: archived position instead of choosing a start from its config
         self.restored = False
-        # R1: op objects are applied directly (no cbor round trip); the group
-        # never syncs: results mean "applied", the flusher makes them durable
-        self.group = LocalGroup(
-            f"{stream.cfg.name}/{name}",
-            self.fsm,
-            _no_sync,
-            apply=self.fsm.apply_op,
-            sync_in_thread=False,
-            sync_each_batch=False,
-        )
+        self.group: LocalGroup | StreamGroupLink
+        if link is not None:
+            self.group = link
+        else:
+            # R1: op objects are applied directly (no cbor round trip); the group
+            # never syncs: results mean "applied", the flusher makes them durable
+            self.group = LocalGroup(
+                f"{stream.cfg.name}/{name}",
+                self.fsm,
+                _no_sync,
+                apply=self.fsm.apply_op,
+                sync_in_thread=False,
+                sync_each_batch=False,
+            )
+        #: this replica works the consumer (always for R1; the stream's
+        #: leader for a replicated one, see ``take_lead``)
+        self.leading = link is None
+        self._lead_changed = trio.Event()
+        #: set once a new leader's catch-up ops are applied (delivery waits)
+        self.ready = trio.Event()
+        if link is None:
+            self.ready.set()
         #: one flush (save + write + fdatasync) at a time
         self._flush_lock = trio.Lock()
         #: set when an applied op left the state unflushed (file consumers)
@@ -204,6 +244,9 @@ class Consumer:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start the group, announce the config (durably), then serve acks,
         timers and flushes; at exit the state still unflushed is written."""
+        if self.replicated:
+            await self._run_replicated(task_status)
+            return
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.group.run)
@@ -230,6 +273,54 @@ class Consumer:
                     self.changed.set()
         finally:
             self._flush_at_exit()
+
+    async def _run_replicated(self, task_status: trio.TaskStatus[None]) -> None:
+        """A replicated consumer's task: created by its assign (nothing to
+        announce, nothing to flush); acks and timers while it leads."""
+        async with trio.open_nursery() as nursery:
+            self.stream.listeners.append(self._on_stream)
+            nursery.start_soon(self._timer_loop)
+            task_status.started()
+            try:
+                await self._ack_loop()
+            finally:
+                self.closed = True
+                self._acks_idle.set()
+                self.ready.set()
+                if self._on_stream in self.stream.listeners:
+                    self.stream.listeners.remove(self._on_stream)
+                self.changed.set()
+
+    def set_leading(self, lead: bool) -> None:
+        """This replica gained or lost its stream's lead (the node calls it)."""
+        if lead == self.leading:
+            return
+        self.leading = lead
+        if not lead:
+            self.ready = trio.Event()
+        ev, self._lead_changed = self._lead_changed, trio.Event()
+        ev.set()
+        self._timer_changed.set()
+        self.changed.set()
+
+    async def take_lead(self) -> bool:
+        """Propose what a new leader owes the consumer (module doc), then
+        set ``ready``; False when that could not be committed (the lead was
+        lost again: a later gain tries again)."""
+        first = self.stream.store.state().first_seq
+        try:
+            if first > 1 and (
+                self.fsm.next_sseq < first or any(s < first for s in self.fsm.pending)
+            ):
+                await self.propose(ConsumerStreamFirst(self.name, first))
+            await self.propose(ConsumerTimeouts(self.name, ALL_DUE_NS))
+        except (RaftError, ConsumerGone) as exc:
+            log.info("event=consumer_take_lead_failed consumer=%s reason=%r", self.name, exc)
+            return False
+        if self.leading:
+            self.ready.set()
+            self.changed.set()
+        return self.leading
 
     def _on_stream(self, outcome: ApplyOutcome) -> None:
         for effect in outcome.effects:
@@ -424,56 +515,66 @@ class Consumer:
         return out
 
     async def _ack_loop(self) -> None:
-        """Propose queued acks in batches, and stream purges as they happen."""
+        """Propose queued acks in batches, and stream purges as they happen.
+
+        A batch whose proposal fails (a replicated consumer whose stream
+        lost its lead or quorum) is dropped: its acks are not answered."""
         while True:
             if not self._acks and not self._first_seq:
                 await self._acks_wake.wait()
             self._acks_wake = trio.Event()
-            if self._first_seq:
-                first, self._first_seq = self._first_seq, 0
-                await self.propose(ConsumerStreamFirst(self.name, first))
-                if not self._first_seq:
-                    self._first_applied.set()
-            if not self._acks:
-                continue
-            batch = self._take_acks()
-            now_ns = time.time_ns()
-            i = 0
-            while i < len(batch):  # plain runs as one op each, runs of the others
-                if batch[i][0] is None:
-                    sseqs, dseqs = batch[i][1]
-                    i += 1
-                    while i < len(batch) and batch[i][0] is None:  # split runs: join
-                        sseqs = sseqs + batch[i][1][0]
-                        dseqs = dseqs + batch[i][1][1]
-                        i += 1
-                    out = await self.propose(
-                        ConsumerAcked(self.name, tuple(sseqs), tuple(dseqs), now_ns)
-                    )
-                    if self.retention is not None and out.acked:
-                        await self.retention.after_acks(out.acked)
-                    continue
-                j = i + 1
-                while j < len(batch) and batch[j][0] is not None:
-                    j += 1
-                run = batch[i:j]
-                i = j
-                items = tuple(e[0] for e in run if e[0] is not None)
-                out = await self.propose(ConsumerAcks(self.name, items, now_ns))
-                if self.retention is not None and out.acked:
-                    await self.retention.after_acks(out.acked)
-                if any(e[1] is not None for e in run):  # a reply waits: durable first
-                    await self.flush()
-                for e, res in zip(run, out.acks, strict=True):
-                    if e[1] is not None:
-                        e[1](res)
+            try:
+                if self._first_seq:
+                    first, self._first_seq = self._first_seq, 0
+                    await self.propose(ConsumerStreamFirst(self.name, first))
+                    if not self._first_seq:
+                        self._first_applied.set()
+                if self._acks:
+                    await self._propose_acks(self._take_acks())
+            except (RaftError, ConsumerGone) as exc:
+                log.info("event=consumer_acks_dropped consumer=%s reason=%r", self.name, exc)
+                self._first_applied.set()
             if not self._acks:
                 self._acks_idle.set()
+
+    async def _propose_acks(self, batch: list[tuple[AckItem | None, Any]]) -> None:
+        now_ns = time.time_ns()
+        i = 0
+        while i < len(batch):  # plain runs as one op each, runs of the others
+            if batch[i][0] is None:
+                sseqs, dseqs = batch[i][1]
+                i += 1
+                while i < len(batch) and batch[i][0] is None:  # split runs: join
+                    sseqs = sseqs + batch[i][1][0]
+                    dseqs = dseqs + batch[i][1][1]
+                    i += 1
+                out = await self.propose(
+                    ConsumerAcked(self.name, tuple(sseqs), tuple(dseqs), now_ns)
+                )
+                if self.retention is not None and out.acked:
+                    await self.retention.after_acks(out.acked)
+                continue
+            j = i + 1
+            while j < len(batch) and batch[j][0] is not None:
+                j += 1
+            run = batch[i:j]
+            i = j
+            items = tuple(e[0] for e in run if e[0] is not None)
+            out = await self.propose(ConsumerAcks(self.name, items, now_ns))
+            if self.retention is not None and out.acked:
+                await self.retention.after_acks(out.acked)
+            if any(e[1] is not None for e in run):  # a reply waits: durable first
+                await self.flush()
+            for e, res in zip(run, out.acks, strict=True):
+                if e[1] is not None:
+                    e[1](res)
 
     # -- timers ---------------------------------------------------------------------
 
     async def _timer_loop(self) -> None:
         while True:
+            while not self.leading:
+                await self._lead_changed.wait()
             self._timer_changed = trio.Event()
             due = self._timer_due = self.fsm.next_due_ns()
             if due is None:
@@ -484,7 +585,11 @@ class Consumer:
                 with trio.move_on_after(min(delay_s, TIMER_RECHECK_S)):
                     await self._timer_changed.wait()
                 continue
-            await self.propose(ConsumerTimeouts(self.name, time.time_ns()))
+            try:
+                await self.propose(ConsumerTimeouts(self.name, time.time_ns()))
+            except (RaftError, ConsumerGone) as exc:
+                log.info("event=consumer_timeouts_failed consumer=%s reason=%r", self.name, exc)
+                await trio.sleep(PROPOSE_RETRY_S)
 
     # -- delivery -------------------------------------------------------------------
 
@@ -576,6 +681,10 @@ class Consumer:
         # receipt
         while not self._acks_idle.is_set():
             await self._acks_idle.wait()
+        if not self.ready.is_set():  # a new leader's catch-up first
+            await self.ready.wait()
+        if not self.leading or self.closed:
+            return [], False
         picked: list[StoredMsg] = []
         too_big = False
         if max_bytes <= 0 and budget_bytes < 0:  # no size bounds: take n
@@ -609,9 +718,16 @@ class Consumer:
             self._settled = trio.Event()
         self.delivering += 1
         try:
-            out = await self.propose(
-                ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
-            )
+            try:
+                out = await self.propose(
+                    ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
+                )
+            except (RaftError, ConsumerGone) as exc:
+                # not committed: nothing is sent (a new leader redelivers
+                # whatever did commit)
+                log.info("event=consumer_delivery_failed consumer=%s reason=%r", self.name, exc)
+                self.changed.set()  # the dispatcher looks again (if this replica still leads)
+                return [], False
             if len(out.deliveries) == len(picked):  # all taken, in order
                 got = list(zip(picked, out.deliveries, strict=True))
             else:
@@ -624,7 +740,10 @@ class Consumer:
             if not self.delivering:
                 self._settled.set()
         if self.retention is not None and self.fsm.policy.ack == "none" and out.deliveries:
-            await self.retention.after_deliveries([d.sseq for d in out.deliveries])
+            try:
+                await self.retention.after_deliveries([d.sseq for d in out.deliveries])
+            except RaftError as exc:  # the next leader's sweep removes them
+                log.info("event=consumer_removal_failed consumer=%s reason=%r", self.name, exc)
         return got, False
 
     async def settled(self) -> None:
@@ -633,6 +752,8 @@ class Consumer:
         has reached this consumer's state (so an answer never shows the
         consumer behind acks sent before the request or a purge it followed)."""
         with trio.move_on_after(SETTLE_WAIT_S_MAX):
+            while not self.closed and self.leading and not self.ready.is_set():
+                await self.ready.wait()
             while not self.closed and not self._first_applied.is_set():
                 await self._first_applied.wait()
             while not self.closed and not self._acks_idle.is_set():

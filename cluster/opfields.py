@@ -65,6 +65,9 @@ class OpCode(enum.IntEnum):
     CONSUMER_TIMEOUTS = 36
     CONSUMER_STREAM_FIRST = 37
     CONSUMER_ACKED = 38
+    # a consumer's life in its stream's group (replicated streams)
+    CONSUMER_ASSIGN = 39
+    CONSUMER_REMOVE = 40
 
 
 def check_int(name: str, v: object, lo: int, hi: int) -> int:

@@ -41,16 +41,18 @@ import cbor2
 
 from cluster.consumer_ops import (
     CONSUMER_DECODERS,
-    CONSUMER_OP_TYPES,
+    CONSUMER_ENTRY_TYPES,
     AckItem,
     AckKind,
     ConsumerAcked,
     ConsumerAcks,
+    ConsumerAssign,
     ConsumerCreated,
     ConsumerDelivered,
     ConsumerOp,
     ConsumerPolicy,
     ConsumerPolicyUpdate,
+    ConsumerRemove,
     ConsumerStreamFirst,
     ConsumerTimeouts,
     consumer_body,
@@ -72,6 +74,7 @@ from store.limits import Discard, StreamLimits
 
 __all__ = [
     "ACK_REMOVE_SEQS_MAX",
+    "CONSUMER_ENTRY_TYPES",
     "FORMAT_VERSION",
     "INT64_MAX",
     "PUBLISHES_PER_ENTRY_MAX",
@@ -80,14 +83,17 @@ __all__ = [
     "AckRemove",
     "ConsumerAcked",
     "ConsumerAcks",
+    "ConsumerAssign",
     "ConsumerCreated",
     "ConsumerDelivered",
     "ConsumerOp",
     "ConsumerPolicy",
     "ConsumerPolicyUpdate",
+    "ConsumerRemove",
     "ConsumerStreamFirst",
     "ConsumerTimeouts",
     "DeleteMsg",
+    "Entry",
     "Expire",
     "Interest",
     "MirrorMsg",
@@ -526,7 +532,11 @@ Op = (
 # --------------------------------------------------------------------------- codec
 
 
-def _body(op: Op | ConsumerOp) -> object:
+Entry = Op | ConsumerOp | ConsumerAssign | ConsumerRemove
+"""Everything a stream group's entry may hold."""
+
+
+def _body(op: Entry) -> object:
     if isinstance(op, StreamMsg):
         return [[m.subject, m.headers, m.payload, m.ts_ns] for m in op.msgs]
     if isinstance(op, Purge):
@@ -545,12 +555,12 @@ def _body(op: Op | ConsumerOp) -> object:
         return [list(op.seqs), op.below]
     if isinstance(op, Interest):
         return list(op.filters)
-    if isinstance(op, ConsumerOp):
+    if isinstance(op, CONSUMER_ENTRY_TYPES):
         return consumer_body(op)
     raise OpError(f"not an op: {type(op).__name__}")
 
 
-def encode_op(op: Op | ConsumerOp) -> bytes:
+def encode_op(op: Entry) -> bytes:
     """Encode an op as one Raft entry.
 
     Raises:
@@ -617,7 +627,7 @@ def _dec_interest(body: object) -> Interest:
     return Interest(tuple(body))
 
 
-_DECODERS: dict[int, Callable[[object], Op | ConsumerOp]] = {
+_DECODERS: dict[int, Callable[[object], Entry]] = {
     OpCode.STREAM_MSG: _dec_stream_msg,
     OpCode.PURGE: _dec_purge,
     OpCode.DELETE_MSG: _dec_delete,
@@ -642,12 +652,12 @@ def decode_op(data: bytes) -> Op:
         OpDecodeError: as ``decode_any``; also for a consumer op.
     """
     op = decode_any(data)
-    if isinstance(op, CONSUMER_OP_TYPES):
+    if isinstance(op, CONSUMER_ENTRY_TYPES):
         raise OpDecodeError(f"consumer op {type(op).__name__} where a stream op belongs")
     return op
 
 
-def decode_any(data: bytes) -> Op | ConsumerOp:
+def decode_any(data: bytes) -> Entry:
     """Decode one entry made by ``encode_op``, stream or consumer op.
 
     Args:

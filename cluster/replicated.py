@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 ``ReplicatedGroup`` stands where ``LocalGroup`` stands for an R1 stream and
-offers the same ``propose``: the op is encoded (``cluster.ops``), replicated
+offers the same ``propose`` (and ``start``, which does not wait and calls
+back, so the stream keeps several entries in flight): the op is encoded (``cluster.ops``), replicated
 by a ``raft.RaftGroup`` among the stream's peers (named by server name, the
 group by its meta assignment, ``S-R3F-…``) and applied on every replica to its
 own store by ``ReplicatedStreamFSM``.  ``propose`` returns once the entry is
@@ -30,6 +31,11 @@ The journal keeps every entry (no compaction yet: a state snapshot would need
 catch-up by streaming the store, which is not built), so an entry past the
 mark is always there to apply again.
 
+Consumer entries (``cluster.consumer_table``) ride in the same log and are
+applied to the stream's ``ConsumerTable`` on every replica, *always*: the
+table is memory only and is rebuilt at start from the whole journal, so the
+applied mark does not skip them.
+
 Leadership: ``leader_listeners`` hear ``True``/``False`` as this replica gains
 or loses the lead (capture, expiry and answers follow it).
 
@@ -51,9 +57,10 @@ from typing import Any, BinaryIO
 import cbor2
 import trio
 
-from cluster.ops import decode_op, encode_op
+from cluster.consumer_table import ConsumerTable
+from cluster.ops import CONSUMER_ENTRY_TYPES, decode_any, encode_op
 from cluster.stream_fsm import StreamStateMachine
-from raft.core import RaftConfig
+from raft.core import Proposal, RaftConfig
 from raft.errors import ApplyFailed, InvariantViolation, RaftError
 from raft.group import RaftGroup
 from raft.links import PeerLinks
@@ -67,6 +74,9 @@ MARK_INTERVAL_S = 0.2
 MARK_FILE = "applied.json"
 #: a stream group's Raft entries: one batch of publishes (its bytes bounded by the stream)
 ENTRY_BYTES_MAX = 4 * 1024 * 1024
+#: followers learn a commit index with the next entries, or this much later
+#: (one message, wake-up and cycle less per follower and entry)
+COMMIT_NOTIFY_S_MAX = 0.02
 #: journal compaction is off for stream groups (see the module doc)
 NO_COMPACTION = 2**62
 
@@ -83,11 +93,16 @@ class ReplicatedStreamFSM:
         self.fsm = fsm
         self.skip_through = skip_through
         self.applied = skip_through
+        #: the stream's consumers (memory only: rebuilt from the journal)
+        self.consumers = ConsumerTable()
 
     def apply_at(self, entry: bytes, index: int) -> object:
+        op = decode_any(entry)
+        if isinstance(op, CONSUMER_ENTRY_TYPES):  # never skipped (see the module doc)
+            return self.consumers.apply(op)  # type: ignore[arg-type]
         if index <= self.skip_through:
             return None  # already in the store (re-applied from the journal at start)
-        outcome = self.fsm.apply_op(decode_op(entry))
+        outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
         self.applied = index
         return outcome
 
@@ -238,6 +253,7 @@ class ReplicatedGroup:
         self.rfsm = ReplicatedStreamFSM(fsm, index)
         self._marked = index
         config = RaftConfig(
+            commit_notify_s_max=COMMIT_NOTIFY_S_MAX,
             entry_bytes_max=ENTRY_BYTES_MAX,
             log_compaction_entries_min=NO_COMPACTION,
             log_compaction_s_min=float(NO_COMPACTION),
@@ -282,6 +298,28 @@ class ReplicatedGroup:
         if isinstance(result, ApplyFailed):
             raise result
         return result
+
+    def start(self, op: Any, on_done: Callable[[Any, BaseException | None], None]) -> None:
+        """Replicate ``op`` without waiting: ``on_done(outcome, error)`` is called
+        from the group's driver once it is committed and applied here (the
+        point where ``propose`` returns), or with the ``RaftError`` /
+        ``ApplyFailed`` that ends it.  ``on_done`` must not block.
+
+        Raises:
+            RaftError: refused at once (QueueFull, NotLeader, NoLeader);
+                ``on_done`` is then never called.
+            ValueError: the encoded op is larger than an entry.
+        """
+
+        def done(p: Proposal) -> None:
+            if p.error is not None:
+                on_done(None, p.error)
+            elif isinstance(p.result, ApplyFailed):
+                on_done(None, p.result)
+            else:
+                on_done(p.result, None)
+
+        self.raft.start(encode_op(op), done)
 
     @property
     def members(self) -> list[str]:

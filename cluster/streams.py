@@ -28,6 +28,15 @@ sync thread reports it done (through the run loop, no task of ours woken).  When
 without ``defer``.  Either way the same apply decides, one batch at a time,
 and no result is handed out before the batch is durable.
 
+Replicated streams (R2/R3) never wait for one batch before starting the next:
+``drain`` (at the end of a chunk) and the task both *start* the queued
+batches on the ``ReplicatedGroup`` (up to ``REPLICATED_BATCHES_INFLIGHT_MAX``
+in flight) and the group's driver hands each batch's results out once it is
+committed -- durable on a majority -- and applied here, in log order
+(``_replicated_done``).  A publish thus costs no hand-over to the stream's
+task on the way in or out, and under load several entries are replicated
+while earlier ones wait for their majority.
+
 ``StreamRegistry`` keeps the streams of the node and their configs
 (``<store_dir>/<name>/config.json`` written with write-fsync-rename), and
 recreates them at start; ``restore`` creates a stream from a snapshot
@@ -67,7 +76,7 @@ from cluster.ops import (
 from cluster.quarantine import Quarantine, Quarantined
 from cluster.replicated import ReplicaSpec, ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
-from raft.errors import RaftError
+from raft.errors import ApplyFailed, RaftError
 from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.file import FileStreamStore
@@ -81,6 +90,8 @@ BATCH_MSGS_MAX = 4096
 BATCH_BYTES_MAX = 1024 * 1024
 EXPIRY_RETRY_S = 0.25
 QUEUE_MSGS_MAX = 100_000
+#: publish batches of a replicated stream in flight at once (each waits for its majority)
+REPLICATED_BATCHES_INFLIGHT_MAX = 64
 EXPIRY_RECHECK_S = 60.0
 """Longest sleep of the expiry task before it looks again (clock jumps)."""
 
@@ -168,6 +179,7 @@ class Stream:
         self._inflight = 0
         self._idle = trio.Event()
         self._held: trio.Event | None = None
+        self._room = trio.Event()  # a replicated batch in flight was resolved
 
     @property
     def is_leader(self) -> bool:
@@ -220,6 +232,9 @@ class Stream:
         self._drain_due = False
         if not self._queue:
             return
+        if self.replicated is not None:
+            self._start_replicated()
+            return
         if self._held is not None or not self.group.idle:
             self._wake.set()
             return
@@ -238,6 +253,60 @@ class Stream:
         self._settle(p.result, p.error, op, batch)
         if self._queue:
             self._wake.set()
+
+    def _start_replicated(self) -> None:
+        """Replicated stream: start the queued publishes as batches without waiting.
+
+        Each batch is one proposal (the group's driver puts those of one cycle
+        into one Raft entry), up to ``REPLICATED_BATCHES_INFLIGHT_MAX`` in
+        flight; their results are handed out by ``_replicated_done``, in log
+        order, from the driver once committed (durable on a majority) and
+        applied here.  What is left, or everything while a snapshot holds
+        proposals back, is the task's.
+        """
+        rg = self.replicated
+        assert rg is not None
+        while (
+            self._queue and self._held is None and self._inflight < REPLICATED_BATCHES_INFLIGHT_MAX
+        ):
+            batch = self._take_batch()
+            op = _publish_op(batch)
+            self._inflight += 1
+            try:
+                rg.start(op, partial(self._replicated_done, op, batch))
+            except (RaftError, ValueError) as exc:
+                self._inflight -= 1
+                if not self._inflight:
+                    self._idle.set()
+                if isinstance(exc, RaftError):  # refused at once: unanswered, clients retry
+                    log.warning(
+                        "event=publish_not_committed stream=%s reason=%r", self.cfg.name, exc
+                    )
+                else:
+                    self._answer_failed(exc, batch)
+        if self._queue:
+            self._wake.set()
+
+    def _replicated_done(
+        self, op: StreamMsg, batch: list[Queued], outcome: Any, error: BaseException | None
+    ) -> None:
+        """A started batch of a replicated stream is resolved (in the driver's task)."""
+        self._inflight -= 1
+        if not self._inflight:
+            self._idle.set()
+        self._room.set()
+        if error is not None:
+            if isinstance(error, RaftError) and not isinstance(error, ApplyFailed):
+                # not committed here (leader change, no quorum): unanswered, as
+                # nats-server leaves them; clients retry with their msg id
+                log.warning("event=publish_not_committed stream=%s reason=%r", self.cfg.name, error)
+            else:
+                self._answer_failed(error, batch)
+            return
+        self._after(op, outcome)
+        for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
+            if cb is not None:
+                cb(result)
 
     def _take_batch(self) -> list[Queued]:
         n = min(len(self._queue), BATCH_MSGS_MAX)
@@ -294,6 +363,9 @@ class Stream:
                 self._wake = trio.Event()
                 if not self._queue:
                     continue
+                if self.replicated is not None:
+                    await self._feed_replicated()
+                    continue
                 batch = self._take_batch()
                 op = _publish_op(batch)
                 try:
@@ -311,6 +383,17 @@ class Stream:
                 for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
                     if cb is not None:
                         cb(result)
+
+    async def _feed_replicated(self) -> None:
+        """The task's share of a replicated stream's publishes: start what is
+        queued, waiting while a snapshot holds proposals back or the in-flight
+        bound is reached."""
+        while self._held is not None:  # a snapshot is being taken
+            await self._held.wait()
+        self._start_replicated()
+        if self._queue and self._held is None:  # the in-flight bound: wait for room
+            self._room = trio.Event()
+            await self._room.wait()
 
     async def _sync_loop(self) -> None:
         """Interval mode: the group syncs the store every ``sync_interval_s``."""

@@ -17,6 +17,9 @@ lacks it::
     send ready.outbox             # only now may answers leave the node
     ready.release()               # resolve proposals whose entries applied
 
+``cycle(defer_apply=True)`` (the trio driver) leaves the committed entries to
+``ready.apply()``, called after the outbox is sent and before ``release``.
+
 ``cycle`` never blocks and never does network I/O. Nothing but a leader's
 append-entries leaves the node before ``sync`` (Raft requires persistence
 before answering an RPC, not before replicating; the leader counts acks in a
@@ -93,6 +96,9 @@ class RaftConfig:
     election_timeout_s_min: float = 0.3
     election_timeout_s_max: float = 0.6
     heartbeat_s: float = 0.075
+    # None: a leader announces a new commit index at once (an append-entries
+    # per apply); else with the next entries or at most this much later
+    commit_notify_s_max: float | None = None
     leader_fallback_s: float | None = None  # None: election_timeout_s_min
     entry_bytes_max: int = 1024 * 1024  # one (batch) Raft entry
     batch_proposals_max: int = 4096
@@ -220,6 +226,13 @@ class Ready:
     def sync(self) -> None:
         self.core.journal.flush()
 
+    def apply(self) -> None:
+        """Apply what the cycle committed (after ``cycle(defer_apply=True)``):
+        its results join this Ready's completions."""
+        self.core._apply_committed()
+        self.completions.extend(self.core._completions)
+        self.core._completions = []
+
     def release(self) -> None:
         for p, res, err in self.completions:
             p._finish(res, err)
@@ -282,6 +295,9 @@ class RaftCore:
         self.bad_payloads = 0
         self.last_seen: dict[str, float] = {}
         self._last_leader: LeaderState | None = None
+        #: set during a ``cycle(defer_apply=True)``: pysyncobj's tick leaves
+        #: committed entries for :meth:`Ready.apply`
+        self._defer_apply = False
         conf = self.config.syncobj_conf(self.journal, self.snapshots)
         with clock.bound(now, rng):
             self.obj = TrijetSyncObj(
@@ -445,14 +461,21 @@ class RaftCore:
             obj.transferLeadership(Node(target) if target else None, tcb)
         self._transfer_requests.clear()
 
-    def cycle(self) -> Ready:
+    def cycle(self, *, defer_apply: bool = False) -> Ready:
         """Run one cycle: feed inbound, submit proposals, ``doTick(0)``.
+
+        Args:
+            defer_apply: leave the committed entries unapplied; the caller
+                applies them with :meth:`Ready.apply` once it has sent the
+                outbox (a follower's acknowledgement, a leader's next
+                append-entries do not wait for the state machine).
 
         Returns:
             A :class:`Ready`; the caller must ``sync()`` it before sending its
-            outbox, then ``release()`` it.
+            outbox, then (``apply()`` and) ``release()`` it.
         """
         obj = self.obj
+        self._defer_apply = defer_apply
         with clock.bound(self.now, self.rng):
             self.transport.reconnect_all()
             members = obj._SyncObj__otherNodes
@@ -469,6 +492,7 @@ class RaftCore:
             if self._pending:
                 self._submit_pending()
             obj.doTick(0)
+        self._defer_apply = False
         ready = Ready(self)
         ready.early_outbox, ready.outbox = self._encode_outbox()
         ready.completions, self._completions = self._completions, []
@@ -524,6 +548,13 @@ class RaftCore:
         return float(obj._SyncObj__raftElectionDeadline) + 1e-6
 
     # ------------------------------------------------------------ apply (called by pysyncobj)
+
+    def _apply_committed(self) -> None:
+        """Apply every committed, unapplied entry (pysyncobj's own apply step)."""
+        obj = self.obj
+        if obj._SyncObj__raftCommitIndex > obj._SyncObj__raftLastApplied:
+            with clock.bound(self.now, self.rng):
+                TrijetSyncObj._pysyncobj_apply(obj)
 
     def _apply_batch(self, data: bytes) -> list[object] | None:
         try:

@@ -18,6 +18,9 @@ Start it inside a nursery::
 ``apply_command``) unless ``RaftConfig.forward_proposals`` is False, in which
 case it raises :class:`~raft.errors.NotLeader` with the leader hint at once.
 Proposals made in the same moment share one Raft entry (a batch).
+``start`` queues a proposal without awaiting it and calls back when it is
+resolved (from the driver's task), so an owner can keep several entries in
+flight.
 
 Cancellation (all async methods): cancelling the *wait* does not withdraw the
 request. A cancelled ``propose`` may still be committed and applied on every
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -170,6 +174,38 @@ class RaftGroup:
         p = core.propose(entry)
         driver.kick()
         return await self._await(p)
+
+    def start(self, entry: bytes, on_done: Callable[[Proposal], None]) -> Proposal:
+        """Queue ``entry`` for replication without waiting for it.
+
+        ``on_done(p)`` is called once, from the driver's task, when the
+        proposal is resolved (``p.result``, or ``p.error`` with the errors of
+        :meth:`propose`): at the very point where ``propose`` would return --
+        committed, durable on a majority and applied here.  It must not block;
+        what it raises is logged.  Proposals started together share an entry,
+        and entries of later cycles are replicated while earlier ones wait for
+        their majority (pipelining).
+
+        Raises:
+            QueueFull, NotLeader, NoLeader, ValueError: refused at once, as
+                :meth:`propose` (``on_done`` is then never called).
+        """
+        core, driver = self._need()
+        p = core.propose(entry)
+        inflight = self._inflight
+        inflight.add(p)
+        gid = self.group_id
+
+        def done(p: Proposal) -> None:
+            inflight.discard(p)
+            try:
+                on_done(p)
+            except Exception:
+                log.exception("event=on_done_raised group=%s", gid)
+
+        p.on_done = done
+        driver.kick()
+        return p
 
     # ------------------------------------------------------------ leadership
 

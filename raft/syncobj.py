@@ -261,6 +261,40 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
             self._SyncObj__raftCommitIndex = commit
             self._trijet.journal.setRaftCommitIndex(commit)
 
+    # -- apply and commit notification
+
+    def _pysyncobj_apply(self) -> bool:
+        """pysyncobj's apply step: every committed entry; True if any."""
+        return bool(_so.SyncObj._SyncObj__applyLogEntries(self))
+
+    def _SyncObj__applyLogEntries(self) -> bool:
+        """Apply committed entries; with ``commit_notify_s_max`` a leader does not
+        send append-entries just to announce its new commit index.
+
+        pysyncobj (``appendEntriesUseBatch=False``) sends every follower an
+        append-entries after each apply, only to carry the commit index: one
+        more message, wake-up and cycle per follower per entry.  With the
+        option, the index rides on the next append-entries that carries
+        entries (the next proposal's), or goes out at most
+        ``commit_notify_s_max`` later (the heartbeat deadline is brought
+        forward).  Followers then apply a little later; commitment, and so
+        every acknowledgement, is unchanged.
+        """
+        core = self._trijet
+        if core._defer_apply:
+            # applied by the driver once this cycle's outbox is out (Ready.apply);
+            # pysyncobj would announce the commit after applying: same decision
+            need = self._SyncObj__raftCommitIndex > self._SyncObj__raftLastApplied
+        else:
+            need = self._pysyncobj_apply()
+        delay = core.config.commit_notify_s_max
+        if need and delay is not None and self._SyncObj__raftState == STATE_LEADER:
+            due = self._trijet.now() + delay
+            if due < self._SyncObj__newAppendEntriesTime:
+                self._SyncObj__newAppendEntriesTime = due
+            return False
+        return need
+
     def _SyncObj__sendNextNodeIdx(
         self,
         node: Node,

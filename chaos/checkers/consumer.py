@@ -6,13 +6,18 @@ payload held by a majority of the nodes' own replicas at the end.
 
 - C1 at-least-once: every seq of the majority log was delivered at least once (judged only if the
   drain finished: otherwise unknown, with the count still reported).
-- C2 no redelivery after a durable ack: a delivery of s later than ``RACE_S`` after an ok AckSync of
-  s is a violation; earlier ones raced with AckWait expiry and are only counted.
+- C2 no redelivery after a durable ack: a delivery of s that the consumer decided after the one an
+  ok AckSync acknowledged (a higher consumer seq) and that was seen later than ``RACE_S`` after the
+  AckSync returned is a violation; earlier ones raced with AckWait expiry and are only counted.  A
+  delivery with a lower consumer seq was decided before the acknowledged one, whenever a client
+  got round to recording it (a fetched batch is recorded message by message, after the AckSyncs
+  of the ones before it, which may each wait out a timeout during a failover).
 - C3 ack floor monotonic and agreed: the sampled ack floor (``cinfo`` records from the leader)
   never decreases, and every node reports the same ack floor, delivered seq and pending at the end.
 - C4 no read of uncommitted data: every delivered (seq, payload) is in the majority log.
 - C5 monotonic delivery: first deliveries in consumer-seq order have increasing stream seqs, a
-  consumer seq never names two stream seqs, and a repeated delivery carries a count above 1.
+  consumer seq never names two stream seqs, and a repeated delivery carries a count above 1
+  ("repeated" in the consumer's own order, consumer seqs, not in the order clients recorded them).
 - C6 work-queue / interest retention: needs a work-queue workload (W4), not run yet: unknown.
 """
 
@@ -80,16 +85,28 @@ def c1_at_least_once(data: RunData) -> Verdict:
 
 def c2_no_redelivery_after_ack(data: RunData) -> Verdict:
     v = Verdict("C2", "no redelivery after an ok AckSync", None)
-    acked: dict[int, float] = {}
+    deliveries = _deliveries(data)
+    acked: dict[int, tuple[float, int]] = {}  # seq -> (AckSync returned, cseq it acknowledged)
     for o in data.ops:
         if o.f == "ack" and o.type == "ok":
             s = o.inv["seq"]
-            acked[s] = min(acked.get(s, o.t1), o.t1)
+            mine = [
+                d["cseq"]
+                for d in deliveries
+                if d["seq"] == s and d.get("proc") == o.proc and d["t"] <= o.t0
+            ]
+            cseq = max(mine) if mine else 0
+            prev = acked.get(s)
+            if prev is None or o.t1 < prev[0]:
+                acked[s] = (o.t1, cseq)
     raced = 0
-    for d in _deliveries(data):
+    for d in deliveries:
         v.checked += 1
-        t_ack = acked.get(d["seq"])
-        if t_ack is None or d["t"] <= t_ack:
+        hit = acked.get(d["seq"])
+        if hit is None:
+            continue
+        t_ack, c_ack = hit
+        if d["t"] <= t_ack or d["cseq"] < c_ack:
             continue
         if d["t"] - t_ack <= RACE_S:
             raced += 1
@@ -140,7 +157,7 @@ def c5_monotonic_delivery(data: RunData) -> Verdict:
     v = Verdict("C5", "monotonic delivery: consumer seqs ordered, redeliveries counted", None)
     by_cseq: dict[int, int] = {}
     seen: set[int] = set()
-    for d in _deliveries(data):
+    for d in sorted(_deliveries(data), key=lambda d: (d["cseq"], d["t"])):
         v.checked += 1
         if by_cseq.setdefault(d["cseq"], d["seq"]) != d["seq"]:
             v.offend({"cseq": d["cseq"], "stream_seqs": [by_cseq[d["cseq"]], d["seq"]]})

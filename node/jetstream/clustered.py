@@ -245,7 +245,12 @@ def local_usage(svc: JetStreamService) -> dict[str, int]:
         "storage": view.storage,
         "reserved_memory": view.reserved_memory,
         "reserved_storage": view.reserved_storage,
-        "consumers": sum(sv.consumer_count for sv in streams),
+        # a replicated stream's consumers are counted once, by its leader
+        "consumers": sum(
+            svc.consumer_count(sv.name)
+            for sv in streams
+            if (s := svc.api.streams.get(sv.name)) is None or s.is_leader
+        ),
         "api_total": view.api_total,
         "api_errors": view.api_errors,
     }

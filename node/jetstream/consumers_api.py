@@ -28,6 +28,7 @@ from cluster.consumer_model import PriorityPolicy
 from cluster.consumers import Consumer
 from node.jetstream import apireq
 from node.jetstream.common import ApiAnswer, ApiRequest, checked_off_loop, dumps, error
+from node.jetstream.replicated_consumers import consumer_replicas
 from node.jetstream.streams_api import stream_of
 from node.jsapi import consumer_render as cr
 from node.jsapi.consumer_render import ConsumerFigures
@@ -99,7 +100,24 @@ def info_dict(svc: JetStreamService, c: Consumer, *, versioned: bool = True) -> 
         figures=figures(svc, c),
         ts_ns=time.time_ns(),
         version=NATS_VERSION if versioned else "",
+        cluster=cluster_block(svc, c),
     )
+
+
+def cluster_block(svc: JetStreamService, c: Consumer) -> dict[str, Any] | None:
+    """ConsumerInfo ``cluster`` of a consumer of a replicated stream (its
+    leader is the stream's): the stream's block under the consumer's group
+    name; an R1 consumer shows only the cluster's name and its leader."""
+    if svc.meta is None or c.stream.replicated is None:
+        return None
+    block = svc.meta.replicated_block(c.stream)
+    if consumer_replicas(c.stream, c.cfg) <= 1:
+        out = {"name": block["name"]}
+        if "leader" in block:
+            out["leader"] = block["leader"]
+        return out
+    block["raft_group"] = c.group_name
+    return block
 
 
 def _consumer(svc: JetStreamService, stream: str, name: str, type_: str) -> Consumer:
@@ -110,10 +128,13 @@ def _consumer(svc: JetStreamService, stream: str, name: str, type_: str) -> Cons
     return c
 
 
-async def create(svc: JetStreamService, req: ApiRequest) -> str:
+async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
     type_ = cr.CONSUMER_CREATE_RESPONSE
     try:
-        creq = await checked_off_loop(req.body, lambda: parse_create(req.op, req.body))
+        clustered = svc.meta is not None
+        creq = await checked_off_loop(
+            req.body, lambda: parse_create(req.op, req.body, clustered=clustered)
+        )
         stream = svc.api.streams.get(creq.stream)
         if stream is None:
             raise JSApiError(STREAM_NOT_FOUND)
@@ -141,13 +162,39 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str:
     except JSApiError as err:
         raise error(type_, err) from None
     if is_new:
-        consumer = await svc.consumers.start(stream, name, cfg)
+        if stream.replicated is not None:  # through the stream's log
+            made = await svc.consumers.replicated.create(stream, name, cfg)
+            if made is None:
+                return None  # not committed: unanswered, as nats-server
+            consumer = made
+        else:
+            consumer = await svc.consumers.start(stream, name, cfg)
         svc.consumers.created(consumer)
     else:
         consumer = svc.consumers.of(stream.cfg.name)[name]
         if cfg != consumer.cfg:
             await svc.consumers.update(consumer, cfg)
     return cr.with_type(type_, info_dict(svc, consumer))
+
+
+STEPDOWN_RESPONSE = "io.nats.jetstream.api.v1.consumer_leader_stepdown_response"
+
+
+async def leader_stepdown(svc: JetStreamService, req: ApiRequest) -> str:
+    """CONSUMER.LEADER.STEPDOWN: a replicated consumer's leader is its
+    stream's, so the stream's lead moves (same placement body and errors as
+    STREAM.LEADER.STEPDOWN); an R1 consumer or stream answers success and
+    nothing changes, as nats-server."""
+    from node.jetstream.common import json_object
+    from node.jetstream.streams_api import step_down
+
+    body: dict[str, Any] = {}
+    if req.body.strip():
+        body = json_object(req.body, STEPDOWN_RESPONSE)
+    c = _consumer(svc, req.op[3], req.op[4], STEPDOWN_RESPONSE)
+    if consumer_replicas(c.stream, c.cfg) <= 1 or c.stream.replicated is None:
+        return dumps({"type": STEPDOWN_RESPONSE, "success": True})
+    return step_down(svc, c.stream, body, STEPDOWN_RESPONSE)
 
 
 async def info(svc: JetStreamService, req: ApiRequest) -> str:
@@ -157,12 +204,13 @@ async def info(svc: JetStreamService, req: ApiRequest) -> str:
     return cr.with_type(type_, info_dict(svc, c))
 
 
-async def delete(svc: JetStreamService, req: ApiRequest) -> str:
+async def delete(svc: JetStreamService, req: ApiRequest) -> str | None:
     type_ = cr.CONSUMER_DELETE_RESPONSE
     if req.body.strip():
         raise error(type_, JSApiError(NOT_EMPTY_REQUEST))
     _consumer(svc, req.op[2], req.op[3], type_)
-    await svc.consumers.delete(req.op[2], req.op[3])
+    if await svc.consumers.delete(req.op[2], req.op[3]) is None:
+        return None  # not committed: unanswered, as nats-server
     return dumps({"type": type_, "success": True})
 
 

@@ -27,6 +27,11 @@ ends) and, with ``sample_freq``, ack metrics
 pending messages) are published as nats-server does: only with interest,
 NUID ids, Go-escaped JSON in its struct order.
 
+Consumers of replicated streams are made by their stream's log and worked
+only on its leader (``node/jetstream/replicated_consumers.py``): their ack
+subscription and dispatcher are attached (``attach``) and detached
+(``detach``) as the lead moves.
+
 Push consumers get a ``PushDispatcher`` (``node/jetstream/push.py``: deliver
 subject interest, flow control, idle heartbeats, pacing) instead of a
 waiting list; both send through ``ConsumerManager.send``.
@@ -60,6 +65,7 @@ from node.jetstream.common import dumps
 from node.jetstream.pull import PullDispatcher, status
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jetstream.push import PushDispatcher
+from node.jetstream.replicated_consumers import ReplicatedConsumers
 from node.jsapi.render import rfc3339_ns
 from node.protocol.boundedjson import loads as bounded_loads
 from node.session import Subscription
@@ -148,10 +154,16 @@ class ConsumerManager:
         self._subs: dict[tuple[str, str], Subscription] = {}
         self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
         self._pause_timers: dict[tuple[str, str], trio.CancelScope] = {}
+        #: consumers of replicated streams
+        self.replicated = ReplicatedConsumers(self)
         svc.api.on_stream_started.append(self._stream_started)
 
     def _stream_started(self, stream: Stream) -> None:
-        """A new (or restored) interest stream learns it has no consumers yet."""
+        """A new (or restored) interest stream learns it has no consumers yet
+        (a replicated stream: its leader, see ``replicated_consumers``)."""
+        if stream.replicated is not None:
+            self.replicated.stream_started(stream)
+            return
         r = self.registry.retention(stream)
         if r is not None and r.interest:
             self.nursery.start_soon(r.refresh_interest)
@@ -171,7 +183,10 @@ class ConsumerManager:
 
     async def recover_stream(self, stream: Stream) -> None:
         """Restart the consumers of ``stream`` saved on disk (after it reopened);
-        one whose state will not open is set aside (quarantined), the rest run."""
+        one whose state will not open is set aside (quarantined), the rest run.
+        A replicated stream's consumers come from its journal instead."""
+        if stream.replicated is not None:
+            return
         name = stream.cfg.name
         saved = await trio.to_thread.run_sync(self.registry.saved, name)
         for cname, cfg, created_ns in saved:
@@ -194,8 +209,14 @@ class ConsumerManager:
     ) -> Consumer:
         """Create a consumer, its ack subscription and (pull or push) dispatcher."""
         consumer = await self.registry.create(stream, name, cfg, created_ns)
+        consumer.outcome_listeners.append(lambda out: self.advise(consumer, out))
+        self.attach(consumer)
+        return consumer
+
+    def attach(self, consumer: Consumer) -> None:
+        """Subscribe ``consumer``'s acks and start its dispatcher (and pause timer)."""
+        stream, name, cfg = consumer.stream, consumer.name, consumer.cfg
         key = (stream.cfg.name, name)
-        consumer.outcome_listeners.append(lambda out: self._advise(consumer, out))
         # nine tokens, as nats-server's: any other shape finds no listener
         subject = f"$JS.ACK.{stream.cfg.name}.{name}.*.*.*.*.*".encode()
         on_ack = self._ack_handler(consumer)
@@ -224,12 +245,20 @@ class ConsumerManager:
 
         self.nursery.start_soon(run)
         self._arm_pause(consumer)
-        return consumer
 
     async def update(self, consumer: Consumer, cfg: ConsumerConfig) -> None:
-        """Apply and persist a changed config; a push dispatcher re-reads it."""
+        """Apply and persist a changed config; a push dispatcher re-reads it
+        (a replicated consumer: through its stream's log, see ``reconfigured``)."""
+        if consumer.replicated:
+            await self.replicated.update(consumer, cfg)
+            return
         old = consumer.cfg
         await self.registry.update(consumer, cfg)
+        self.reconfigured(consumer, old)
+
+    def reconfigured(self, consumer: Consumer, old: ConsumerConfig) -> None:
+        """``consumer`` took a new config (was ``old``): dispatchers and pause follow."""
+        cfg = consumer.cfg
         push = self.pushes.get((consumer.stream.cfg.name, consumer.name))
         if push is not None:
             push.reconfigure(old)
@@ -259,13 +288,24 @@ class ConsumerManager:
 
         self.nursery.start_soon(expire)
 
-    async def delete(self, stream: str, name: str) -> Consumer:
-        """Stop a consumer: waiting pulls get ``409 Consumer Deleted``."""
+    async def delete(self, stream: str, name: str) -> Consumer | None:
+        """Stop a consumer: waiting pulls get ``409 Consumer Deleted`` (None:
+        a replicated consumer whose removal was not committed)."""
         key = (stream, name)
+        consumer = self.registry.of(stream).get(name)
+        if consumer is not None and consumer.replicated:
+            if not await self.replicated.delete(consumer.stream, name):
+                return None
+            return consumer  # the table's listener stopped it (and advised)
         self._teardown(key, status(409, "Consumer Deleted"))
         consumer = await self.registry.delete(stream, name)
-        self._action(consumer, "delete")
+        self.action(consumer, "delete")
         return consumer
+
+    def detach(self, key: tuple[str, str], *, closing: bool) -> None:
+        """Stop delivery and acks of a consumer (``closing``: it is deleted,
+        waiting pulls hear so; else the lead moved and they are dropped)."""
+        self._teardown(key, status(409, "Consumer Deleted") if closing else None)
 
     async def delete_inactive(self, c: Consumer) -> None:
         """Delete ``c`` for inactivity, from its own dispatcher task.
@@ -284,7 +324,7 @@ class ConsumerManager:
         for c in self.registry.drop_stream(stream):
             self._teardown((stream, c.name), status(409, "Consumer Deleted"))
 
-    def _teardown(self, key: tuple[str, str], reason: bytes) -> None:
+    def _teardown(self, key: tuple[str, str], reason: bytes | None) -> None:
         pull = self.pulls.pop(key, None)
         if pull is not None:
             pull.close(reason)
@@ -548,7 +588,7 @@ class ConsumerManager:
         subject = f"$JS.EVENT.ADVISORY.CONSUMER.PAUSE.{c.stream.cfg.name}.{c.name}"
         self._publish_advisory(subject, "consumer_pause", body)
 
-    def _action(self, c: Consumer, action: str) -> None:
+    def action(self, c: Consumer, action: str) -> None:
         word = {"create": "CREATED", "delete": "DELETED"}[action]
         subject = f"$JS.EVENT.ADVISORY.CONSUMER.{word}.{c.stream.cfg.name}.{c.name}"
         body = {"stream": c.stream.cfg.name, "consumer": c.name, "action": action}
@@ -556,9 +596,9 @@ class ConsumerManager:
 
     def created(self, c: Consumer) -> None:
         """Announce a new consumer (``CONSUMER.CREATED`` advisory)."""
-        self._action(c, "create")
+        self.action(c, "create")
 
-    def _advise(self, c: Consumer, out: ConsumerOutcome) -> None:
+    def advise(self, c: Consumer, out: ConsumerOutcome) -> None:
         s, n = c.stream.cfg.name, c.name
         base = {"stream": s, "consumer": n}
         for ev in out.events:

@@ -26,7 +26,7 @@ domains talk to their origins through the same internal client
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,7 @@ from node.monitor.endpoints import js_store_limits
 from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
 from node.session import Subscription
 from node.version import JS_API_LEVEL
+from store.errors import StoreError
 
 if TYPE_CHECKING:
     from node.jetstream.common import Handler
@@ -96,6 +97,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
     ("CONSUMER", "LIST"): (consumers_api.list_, 1, 1),
     ("CONSUMER", "MSG", "NEXT"): (consumers_api.msg_next, 2, 2),
     ("CONSUMER", "PAUSE"): (consumers_api.pause, 2, 2),
+    ("CONSUMER", "LEADER", "STEPDOWN"): (consumers_api.leader_stepdown, 2, 2),
 }
 
 
@@ -520,6 +522,7 @@ class JetStreamService:
                     cluster=cluster if stream.replicated is None else self.cluster_block(stream),
                     raft_group=sa.group if sa is not None else "",
                     leader=stream.is_leader,
+                    consumers=_LazyInfos(self, cfg.name),
                 )
             )
         account = AccountView(
@@ -548,6 +551,34 @@ class JetStreamService:
             api_inflight=self.api_inflight,
             accounts=(account,),
         )
+
+
+class _LazyInfos(Sequence[Any]):
+    """The ConsumerInfos of a stream's consumers as this server holds them
+    (``/jsz?consumers=true``), built only when read."""
+
+    def __init__(self, svc: JetStreamService, stream: str) -> None:
+        self._svc, self._stream = svc, stream
+        self._infos: list[Any] | None = None
+
+    def _all(self) -> list[Any]:
+        if self._infos is None:
+            svc = self._svc
+            cs = svc.consumers.of(self._stream).values() if svc.consumers is not None else ()
+            infos = []
+            for c in cs:
+                try:
+                    infos.append(consumers_api.info_dict(svc, c, versioned=False))
+                except StoreError:  # its stream's store fails: left out, /jsz still answers
+                    log.exception("event=consumer_info_failed consumer=%s", c.name)
+            self._infos = infos
+        return self._infos
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._all()[i]
 
 
 #: JetStreamAccountLimits of an account without limits (nats-server's dynamic ``$G``)

@@ -331,9 +331,15 @@ async def leader_stepdown(svc: JetStreamService, req: ApiRequest) -> str:
     if req.body.strip():
         body = json_object(req.body, STEPDOWN_RESPONSE)
     stream = stream_of(svc, req.op[3], STEPDOWN_RESPONSE)
+    return step_down(svc, stream, body, STEPDOWN_RESPONSE)
+
+
+def step_down(svc: JetStreamService, stream: Stream, body: dict[str, Any], type_: str) -> str:
+    """Hand ``stream``'s lead over as a stepdown request ``body`` asks
+    (answered at once; errors as ``type_``)."""
     rg = stream.replicated
     if rg is None or svc.meta is None:
-        return dumps({"type": STEPDOWN_RESPONSE, "success": True})
+        return dumps({"type": type_, "success": True})
     placement = body.get("placement") if isinstance(body.get("placement"), dict) else {}
     tags = placement.get("tags") if isinstance(placement.get("tags"), list) else []
     target = stepdown_target(
@@ -345,6 +351,6 @@ async def leader_stepdown(svc: JetStreamService, req: ApiRequest) -> str:
         rng=svc.meta.rng,
     )
     if isinstance(target, NoPlacement):
-        raise error(STEPDOWN_RESPONSE, JSApiError(CLUSTER_NO_PEERS, err=target.description))
+        raise error(type_, JSApiError(CLUSTER_NO_PEERS, err=target.description))
     svc.api.nursery.start_soon(rg.step_down, target)
-    return dumps({"type": STEPDOWN_RESPONSE, "success": True})
+    return dumps({"type": type_, "success": True})

@@ -85,8 +85,9 @@ def consumer_info_dict(
     figures: ConsumerFigures,
     ts_ns: int,
     version: str = "",
+    cluster: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """ConsumerInfo (without ``type``).
+    """ConsumerInfo (without ``type``); ``cluster`` its cluster block, if any.
 
     ``version`` non-empty (create and info answers) adds the dynamic
     ``_nats.ver``/``_nats.level`` keys to the config's metadata; LIST shows
@@ -108,6 +109,8 @@ def consumer_info_dict(
         "num_waiting": f.num_waiting,
         "num_pending": f.num_pending,
     }
+    if cluster is not None:
+        d["cluster"] = cluster
     if f.push_bound:
         d["push_bound"] = True
     if f.pause_remaining_ns is not None:

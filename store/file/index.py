@@ -306,20 +306,24 @@ class StreamIndex:
             j0 = max(0, start - seg.base)
             sids, live, base = seg.sids, seg.live, seg.base
             if len(msids) <= 4:
-                found: list[int] = []
+                # a lazy merge of each subject's next position (C-level
+                # ``index``): a caller that takes one (``load_next``) pays for
+                # the distance to it, not for a walk of the whole segment
+                nxt: dict[int, int] = {}
                 for sid in msids:
-                    j = j0
                     try:
-                        while True:
-                            j = sids.index(sid, j)
-                            if live[j]:
-                                found.append(j)
-                            j += 1
+                        nxt[sid] = sids.index(sid, j0)
                     except ValueError:
                         pass
-                found.sort()
-                for j in found:
-                    yield base + j
+                while nxt:
+                    sid = min(nxt, key=nxt.__getitem__) if len(nxt) > 1 else next(iter(nxt))
+                    j = nxt[sid]
+                    if live[j]:
+                        yield base + j
+                    try:
+                        nxt[sid] = sids.index(sid, j + 1)
+                    except ValueError:
+                        del nxt[sid]
             else:
                 for j in range(j0, len(sids)):
                     if live[j] and sids[j] in msids:

@@ -319,3 +319,17 @@ def test_c6_work_queue_retention() -> None:
     assert run_with({2: "q1"}).ok is True
     assert run_with({1: "q0", 2: "q1"}).ok is False  # acked, still there
     assert run_with({}).ok is False  # never acked, gone
+
+
+def test_c2_c5_judge_by_consumer_order() -> None:
+    # a batch's first delivery of seq 1 (cseq 1) is recorded late, after the new
+    # leader's redelivery (cseq 3) was acknowledged: neither a redelivery after
+    # the ack nor a repeat with count 1 -- the consumer decided cseq 1 first
+    dl = [(0.1, 2, 2, 1, "b0"), (0.5, 1, 3, 2, "a0"), (3.0, 1, 1, 1, "a0")]
+    d = consumer_run(dl, [(0.5, 0.6, 1)], LOG2)
+    assert consumer.c2_no_redelivery_after_ack(d).ok is True
+    assert consumer.c5_monotonic_delivery(d).ok is True
+    # a delivery decided after the acknowledged one, seen late, still offends
+    dl = [(0.1, 1, 1, 1, "a0"), (3.0, 1, 2, 2, "a0")]
+    d = consumer_run(dl, [(0.2, 0.3, 1)], LOG2)
+    assert consumer.c2_no_redelivery_after_ack(d).ok is False

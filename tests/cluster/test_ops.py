@@ -51,6 +51,8 @@ def test_op_codes_are_pinned() -> None:
         "CONSUMER_TIMEOUTS": 36,
         "CONSUMER_STREAM_FIRST": 37,
         "CONSUMER_ACKED": 38,
+        "CONSUMER_ASSIGN": 39,
+        "CONSUMER_REMOVE": 40,
     }
 
 
