@@ -67,6 +67,7 @@ class RunConfig:
     replicas: int = 3
     quiet_s: float = QUIET_TIMEOUT_S  # bound on waiting for replicas to converge
     drain_s: float = DRAIN_TIMEOUT_S  # bound on draining the consumer
+    agree_s: float | None = None  # bound on consumer replicas agreeing (None: quiet_s, <= 10)
 
 
 def replay_command(cfg: RunConfig) -> str:
@@ -260,7 +261,8 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             notes.append(f"consumer not drained within {cfg.drain_s}s")
         drained_ev.set()
         await _bounded(asyncio.gather(*c_tasks, return_exceptions=True), STOP_TIMEOUT_S)
-        await _poll(_consumers_agree(sup), min(10.0, cfg.quiet_s))
+        agree_s = min(10.0, cfg.quiet_s) if cfg.agree_s is None else cfg.agree_s
+        await _poll(_consumers_agree(sup), agree_s)
         mon_stop.set()
         await _bounded(m_task, STOP_TIMEOUT_S)
         phases["drained"] = hist.now()

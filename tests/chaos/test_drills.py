@@ -1,9 +1,14 @@
-"""One short failover drill per fault family against a real three-node nats-server 2.15.1 cluster.
+"""Short failover drills against real three-node clusters: nats-server 2.15.1 and trijet.
 
 Each drill is ``python -m chaos run`` in miniature (a few seconds of faults, seeded, printed with
-its replay command) and asserts the checkers' verdicts where nats-server is known to hold them
-with ``sync_interval: always``.  All drills together stay well under three minutes.  trijet's
-drill is skipped until its replicated streams land.
+its replay command) and asserts the checkers' verdicts where the target is known to hold them:
+nats-server with ``sync_interval: always``, one drill per fault family the harness was proven
+on; trijet (R3 streams through their Raft groups), one drill per fault family where it holds
+the stream side today (S1-S7, S3 replica agreement, W2, KV).  trijet's consumer-side verdicts
+(C1-C6 and L1's consumer drain) are expected failures while consumers of replicated streams are
+not replicated (``TRIJET_CONSUMERS_REPLICATED``): a drill asserts its stream side first, then is
+marked xfail naming the consumer checks that failed.  All drills together stay under about four
+minutes.
 """
 
 from __future__ import annotations
@@ -15,10 +20,20 @@ import pytest
 
 from chaos.powerloss import available as power_unavailable
 from chaos.run import RunConfig, run
-from chaos.supervisor import SupervisorError, nats_server_binary
+from chaos.supervisor import SupervisorError, Target, nats_server_binary
 
 FAULT_S = 6.0
+TRIJET_FAULT_S = 5.0
 SAFETY = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "W2", "C2", "C4", "C5", "KV")
+#: trijet's stream side: every ok write on every replica, no fork or duplicate, replicas agree
+STREAM_SIDE = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "W2", "KV")
+CONSUMER_SIDE = ("C1", "C2", "C3", "C4", "C5", "C6")
+#: flip when consumers of replicated streams replicate (branch ``consumers``, #10)
+TRIJET_CONSUMERS_REPLICATED = False
+CONSUMER_GAP = (
+    "consumers of trijet's replicated streams are not replicated yet (#10): the consumer lives "
+    "on one server, so a failover loses its state"
+)
 
 
 def _server() -> None:
@@ -28,12 +43,16 @@ def _server() -> None:
         pytest.skip(str(exc))
 
 
-def drill(tmp_path: Path, scenario: str, seed: int, **kw: Any) -> dict[str, dict[str, Any]]:
-    _server()
+def drill(
+    tmp_path: Path, scenario: str, seed: int, target: Target = "nats-server", **kw: Any
+) -> dict[str, dict[str, Any]]:
+    if target == "nats-server":
+        _server()
     cfg = RunConfig(
-        scenario, "nats-server", seed, kw.pop("duration", FAULT_S), tmp_path / scenario,
+        scenario, target, seed, kw.pop("duration", FAULT_S), tmp_path / scenario,
         sync_always=kw.pop("sync_always", True), rate_per_s=25.0,
         quiet_s=kw.pop("quiet_s", 15.0), drain_s=kw.pop("drain_s", 10.0),
+        agree_s=kw.pop("agree_s", None),
     )  # fmt: skip
     result = run(cfg)
     verdicts = {v["name"]: v for v in result["verdicts"]}
@@ -103,15 +122,81 @@ def test_disk_full(tmp_path: Path) -> None:
         pytest.skip(f"disk-full needs FUSE: {why}")
     # nats-server 2.15.1 disables JetStream on a write error and keeps it off after space
     # returns, so the cluster does not converge (L1, S3): only what was read must hold
-    v = drill(tmp_path, "disk-full", 18, quiet_s=6.0, drain_s=4.0)
+    v = drill(tmp_path, "disk-full", 18, quiet_s=6.0, drain_s=4.0, agree_s=1.0)
     assert_hold(v, ("S1", "S2", "S5", "S6", "S7", "W2"))
 
 
-@pytest.mark.skip(
-    reason="trijet's JetStream is not one cluster yet (replicated streams #8-#10): the harness "
-    "runs against it (python -m chaos run none --target trijet) but its verdicts mean nothing yet"
-)
-def test_trijet_baseline(tmp_path: Path) -> None:
-    cfg = RunConfig("none", "trijet", 1, FAULT_S, tmp_path / "trijet", sync_always=True)
-    result = run(cfg)
-    assert all(v["ok"] is not False for v in result["verdicts"])
+# -- trijet -----------------------------------------------------------------------------------
+
+
+def assert_trijet(
+    verdicts: dict[str, dict[str, Any]],
+    stream_side: tuple[str, ...] = STREAM_SIDE,
+    consumer_side: tuple[str, ...] = CONSUMER_SIDE,
+) -> None:
+    """The stream side must hold, and L1 but for the consumer drain; then the consumer side
+    holds, or (while consumers are not replicated) the drill is an expected failure."""
+    assert_hold(verdicts, stream_side)
+    l1 = [e for e in verdicts["L1"]["examples"] if "consumer_not_drained" not in e]
+    assert not l1, verdicts["L1"]
+    broken = [n for n in consumer_side if verdicts[n]["ok"] is False]
+    if any("consumer_not_drained" in e for e in verdicts["L1"]["examples"]):
+        broken.append("L1 (consumer drain)")
+    if broken and not TRIJET_CONSUMERS_REPLICATED:
+        pytest.xfail(f"{CONSUMER_GAP}; failed: {', '.join(broken)}")
+    assert not broken, {n: verdicts[n.split()[0]] for n in broken}
+
+
+def trijet_drill(tmp_path: Path, scenario: str, seed: int, **kw: Any) -> dict[str, Any]:
+    # without replicated consumers the drain cannot finish and consumer replicas never
+    # agree: do not wait long for either
+    gap = {} if TRIJET_CONSUMERS_REPLICATED else {"drain_s": 1.0, "agree_s": 1.0}
+    base = {"duration": TRIJET_FAULT_S, "quiet_s": 10.0}
+    return drill(tmp_path, scenario, seed, "trijet", **{**base, **gap, **kw})
+
+
+def _fuse(what: str) -> None:
+    why = power_unavailable()
+    if why is not None:
+        pytest.skip(f"{what} needs FUSE: {why}")
+
+
+@pytest.mark.timeout(90)
+def test_trijet_kill_leader(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "kill-leader", 21))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_bounce(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "bounce", 22))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_pause_leader(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "pause-leader", 23))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_partition_leader(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "partition-leader", 24))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_power_loss_all(tmp_path: Path) -> None:
+    _fuse("power loss")
+    assert_trijet(trijet_drill(tmp_path, "power-loss-all", 27))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_pause_kill(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "pause-kill", 28))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_corrupt_minority(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "corrupt-minority", 29))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_stepdown(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "stepdown", 30))
