@@ -446,8 +446,12 @@ class Router(JetStreamDelivery):
         mode); False (nothing done) for anything else."""
         r = self.sublist.match_once(subject)
         psubs = r.psubs
-        if len(psubs) != 1 or r.qsubs or self.route_sublist.count:
+        if len(psubs) != 1 or r.qsubs:
             return False
+        if self.route_sublist.count:  # in a cluster: only this inbox's own route interest counts
+            rr = self.route_sublist.match_once(subject)
+            if rr.psubs or rr.qsubs:
+                return False
         sub = psubs[0]
         c = sub.client
         if (
