@@ -45,6 +45,11 @@ class SupervisorError(RuntimeError):
 PORT_MIN = 10000
 # Ports only need to be free; they are not part of a run's replay.  Seeded per process.
 _port_rng = random.Random(os.getpid())
+#: ports this process handed out already: a node's ports are planned (and released) before the
+#: proxies draw theirs, so a bind check alone could hand a proxy a node's port (seen: a node's
+#: own cluster port among its routes, "address already in use" at its start)
+_handed_out: set[int] = set()
+HANDED_OUT_MAX = 10_000
 
 
 def _ephemeral_low() -> int:
@@ -67,11 +72,14 @@ def free_ports(n: int) -> list[int]:
     socks: list[socket.socket] = []
     ports: list[int] = []
     try:
+        if len(_handed_out) > HANDED_OUT_MAX:
+            _handed_out.clear()
         for _ in range(50 * n):
             if len(ports) == n:
+                _handed_out.update(ports)
                 return ports
             p = _port_rng.randrange(PORT_MIN, hi)
-            if p in ports:
+            if p in ports or p in _handed_out:
                 continue
             s = socket.socket()
             try:
@@ -82,6 +90,7 @@ def free_ports(n: int) -> list[int]:
             socks.append(s)
             ports.append(p)
         if len(ports) == n:
+            _handed_out.update(ports)
             return ports
         raise SupervisorError(f"could not find {n} free ports in [{PORT_MIN}, {hi})")
     finally:
