@@ -49,9 +49,6 @@ result is dropped.
 from __future__ import annotations
 
 import logging
-import queue
-import socket
-import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -60,6 +57,7 @@ import trio
 
 from raft.errors import InvariantViolation, QueueFull
 from raft.fsm import StateMachine
+from raft.syncer import SyncThread
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +108,7 @@ class LocalGroup:
         self._wake = trio.Event()
         self._running = False
         self._busy = False
-        self._syncer: _SyncThread | None = None
+        self._syncer: SyncThread | None = None
         self.applied = 0
         self.batches = 0
         self.sync_each_batch = sync_each_batch
@@ -181,7 +179,7 @@ class LocalGroup:
         except Exception as exc:  # an invariant failure: the proposer hears it
             p.error = exc
         if self.sync_each_batch and self._syncer is not None:
-            self._syncer.start(partial(self._durable, p, on_durable))
+            self._syncer.start(self._sync, partial(self._durable, p, on_durable))
             return p  # busy until the sync is done
         try:
             if self.sync_each_batch:
@@ -220,7 +218,7 @@ class LocalGroup:
         sync itself completes); proposals not yet in a batch stay unresolved.
         """
         if self.sync_in_thread:
-            self._syncer = _SyncThread(self._sync, f"sync-{self.group_id}")
+            self._syncer = SyncThread(f"sync-{self.group_id}")
         self._running = True
         task_status.started()
         try:
@@ -273,7 +271,7 @@ class LocalGroup:
 
     async def _sync_now(self) -> None:
         if self._syncer is not None:
-            await self._syncer.run()
+            await self._syncer.run(self._sync)
         else:
             self._sync()
         self.syncs += 1
@@ -319,97 +317,3 @@ class LocalGroup:
             "batches": self.batches,
             "pending": len(self._pending),
         }
-
-
-class _SyncThread:
-    """One long-lived thread that runs ``fn`` on request; completion wakes trio via a socket pair.
-
-    ``run`` is shielded from cancellation: a sync, once started, is waited
-    for, so no call is ever outstanding when the next one comes.  ``close``
-    during a ``run`` (a proposer's task drives a batch while the group's
-    driver is cancelled at shutdown) is carried out when that run ends.  An
-    exception raised by ``fn`` is re-raised by ``run``.  ``start(on_done)``
-    does not wait: the thread hands the end of the run to trio's run loop
-    (``run_sync_soon``), which calls ``on_done``.
-    """
-
-    def __init__(self, fn: Callable[[], None], name: str) -> None:
-        self._fn = fn
-        self._jobs: queue.SimpleQueue[bool] = queue.SimpleQueue()
-        self._error: BaseException | None = None
-        self._rsock, self._wsock = socket.socketpair()
-        self._rsock.setblocking(False)
-        self._running = False
-        self._closing = False
-        self._on_done: Callable[[BaseException | None], None] | None = None
-        self._token = trio.lowlevel.current_trio_token()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while self._jobs.get():
-            error: BaseException | None = None
-            try:
-                self._fn()
-            except BaseException as exc:  # handed to the waiting task or callback
-                error = exc
-            on_done = self._on_done
-            if on_done is None:
-                self._error = error
-                self._wsock.send(b"\0")
-                continue
-            try:
-                self._token.run_sync_soon(self._done, on_done, error)
-            except trio.RunFinishedError:  # the server is gone: nobody to tell
-                pass
-
-    def _done(
-        self, on_done: Callable[[BaseException | None], None], error: BaseException | None
-    ) -> None:
-        """A ``start(on_done)`` run ended (in the trio thread, from ``run_sync_soon``)."""
-        self._on_done = None
-        self._running = False
-        if self._closing:
-            self.close()
-        try:
-            on_done(error)
-        except Exception:  # never into trio's run loop
-            log.exception("event=sync_callback_failed thread=%s", self._thread.name)
-
-    async def run(self) -> None:
-        """Run ``fn`` in the thread and wait for it (not cancellable once started)."""
-        self._jobs.put(True)
-        self._running = True
-        try:
-            with trio.CancelScope(shield=True):
-                while True:
-                    try:
-                        self._rsock.recv(1)
-                        break
-                    except BlockingIOError:
-                        await trio.lowlevel.wait_readable(self._rsock)
-        finally:
-            self._running = False
-            if self._closing:
-                self.close()
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise err
-
-    def start(self, on_done: Callable[[BaseException | None], None]) -> None:
-        """Run ``fn`` in the thread; ``on_done(error)`` is then called in the
-        trio thread (``error`` is what ``fn`` raised, or None).  No ``run``
-        or ``start`` until then."""
-        self._on_done = on_done
-        self._jobs.put(True)
-        self._running = True
-
-    def close(self) -> None:
-        """Stop the thread now, or when the run in progress ends."""
-        if self._running:
-            self._closing = True
-            return
-        self._closing = False
-        self._jobs.put(False)
-        self._rsock.close()
-        self._wsock.close()

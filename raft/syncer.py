@@ -18,11 +18,14 @@ waited for (the caller must not touch the journal while it runs), so no job is
 ever outstanding when the next one comes; ``close`` during a ``run`` takes
 effect when it ends.  What ``fn`` raised is raised again by ``run``.
 
-Only the driver that owns the thread calls ``run``, one job at a time.
+Only the owner calls ``run`` or ``start``, one job at a time.  The same
+thread serves an R1 stream's ``cluster.local.LocalGroup`` (its store's sync,
+with ``start`` for batches whose results are handed out from the run loop).
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import socket
 import threading
@@ -33,16 +36,24 @@ import trio
 
 __all__ = ["SyncThread"]
 
+log = logging.getLogger(__name__)
+
 
 class SyncThread:
-    """One thread running blocking jobs for one owner; completion wakes trio through a socket pair.
+    """One thread running blocking jobs for one owner; completion wakes trio.
+
+    ``run(fn, *args)`` waits through the socket pair; ``start(fn, on_done)``
+    does not wait: the thread hands the end of the job to trio's run loop
+    (``run_sync_soon``), which calls ``on_done(error)`` (``error`` is what
+    ``fn`` raised, or None).  No ``run`` or ``start`` until a job has ended.
+    Create it in the trio thread.
 
     Args:
         name: the thread's name (for debuggers and py-spy).
     """
 
     def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None] = (
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = (
             queue.SimpleQueue()
         )
         self._error: BaseException | None = None
@@ -51,23 +62,47 @@ class SyncThread:
         self._running = False
         self._closing = False
         self._closed = False
+        self._on_done: Callable[[BaseException | None], None] | None = None
+        self._token = trio.lowlevel.current_trio_token()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
-            fn, arg = job
+            fn, args = job
+            error: BaseException | None = None
             try:
-                fn(arg)
-            except BaseException as exc:  # handed to the waiting task
-                self._error = exc
+                fn(*args)
+            except BaseException as exc:  # handed to the waiting task or callback
+                error = exc
+            on_done = self._on_done
+            if on_done is not None:
+                try:
+                    self._token.run_sync_soon(self._done, on_done, error)
+                except trio.RunFinishedError:  # the server is gone: nobody to tell
+                    pass
+                continue
+            self._error = error
             try:
                 self._wsock.send(b"\0")
             except OSError:  # closed under us at shutdown: nobody waits
                 return
 
-    async def run(self, fn: Callable[[Any], None], arg: Any) -> None:
-        """Run ``fn(arg)`` in the thread and wait for it.
+    def _done(
+        self, on_done: Callable[[BaseException | None], None], error: BaseException | None
+    ) -> None:
+        """A ``start`` job ended (in the trio thread, from ``run_sync_soon``)."""
+        self._on_done = None
+        self._running = False
+        if self._closing:
+            self.close()
+        try:
+            on_done(error)
+        except Exception:  # never into trio's run loop
+            log.exception("event=sync_callback_failed thread=%s", self._thread.name)
+
+    async def run(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` in the thread and wait for it.
 
         Raises:
             Exception: what ``fn`` raised.
@@ -76,7 +111,7 @@ class SyncThread:
         """
         if self._closed:
             raise RuntimeError("sync thread closed")
-        self._jobs.put((fn, arg))
+        self._jobs.put((fn, args))
         self._running = True
         try:
             with trio.CancelScope(shield=True):
@@ -94,6 +129,17 @@ class SyncThread:
             err, self._error = self._error, None
             raise err
 
+    def start(
+        self, fn: Callable[[], None], on_done: Callable[[BaseException | None], None]
+    ) -> None:
+        """Run ``fn()`` in the thread without waiting; ``on_done(error)`` follows
+        in the trio thread."""
+        if self._closed:
+            raise RuntimeError("sync thread closed")
+        self._on_done = on_done
+        self._jobs.put((fn, ()))
+        self._running = True
+
     def close(self) -> None:
         """Stop the thread now, or when the job in progress ends (idempotent)."""
         if self._closed:
@@ -101,6 +147,7 @@ class SyncThread:
         if self._running:
             self._closing = True
             return
+        self._closing = False
         self._closed = True
         self._jobs.put(None)
         self._rsock.close()
