@@ -413,6 +413,20 @@ class StreamStore(Protocol):
         """
         ...
 
+    def msg_ids_since(self, ts_floor_ns: int) -> list[tuple[str, int, int]]:
+        """``(Nats-Msg-Id, seq, ts_ns)`` of every live message carrying the
+        header with a timestamp at or after ``ts_floor_ns``, in sequence order.
+
+        What a state machine needs to rebuild its duplicate window after a
+        restart.  Its cost follows the messages that carry an id inside the
+        window, not the stream's length: the file store keeps the ids with each
+        segment's index.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
     def update_limits(self, limits: StreamLimits) -> int:
         """Replace the limits and enforce them at once (not ``max_age``).
 

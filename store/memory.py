@@ -48,6 +48,7 @@ from store.limits import (
     over_limits,
     over_subject_limit,
 )
+from store.msgids import msg_id_of
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all, literal_filters
 from store.ttl import TtlIndex
@@ -385,6 +386,22 @@ class MemoryStreamStore:
         return len(seqs)
 
     # ------------------------------------------------------------------ reads
+
+    def msg_ids_since(self, ts_floor_ns: int) -> list[tuple[str, int, int]]:
+        """See ``StreamStore.msg_ids_since``: a walk back from the newest
+        message (a memory store is never reopened, so this runs only when a
+        state machine is built over a store that already holds messages)."""
+        self._check_open()
+        out: list[tuple[str, int, int]] = []
+        for m in reversed(self._msgs.values()):
+            if m.ts_ns < ts_floor_ns:
+                break
+            if m.headers:
+                mid = msg_id_of(m.headers)
+                if mid:
+                    out.append((mid, m.seq, m.ts_ns))
+        out.reverse()
+        return out
 
     def load(self, seq: int) -> StoredMsg:
         """See ``StreamStore.load``."""

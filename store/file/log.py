@@ -71,6 +71,7 @@ from store.file.readcache import ReadCache
 from store.file.recovery import add_gap, open_segment
 from store.file.segment import Segment, fsync_dir
 from store.limits import Accounting, msg_size_raw
+from store.msgids import msg_id_of
 
 __all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
 
@@ -242,6 +243,10 @@ class StreamLog(StreamIndex):
         seg.add_entry(off, size, sid, True)
         seg.last_ts = ts
         seg.idx_dirty = True
+        if headers and seg.mids is not None:
+            mid = msg_id_of(headers)
+            if mid:
+                seg.mids.append((mid, seq, ts))
         self._msgs += 1
         self._bytes += size
         self._last_seq = seq
@@ -316,6 +321,7 @@ class StreamLog(StreamIndex):
             self._cache.clear()
         if not old.damaged:
             old.checkpoint(self._subjects)
+            old.mids = None  # kept by the checkpoint from now on
         old.close_fd()
         self._fd_last = None
         nb = self._last_seq + 1 if base is None else base

@@ -51,6 +51,7 @@ from store.file.format import (
 )
 from store.file.segment import Segment, load_checkpoint, read_file_crc
 from store.limits import Accounting, msg_size_raw
+from store.msgids import msg_id_of
 
 __all__ = ["PendingDamage", "SegmentScan", "open_segment"]
 
@@ -103,6 +104,10 @@ def _apply_record(
         size = msg_size_raw(slen, hlen, plen, Accounting.FILE)
         seg.add_entry(loff, size, sid, kind == KIND_MSG)
         seg.last_ts = ts
+        if hlen and seg.mids is not None and kind == KIND_MSG:
+            mid = msg_id_of(buf[o + slen : o + slen + hlen])
+            if mid:
+                seg.mids.append((mid, seq, ts))
     elif kind == KIND_TOMB:
         o = pos + REC_HDR.size + slen + hlen
         seg.tombs.frombytes(bytes(buf[o : pos + total - 4]))
@@ -263,6 +268,7 @@ def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
     seg.ch_rlen.frombytes(ch[2])
     seg.ch_clen.frombytes(ch[3])
     seg.stats = {mapping[int(k)]: [int(x) for x in v] for k, v in ck["stats"].items()}
+    seg.mids = None  # on disk with the checkpoint (see ``Segment.disk_mids``)
     seg.nlive = seg.live.count(1)
     seg.lbytes = sum(v for v, alive in zip(seg.sizes, seg.live, strict=True) if alive)
     n = len(seg.offs)
@@ -313,6 +319,8 @@ def open_segment(
         try:
             _from_checkpoint(seg, ck, intern)
             used = ck
+            if is_last:  # the active segment keeps its ids in memory
+                seg.mids = seg.disk_mids_of(ck)
         except (KeyError, TypeError, ValueError):
             seg = Segment(directory, hdr.base_seq, hdr.prev_last_ts, hdr.floor)
             seg.compressed = bool(hdr.flags & FLAG_COMPRESSED)

@@ -69,6 +69,7 @@ from store.limits import (
     over_limits,
     over_subject_limit,
 )
+from store.msgids import msg_id_of
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all
 from store.ttl import NEVER, TtlIndex, msg_ttl_s
@@ -538,6 +539,46 @@ class FileStreamStore(StreamLog):
             )
             for sid in msids
         }
+
+    def msg_ids_since(self, ts_floor_ns: int) -> list[tuple[str, int, int]]:
+        """See ``StreamStore.msg_ids_since``.
+
+        Segments newest first, until one ends before the floor: each gives its
+        ids from memory (the active one) or its checkpoint (sealed ones); a
+        segment whose checkpoint lacks them (written before they were kept, or
+        lost) has its live messages read instead.
+        """
+        self._check_open()
+        out: list[tuple[str, int, int]] = []
+        for seg in reversed(list(self._segs)):
+            if not seg.offs:
+                continue
+            if seg.last_ts < ts_floor_ns:
+                break
+            if not seg.nlive:
+                continue
+            got = seg.disk_mids()
+            if got is None:
+                got = []
+                j = seg.live.find(1)
+                while j >= 0:
+                    m = self._read(seg, j)
+                    if m.headers:
+                        mid = msg_id_of(m.headers)
+                        if mid:
+                            got.append((mid, m.seq, m.ts_ns))
+                    j = seg.live.find(1, j + 1)
+            found: dict[int, tuple[str, int, int]] = {}
+            for e in got:  # a sequence re-used after a truncate: the later entry
+                found[e[1]] = e
+            base, live, n = seg.base, seg.live, len(seg.live)
+            part = [
+                e
+                for q, e in sorted(found.items())
+                if e[2] >= ts_floor_ns and 0 <= q - base < n and live[q - base]
+            ]
+            out[:0] = part
+        return out
 
     def iter_live(self) -> Iterator[StoredMsg]:
         """Every live message in sequence order (verified as read)."""
