@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import compress, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -486,6 +488,59 @@ class FileStreamStore(StreamLog):
         for s in self._iter_matching(set(cands), start):
             return self._read(*self._loc_or_fail(s))
         return None
+
+    def load_next_run(self, filters: Filters, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """See ``StreamStore.load_next_run``."""
+        self._check_open()
+        if not self._msgs or max_msgs <= 0:
+            return []
+        start = max(start_seq, self._first)
+        msids = self._matching_sids(filters)
+        if msids is None or len(msids) == self._nsubj:  # every subject held
+            return self.load_run(start, max_msgs)
+        cands = [sid for sid in msids if self._resolve_last(sid) >= start]
+        if not cands:
+            return []
+        start = max(start, min(self._resolve_first(sid) for sid in cands))
+        seqs = list(islice(self._iter_matching(set(cands), start), max_msgs))
+        return [self._read(*self._loc_or_fail(q)) for q in seqs]
+
+    def count_in_range(self, filters: Filters, lo: int, hi: int) -> int:
+        """See ``StreamStore.count_in_range``: per segment, a C-level count
+        over the slice of its subject ids (live ones only)."""
+        self._check_open()
+        lo, hi = max(lo, self._first), min(hi, self._last_seq)
+        if not self._msgs or lo > hi:
+            return 0
+        msids = self._matching_sids(filters)
+        if msids is not None and len(msids) == self._nsubj:
+            msids = None
+        if msids is not None and not msids:
+            return 0
+        wanted = None if msids is None else set(msids)
+        n = 0
+        k = max(0, bisect_right(self._bases, lo) - 1)
+        for seg in self._segs[k:]:
+            if seg.base > hi:
+                break
+            if not seg.nlive:
+                continue
+            a = max(lo - seg.base, 0)
+            b = min(hi - seg.base + 1, len(seg.sids))
+            if a >= b:
+                continue
+            if wanted is None:
+                n += seg.live.count(1, a, b)
+                continue
+            if a == 0 and b == len(seg.sids) and seg.nlive == len(seg.sids):
+                ids = seg.sids
+            else:
+                ids = array("I", compress(seg.sids[a:b], seg.live[a:b]))
+            if len(wanted) <= 4:
+                n += sum(ids.count(sid) for sid in wanted)
+            else:
+                n += sum(1 for sid in ids if sid in wanted)
+        return n
 
     def load_last(self, filters: Filters) -> StoredMsg:
         """See ``StreamStore.load_last``."""
