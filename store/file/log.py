@@ -72,6 +72,7 @@ from store.file.recovery import add_gap, open_segment
 from store.file.segment import Segment, fsync_dir
 from store.limits import Accounting, msg_size_raw
 from store.msgids import msg_id_of
+from store.ttl import msg_ttl_s
 
 __all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
 
@@ -243,10 +244,13 @@ class StreamLog(StreamIndex):
         seg.add_entry(off, size, sid, True)
         seg.last_ts = ts
         seg.idx_dirty = True
-        if headers and seg.mids is not None:
+        if headers:
             mid = msg_id_of(headers)
-            if mid:
+            if mid and seg.mids is not None:
                 seg.mids.append((mid, seq, ts))
+            ttl = msg_ttl_s(headers)
+            if ttl and seg.ttls is not None:
+                seg.ttls.append((seq, ts, ttl))
         self._msgs += 1
         self._bytes += size
         self._last_seq = seq
@@ -322,6 +326,8 @@ class StreamLog(StreamIndex):
         if not old.damaged:
             old.checkpoint(self._subjects)
             old.mids = None  # kept by the checkpoint from now on
+            if not old.ttls_lost:
+                old.ttls = None
         old.close_fd()
         self._fd_last = None
         nb = self._last_seq + 1 if base is None else base

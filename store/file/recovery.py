@@ -52,6 +52,7 @@ from store.file.format import (
 from store.file.segment import Segment, load_checkpoint, read_file_crc
 from store.limits import Accounting, msg_size_raw
 from store.msgids import msg_id_of
+from store.ttl import msg_ttl_s
 
 __all__ = ["PendingDamage", "SegmentScan", "open_segment"]
 
@@ -104,10 +105,14 @@ def _apply_record(
         size = msg_size_raw(slen, hlen, plen, Accounting.FILE)
         seg.add_entry(loff, size, sid, kind == KIND_MSG)
         seg.last_ts = ts
-        if hlen and seg.mids is not None and kind == KIND_MSG:
-            mid = msg_id_of(buf[o + slen : o + slen + hlen])
-            if mid:
+        if hlen and kind == KIND_MSG:
+            hdrs = bytes(buf[o + slen : o + slen + hlen])
+            mid = msg_id_of(hdrs)
+            if mid and seg.mids is not None:
                 seg.mids.append((mid, seq, ts))
+            ttl = msg_ttl_s(hdrs)
+            if ttl and seg.ttls is not None:
+                seg.ttls.append((seq, ts, ttl))
     elif kind == KIND_TOMB:
         o = pos + REC_HDR.size + slen + hlen
         seg.tombs.frombytes(bytes(buf[o : pos + total - 4]))
@@ -269,6 +274,8 @@ def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
     seg.ch_clen.frombytes(ch[3])
     seg.stats = {mapping[int(k)]: [int(x) for x in v] for k, v in ck["stats"].items()}
     seg.mids = None  # on disk with the checkpoint (see ``Segment.disk_mids``)
+    seg.ttls = Segment.disk_ttls_of(ck)  # handed to the store's TTL index at open
+    seg.ttls_lost = seg.ttls is None
     seg.nlive = seg.live.count(1)
     seg.lbytes = sum(v for v, alive in zip(seg.sizes, seg.live, strict=True) if alive)
     n = len(seg.offs)

@@ -129,6 +129,11 @@ class Segment:
         #: append order (a sequence re-used after a truncate appears again,
         #: later); ``None`` once sealed: then they live in the checkpoint.
         self.mids: list[tuple[str, int, int]] | None = []
+        #: ``(seq, ts, ttl seconds or NEVER)`` of the messages carrying a valid
+        #: ``Nats-TTL``, kept like ``mids``; ``ttls_lost``: the checkpoint it
+        #: was opened from predates them (read the messages instead).
+        self.ttls: list[tuple[int, int, int]] | None = []
+        self.ttls_lost = False
 
     # ------------------------------------------------------------------ basics
 
@@ -557,6 +562,7 @@ class Segment:
             "stats": {k: v for k, v in stats.items()},
             "ch": [a.tobytes() for a in (self.ch_lstart, self.ch_foff, self.ch_rlen, self.ch_clen)],
             "mids": self._mids_for_checkpoint(),
+            "ttls": self._ttls_for_checkpoint(),
         }
         body = cbor2.dumps(d)
         data = IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
@@ -575,6 +581,26 @@ class Segment:
         ck = load_checkpoint(self.idx_path)
         got = ck.get("mids") if ck is not None else None
         return got if isinstance(got, list) else None
+
+    def _ttls_for_checkpoint(self) -> list[list[int]] | None:
+        if self.ttls is not None:
+            return [list(e) for e in self.ttls]
+        if self.ttls_lost:
+            return None
+        ck = load_checkpoint(self.idx_path)
+        got = ck.get("ttls") if ck is not None else None
+        return got if isinstance(got, list) else None
+
+    @staticmethod
+    def disk_ttls_of(ck: dict[str, Any] | None) -> list[tuple[int, int, int]] | None:
+        """The TTL facts a checkpoint holds (``None``: it holds none)."""
+        got = ck.get("ttls") if ck is not None else None
+        if not isinstance(got, list):
+            return None
+        try:
+            return [(int(q), int(t), int(ttl)) for q, t, ttl in got]
+        except (TypeError, ValueError):
+            return None
 
     def disk_mids(self) -> list[tuple[str, int, int]] | None:
         """The msg ids of this segment: in memory, else read from its

@@ -60,7 +60,7 @@ from store.file.format import (
     encode_record,
 )
 from store.file.log import RESTORE_DIR, RESTORE_MARKER, StreamLog
-from store.file.segment import fsync_dir
+from store.file.segment import fsync_dir, load_checkpoint
 from store.limits import (
     Accounting,
     StreamLimits,
@@ -141,9 +141,29 @@ class FileStreamStore(StreamLog):
         self._ageing = None
         if not self._limits.msg_ttl:
             return
-        for m in self.iter_live():
-            if m.headers:
-                self._ttls.note(m.seq, m.headers, m.ts_ns, honour_ttl=True)
+        # each segment's TTL facts (kept beside its index, like its msg ids),
+        # not its messages; a segment whose checkpoint predates them is read
+        active = self._active if self._segs else None
+        for seg in list(self._segs):
+            if not seg.nlive:
+                continue
+            facts = seg.ttls
+            if facts is None and not seg.ttls_lost:
+                facts = seg.disk_ttls_of(load_checkpoint(seg.idx_path))
+            if facts is None:
+                j = seg.live.find(1)
+                while j >= 0:
+                    m = self._read(seg, j)
+                    if m.headers:
+                        self._ttls.note(m.seq, m.headers, m.ts_ns, honour_ttl=True)
+                    j = seg.live.find(1, j + 1)
+                continue
+            base, live, n = seg.base, seg.live, len(seg.live)
+            for seq, ts, ttl in facts:
+                if 0 <= seq - base < n and live[seq - base]:
+                    self._ttls.note_ttl(seq, ttl, ts, honour_ttl=True)
+            if seg is not active and seg.sealed and not seg.idx_dirty and not seg.ttls_lost:
+                seg.ttls = None  # on disk with its checkpoint
 
     def _live(self, seq: int) -> bool:
         loc = self._locate(seq)

@@ -36,6 +36,7 @@ limits_st = st.builds(
     max_msg_size=st.sampled_from([-1, -1, 40]),
     discard=st.sampled_from([Discard.OLD, Discard.NEW]),
     discard_new_per_subject=st.booleans(),
+    msg_ttl=st.booleans(),
 )
 
 
@@ -82,7 +83,8 @@ class FileVsMemory(RuleBasedStateMachine):
     )
     def append(self, subj: str, hdr: bool, n: int, dt: int) -> None:
         self.now += dt
-        h = f"NATS/1.0\r\nK: v\r\nNats-Msg-Id: m{n % 7}\r\n\r\n".encode() if hdr else b""
+        ttl = ("", "Nats-TTL: 1\r\n", "Nats-TTL: never\r\n", "Nats-TTL: 40\r\n")[n % 4]
+        h = f"NATS/1.0\r\nK: v\r\n{ttl}Nats-Msg-Id: m{n % 7}\r\n\r\n".encode() if hdr else b""
         p = bytes([65 + n % 26]) * n
         self.both(lambda s: s.append(subj, h, p, self.now))
 

@@ -142,3 +142,59 @@ def test_restart_rebuild_reads_do_not_grow_with_the_stream(tmp_path: Path) -> No
     big = _records_read_at_restart(tmp_path, 100_000)
     assert small >= 1
     assert big <= 1.5 * small, (small, big)
+
+
+def _ttl_store(d: Path, n: int) -> FileStreamStore:
+    from store.limits import StreamLimits
+
+    st = FileStreamStore(d, StreamLimits(msg_ttl=True), segment_bytes_max=2000)
+    for i in range(n):
+        h = f"NATS/1.0\r\nNats-TTL: {10 + i}\r\n\r\n".encode() if i % 5 == 0 else b""
+        st.append("t", h, b"v" * 20, (i + 1) * SEC)
+    return st
+
+
+def _reads_at_open(d: Path) -> tuple[int, int | None]:
+    from store.file.store import FileStreamStore as FS
+    from store.limits import StreamLimits
+
+    reads = 0
+    orig = FS._read
+
+    def counting(self, seg, j):  # type: ignore[no-untyped-def]
+        nonlocal reads
+        reads += 1
+        return orig(self, seg, j)
+
+    FS._read = counting  # type: ignore[method-assign]
+    try:
+        st = FS(d, StreamLimits(msg_ttl=True), segment_bytes_max=2000)
+    finally:
+        FS._read = orig  # type: ignore[method-assign]
+    due = st.next_expiry_ns()
+    st.close()
+    return reads, due
+
+
+def test_ttl_deadlines_come_back_without_reading_messages(tmp_path: Path) -> None:
+    d = tmp_path / "ttl"
+    st = _ttl_store(d, 300)
+    want = st.next_expiry_ns()
+    st.close()
+    reads, due = _reads_at_open(d)
+    assert due == want == 11 * SEC
+    assert reads == 0
+    assert _strip_ids_from_checkpoints(d) > 2  # also drops nothing but "mids"
+    for p in d.glob("*.idx"):  # now as written before TTL facts were kept
+        ck = load_checkpoint(p)
+        assert ck is not None
+        ck.pop("ttls", None)
+        body = cbor2.dumps(ck)
+        p.write_bytes(IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body)
+    reads, due = _reads_at_open(d)
+    assert due == want
+    assert reads > 0  # read from the messages instead
+    st = _ttl_store(tmp_path / "again", 30)
+    st.remove(1)  # a removed message's deadline does not come back
+    st.close()
+    assert _reads_at_open(tmp_path / "again")[1] == 21 * SEC  # seq 6: at 6 s, TTL 15 s
