@@ -17,6 +17,9 @@ and at ``always`` the reference fills 1M messages at ~2k/s.  Then:
 * ``restart``: SIGKILL, then the time from starting the server again until a
   client has its first ``STREAM.INFO`` answer reporting every message, and
   the resident memory right after.
+* ``kv``: a KV-shaped stream (``max_msgs_per_subject: 1``) holding one message
+  on each of ``--kv-sizes`` distinct subjects (default 1k and 100k, nats-py
+  async publishes): resident memory, then SIGKILL, restart time and memory.
 
 Prints a table with the ratio trijet/reference per figure and size, writes
 every figure as JSON and a PNG of each figure against the stream size for
@@ -224,10 +227,88 @@ def run_one(name: str, n: int, loadgen: list[str] | None, args: argparse.Namespa
     return out
 
 
+async def kv_fill(port: int, k: int, size: int) -> None:
+    """A KV-shaped stream: one message on each of ``k`` distinct subjects."""
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    js = nc.jetstream()
+    try:
+        cfg = {
+            "name": "KV",
+            "subjects": ["kv.>"],
+            "storage": "file",
+            "max_msgs_per_subject": 1,
+            "num_replicas": 1,
+        }
+        doc = await api(nc, "$JS.API.STREAM.CREATE.KV", cfg)
+        if "error" in doc:
+            sys.exit(f"scale_bench: KV stream create failed: {doc['error']}")
+        payload = b"v" * size
+        window = 1000
+        for start in range(0, k, window):
+            futs = [
+                await js.publish_async(f"kv.key.{i}", payload)
+                for i in range(start, min(k, start + window))
+            ]
+            await asyncio.gather(*futs)
+    finally:
+        await nc.close()
+
+
+async def kv_ready(port: int, k: int) -> None:
+    deadline = time.monotonic() + RESTART_S_MAX
+    nc = None
+    while nc is None:
+        try:
+            nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+        except Exception:  # not listening yet
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.005)
+    try:
+        while True:
+            try:
+                doc = await api(nc, "$JS.API.STREAM.INFO.KV")
+            except Exception:  # JetStream not up yet
+                doc = {}
+            if doc.get("state", {}).get("messages", 0) >= k:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(doc)
+            await asyncio.sleep(0.005)
+    finally:
+        await nc.close()
+
+
+def run_kv(name: str, k: int, args: argparse.Namespace) -> dict:
+    """RSS holding ``k`` distinct subjects, then SIGKILL and restart."""
+    store_dir = tempfile.mkdtemp(prefix=f"scale_kv_{safe_name(name)}_", dir=args.store_parent)
+    out: dict[str, Any] = {"server": name, "size": k, "kind": "kv"}
+    sp = start(name, store_dir, args, f"kv{k}")
+    try:
+        asyncio.run(kv_fill(sp.port, k, args.size))
+        out["kv"] = {"rss_mb": rss_mb(sp.proc.pid)}
+        kill(sp)
+        t0 = time.perf_counter()
+        sp = start(name, store_dir, args, f"kv{k}-restart")
+        asyncio.run(kv_ready(sp.port, k))
+        out["kv"]["restart_s"] = time.perf_counter() - t0
+        out["kv"]["restart_rss_mb"] = rss_mb(sp.proc.pid)
+        stop_server(sp)
+    except BaseException:
+        kill(sp)
+        raise
+    finally:
+        shutil.rmtree(store_dir, ignore_errors=True)
+    return out
+
+
 FIGURES = [
     ("pull", "rate", "filtered pull fetch(100)+ack, msgs/s (nats-py)", True),
     ("restart", "secs", "SIGKILL -> first full STREAM.INFO, s", False),
     ("restart", "rss_mb", "RSS after restart, MB", False),
+    ("kv", "rss_mb", "RSS holding N distinct subjects, MB", False),
+    ("kv", "restart_s", "N distinct subjects: restart to full INFO, s", False),
+    ("kv", "restart_rss_mb", "N distinct subjects: RSS after restart, MB", False),
 ]
 
 
@@ -236,7 +317,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[st
     for phase, key, label, _higher in FIGURES:
         if phase not in args.phases:
             continue
-        for n in args.sizes:
+        for n in args.kv_sizes if phase == "kv" else args.sizes:
             vals = {r["server"]: r[phase][key] for r in rows if r["size"] == n and phase in r}
             ref, tri = vals.get("ref"), vals.get("trijet")
             ratio = tri / ref if ref and tri is not None else None
@@ -265,11 +346,13 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: Path) -> No
     fig, axes = plt.subplots(1, len(figs), figsize=(5 * len(figs), 4), squeeze=False)
     for ax, (phase, key, label, _h) in zip(axes[0], figs, strict=True):
         for server in args.servers:
-            pts = sorted((r["size"], r[phase][key]) for r in rows if r["server"] == server)
+            pts = sorted(
+                (r["size"], r[phase][key]) for r in rows if r["server"] == server and phase in r
+            )
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=server)
         ax.set_xscale("log")
-        ax.set_xlabel("messages in the stream")
+        ax.set_xlabel("distinct subjects" if phase == "kv" else "messages in the stream")
         ax.set_title(label, fontsize=9)
         ax.legend()
     fig.tight_layout()
@@ -283,7 +366,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--size", type=int, default=128, help="payload bytes")
     p.add_argument("--consume", type=int, default=20_000, help="pull: messages fetched")
     p.add_argument("--servers", default="ref,trijet", help="comma list of ref, trijet")
-    p.add_argument("--phases", default="pull,restart", help="comma list of pull, restart")
+    p.add_argument("--phases", default="pull,restart,kv", help="comma list of pull, restart, kv")
+    p.add_argument("--kv-sizes", default="1000,100000", help="kv: distinct subjects")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go")
     p.add_argument("--python-loadgen", action="store_true", help="fill with nats-py")
     p.add_argument("--json", default=str(OUT_DIR / "scale_bench.json"))
@@ -292,6 +376,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.sizes = [int(x) for x in comma_list(args.sizes)]
     args.servers = comma_list(args.servers)
     args.phases = comma_list(args.phases)
+    args.kv_sizes = [int(x) for x in comma_list(args.kv_sizes)]
     return args
 
 
@@ -301,13 +386,20 @@ def main(argv: list[str] | None = None) -> int:
     args.nats_server = find_nats_server()
     loadgen = build_loadgen(args.python_loadgen)
     rows = []
-    for n in args.sizes:
+    for n in args.sizes if {"pull", "restart"} & set(args.phases) else []:
         order = args.servers if len(rows) % 2 == 0 else list(reversed(args.servers))
         for name in order:
             print(f"scale_bench: {name}, {n} messages ...", flush=True)
             row = run_one(name, n, loadgen, args)
             print(f"  {json.dumps(row)}", flush=True)
             rows.append(row)
+    if "kv" in args.phases:
+        for k in args.kv_sizes:
+            for name in args.servers:
+                print(f"scale_bench: {name}, {k} distinct subjects ...", flush=True)
+                row = run_kv(name, k, args)
+                print(f"  {json.dumps(row)}", flush=True)
+                rows.append(row)
     table = report(rows, args)
     Path(args.json).write_text(json.dumps({"rows": rows, "table": table}, indent=1))
     plot(rows, args, Path(args.png))
