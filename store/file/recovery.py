@@ -27,6 +27,7 @@ import zlib
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -277,14 +278,20 @@ def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
     seg.ttls = Segment.disk_ttls_of(ck)  # handed to the store's TTL index at open
     seg.ttls_lost = seg.ttls is None
     seg.nlive = seg.live.count(1)
-    seg.lbytes = sum(v for v, alive in zip(seg.sizes, seg.live, strict=True) if alive)
     n = len(seg.offs)
     if not (len(seg.sizes) == len(seg.sids) == len(seg.live) == n):
         raise ValueError("checkpoint arrays disagree")
+    # C-level sums (a generator over zip cost ~0.12 s per million entries)
+    seg.lbytes = sum(seg.sizes) if seg.nlive == n else sum(compress(seg.sizes, seg.live))
 
 
 def _checkpoint_usable(
-    ck: dict[str, Any] | None, seg: Segment, size: int, is_last: bool, verify: bool
+    ck: dict[str, Any] | None,
+    seg: Segment,
+    size: int,
+    is_last: bool,
+    verify: bool,
+    file_crc: Callable[[], int] | None = None,
 ) -> bool:
     if ck is None:
         return False
@@ -295,6 +302,8 @@ def _checkpoint_usable(
         if ck_size > size or ((seg.compressed or not is_last) and ck_size != size):
             return False
         if verify or is_last:
+            if file_crc is not None and ck_size == size:
+                return file_crc() == int(ck["file_crc"])
             return read_file_crc(seg.path, ck_size) == int(ck["file_crc"])
         return True
     except (KeyError, TypeError, ValueError):
@@ -302,10 +311,18 @@ def _checkpoint_usable(
 
 
 def open_segment(
-    directory: Path, name: str, *, is_last: bool, intern: Intern, verify: bool
+    directory: Path,
+    name: str,
+    *,
+    is_last: bool,
+    intern: Intern,
+    verify: bool,
+    file_crc: Callable[[], int] | None = None,
 ) -> SegmentScan | None:
     """Open one segment: checkpoint if usable, scan the rest.
 
+    ``file_crc``, if given, returns the CRC of the whole file (computed ahead,
+    in parallel with the other segments' by the caller).
     Returns ``None`` if the segment header itself is unreadable.
     """
     path = directory / name
@@ -322,7 +339,7 @@ def open_segment(
     torn = 0
     used: dict[str, Any] | None = None
     scanned = False
-    if ck is not None and _checkpoint_usable(ck, seg, size, is_last, verify):
+    if ck is not None and _checkpoint_usable(ck, seg, size, is_last, verify, file_crc):
         try:
             _from_checkpoint(seg, ck, intern)
             used = ck
