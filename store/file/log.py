@@ -350,6 +350,7 @@ class StreamLog(StreamIndex):
             self._cache.clear()
         if not old.damaged:
             old.checkpoint(self._subjects)
+            old.n_mids = len(old.mids) if old.mids is not None else None
             old.mids = None  # kept by the checkpoint from now on
             if not old.ttls_lost:
                 old.ttls = None

@@ -275,6 +275,8 @@ def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
     seg.ch_clen.frombytes(ch[3])
     seg.stats = {mapping[int(k)]: [int(x) for x in v] for k, v in ck["stats"].items()}
     seg.mids = None  # on disk with the checkpoint (see ``Segment.disk_mids``)
+    got = ck.get("mids")
+    seg.n_mids = len(got) if isinstance(got, list) else None
     seg.ttls = Segment.disk_ttls_of(ck)  # handed to the store's TTL index at open
     seg.ttls_lost = seg.ttls is None
     seg.nlive = seg.live.count(1)

@@ -129,6 +129,9 @@ class Segment:
         #: append order (a sequence re-used after a truncate appears again,
         #: later); ``None`` once sealed: then they live in the checkpoint.
         self.mids: list[tuple[str, int, int]] | None = []
+        #: how many ``mids`` the checkpoint holds while they are not in memory
+        #: (``None``: unknown), so a segment without any is never read for them
+        self.n_mids: int | None = 0
         #: ``(seq, ts, ttl seconds or NEVER)`` of the messages carrying a valid
         #: ``Nats-TTL``, kept like ``mids``; ``ttls_lost``: the checkpoint it
         #: was opened from predates them (read the messages instead).
@@ -578,6 +581,8 @@ class Segment:
         scans the segment's messages instead)."""
         if self.mids is not None:
             return [[m.encode("utf-8", "surrogateescape"), q, t] for m, q, t in self.mids]
+        if self.n_mids == 0:
+            return []
         ck = load_checkpoint(self.idx_path)
         got = ck.get("mids") if ck is not None else None
         return got if isinstance(got, list) else None
@@ -607,6 +612,8 @@ class Segment:
         checkpoint; ``None`` when the checkpoint is missing or predates them."""
         if self.mids is not None:
             return self.mids
+        if self.n_mids == 0:
+            return []
         return self.disk_mids_of(load_checkpoint(self.idx_path))
 
     @staticmethod
