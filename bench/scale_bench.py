@@ -8,7 +8,8 @@ without a C compiler).  The reference runs at its default ``sync_interval``:
 neither figure depends on fsync (a SIGKILL loses nothing the process wrote),
 and at ``always`` the reference fills 1M messages at ~2k/s.  Then:
 
-* ``pull``: the consumer real clients create — nats-py's ``pull_subscribe``,
+* ``pull`` (after ``sync(2)``, so neither server's fsyncs wait behind the
+  kernel writing back the fill): the consumer real clients create — nats-py's ``pull_subscribe``,
   a durable with ``filter_subject`` set to the publish subject and explicit
   acks — fetches ``--consume`` messages from the start of the stream in
   batches of 100, acknowledging each.  The rate must not depend on the
@@ -213,6 +214,9 @@ def run_one(name: str, n: int, loadgen: list[str] | None, args: argparse.Namespa
     try:
         asyncio.run(create_stream(sp.port))
         out["fill_s"] = fill(loadgen, sp.port, n, args.size)
+        # the fill's dirty pages written back first: an fsync timed behind the
+        # kernel's writeback of the whole fill says nothing about the consumer
+        os.sync()
         if "pull" in args.phases:
             out["pull"] = asyncio.run(pull(sp.port, min(args.consume, n)))
         if "restart" in args.phases:
