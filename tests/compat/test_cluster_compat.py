@@ -394,7 +394,9 @@ def test_consumer_info_and_stepdown_errors(pair: Pair) -> None:
     pair.one(1, Req("$JS.API.CONSUMER.INFO.CS.NOPE"))
     pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.NOPE"))
     pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.NOPE.D"))
-    pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D", "{nope"))
+    for bad in ("{nope", "[1]", '{"x":1}', '{"placement":1}', '{"placement":{"tags":"a"}}'):
+        pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D", bad))
+        pair.one(1, Req("$JS.API.STREAM.LEADER.STEPDOWN.CS", bad))
     body = json.dumps({"placement": {"preferred": "n9"}})
     pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D", body))
     pair.one(2, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.R1"))  # R1: success, nothing moves
