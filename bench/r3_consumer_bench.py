@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,17 +63,43 @@ TARGETS = {"pull": {"always": 0.5, "default": 0.3}}
 PHASES = ("prefill", "pull", "push", "kv_put", "kv_get")
 
 
-def leader_port(c: Cluster, api: ApiClient, stream: str) -> int:
-    """The client port of ``stream``'s leader (waits for one, bounded)."""
+def leader_index(c: Cluster, api: ApiClient, stream: str) -> int:
+    """The index of ``stream``'s leader (waits for one, bounded)."""
     deadline = time.monotonic() + LEADER_S_MAX
     while True:
         info = api.request(f"$JS.API.STREAM.INFO.{stream}")
         leader = (info.get("cluster") or {}).get("leader")
         if leader:
-            return c.specs[c.index(leader)].client_port
+            return c.index(leader)
         if time.monotonic() > deadline:
             raise RuntimeError(f"{stream}: no leader: {info}")
         time.sleep(POLL_S)
+
+
+def leader_port(c: Cluster, api: ApiClient, stream: str) -> int:
+    """The client port of ``stream``'s leader (waits for one, bounded)."""
+    return c.specs[leader_index(c, api, stream)].client_port
+
+
+class Spy:
+    """``--py-spy``: a py-spy recording of a trijet stream leader during one phase."""
+
+    def __init__(self, c: Cluster, api: ApiClient, stream: str, phase: str, args: Any) -> None:
+        self.p: subprocess.Popen[str] | None = None
+        if not args.py_spy or c.kind != "trijet" or phase not in args.py_spy_phases:
+            return
+        proc = c.procs[leader_index(c, api, stream)]
+        assert proc is not None
+        out = OUT_DIR / f"r3c-{phase}-{args.size_now}.txt"
+        cmd = [args.py_spy, "record", "--pid", str(proc.pid), "-r", "200", "-o", str(out)]
+        cmd += ["--format", "raw", "--nonblocking"]
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # attached before the load starts
+
+    def stop(self) -> None:
+        if self.p is not None:
+            self.p.send_signal(signal.SIGINT)
+            self.p.communicate(timeout=60)
 
 
 def created(doc: dict[str, Any], what: str) -> None:
@@ -136,7 +163,9 @@ def pull(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, floa
     port = leader_port(c, api, STREAM)
     cmd = [*args.jsconsume, "-P", str(port), "-s", STREAM, "-c", "PULL"]
     cmd += ["-n", str(args.consume), "-b", str(args.batch), "-k", "1"]
+    spy = Spy(c, api, STREAM, "pull", args)
     res = finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), 1800.0)
+    spy.stop()
     if not res.get("ok"):
         raise RuntimeError(f"pull client: {res}")
     settled(api, "PULL", args.consume)
@@ -145,6 +174,7 @@ def pull(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, floa
 
 def push(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]:
     port = leader_port(c, api, STREAM)
+    spy = Spy(c, api, STREAM, "push", args)
     cmd = [*args.jsconsume, "-P", str(port), "-d", DELIVER, "-n", str(args.consume), "-A"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
@@ -167,6 +197,7 @@ def push(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, floa
         p.kill()
         created(made, "push consumer create")
     res = finish(p, 1800.0)
+    spy.stop()
     if not res.get("ok"):
         raise RuntimeError(f"push client: {res}")
     return {"push": float(res["msgs_per_s"])}
@@ -189,7 +220,10 @@ def kv(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]
     port = leader_port(c, api, f"KV_{BUCKET}")
     keys = args.size_now
     jspub(args, port, f"$KV.{BUCKET}.k", keys, 256, keys=keys)
+    spy = Spy(c, api, f"KV_{BUCKET}", "kv_put", args)
     put = jspub(args, port, f"$KV.{BUCKET}.k", args.kv_ops, 1, keys=keys)
+    spy.stop()
+    spy = Spy(c, api, f"KV_{BUCKET}", "kv_get", args)
     cmd = [
         *args.loadgen,
         "req",
@@ -200,6 +234,7 @@ def kv(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]
     ]
     cmd += ["-n", str(args.kv_ops), "-z", "0", "-k", "1", "-t", "30", "-K", str(keys)]
     get = finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), 1800.0)
+    spy.stop()
     if not get.get("ok"):
         raise RuntimeError(f"kv get: {get}")
     state = api.request(f"$JS.API.STREAM.INFO.KV_{BUCKET}").get("state", {})
@@ -214,10 +249,14 @@ def run_cluster(kind: str, sync: str, args: argparse.Namespace) -> dict[str, flo
     with start_cluster(kind, sync_always=sync == "always", workdir=work) as c:
         api = ApiClient(c.specs[0].client_port)
         try:
-            figures.update(prefill(c, api, args))
-            figures.update(pull(c, api, args))
-            figures.update(push(c, api, args))
-            figures.update(kv(c, api, args))
+            if {"prefill", "pull", "push"} & set(args.phases):
+                figures.update(prefill(c, api, args))
+            if "pull" in args.phases:
+                figures.update(pull(c, api, args))
+            if "push" in args.phases:
+                figures.update(push(c, api, args))
+            if {"kv_put", "kv_get"} & set(args.phases):
+                figures.update(kv(c, api, args))
         finally:
             api.close()
     return figures
@@ -235,11 +274,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sync", default="default,always", help="comma list of default, always")
     p.add_argument("--servers", default="trijet,reference", help="comma list")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go")
+    p.add_argument("--phases", default="pull,push,kv", help="comma list of pull, push, kv")
     p.add_argument("--json", default="", help="write the figures to this file")
+    p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet's leader")
+    p.add_argument("--py-spy-phases", default="pull,push,kv_put,kv_get", help="comma list")
     args = p.parse_args(argv)
     args.sizes = [int(x) for x in comma_list(args.size)]
     args.syncs = comma_list(args.sync)
     args.servers_list = comma_list(args.servers)
+    args.phases = [
+        x for p_ in comma_list(args.phases) for x in ({"kv": ["kv_put", "kv_get"]}.get(p_, [p_]))
+    ]
     if min(args.sizes) < args.consume:
         p.error("--consume must not exceed the smallest --size")
     return args
