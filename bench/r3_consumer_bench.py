@@ -243,9 +243,9 @@ def kv(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]
     return {"kv_put": float(put["rps"]), "kv_get": float(get["rps"])}
 
 
-def run_cluster(kind: str, sync: str, args: argparse.Namespace) -> dict[str, float]:
+def run_cluster(kind: str, sync: str, args: argparse.Namespace, figures: dict[str, float]) -> None:
+    """Every phase on a fresh cluster; ``figures`` gets each as it is measured."""
     work = Path(tempfile.mkdtemp(prefix=f"r3c-{kind}-{sync}-", dir=args.store_parent))
-    figures: dict[str, float] = {}
     with start_cluster(kind, sync_always=sync == "always", workdir=work) as c:
         api = ApiClient(c.specs[0].client_port)
         try:
@@ -259,7 +259,6 @@ def run_cluster(kind: str, sync: str, args: argparse.Namespace) -> dict[str, flo
                 figures.update(kv(c, api, args))
         finally:
             api.close()
-    return figures
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -309,11 +308,11 @@ def main(argv: list[str] | None = None) -> int:
             for kind in args.servers_list:
                 key = f"{kind}/{sync}/{size}"
                 load = os.getloadavg()[0]
+                results[key] = {}
                 try:
-                    results[key] = run_cluster(kind, sync, args)
-                except RuntimeError as exc:
+                    run_cluster(kind, sync, args, results[key])
+                except RuntimeError as exc:  # the phases before it keep their figures
                     print(f"{key}: ERROR {exc}", flush=True)
-                    results[key] = {}
                 figs = " ".join(f"{k}={v:,.0f}" for k, v in results[key].items())
                 print(f"{key:28} {figs} load={load:.2f}", flush=True)
     print()
