@@ -32,6 +32,8 @@ from tests.support.cluster import Cluster, start_cluster
 REQUEST_TIMEOUT_S = 2.0
 PHASE_MSGS = 150
 PAYLOAD = b"x" * 16 * 1024  # 150 x 16 KiB > half the 2 MiB window: flow control
+#: an R3 create waits for the group's first leader (slow on a loaded machine)
+CREATE_TIMEOUT_S = 15.0
 #: bound on each wait for a condition below (elections on a loaded machine)
 WAIT_S = 40.0
 
@@ -93,7 +95,7 @@ class LeaderMoves:
 
     async def setup(self, nc0: Any) -> tuple[str, str, str]:
         """Stream created; returns (leader, home, third) server names."""
-        js = nc0.jetstream(timeout=REQUEST_TIMEOUT_S)
+        js = nc0.jetstream(timeout=CREATE_TIMEOUT_S)
         await js.add_stream(name=self.stream, subjects=self.subjects, num_replicas=3)
         leader = await stream_leader(js, self.stream)
         others = [n for n in self.cluster.names if n != leader]
