@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,6 +247,16 @@ def kv(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]
 def run_cluster(kind: str, sync: str, args: argparse.Namespace, figures: dict[str, float]) -> None:
     """Every phase on a fresh cluster; ``figures`` gets each as it is measured."""
     work = Path(tempfile.mkdtemp(prefix=f"r3c-{kind}-{sync}-", dir=args.store_parent))
+    try:
+        _run_phases(kind, sync, args, figures, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_phases(
+    kind: str, sync: str, args: argparse.Namespace, figures: dict[str, float], work: Path
+) -> None:
     with start_cluster(kind, sync_always=sync == "always", workdir=work) as c:
         api = ApiClient(c.specs[0].client_port)
         try:
@@ -273,6 +284,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sync", default="default,always", help="comma list of default, always")
     p.add_argument("--servers", default="trijet,reference", help="comma list")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go")
+    p.add_argument("--keep", action="store_true", help="keep the clusters' directories")
     p.add_argument("--phases", default="pull,push,kv", help="comma list of pull, push, kv")
     p.add_argument("--json", default="", help="write the figures to this file")
     p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet's leader")
