@@ -218,6 +218,9 @@ class Consumer:
         #: set while no ack waits to be applied (``deliver`` waits for it)
         self._acks_idle = trio.Event()
         self._acks_idle.set()
+        # an ack other than a plain +ACK (NAK, TERM, in-progress) was queued
+        # since the ack loop was last idle: deliveries wait for it
+        self._acks_special = False
         self._timer_changed = trio.Event()
         #: the ack deadline the timer loop sleeps until (None: no deadline)
         self._timer_due: int | None = None
@@ -453,6 +456,8 @@ class Consumer:
         """Queue an ack (called synchronously by the router); False when full."""
         if self._acks_n >= ACK_QUEUE_MAX:
             return False
+        if item.kind is not AckKind.ACK:
+            self._acks_special = True
         self._acks.append((item, on_done))
         self._queued(1)
         return True
@@ -533,6 +538,7 @@ class Consumer:
                 log.info("event=consumer_acks_dropped consumer=%s reason=%r", self.name, exc)
                 self._first_applied.set()
             if not self._acks:
+                self._acks_special = False
                 self._acks_idle.set()
 
     async def _propose_acks(self, batch: list[tuple[AckItem | None, Any]]) -> None:
@@ -677,10 +683,15 @@ class Consumer:
             (consumer seq, delivery count), and whether the first candidate
             alone exceeded ``max_bytes`` (nothing delivered then).
         """
-        # acks that arrived before (a -NAK, then the next pull request on the
-        # same connection) are applied first, as nats-server applies them on
-        # receipt
-        while not self._acks_idle.is_set():
+        # acks that change what is picked -- a -NAK, TERM or in-progress, then
+        # the next pull request on the same connection; plain acks when the
+        # consumer is at max_ack_pending -- are applied first, as nats-server
+        # applies them on receipt.  Plain acks otherwise change nothing the
+        # pick reads: their proposals go on alongside this delivery's (one
+        # Raft round for both, not two in a row)
+        while not self._acks_idle.is_set() and (
+            self._acks_special or self.fsm.at_max_ack_pending()
+        ):
             await self._acks_idle.wait()
         if not self.ready.is_set():  # a new leader's catch-up first
             await self.ready.wait()

@@ -310,13 +310,14 @@ typedef struct {
     long inflight;
     double timeout_s;
     long nsubjects;  /* pub: > 0 rotates over <subject>.<i mod n>, fixed width */
+    long keys; /* req/jspub: > 0 appends ".<key>" to the subject, key spread over 0..keys-1 */
 } opts_t;
 
 static void usage(void) {
     fprintf(stderr,
             "usage: loadgen pub|sub|req|rep|jspub [-H host] [-P port] [-s subject] [-n count]\n"
             "               [-z size] [-b batch_bytes] [-i ping_every] [-w max_pings_out]\n"
-            "               [-k inflight] [-t idle_timeout_s] [-S nsubjects]\n");
+            "               [-k inflight] [-t idle_timeout_s] [-S nsubjects] [-K keys]\n");
     exit(2);
 }
 
@@ -504,8 +505,14 @@ static const opts_t *g_o;
 static char *g_payload;
 
 static void req_issue(conn_t *c, long i) {
-    char hdr[600];
-    int hl = snprintf(hdr, sizeof(hdr), "PUB %s _INBOX.lg.%ld %zu\r\n", g_o->subject, i,
+    char hdr[640];
+    int hl;
+    if (g_o->keys > 0) /* a stride coprime with most key counts: keys visited spread out */
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s.%ld _INBOX.lg.%ld %zu\r\n", g_o->subject,
+                      (long)(((unsigned long)i * 7919UL) % (unsigned long)g_o->keys), i,
+                      g_o->size);
+    else
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s _INBOX.lg.%ld %zu\r\n", g_o->subject, i,
                       g_o->size);
     wb_append(c, hdr, (size_t)hl);
     wb_append(c, g_payload, g_o->size);
@@ -615,10 +622,10 @@ static int mode_req(const opts_t *o) {
 int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *mode = argv[1];
-    opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0};
+    opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0, 0, 0};
     int ch;
     optind = 2;
-    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:")) != -1) {
+    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:")) != -1) {
         switch (ch) {
         case 'H': o.host = optarg; break;
         case 'P': o.port = optarg; break;
@@ -631,6 +638,7 @@ int main(int argc, char **argv) {
         case 'k': o.inflight = atol(optarg); break;
         case 't': o.timeout_s = atof(optarg); break;
         case 'S': o.nsubjects = atol(optarg); break;
+        case 'K': o.keys = atol(optarg); break;
         default: usage();
         }
     }
