@@ -34,7 +34,13 @@ cycle's entry, so batching grows with load by itself. No fixed tick: an idle
 follower only wakes for heartbeats (each heartbeat is a message) or its
 election deadline.
 
-The driver never holds the core across an ``await`` other than the fsync.
+Snapshots (log compaction) are captured inside the cycle but written by the
+driver in its sync thread after the journal's fsync (``SnapshotStore.take_write``),
+and the journal's rewrite after compaction is the next cycle's "fsync" (a
+whole-file replace): neither blocks the event loop.
+
+The driver never holds the core across an ``await`` other than the fsync and
+the snapshot write.
 """
 
 from __future__ import annotations
@@ -94,6 +100,20 @@ class RaftDriver:
         """Wait until the next cycle has completed."""
         await self._cycle_done.wait()
 
+    async def _write_snapshot(self, syncer: SyncThread | None, name: str, blob: bytes) -> None:
+        store = self.core.snapshots
+        try:
+            if syncer is not None:
+                await syncer.run(store.write_blob, name, blob)
+            else:
+                store.write_blob(name, blob)
+        except OSError as exc:  # the journal stays whole: compaction waits for the next try
+            log.warning("event=snapshot_write_failed group=%s error=%r", self.core.group_id, exc)
+            store.write_done(False)
+        else:
+            store.write_done(True)
+        self._kicked = True
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Drive the core until cancelled.
 
@@ -104,6 +124,9 @@ class RaftDriver:
         gid = core.group_id
         self.links.register(gid, self._on_frame)
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
+        if syncer is not None:
+            core.snapshots.defer_writes = True
+            core.journal.defer_rewrite = True
         try:
             task_status.started()
             while True:
@@ -127,6 +150,9 @@ class RaftDriver:
                         journal.write_pending(data)
                 for peer, payload in ready.outbox:
                     send(peer, gid, payload)
+                snap = core.snapshots.take_write()
+                if snap is not None:
+                    await self._write_snapshot(syncer, *snap)
                 ready.apply()
                 ready.release()
                 if ready.leadership is not None and self.on_leadership is not None:
