@@ -347,6 +347,7 @@ class ReplicaSpec:
         peers: every member's server name.
         links: the server's peer links.
         seed: seeds the group's election timeouts.
+        journal_entries_max, journal_bytes_max: compaction bounds.
     """
 
     group_id: str
@@ -354,6 +355,8 @@ class ReplicaSpec:
     peers: tuple[str, ...]
     links: PeerLinks
     seed: int = 0
+    journal_entries_max: int = JOURNAL_ENTRIES_MAX
+    journal_bytes_max: int = JOURNAL_BYTES_MAX
 
 
 class ReplicatedGroup:
