@@ -312,10 +312,22 @@ def restore_to_mark(
         index, last_seq, msgs = floor
     st = store.state()
     why = None
-    if st.last_seq < last_seq:
-        why = "short"
-    elif not store.recovery_report.clean:
+    if not store.recovery_report.clean:
         why = "damaged"
+    elif st.last_seq < last_seq:
+        why = "short"
+        if floor[0] > 0 and st.last_seq <= floor[1]:
+            # behind the snapshot itself (a crash during catch-up): the store is
+            # some state before the snapshot's; installing it reconciles the
+            # store and fetches the rest from the leader (nothing to throw away)
+            log.warning(
+                "event=stream_store_behind_snapshot group=%s last_seq=%d snapshot=%d/%d",
+                group_id,
+                st.last_seq,
+                floor[0],
+                floor[1],
+            )
+            return 0
     else:
         if st.last_seq > last_seq:
             store.truncate(last_seq)
@@ -514,7 +526,7 @@ class ReplicatedGroup:
         ch = catchup.channel(self.group_id)
         t0 = trio.current_time()
         n0 = self.catchup_msgs
-        while True:
+        while self.rfsm.target is snap:  # a newer install replaces it: the loop goes on
             have = self.store.state().last_seq
             if have >= snap.last_seq:
                 break
@@ -525,7 +537,15 @@ class ReplicatedGroup:
             self._req_id += 1
             rid = self._req_id
             req = catchup.encode_request(rid, have + 1, snap.last_seq)
-            self.links.send(leader, ch, b"Q" + req)
+            sent = self.links.send(leader, ch, b"Q" + req)
+            log.debug(
+                "event=catchup_request group=%s to=%s from=%d through=%d sent=%s",
+                self.group_id,
+                leader,
+                have + 1,
+                snap.last_seq,
+                sent,
+            )
             reply = None
             with trio.move_on_after(CATCHUP_TIMEOUT_S):
                 while reply is None:
@@ -549,12 +569,16 @@ class ReplicatedGroup:
             self.catchup_batches += 1
             self.catchup_msgs += len(msgs)
             await trio.lowlevel.checkpoint()
+        if self.rfsm.target is not snap:
+            return  # a newer snapshot was installed meanwhile: its hole comes next
         self.store.sync()
         st = self.store.state()
         if self.durable_store:
             await trio.to_thread.run_sync(
                 write_mark, self.raft_dir, snap.index, st.last_seq, st.msgs
             )
+        if self.rfsm.target is not snap:
+            return
         self._marked = snap.index
         self.rfsm.filled()
         self.catchups_done += 1
@@ -661,15 +685,15 @@ class ReplicatedGroup:
 
     def _maybe_compact(self) -> None:
         """Ask for a snapshot when the journal passed its bounds (file stores)."""
-        try:
-            st = self.raft.status()
-        except RaftError:
-            return
+        st = self.raft.status()
         entries, nbytes = st.get("journal_entries", 0), st.get("journal_bytes", 0)
         if entries > self.journal_entries_max or nbytes > self.journal_bytes_max:
             if st.get("applied", 0) - st.get("first_index", 0) >= 2:
+                try:
+                    self.raft.force_log_compaction()
+                except RaftError:  # the group is closing (cancelled with its owner)
+                    return
                 self.compactions_asked += 1
-                self.raft.force_log_compaction()
 
     def status(self) -> dict[str, Any]:
         st = self.raft.status()
