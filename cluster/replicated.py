@@ -678,8 +678,14 @@ class ReplicatedGroup:
             # in the store's owner thread: the Raft driver appends to the store in
             # this one, and a sync in a worker thread racing an append loses that
             # record (the write buffer is swapped under it)
-            self.store.sync()
-            await trio.to_thread.run_sync(write_mark, self.raft_dir, index, st.last_seq, st.msgs)
+            try:
+                self.store.sync()
+                await trio.to_thread.run_sync(
+                    write_mark, self.raft_dir, index, st.last_seq, st.msgs
+                )
+            except OSError as exc:  # ENOSPC …: the mark stays; tried again next time
+                log.error("event=mark_write_failed group=%s error=%r", self.group_id, exc)
+                continue
             self._marked = index
             self._maybe_compact()
 

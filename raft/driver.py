@@ -14,8 +14,11 @@ heartbeat for a leader), then runs one cycle:
    fsynced once (in the driver's own :class:`~raft.syncer.SyncThread` if
    ``fsync_in_thread``, a hand-over several times cheaper than
    ``trio.to_thread``; the driver awaits it, nothing else touches the core
-   meanwhile). An fsync error propagates and ends the driver: nothing of that
-   cycle was sent, so the member stops voting and acknowledging.
+   meanwhile). A failed write (ENOSPC, EIO) is cut back by the journal and
+   retried with the same records, with a growing pause (``WRITE_RETRY_S_*``),
+   until it succeeds: nothing of that cycle but a leader's append-entries
+   leaves the node meanwhile (no vote, no acknowledgement, no apply), and the
+   member resumes by itself when space returns.
    A leader's append-entries (``ready.early_outbox``) are sent before the
    fsync, overlapping the follower's disk write with ours: Raft requires
    persistence before answering, not before replicating, and the leader only
@@ -58,6 +61,10 @@ __all__ = ["RaftDriver"]
 
 log = logging.getLogger(__name__)
 
+#: a failed journal write is retried after this pause, doubling up to the max
+WRITE_RETRY_S_MIN = 0.05
+WRITE_RETRY_S_MAX = 1.0
+
 
 class RaftDriver:
     """Runs ``core`` over ``links`` until cancelled.
@@ -99,6 +106,40 @@ class RaftDriver:
     async def wait_cycle(self) -> None:
         """Wait until the next cycle has completed."""
         await self._cycle_done.wait()
+
+    async def _write_journal(self, syncer: SyncThread | None, data: bytes) -> None:
+        """Append + fsync this cycle's records; retried until it succeeds.
+
+        Cancellation: the records of a write that never succeeded are lost
+        with the member (nothing depending on them was sent).
+        """
+        journal = self.core.journal
+        pause = WRITE_RETRY_S_MIN
+        failed_at = None
+        while True:
+            try:
+                if syncer is not None:
+                    await syncer.run(journal.write_pending, data)
+                else:
+                    journal.write_pending(data)
+            except OSError as exc:
+                if failed_at is None:
+                    failed_at = trio.current_time()
+                    log.error(
+                        "event=journal_write_failed group=%s error=%r retry=until_written",
+                        self.core.group_id,
+                        exc,
+                    )
+                await trio.sleep(pause)
+                pause = min(pause * 2, WRITE_RETRY_S_MAX)
+                continue
+            if failed_at is not None:
+                log.warning(
+                    "event=journal_write_resumed group=%s after_s=%.3f",
+                    self.core.group_id,
+                    trio.current_time() - failed_at,
+                )
+            return
 
     async def _write_snapshot(self, syncer: SyncThread | None, name: str, blob: bytes) -> None:
         store = self.core.snapshots
@@ -143,11 +184,7 @@ class RaftDriver:
                     send(peer, gid, payload)  # a leader's append-entries
                 journal = core.journal
                 if journal.dirty:
-                    data = journal.take_pending()
-                    if syncer is not None:
-                        await syncer.run(journal.write_pending, data)
-                    else:
-                        journal.write_pending(data)
+                    await self._write_journal(syncer, journal.take_pending())
                 for peer, payload in ready.outbox:
                     send(peer, gid, payload)
                 snap = core.snapshots.take_write()

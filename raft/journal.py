@@ -28,6 +28,11 @@ vanish at power loss. :class:`DurableJournal` replaces it.
   :meth:`write_pending` then writes atomically (in the driver's sync thread,
   off the event loop).  Until then the file holds the old, longer log: a
   crash in between keeps a superset, which is harmless.
+* A failed append (ENOSPC, EIO) is cut back: the file is truncated to its
+  length before the append (a torn record in the middle would end the replay
+  there and lose what follows), and the same records are written again by the
+  next :meth:`write_pending` (the driver retries with the data it took); if the
+  cut itself fails it is retried first.
 * ``entry_bytes`` counts the commands held (the bound a stream group's
   compaction watches: the journal must not become a second copy of a stream).
 
@@ -94,6 +99,9 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self.defer_rewrite = False
         self._rewrite_due = False
         self._pending_is_rewrite = False
+        #: a failed append left bytes past this length: cut them before writing
+        self._cut_to: int | None = None
+        self.write_failures = 0
         #: bytes of the commands held in memory (and in the file)
         self.entry_bytes = 0
         self._replay()
@@ -189,9 +197,23 @@ class DurableJournal(Journal):  # type: ignore[misc]
             self._pending_is_rewrite = False  # only now: a failed rewrite is retried
             self.fsyncs += 1
             return
+        if self._cut_to is not None:
+            self._disk.truncate(self._name, self._cut_to)
+            self._cut_to = None
         if data:
-            self._disk.append(self._name, data)
-            self._disk.sync(self._name)
+            before = self._disk.size(self._name)
+            try:
+                self._disk.append(self._name, data)
+                self._disk.sync(self._name)
+            except OSError:
+                self.write_failures += 1
+                self._cut_to = before
+                try:
+                    self._disk.truncate(self._name, before)
+                    self._cut_to = None
+                except OSError:
+                    pass  # cut before the next write
+                raise
             self.fsyncs += 1
 
     def flush(self) -> None:
