@@ -463,8 +463,9 @@ class ReplicatedGroup:
 
     @property
     def current(self) -> bool:
-        """False while this replica's store has a hole (it answers no reads)."""
-        return self.rfsm.current
+        """False while this replica's store has a hole or its journal writes fail
+        (it falls behind): it answers no reads then."""
+        return self.rfsm.current and not self.raft.write_failing
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         ch = catchup.channel(self.group_id)

@@ -92,6 +92,8 @@ class RaftDriver:
         self._kicked = True
         self._cycle_done = trio.Event()
         self.cycles = 0
+        #: True while a journal write keeps failing (this member falls behind)
+        self.write_failing = False
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -123,6 +125,7 @@ class RaftDriver:
                 else:
                     journal.write_pending(data)
             except OSError as exc:
+                self.write_failing = True
                 if failed_at is None:
                     failed_at = trio.current_time()
                     log.error(
@@ -133,6 +136,7 @@ class RaftDriver:
                 await trio.sleep(pause)
                 pause = min(pause * 2, WRITE_RETRY_S_MAX)
                 continue
+            self.write_failing = False
             if failed_at is not None:
                 log.warning(
                     "event=journal_write_resumed group=%s after_s=%.3f",
