@@ -55,7 +55,7 @@ __all__ = [
 BATCH_MSGS_MAX = 4096
 BATCH_BYTES_MAX = 1024 * 1024
 #: messages read from the store per step while filling a batch
-_READ_STEP = 64
+_READ_STEP = 512
 
 
 def channel(group_id: str) -> str:
@@ -97,8 +97,12 @@ def decode_reply(data: bytes) -> tuple[int, int, list[StoredMsg]]:
         raise ValueError("bad catch-up reply fields")
     prev = 0
     for m in msgs:
-        if m.seq <= prev or m.seq > through:
+        if type(m.seq) is not int or m.seq <= prev or m.seq > through:
             raise ValueError("catch-up reply messages out of order")
+        if type(m.subject) is not str or type(m.payload) is not bytes:
+            raise ValueError("catch-up reply message fields")
+        if type(m.headers) is not bytes or type(m.ts_ns) is not int:
+            raise ValueError("catch-up reply message fields")
         prev = m.seq
     return req_id, through, msgs
 

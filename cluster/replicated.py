@@ -522,50 +522,36 @@ class ReplicatedGroup:
                 await self._fill(target)
 
     async def _fill(self, snap: GroupSnapshot) -> None:
-        """Fetch ``(store's last_seq, snap.last_seq]`` from the leader, one batch
-        at a time, then mark and let entries apply again."""
-        ch = catchup.channel(self.group_id)
+        """Fetch ``(store's last_seq, snap.last_seq]`` from the leader, batch by
+        batch, then mark and let entries apply again.
+
+        The next batch is asked for as soon as an answer arrives, before that
+        answer is written: the leader reads the next batch while this replica
+        writes the last one (at most one request outstanding, two batches in
+        memory).
+        """
         t0 = trio.current_time()
         n0 = self.catchup_msgs
+        pending: int | None = None  # the outstanding request's id
         while self.rfsm.target is snap:  # a newer install replaces it: the loop goes on
             have = self.store.state().last_seq
             if have >= snap.last_seq:
                 break
-            leader = self.raft.leader_id
-            if leader is None or leader == self.node_id:
-                await trio.sleep(CATCHUP_RETRY_S)
-                continue
-            self._req_id += 1
-            rid = self._req_id
-            req = catchup.encode_request(rid, have + 1, snap.last_seq)
-            sent = self.links.send(leader, ch, b"Q" + req)
-            log.debug(
-                "event=catchup_request group=%s to=%s from=%d through=%d sent=%s",
-                self.group_id,
-                leader,
-                have + 1,
-                snap.last_seq,
-                sent,
-            )
-            reply = None
-            with trio.move_on_after(CATCHUP_TIMEOUT_S):
-                while reply is None:
-                    body = await self._replies.receive()
-                    try:
-                        got = catchup.decode_reply(body)
-                    except ValueError as exc:
-                        log.warning(
-                            "event=catchup_bad_reply group=%s reason=%s", self.group_id, exc
-                        )
-                        continue
-                    if got[0] == rid:
-                        reply = got
+            if pending is None:
+                pending = self._ask(have + 1, snap.last_seq)
+                if pending is None:
+                    await trio.sleep(CATCHUP_RETRY_S)  # no leader to ask
+                    continue
+            reply = await self._reply(pending)
+            pending = None
             if reply is None:
-                continue
-            _, through, msgs = reply
+                continue  # lost or unanswered: asked again
+            through, msgs = reply
             if through < have + 1 and not msgs:
                 await trio.sleep(CATCHUP_RETRY_S)  # the leader has not applied that far yet
                 continue
+            if through < snap.last_seq:
+                pending = self._ask(through + 1, snap.last_seq)  # overlaps the write below
             catchup.install_batch(self.store, through, msgs)
             self.catchup_batches += 1
             self.catchup_msgs += len(msgs)
@@ -593,6 +579,30 @@ class ReplicatedGroup:
             trio.current_time() - t0,
         )
         self.raft.kick()
+
+    def _ask(self, from_seq: int, to_seq: int) -> int | None:
+        """Send a catch-up request to the leader; its id (None: no leader to ask)."""
+        leader = self.raft.leader_id
+        if leader is None or leader == self.node_id:
+            return None
+        self._req_id += 1
+        body = b"Q" + catchup.encode_request(self._req_id, from_seq, to_seq)
+        self.links.send(leader, catchup.channel(self.group_id), body)
+        return self._req_id
+
+    async def _reply(self, rid: int) -> tuple[int, list[Any]] | None:
+        """The answer to request ``rid`` (``(through, msgs)``), None after the timeout."""
+        with trio.move_on_after(CATCHUP_TIMEOUT_S):
+            while True:
+                body = await self._replies.receive()
+                try:
+                    got, through, msgs = catchup.decode_reply(body)
+                except ValueError as exc:
+                    log.warning("event=catchup_bad_reply group=%s reason=%s", self.group_id, exc)
+                    continue
+                if got == rid:
+                    return through, msgs
+        return None
 
     async def propose(self, op: Any) -> Any:
         """Replicate ``op``; its ``ApplyOutcome`` once committed and applied here.
