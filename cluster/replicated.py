@@ -198,6 +198,7 @@ class ReplicatedStreamFSM:
             last_msg_id=self.fsm.last_msg_id,
             dedupe=tuple(self.fsm.dedupe_entries()),
             consumers=tuple(ConsumerSnap(*c) for c in self.consumers.snapshot()),
+            interest=self.fsm.interest,
         )
         return encode_group_snapshot(snap)
 
@@ -223,6 +224,7 @@ class ReplicatedStreamFSM:
             return  # the store is at or past the snapshot (a restart)
         catchup.reconcile(store, snap)
         self.fsm.install_dedupe(snap.last_msg_id, iter(snap.dedupe))
+        self.fsm.install_interest(snap.interest)
         self.skip_through = max(self.skip_through, snap.index)
         self.installs += 1
         if store.state().last_seq < snap.last_seq:

@@ -13,7 +13,9 @@ durably, and a replica that lacks some fetches them from the leader's store
   ``msgs``, ``bytes``) and its interior deletes as inclusive ranges
   (``deleted``): a replica whose store holds a message the stream had
   removed by then removes it when it installs the snapshot;
-* the stream state machine's dedupe window and last message id;
+* the stream state machine's dedupe window, last message id and interest
+  retention's filters (decided in log order: publishes after the snapshot
+  are stored or skipped by them);
 * every consumer of the table: name, config (as ``ConsumerAssign`` carries
   it), creation time, group name and its state machine's own snapshot
   (delivered, ack floor, pending with delivery times, redelivery counts …).
@@ -73,6 +75,7 @@ class GroupSnapshot:
     last_msg_id: str
     dedupe: tuple[tuple[str, int, int], ...]
     consumers: tuple[ConsumerSnap, ...]
+    interest: tuple[str, ...] | None = None
 
 
 def ranges(seqs: Iterable[int]) -> tuple[tuple[int, int], ...]:
@@ -101,6 +104,7 @@ def encode_group_snapshot(s: GroupSnapshot) -> bytes:
             "last_msg_id": _b(s.last_msg_id),
             "dedupe": [[_b(k), seq, ts] for k, seq, ts in s.dedupe],
             "consumers": [[c.name, c.config, c.created_ns, c.group, c.state] for c in s.consumers],
+            "interest": None if s.interest is None else list(s.interest),
         }
     )
 
@@ -129,7 +133,7 @@ def decode_group_snapshot(data: bytes) -> GroupSnapshot:
         doc = cbor2.loads(data)
     except Exception as e:  # cbor2 raises many types; all mean "malformed"
         raise StreamSnapshotError(f"not a cbor document: {e}") from e
-    keys = {"v", "index", "state", "deleted", "last_msg_id", "dedupe", "consumers"}
+    keys = {"v", "index", "state", "deleted", "last_msg_id", "dedupe", "consumers", "interest"}
     if type(doc) is not dict or set(doc) != keys:
         raise StreamSnapshotError("group snapshot must be a map with keys " + ", ".join(keys))
     if doc["v"] != GROUP_SNAPSHOT_VERSION:
@@ -163,7 +167,13 @@ def decode_group_snapshot(data: bytes) -> GroupSnapshot:
         if type(state) is not bytes:
             raise StreamSnapshotError("bad consumer state")
         consumers.append(ConsumerSnap(name, cfg, _int(created, "created"), group, state))
+    interest = doc["interest"]
+    if interest is not None and not (
+        type(interest) is list and all(type(f) is str for f in interest)
+    ):
+        raise StreamSnapshotError("interest must be null or an array of filters")
     return GroupSnapshot(
+        interest=None if interest is None else tuple(interest),
         index=_int(doc["index"], "index"),
         first_seq=first,
         last_seq=last,

@@ -148,6 +148,16 @@ class StreamStateMachine(SourcingApply):
         """``Nats-Msg-Id`` of the last message stored ("" if none)."""
         return self._last_msg_id
 
+    @property
+    def interest(self) -> tuple[str, ...] | None:
+        """Interest retention's filters as the log set them (None: store everything)."""
+        return self._interest
+
+    def install_interest(self, filters: tuple[str, ...] | None) -> None:
+        """Set the interest filters (a replicated group installing a state snapshot)."""
+        self._interest = filters
+        self._interest_match = compile_filters(filters) if filters else None
+
     def install_dedupe(self, last_msg_id: str, entries: Iterator[tuple[str, int, int]]) -> None:
         """Replace the dedupe table and last msg id (a replicated stream's
         group installing a state snapshot whose messages its store lacks)."""

@@ -50,14 +50,32 @@ def _snap(**kw: object) -> GroupSnapshot:
         last_msg_id="id\udcff",
         dedupe=(("a", 9, T0), ("b", 10, T0 + 1)),
         consumers=(ConsumerSnap("D", b"{}", 5, "C-R3F-x", b"\x01"),),
+        interest=("a.>", "b"),
     )
     base.update(kw)
     return GroupSnapshot(**base)  # type: ignore[arg-type]
 
 
 def test_group_snapshot_round_trips() -> None:
-    s = _snap()
-    assert decode_group_snapshot(encode_group_snapshot(s)) == s
+    for s in (_snap(), _snap(interest=None), _snap(interest=())):
+        assert decode_group_snapshot(encode_group_snapshot(s)) == s
+
+
+def test_interest_filters_travel_with_the_snapshot() -> None:
+    """Interest retention decides in log order whether a publish is stored: a replica
+    installing a snapshot must decide the next publishes with the same filters."""
+    from cluster.ops import Interest
+
+    leader = _rfsm()
+    leader.apply_at(encode_op(Interest(("keep.>",))), 1)
+    follower = _rfsm()
+    follower.restore(io.BytesIO(leader.snapshot()))
+    assert follower.current and follower.fsm.interest == ("keep.>",)
+    for r in (leader, follower):
+        r.apply_at(encode_op(StreamMsg((Publish("drop.x", None, b"1", T0),))), 2)
+        r.apply_at(encode_op(StreamMsg((Publish("keep.x", None, b"2", T0),))), 3)
+    assert [m.subject for m in follower.fsm.store.load_run(1, 10)] == ["keep.x"]
+    assert leader.fsm.store.state() == follower.fsm.store.state()
 
 
 @pytest.mark.parametrize(
