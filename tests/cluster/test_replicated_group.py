@@ -320,7 +320,9 @@ async def test_compacted_journal_catch_up_through_the_store(
     """The journal is compacted behind a state snapshot; a follower stopped meanwhile and a
     brand-new empty peer both come back through the leader's store (not the journal), message
     for message equal, and a restart after compaction re-applies nothing."""
-    mock_clock.autojump_threshold = 0.01
+    # real fsyncs run in threads: on a loaded machine a short threshold lets mock time
+    # run ahead of them (elections, catch-up timeouts); a longer one keeps it honest
+    mock_clock.autojump_threshold = 0.03
     net = FakeNetwork(3)
     ids = ["a", "b", "c"]
     stores = {n: _file_store(tmp_path / n / "msgs") for n in ids}
@@ -374,7 +376,7 @@ async def test_compacted_journal_catch_up_through_the_store(
         nursery.start_soon(net.run)
         for n in ids:
             await nursery.start(member, n)
-        with trio.fail_after(120):
+        with trio.fail_after(600):
             await groups["a"].raft.wait_leader()
             await publish(0, 10)
             victim = next(n for n in ids if not groups[n].is_leader)
@@ -406,6 +408,8 @@ async def test_compacted_journal_catch_up_through_the_store(
             await publish(210, 220)
             await until(lambda: stores[new].state().last_seq == 220)
             assert groups[new].status()["catchup"]["done"] >= 1
+            # every replica's applied mark reaches the end before they stop
+            await until(lambda: all(read_mark(dirs[n] / "raft")[1] == 220 for n in ids))
         nursery.cancel_scope.cancel()
     assert contents("a") == contents("b") == contents("c")
     assert [p for _, p in contents("a")] == [b"%d" % i for i in range(220)]
