@@ -148,6 +148,22 @@ class StreamStateMachine(SourcingApply):
         """``Nats-Msg-Id`` of the last message stored ("" if none)."""
         return self._last_msg_id
 
+    @property
+    def interest(self) -> tuple[str, ...] | None:
+        """Interest retention's filters as the log set them (None: store everything)."""
+        return self._interest
+
+    def install_interest(self, filters: tuple[str, ...] | None) -> None:
+        """Set the interest filters (a replicated group installing a state snapshot)."""
+        self._interest = filters
+        self._interest_match = compile_filters(filters) if filters else None
+
+    def install_dedupe(self, last_msg_id: str, entries: Iterator[tuple[str, int, int]]) -> None:
+        """Replace the dedupe table and last msg id (a replicated stream's
+        group installing a state snapshot whose messages its store lacks)."""
+        self._last_msg_id = last_msg_id
+        self._dedupe = {k: (seq, ts) for k, seq, ts in entries}
+
     def dedupe_entries(self) -> Iterator[tuple[str, int, int]]:
         """The dedupe table as ``(msg_id, seq, ts_ns)`` in insertion order."""
         for k, (seq, ts) in self._dedupe.items():
