@@ -11,6 +11,7 @@ exit status 1; a JetStream API error reads ``<description> (<err_code>)``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -111,7 +112,9 @@ async def connect(opts: Options) -> Client:
     if opts.token:
         kw["token"] = opts.token
     try:
-        return await nats.connect(**kw)
+        return await asyncio.wait_for(nats.connect(**kw), opts.timeout_s)
+    except TimeoutError:
+        fatal("setup failed: nats: no servers available for connection")
     except Exception as exc:  # nats-py raises a variety here; all mean "could not connect"
         fatal(f"setup failed: {exc or type(exc).__name__}")
 

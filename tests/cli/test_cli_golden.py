@@ -1,0 +1,230 @@
+"""The ``trijet`` client tool against trijet and against nats-server 2.15.1.
+
+Every test runs once per server kind.  Outputs are compared, normalised (see
+``clirun``), with the goldens in ``tests/cli/golden`` — the same file for both
+kinds, so trijet must answer the public protocol as nats-server does for the
+output to match.  Goldens are rewritten from nats-server's answers with
+``TRIJET_GOLDEN_UPDATE=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.clirun import ROOT, check_golden, run_cli
+from tests.support.servers import ServerProcess, reference_binary, start_server
+
+KINDS = ["trijet", "reference"]
+
+
+@pytest.fixture(params=KINDS)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, ServerProcess]]:
+    kind = request.param
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    sp = start_server(kind, ["-js", "-sd", str(tmp_path / "js")], workdir=tmp_path)
+    try:
+        yield kind, sp
+    finally:
+        sp.stop()
+
+
+def ok(url: str, *args: str, stdin: str = "") -> tuple[str, str]:
+    rc, out, err = run_cli(url, *args, stdin=stdin)
+    assert rc == 0, f"trijet {' '.join(args)} -> {rc}\n{out}\n{err}"
+    return out, err
+
+
+def test_seed_workflow(server: tuple[str, ServerProcess]) -> None:
+    """The card's four commands, then ls/info/rm, shaped as natscli prints them."""
+    kind, sp = server
+    url = sp.url
+    out, _ = ok(
+        url,
+        "stream",
+        "add",
+        "ORDERS",
+        "--subjects",
+        "orders.>",
+        "--storage",
+        "file",
+        "--retention",
+        "limits",
+        "--defaults",
+    )
+    check_golden("stream_add", out, kind)
+    _, err = ok(url, "pub", "orders.new", "Order #1001")
+    check_golden("pub", err, kind)
+    ok(url, "pub", "orders.new", "Order #1002")
+    ok(url, "pub", "orders.new", "Order #1003")
+    out, _ = ok(
+        url,
+        "consumer",
+        "add",
+        "ORDERS",
+        "order-processor",
+        "--pull",
+        "--deliver",
+        "all",
+        "--ack",
+        "explicit",
+        "--defaults",
+    )
+    check_golden("consumer_add", out, kind)
+    out, _ = ok(url, "consumer", "next", "ORDERS", "order-processor", "--count", "3", "--ack")
+    check_golden("consumer_next", out, kind)
+
+    out, _ = ok(url, "stream", "info", "ORDERS")
+    check_golden("stream_info", out, kind)
+    out, _ = ok(url, "stream", "ls")
+    check_golden("stream_ls", out, kind)
+    out, _ = ok(url, "consumer", "ls", "ORDERS")
+    check_golden("consumer_ls", out, kind)
+    out, _ = ok(url, "consumer", "info", "ORDERS", "order-processor")
+    check_golden("consumer_info", out, kind)
+    out, _ = ok(url, "stream", "get", "ORDERS", "2")
+    check_golden("stream_get", out, kind)
+
+    ok(url, "consumer", "rm", "ORDERS", "order-processor", "-f")
+    out, _ = ok(url, "consumer", "ls", "ORDERS")
+    assert out == "No Consumers defined\n"
+    out, _ = ok(url, "stream", "purge", "ORDERS", "-f")
+    check_golden("stream_purge", out, kind)
+    ok(url, "stream", "rm", "ORDERS", "-f")
+    rc, out, err = run_cli(url, "stream", "info", "ORDERS")
+    assert (rc, out) == (1, "")
+    check_golden("stream_info_missing", err, kind)
+    out, _ = ok(url, "stream", "ls")
+    assert out == "No Streams defined\n"
+
+
+def test_json_for_scripts(server: tuple[str, ServerProcess]) -> None:
+    _kind, sp = server
+    url = sp.url
+    doc = json.loads(ok(url, "stream", "add", "S", "--subjects", "s.*", "--defaults", "--json")[0])
+    assert doc["type"] == "io.nats.jetstream.api.v1.stream_create_response"
+    assert doc["config"]["subjects"] == ["s.*"] and doc["config"]["storage"] == "file"
+    ok(url, "pub", "s.a", "one")
+    ok(url, "pub", "s.b", "two")
+    assert json.loads(ok(url, "stream", "ls", "--json")[0]) == ["S"]
+    info = json.loads(ok(url, "stream", "info", "S", "--json")[0])
+    assert info["state"]["messages"] == 2 and info["state"]["last_seq"] == 2
+    cons = json.loads(ok(url, "consumer", "add", "S", "C", "--pull", "--defaults", "--json")[0])
+    assert cons["name"] == "C" and cons["num_pending"] == 2
+    assert json.loads(ok(url, "consumer", "ls", "S", "--json")[0]) == ["C"]
+    msg = json.loads(ok(url, "stream", "get", "S", "1", "--json")[0])
+    assert msg["subject"] == "s.a" and msg["seq"] == 1
+    rc, _, err = run_cli(url, "stream", "add", "S", "--subjects", "other", "--defaults")
+    assert rc == 1 and err.startswith("trijet: error: could not create Stream: ")
+    assert "(10058)" in err, err  # stream name already in use with a different configuration
+
+
+def test_prompts_when_flags_are_missing(server: tuple[str, ServerProcess]) -> None:
+    """Without --defaults the questions natscli asks are asked, answers read from stdin."""
+    kind, sp = server
+    answers = "\n".join(
+        [
+            "P",  # Stream Name
+            "p.>",  # Subjects
+            "memory",  # Storage
+            "1",  # Replication
+            "Work Queue",  # Retention Policy
+            "New",  # Discard Policy
+            "100",  # Stream Messages Limit
+            "",  # Per Subject Messages Limit (-1)
+            "1MiB",  # Total Stream Size
+            "1h",  # Message TTL
+            "",  # Max Message Size (-1)
+            "",  # Duplicate tracking time window (2m0s)
+            "n",  # Allow message Roll-ups
+            "y",  # Allow message deletion
+            "n",  # Allow purging
+        ]
+    )
+    out, err = ok(sp.url, "stream", "add", stdin=answers + "\n")
+    assert "? Stream Name" in err and "? Allow purging subjects or the entire stream" in err
+    check_golden("stream_add_prompted", out, kind)
+    cfg = json.loads(ok(sp.url, "stream", "info", "P", "--json")[0])["config"]
+    assert cfg["storage"] == "memory" and cfg["retention"] == "workqueue"
+    assert cfg["discard"] == "new" and cfg["max_msgs"] == 100 and cfg["max_bytes"] == 1 << 20
+    assert cfg["max_age"] == 3600 * 10**9 and cfg["deny_purge"] is True
+    assert cfg["deny_delete"] is False
+
+
+def test_kv(server: tuple[str, ServerProcess]) -> None:
+    kind, sp = server
+    url = sp.url
+    out, _ = ok(url, "kv", "add", "CFG", "--history", "5")
+    check_golden("kv_add", out, kind)
+    assert ok(url, "kv", "put", "CFG", "color", "blue")[0] == "blue\n"
+    ok(url, "kv", "put", "CFG", "color", "green")
+    ok(url, "kv", "put", "CFG", "size", "XL")
+    out, _ = ok(url, "kv", "get", "CFG", "color")
+    check_golden("kv_get", out, kind)
+    assert ok(url, "kv", "get", "CFG", "color", "--raw")[0] == "green\n"
+    assert ok(url, "kv", "ls", "CFG")[0] == "color\nsize\n"
+    ok(url, "kv", "del", "CFG", "size", "-f")
+    assert ok(url, "kv", "ls", "CFG")[0] == "color\n"
+    rc, _, err = run_cli(url, "kv", "get", "CFG", "size")
+    assert rc == 1 and "key not found" in err
+    out, _ = ok(url, "kv", "history", "CFG", "color")
+    check_golden("kv_history", out, kind)
+    out, _ = ok(url, "kv", "ls")
+    check_golden("kv_ls", out, kind)
+    assert json.loads(ok(url, "kv", "ls", "--json")[0]) == ["CFG"]
+
+
+def test_sub_sees_pub_and_request_reply(server: tuple[str, ServerProcess]) -> None:
+    kind, sp = server
+    env = {**os.environ, "NATS_URL": sp.url, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "trijet_cli.main"]
+    sub = subprocess.Popen(
+        [*cmd, "sub", "greet.>", "--count", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    rep = subprocess.Popen(
+        [*cmd, "reply", "svc.echo", "pong", "--count", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        assert sub.stderr is not None and rep.stderr is not None
+        assert "Subscribing on greet.>" in sub.stderr.readline()  # subscribed: safe to publish
+        ok(sp.url, "pub", "greet.world", "hello")
+        out, _ = sub.communicate(timeout=30)
+        assert sub.returncode == 0
+        check_golden("sub", out, kind)
+        out, err = ok(sp.url, "request", "svc.echo", "ping", "--timeout", "10")
+        assert out == "\npong\n\n" and "Received with rtt" in err
+        rep_out, _ = rep.communicate(timeout=30)
+        assert rep.returncode == 0 and "ping" in rep_out
+    finally:
+        for p in (sub, rep):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_account_info_and_errors(server: tuple[str, ServerProcess]) -> None:
+    _kind, sp = server
+    ok(sp.url, "stream", "add", "A", "--subjects", "a", "--defaults")
+    info = json.loads(ok(sp.url, "account", "info", "--json")[0])
+    assert info["streams"] == 1 and info["type"] == "io.nats.jetstream.api.v1.account_info_response"
+    out, _ = ok(sp.url, "account", "info")
+    assert "JetStream Account Information:" in out and "Streams: 1" in out
+    rc, _, err = run_cli("nats://127.0.0.1:1", "stream", "ls", "--timeout", "1")
+    assert rc == 1 and err.startswith("trijet: error: setup failed:")
