@@ -44,16 +44,23 @@ def fatal(msg: str) -> NoReturn:
     raise CliError(msg)
 
 
-def add_connection_flags(p: argparse.ArgumentParser) -> None:
+def add_connection_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """The connection flags, accepted before the command (``top``) and after the verb.
+
+    After the verb their defaults are suppressed, so a flag given before the
+    command is not overwritten by the verb's parser (natscli takes them anywhere).
+    """
+    d: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
     g = p.add_argument_group("connection")
-    g.add_argument("-s", "--server", help="NATS server URLs (env NATS_URL)")
-    g.add_argument("--creds", help="user credentials file (env NATS_CREDS)")
-    g.add_argument("--user", help="username or token (env NATS_USER)")
-    g.add_argument("--password", help="password (env NATS_PASSWORD)")
-    g.add_argument("--token", help="authentication token")
-    g.add_argument("--nkey", help="user NKEY seed file")
-    g.add_argument("--timeout", type=float, default=None, help="request timeout in seconds")
-    g.add_argument("--js-domain", help="JetStream domain")
+    g.add_argument("-s", "--server", help="NATS server URLs (env NATS_URL)", **d)
+    g.add_argument("--creds", help="user credentials file (env NATS_CREDS)", **d)
+    g.add_argument("--user", help="username or token (env NATS_USER)", **d)
+    g.add_argument("--password", help="password (env NATS_PASSWORD)", **d)
+    g.add_argument("--token", help="authentication token", **d)
+    g.add_argument("--nkey", help="user NKEY seed file", **d)
+    g.add_argument("--timeout", type=float, help="request timeout in seconds", **d)
+    g.add_argument("--js-domain", help="JetStream domain", **d)
+    g.add_argument("--json", action="store_true", help="produce JSON output", **d)
 
 
 @dataclass

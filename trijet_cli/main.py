@@ -45,9 +45,9 @@ VERBS = (
 
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    add_connection_flags(common)
-    common.add_argument("--json", action="store_true", help="produce JSON output")
+    add_connection_flags(common, top=False)
     top = argparse.ArgumentParser(prog="trijet", description="NATS and JetStream client tool")
+    add_connection_flags(top, top=True)
     sub = top.add_subparsers(dest="command", required=True, metavar="<command>")
     streams.add_parsers(sub, common)
     consumers.add_parsers(sub, common)

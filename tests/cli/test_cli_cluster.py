@@ -1,0 +1,117 @@
+"""``trijet server report jetstream`` (and stream info's cluster section) on three-node clusters.
+
+With a system-account user the report comes from ``$SYS.REQ.SERVER.PING.JSZ``, as
+natscli's does (checked on nats-server, which implements those requests).  Without
+one it is built from the JetStream API alone, which every server answers: then
+trijet's and nats-server's reports must match.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.clirun import normalise, run_cli
+from tests.support.cluster import Cluster, start_cluster
+from tests.support.servers import reference_binary
+
+SYS_CONF = """
+accounts {
+  SYS: { users: [ { user: sys, password: sys } ] }
+  APP: { jetstream: enabled, users: [ { user: app, password: app } ] }
+}
+system_account: SYS
+"""
+CURRENT_S_MAX = 30.0
+
+
+def ok(url: str, *args: str) -> str:
+    rc, out, err = run_cli(url, *args)
+    assert rc == 0, f"trijet {' '.join(args)} -> {rc}\n{out}\n{err}"
+    return out
+
+
+def _setup_r3(url: str, *auth: str) -> None:
+    ok(
+        url,
+        *auth,
+        "stream",
+        "add",
+        "ORDERS",
+        "--subjects",
+        "orders.>",
+        "--replicas",
+        "3",
+        "--defaults",
+    )
+    for i in range(5):
+        ok(url, *auth, "pub", "orders.new", f"Order #{i}")
+    ok(url, *auth, "consumer", "add", "ORDERS", "proc", "--pull", "--defaults", "--replicas", "3")
+
+
+def _report_when_current(url: str, *auth: str) -> str:
+    deadline = time.monotonic() + CURRENT_S_MAX
+    while True:
+        out = ok(url, *auth, "server", "report", "jetstream", "--timeout", "1")
+        if "All stream and consumer replicas are current" in out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)  # poll interval of a bounded condition in other processes
+
+
+@pytest.fixture(params=["trijet", "reference"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Cluster]]:
+    if request.param == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    with start_cluster(request.param, workdir=tmp_path) as c:
+        yield request.param, c
+
+
+def test_report_from_jetstream_api(cluster: tuple[str, Cluster]) -> None:
+    kind, c = cluster
+    url = c.urls[0]
+    _setup_r3(url)
+    out = _report_when_current(url)
+    want = "\n".join(
+        [
+            "╭─╮",
+            "│ JetStream Summary │",
+            "├─┬─┬─┬─┬─┬─┬─┬─┬─┬─┤",
+            "│ Server │ Cluster │ Streams │ Consumers │ Messages │ Bytes │ Memory │ File │ API Req │ Pending │",
+            "├─┼─┼─┼─┼─┼─┼─┼─┼─┼─┤",
+            "│ n1 │ │ 1 │ 1 │ 5 │ 240 B │ 0 B │ 240 B │ - │ 0 │",
+            "│ n2 │ │ 1 │ 1 │ 5 │ 240 B │ 0 B │ 240 B │ - │ 0 │",
+            "│ n3 │ │ 1 │ 1 │ 5 │ 240 B │ 0 B │ 240 B │ - │ 0 │",
+            "├─┼─┼─┼─┼─┼─┼─┼─┼─┼─┤",
+            "│ │ │ 3 │ 3 │ 15 │ 720 B │ 0 B │ 720 B │ - │ 0 │",
+            "╰─┴─┴─┴─┴─┴─┴─┴─┴─┴─╯",
+            "",
+            "Meta leader: unknown (no server answered $SYS.REQ.SERVER.PING.JSZ; use a system account user)",
+            "All stream and consumer replicas are current",
+            "",
+        ]
+    )
+    assert normalise(out) == want, f"{kind}:\n{out}"
+    info = ok(url, "stream", "info", "ORDERS")
+    assert "Cluster Information:" in info and info.count("Replica: ") == 2, info
+    assert "current, seen" in info
+
+
+def test_report_from_system_account(tmp_path: Path) -> None:
+    if reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    with start_cluster("reference", workdir=tmp_path, extra_conf=SYS_CONF) as c:
+        url = c.urls[0]
+        _setup_r3(url, "--user", "app", "--password", "app")
+        out = ok(url, "--user", "sys", "--password", "sys", "server", "report", "jetstream")
+    lines = out.splitlines()
+    rows = [ln for ln in lines if ln.startswith("│ n")]
+    assert len(rows) == 6, out  # three servers, then three meta group peers
+    summary, meta = rows[:3], rows[3:]
+    assert sum("*" in r.split("│")[1] for r in summary) == 1, out  # one meta leader
+    assert all(r.split("│")[3].strip() == "1" for r in summary), out  # the R3 stream on each
+    assert "RAFT Meta Group Information - Lead cluster: C1" in out
+    assert sum(r.split("│")[3].strip() == "yes" for r in meta) == 1
+    assert all(r.split("│")[4].strip() == "true" for r in meta), out  # all current
