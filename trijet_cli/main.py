@@ -46,7 +46,9 @@ VERBS = (
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     add_connection_flags(common, top=False)
-    top = argparse.ArgumentParser(prog="trijet", description="NATS and JetStream client tool")
+    top = argparse.ArgumentParser(
+        prog="trijet", description="NATS and JetStream client tool", allow_abbrev=False
+    )
     add_connection_flags(top, top=True)
     sub = top.add_subparsers(dest="command", required=True, metavar="<command>")
     streams.add_parsers(sub, common)

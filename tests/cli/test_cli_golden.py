@@ -228,3 +228,40 @@ def test_account_info_and_errors(server: tuple[str, ServerProcess]) -> None:
     assert "JetStream Account Information:" in out and "Streams: 1" in out
     rc, _, err = run_cli("nats://127.0.0.1:1", "stream", "ls", "--timeout", "1")
     assert rc == 1 and err.startswith("trijet: error: setup failed:")
+
+
+def test_object_store(server: tuple[str, ServerProcess], tmp_path: Path) -> None:
+    _kind, sp = server
+    url = sp.url
+    src = tmp_path / "report.bin"
+    src.write_bytes(bytes(range(256)) * 1000)  # 256,000 bytes: two chunks of nats-py's 128 KiB
+    out, _ = ok(url, "object", "add", "FILES")
+    assert "Information for Object Store Bucket FILES" in out and "Bucket Name: FILES" in out
+    out, _ = ok(url, "object", "put", "FILES", str(src))
+    assert "Object information for FILES > report.bin" in out
+    assert "Size: 250 KiB" in out and "Chunks: 2" in out and "Digest: SHA-256 " in out
+    assert json.loads(ok(url, "object", "ls", "FILES", "--json")[0]) == ["report.bin"]
+    dest = tmp_path / "copy.bin"
+    out, _ = ok(url, "object", "get", "FILES", "report.bin", "-O", str(dest))
+    assert out.startswith(f"Wrote: 250 KiB to {dest} in ")
+    assert dest.read_bytes() == src.read_bytes()
+    out, _ = ok(url, "object", "rm", "FILES", "report.bin", "-f")
+    assert out == "Removed FILES > report.bin\n"
+    assert ok(url, "object", "ls", "FILES")[0] == "No entries found\n"
+    assert json.loads(ok(url, "object", "ls", "--json")[0]) == ["FILES"]
+
+
+def test_bench_counts_every_message(server: tuple[str, ServerProcess]) -> None:
+    _kind, sp = server
+    out, _ = ok(
+        sp.url, "bench", "bench.x", "--pub", "2", "--sub", "1", "--msgs", "2000", "--size", "64"
+    )
+    lines = out.splitlines()
+    assert lines[0] == "NATS Pub/Sub stats: 2 publishers, 1 subscribers, 2,000 msgs of 64 B"
+    assert lines[1].startswith("Pub stats: ") and lines[1].endswith("/sec")
+    assert lines[2].startswith(" [1] Sub stats: ")
+    ok(sp.url, "stream", "add", "B", "--subjects", "bench.js", "--defaults")
+    out, _ = ok(sp.url, "bench", "bench.js", "--js", "--msgs", "200")
+    assert out.startswith("NATS JetStream Pub/Sub stats: 1 publishers, 0 subscribers, 200 msgs")
+    info = json.loads(ok(sp.url, "stream", "info", "B", "--json")[0])
+    assert info["state"]["messages"] == 200  # every benchmark publish was acknowledged and stored
