@@ -201,7 +201,7 @@ def _sys_rows(
 
 
 async def _api_rows(js: JetStreamApi) -> tuple[list[list[Any]], list[Any], list[list[Any]]]:
-    """The summary from the JetStream API alone: assets per node from their cluster info."""
+    """The summary from the JetStream API alone: assets per node from their leaders' cluster info."""
     streams = await js.paged("STREAM.LIST", "streams")
     per: dict[str, list[int]] = {}
     lagging: list[list[Any]] = []
@@ -211,7 +211,10 @@ async def _api_rows(js: JetStreamApi) -> tuple[list[list[Any]], list[Any], list[
             name, [0, 0, 0, 0, 0, 0]
         )  # streams, consumers, msgs, bytes, mem, file
 
-    for s in streams:
+    for listed in streams:
+        # the stream leader's own view (a list entry may carry another replica's view)
+        name = listed["config"]["name"]
+        s = await js.request(f"STREAM.INFO.{name}", what=f"could not load Stream {name}")
         cl, st, cfg = s.get("cluster") or {}, s["state"], s["config"]
         hosts = [cl.get("leader") or "?"] + [r["name"] for r in cl.get("replicas") or []]
         for h in hosts:
@@ -232,7 +235,10 @@ async def _api_rows(js: JetStreamApi) -> tuple[list[list[Any]], list[Any], list[
                         f(int(r.get("lag") or 0)),
                     ]
                 )
-        for c in await js.paged(f"CONSUMER.LIST.{cfg['name']}", "consumers"):
+        for cname in await js.paged(f"CONSUMER.NAMES.{name}", "consumers"):
+            c = await js.request(
+                f"CONSUMER.INFO.{name}.{cname}", what=f"could not load Consumer {cname}"
+            )
             ccl = c.get("cluster") or {}
             for h in [ccl.get("leader") or "?"] + [r["name"] for r in ccl.get("replicas") or []]:
                 node(h)[1] += 1

@@ -31,7 +31,9 @@ from typing import Any
 
 import nats
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from tests.cli.clirun import run_cli
 from tests.deploy import docker_engine
 from tests.support.aio import noop_cb, run
 from tests.support.cluster import reserve_ports
@@ -42,6 +44,7 @@ UP_S_MAX = 180.0
 BUILD_S_MAX = 600.0
 CATCH_UP_S_MAX = 60.0
 REQUEST_TIMEOUT_S = 2.0
+READ_BACK_TIMEOUT_S = 10.0
 STREAM = "ORDERS"
 BEFORE_KILL = 150
 DURING_KILL = 150
@@ -228,14 +231,17 @@ def test_compose_cluster_r3_survives_kill(compose_project: tuple[str, dict[str, 
             kill = asyncio.get_running_loop().run_in_executor(
                 None, lambda: _compose(project, "kill", "n2", env=env)
             )
-            for i in range(BEFORE_KILL, BEFORE_KILL + DURING_KILL):
+            # keep publishing while the kill is under way (and at least DURING_KILL more)
+            i = BEFORE_KILL
+            while not kill.done() or i < BEFORE_KILL + DURING_KILL:
                 acked[f"m{i}"] = await _publish_retrying(js, "orders.new", b"m%d" % i, f"m{i}")
+                i += 1
             await kill
             ps = _compose(project, "ps", "--format", "json", "n2", env=env).stdout.strip()
             assert '"running"' not in ps, ps  # n2 is down now
             # more acknowledged writes with n2 certainly gone
-            for i in range(BEFORE_KILL + DURING_KILL, BEFORE_KILL + DURING_KILL + 50):
-                acked[f"m{i}"] = await _publish_retrying(js, "orders.new", b"m%d" % i, f"m{i}")
+            for j in range(i, i + 50):
+                acked[f"m{j}"] = await _publish_retrying(js, "orders.new", b"m%d" % j, f"m{j}")
             si = await js.stream_info(STREAM)
             assert si.state.messages == len(acked)
         finally:
@@ -261,8 +267,16 @@ def test_compose_cluster_r3_survives_kill(compose_project: tuple[str, dict[str, 
         # through n2 itself, now that it is back: every acknowledged message, once, in order
         nc = await nats.connect(urls[1], error_cb=noop_cb)
         try:
-            js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
-            sub = await js.pull_subscribe("orders.>", durable="audit", stream=STREAM)
+            # a node just restarted on a loaded machine may answer slowly: wait longer, retry
+            js = nc.jetstream(timeout=READ_BACK_TIMEOUT_S)
+            sub = None
+            deadline = time.monotonic() + CATCH_UP_S_MAX
+            while sub is None:
+                try:
+                    sub = await js.pull_subscribe("orders.>", durable="audit", stream=STREAM)
+                except nats.errors.TimeoutError:
+                    if time.monotonic() > deadline:
+                        raise
             got: list[tuple[int, bytes]] = []
             while len(got) < len(acked):
                 for m in await sub.fetch(100, timeout=5.0):
@@ -275,3 +289,29 @@ def test_compose_cluster_r3_survives_kill(compose_project: tuple[str, dict[str, 
             await nc.close()
 
     run(read_back, timeout=60.0)
+
+    # n2's own Prometheus view of its replica (node/monitor/metrics.py)
+    with urllib.request.urlopen(f"{monitors[1]}/metrics", timeout=REQUEST_TIMEOUT_S) as resp:
+        text = resp.read().decode()
+    samples = {
+        (s.name, s.labels.get("stream_name"), s.labels.get("consumer_name")): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+    assert samples[("jetstream_stream_total_messages", STREAM, None)] == len(acked)
+    assert samples[("trijet_raft_group_size", STREAM, "")] == 3
+
+    # the trijet CLI against the deployed cluster: every node holds the stream, replicas current
+    deadline = time.monotonic() + CATCH_UP_S_MAX
+    while True:
+        rc, out, err = run_cli(urls[0], "server", "report", "jetstream", "--timeout", "1")
+        assert rc == 0, err
+        if "All stream and consumer replicas are current" in out:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"replicas not current per trijet server report:\n{out}")
+        time.sleep(0.2)  # poll interval of a bounded condition in another process
+    rows = [ln for ln in out.splitlines() if ln.startswith("│ n")]
+    assert [r.split("│")[1].strip() for r in rows] == list(NODES), out
+    msgs = [r.split("│")[5].strip() for r in rows]
+    assert msgs == [f"{len(acked):,}"] * 3, f"{len(acked)} acknowledged; report:\n{out}"
