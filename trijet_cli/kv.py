@@ -348,9 +348,7 @@ async def watch(js: JetStreamApi, a: argparse.Namespace) -> None:
             continue  # the initial values are all delivered
         seen += 1
         op = e.operation or "PUT"
-        created = local_time(None)
-        if e.created:  # nats-py: Unix nanoseconds
-            created = dt.datetime.fromtimestamp(e.created / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+        created = local_time(e.created if isinstance(e.created, dt.datetime) else None)
         if op in ("DEL", "PURGE"):
             print(f"[{created}] {op} {a.bucket} > {e.key}")
         else:

@@ -106,6 +106,14 @@ def test_report_from_system_account(tmp_path: Path) -> None:
         url = c.urls[0]
         _setup_r3(url, "--user", "app", "--password", "app")
         out = ok(url, "--user", "sys", "--password", "sys", "server", "report", "jetstream")
+        listing = ok(url, "--user", "sys", "--password", "sys", "server", "list")
+        pong = ok(url, "--user", "sys", "--password", "sys", "server", "ping")
+    assert [ln.split("│")[1].strip() for ln in listing.splitlines() if ln.startswith("│ n")] == [
+        "n1",
+        "n2",
+        "n3",
+    ], listing
+    assert pong.splitlines()[-1].startswith("3 replies max: "), pong
     lines = out.splitlines()
     rows = [ln for ln in lines if ln.startswith("│ n")]
     assert len(rows) == 6, out  # three servers, then three meta group peers

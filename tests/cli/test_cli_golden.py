@@ -265,3 +265,56 @@ def test_bench_counts_every_message(server: tuple[str, ServerProcess]) -> None:
     assert out.startswith("NATS JetStream Pub/Sub stats: 1 publishers, 0 subscribers, 200 msgs")
     info = json.loads(ok(sp.url, "stream", "info", "B", "--json")[0])
     assert info["state"]["messages"] == 200  # every benchmark publish was acknowledged and stored
+
+
+def test_stream_edit_view_report_and_consumer_report(server: tuple[str, ServerProcess]) -> None:
+    kind, sp = server
+    url = sp.url
+    ok(url, "stream", "add", "E", "--subjects", "e.>", "--defaults")
+    for i in range(3):
+        ok(url, "pub", f"e.{i}", f"msg {i}")
+    out, _ = ok(url, "stream", "edit", "E", "--max-msgs", "2", "--description", "edited", "-f")
+    check_golden("stream_edit", out, kind)
+    cfg = json.loads(ok(url, "stream", "info", "E", "--json")[0])
+    assert cfg["config"]["max_msgs"] == 2 and cfg["state"]["messages"] == 2  # the limit applied
+    rc, _, err = run_cli(
+        url, "stream", "edit", "E", "--max-msgs", "2", "--description", "edited", "-f"
+    )
+    assert rc == 1 and "no changes made" in err
+    out, _ = ok(url, "stream", "view", "E")
+    check_golden("stream_view", out, kind)
+    ok(url, "consumer", "add", "E", "c1", "--pull", "--defaults")
+    ok(url, "consumer", "add", "E", "c2", "--target", "out.c2", "--defaults")
+    out, _ = ok(url, "stream", "report")
+    check_golden("stream_report", out, kind)
+    out, _ = ok(url, "consumer", "report", "E")
+    check_golden("consumer_report", out, kind)
+
+
+def test_kv_watch_sees_updates(server: tuple[str, ServerProcess]) -> None:
+    _kind, sp = server
+    ok(sp.url, "kv", "add", "W")
+    ok(sp.url, "kv", "put", "W", "a", "1")
+    env = {**os.environ, "NATS_URL": sp.url, "PYTHONPATH": str(ROOT)}
+    w = subprocess.Popen(
+        [sys.executable, "-m", "trijet_cli.main", "kv", "watch", "W", "--count", "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        assert w.stdout is not None
+        first = w.stdout.readline()  # the current value comes first: the watch is in place
+        assert first.endswith("PUT W > a: 1\n"), first
+        ok(sp.url, "kv", "put", "W", "b", "2")
+        ok(sp.url, "kv", "del", "W", "a", "-f")
+        rest, err = w.communicate(timeout=30)
+        assert w.returncode == 0, err
+        lines = rest.splitlines()
+        assert lines[0].endswith("PUT W > b: 2") and lines[1].endswith("DEL W > a"), rest
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
