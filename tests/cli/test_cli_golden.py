@@ -318,3 +318,24 @@ def test_kv_watch_sees_updates(server: tuple[str, ServerProcess]) -> None:
         if w.poll() is None:
             w.kill()
             w.wait()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_user_password_and_nats_url(kind: str, tmp_path: Path) -> None:
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    conf = "authorization {\n  user: ops\n  password: s3cret\n}\n"
+    sp = start_server(kind, ["-js", "-sd", str(tmp_path / "js")], config=conf, workdir=tmp_path)
+    try:
+        rc, _, err = run_cli(sp.url, "stream", "ls")
+        assert rc == 1 and err.startswith("trijet: error: setup failed:"), err
+        rc, _, err = run_cli(sp.url, "--user", "ops", "--password", "wrong", "stream", "ls")
+        assert rc == 1 and "authorization violation" in err.lower(), err
+        assert ok(sp.url, "--user", "ops", "--password", "s3cret", "stream", "ls")[0] == (
+            "No Streams defined\n"
+        )
+        host_port = sp.url.removeprefix("nats://")
+        url = f"nats://ops:s3cret@{host_port}"  # credentials in NATS_URL, as nats tools take them
+        assert ok(url, "stream", "ls")[0] == "No Streams defined\n"
+    finally:
+        sp.stop()
