@@ -45,6 +45,8 @@ BUILD_S_MAX = 600.0
 CATCH_UP_S_MAX = 60.0
 REQUEST_TIMEOUT_S = 2.0
 READ_BACK_TIMEOUT_S = 10.0
+STOP_S_MAX = 8.0
+IMAGE_LABEL = "org.opencontainers.image.title=trijet"
 STREAM = "ORDERS"
 BEFORE_KILL = 150
 DURING_KILL = 150
@@ -188,6 +190,12 @@ def compose_project() -> Iterator[tuple[str, dict[str, str]]]:
                 capture_output=True,
                 timeout=120,
             )
+            # images left dangling by rebuilds of this Dockerfile (and only those)
+            subprocess.run(
+                ["docker", "image", "prune", "-f", "--filter", f"label={IMAGE_LABEL}"],
+                capture_output=True,
+                timeout=120,
+            )
 
 
 async def _publish_retrying(js: Any, subject: str, data: bytes, msg_id: str) -> int:
@@ -315,3 +323,12 @@ def test_compose_cluster_r3_survives_kill(compose_project: tuple[str, dict[str, 
     assert [r.split("│")[1].strip() for r in rows] == list(NODES), out
     msgs = [r.split("│")[5].strip() for r in rows]
     assert msgs == [f"{len(acked):,}"] * 3, f"{len(acked)} acknowledged; report:\n{out}"
+
+    # the image runs trijet-server as its own non-root user, and it exits on SIGTERM: a stop
+    # finishes well inside stop_grace_period (10 s), after which docker would SIGKILL
+    uid = _compose(project, "exec", "-T", "n1", "id", "-u", env=env).stdout.strip()
+    assert uid not in ("", "0"), uid
+    started = time.monotonic()
+    _compose(project, "stop", env=env)
+    stop_s = time.monotonic() - started
+    assert stop_s < STOP_S_MAX, f"docker compose stop took {stop_s:.1f}s"
