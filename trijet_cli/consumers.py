@@ -248,7 +248,7 @@ async def ls(js: JetStreamApi, a: argparse.Namespace) -> None:
     consumers = await js.paged(f"CONSUMER.LIST.{a.stream}", "consumers")
     names = sorted(c["name"] for c in consumers)
     if a.json:
-        print_json(names)
+        print_json(names or None)  # natscli prints a nil list as null
         return
     if a.names:
         print("\n".join(names))

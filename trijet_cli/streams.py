@@ -269,7 +269,7 @@ async def ls(js: JetStreamApi, a: argparse.Namespace) -> None:
         streams = [s for s in streams if not s["config"]["name"].startswith(("KV_", "OBJ_"))]
     names = sorted(s["config"]["name"] for s in streams)
     if a.json:
-        print_json(names)
+        print_json(names or None)  # natscli prints a nil list as null
         return
     if a.names:
         print("\n".join(names))

@@ -339,3 +339,38 @@ def test_user_password_and_nats_url(kind: str, tmp_path: Path) -> None:
         assert ok(url, "stream", "ls")[0] == "No Streams defined\n"
     finally:
         sp.stop()
+
+
+def test_consumer_prompts_and_confirmations(server: tuple[str, ServerProcess]) -> None:
+    kind, sp = server
+    url = sp.url
+    ok(url, "stream", "add", "Q", "--subjects", "q.>", "--defaults")
+    answers = "\n".join(
+        [
+            "worker",  # Consumer name
+            "",  # Delivery target (empty for Pull Consumers)
+            "all",  # Start policy
+            "explicit",  # Acknowledgment policy
+            "instant",  # Replay policy
+            "q.jobs",  # Filter Stream by subjects
+            "5",  # Maximum Allowed Deliveries
+            "10",  # Maximum Acknowledgments Pending
+            "n",  # Deliver headers only without bodies
+        ]
+    )
+    out, err = ok(url, "consumer", "add", "Q", stdin=answers + "\n")
+    assert "? Consumer name" in err and "? Deliver headers only without bodies" in err
+    check_golden("consumer_add_prompted", out, kind)
+    cfg = json.loads(ok(url, "consumer", "info", "Q", "worker", "--json")[0])["config"]
+    assert cfg["filter_subject"] == "q.jobs" and cfg["max_deliver"] == 5
+    assert cfg["max_ack_pending"] == 10 and cfg["ack_policy"] == "explicit"
+    # confirmations: "n" keeps the assets, "y" removes them
+    assert ok(url, "consumer", "rm", "Q", "worker", stdin="n\n")[0] == ""
+    assert json.loads(ok(url, "consumer", "ls", "Q", "--json")[0]) == ["worker"]
+    ok(url, "consumer", "rm", "Q", "worker", stdin="y\n")
+    assert json.loads(ok(url, "consumer", "ls", "Q", "--json")[0]) is None
+    ok(url, "stream", "rm", "Q", stdin="n\n")
+    assert json.loads(ok(url, "stream", "ls", "--json")[0]) == ["Q"]
+    _, err = ok(url, "stream", "rm", "Q", stdin="y\n")
+    assert "? Really delete Stream Q" in err
+    assert json.loads(ok(url, "stream", "ls", "--json")[0]) is None
