@@ -86,7 +86,6 @@ from cluster.consumer_fsm import (
     ConsumerOutcome,
     ConsumerStateMachine,
     Delivery,
-    count_matching,
     count_pending,
     next_messages,
     policy_of,
@@ -115,7 +114,6 @@ from raft.errors import RaftError
 from store.api import ConsumerState, ConsumerStore, Pending, StoredMsg
 from store.errors import StoreClosed
 from store.memory import MemoryConsumerStore
-from store.subjects import compile_filters
 
 log = logging.getLogger(__name__)
 
@@ -626,9 +624,10 @@ class Consumer:
                 and msgs - c_msgs == last - c_last
                 and (nxt - c_nxt) + (last - c_last) <= PENDING_DELTA_MAX
             ):
-                store, match = self.stream.store, self._filter_match()
-                n = c_n + count_matching(store, match, c_last + 1, last)
-                n -= count_matching(store, match, c_nxt, nxt - 1)
+                store = self.stream.store
+                filters = self._filters()
+                n = c_n + store.count_in_range(filters, c_last + 1, last)
+                n -= store.count_in_range(filters, c_nxt, nxt - 1)
                 self._pending_cache = (nxt, last, msgs, n)
                 return n
         n = count_pending(self.stream.store, self.fsm.policy.filters, nxt)
@@ -638,9 +637,11 @@ class Consumer:
         self._pending_cache = (nxt, last, msgs, n)
         return n
 
-    def _filter_match(self) -> Callable[[str], bool] | None:
+    def _filters(self) -> str | tuple[str, ...]:
         filters = self.fsm.policy.filters
-        return compile_filters(filters) if filters else None
+        if not filters:
+            return ">"
+        return filters[0] if len(filters) == 1 else filters
 
     def peek(self) -> StoredMsg | None:
         """The message ``deliver(1)`` would hand out now (None if nothing)."""

@@ -309,13 +309,14 @@ typedef struct {
     long max_out;
     long inflight;
     double timeout_s;
+    long nsubjects;  /* pub: > 0 rotates over <subject>.<i mod n>, fixed width */
 } opts_t;
 
 static void usage(void) {
     fprintf(stderr,
             "usage: loadgen pub|sub|req|rep|jspub [-H host] [-P port] [-s subject] [-n count]\n"
             "               [-z size] [-b batch_bytes] [-i ping_every] [-w max_pings_out]\n"
-            "               [-k inflight] [-t idle_timeout_s]\n");
+            "               [-k inflight] [-t idle_timeout_s] [-S nsubjects]\n");
     exit(2);
 }
 
@@ -334,7 +335,18 @@ static int mode_pub(const opts_t *o) {
         return 1;
     }
     char hdr[512];
-    int hl = snprintf(hdr, sizeof(hdr), "PUB %s %zu\r\n", o->subject, o->size);
+    int width = 0; /* digits of the rotating subject's last token */
+    for (long v = o->nsubjects > 1 ? o->nsubjects - 1 : 0; o->nsubjects > 0; v /= 10) {
+        width++;
+        if (v < 10) break;
+    }
+    int hl;
+    if (o->nsubjects > 0)
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s.%0*d %zu\r\n", o->subject, width, 0, o->size);
+    else
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s %zu\r\n", o->subject, o->size);
+    size_t digits_at = 4 + strlen(o->subject) + 1; /* "PUB " subject "." */
+    long rot = 0;
     size_t rec = (size_t)hl + o->size + 2;
     size_t per_batch = o->batch_bytes / rec;
     if (per_batch < 1) per_batch = 1;
@@ -354,6 +366,14 @@ static int mode_pub(const opts_t *o) {
         long n = (long)per_batch;
         if (n > o->count - sent) n = o->count - sent;
         if (next_ping > 0 && sent + n > next_ping) n = next_ping - sent;
+        if (o->nsubjects > 0) { /* the next n subjects of the rotation, in place */
+            for (long i = 0; i < n; i++) {
+                char *d = block + (size_t)i * rec + digits_at;
+                long v = rot;
+                for (int k = width - 1; k >= 0; k--) { d[k] = (char)('0' + v % 10); v /= 10; }
+                if (++rot == o->nsubjects) rot = 0;
+            }
+        }
         write_all(c.fd, block, (size_t)n * rec);
         sent += n;
         if (sent == next_ping) {
@@ -598,7 +618,7 @@ int main(int argc, char **argv) {
     opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0};
     int ch;
     optind = 2;
-    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:")) != -1) {
+    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:")) != -1) {
         switch (ch) {
         case 'H': o.host = optarg; break;
         case 'P': o.port = optarg; break;
@@ -610,6 +630,7 @@ int main(int argc, char **argv) {
         case 'w': o.max_out = atol(optarg); break;
         case 'k': o.inflight = atol(optarg); break;
         case 't': o.timeout_s = atof(optarg); break;
+        case 'S': o.nsubjects = atol(optarg); break;
         default: usage();
         }
     }
