@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import nkeys
 import pytest
 
 from tests.cli.clirun import ROOT, check_golden, run_cli
@@ -374,3 +375,21 @@ def test_consumer_prompts_and_confirmations(server: tuple[str, ServerProcess]) -
     _, err = ok(url, "stream", "rm", "Q", stdin="y\n")
     assert "? Really delete Stream Q" in err
     assert json.loads(ok(url, "stream", "ls", "--json")[0]) is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nkey_seed_file(kind: str, tmp_path: Path) -> None:
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    public = nkeys.from_seed(bytearray(seed)).public_key.decode()
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_bytes(seed + b"\n")
+    conf = f"authorization {{\n  users: [ {{ nkey: {public} }} ]\n}}\n"
+    sp = start_server(kind, ["-js", "-sd", str(tmp_path / "js")], config=conf, workdir=tmp_path)
+    try:
+        rc, _, err = run_cli(sp.url, "stream", "ls")
+        assert rc == 1 and err.startswith("trijet: error: setup failed:"), err
+        assert ok(sp.url, "--nkey", str(seed_file), "stream", "ls")[0] == "No Streams defined\n"
+    finally:
+        sp.stop()
