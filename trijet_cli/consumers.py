@@ -464,7 +464,7 @@ def render_info(doc: dict[str, Any]) -> str:
             cols.row(k, meta[k])
     cl = doc.get("cluster") or {}
     if cl.get("name"):
-        render_cluster(cols, cl, doc.get("ts"))
+        render_cluster(cols, cl, doc.get("ts"), consumer=True)
     cols.title("State")
     render_meta_api(cols, cfg.get("metadata") or {})
     d, fl = doc.get("delivered") or {}, doc.get("ack_floor") or {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from trijet_cli import consumers, kv, messaging, objects, server, streams
@@ -80,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         return report_error(exc)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # as natscli: one line, no trace (TRIJET_DEBUG=1 shows it)
+        if os.environ.get("TRIJET_DEBUG") == "1":
+            raise
+        return report_error(
+            CliError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        )
     return 0
 
 

@@ -437,21 +437,24 @@ def render_meta_api(cols: Columns, meta: dict[str, str]) -> None:
         cols.row("Required API Level", f"{req or '0'} hosted at level {level}")
 
 
-def render_cluster(cols: Columns, cl: dict[str, Any], ts: str | None) -> None:
+def render_cluster(
+    cols: Columns, cl: dict[str, Any], ts: str | None, *, consumer: bool = False
+) -> None:
+    """natscli's "Cluster Information" section (a consumer's says Raft Group, no lag)."""
     cols.title("Cluster Information")
     cols.row("Name", cl["name"])
-    cols.row_if_not_empty("Cluster Group", cl.get("raft_group"))
+    cols.row_if_not_empty("Raft Group" if consumer else "Cluster Group", cl.get("raft_group"))
     if cl.get("leader_since"):
         cols.row("Leader", f"{cl.get('leader', '')} ({duration(since_ns(cl['leader_since'], ts))})")
     else:
         cols.row("Leader", cl.get("leader", ""))
     for r in cl.get("replicas") or []:
         state = [r["name"], "current" if r.get("current") else "outdated"]
-        if r.get("offline"):
+        if r.get("offline") and not consumer:
             state.append("OFFLINE")
         active = int(r.get("active") or 0)
         state.append(f"seen {duration(active)} ago" if 0 < active < INT64_MAX else "not seen")
-        lag = int(r.get("lag") or 0)
+        lag = 0 if consumer else int(r.get("lag") or 0)
         if lag > 1:
             state.append(f"{f(lag)} operations behind")
         elif lag == 1:
