@@ -1,4 +1,4 @@
-"""``trijet server list|ping|report jetstream|raft step-down``, ``account info``, ``bench``.
+"""``trijet server list|ping|report jetstream|cluster (raft) step-down``, ``account info``, ``bench``.
 
 Server-wide views come from the system account's requests, as natscli's do:
 ``$SYS.REQ.SERVER.PING`` (STATSZ) and ``$SYS.REQ.SERVER.PING.JSZ`` (every server
@@ -139,12 +139,52 @@ async def ping(js: JetStreamApi, a: argparse.Namespace) -> None:
     print(f"{len(res)} replies max: {duration(rtt)}")
 
 
+async def _meta_leader_info(js: JetStreamApi) -> dict[str, Any]:
+    """The meta leader's ``meta_cluster`` (from its own JSZ answer)."""
+    res = await _collect(js, "$SYS.REQ.SERVER.PING.JSZ")
+    leaders = [
+        r["data"]["meta_cluster"]
+        for r in res
+        if (r.get("data") or {}).get("meta_cluster", {}).get("leader") == r["server"]["name"]
+    ]
+    if not leaders:
+        fatal(
+            "did not receive a response from the meta leader, ensure the account used has "
+            "system privileges and appropriate permissions"
+        )
+    if len(leaders) > 1:
+        fatal(
+            f"found {len(leaders)} JetStream meta cluster leaders, unable to determine which cluster to step down"
+        )
+    return dict(leaders[0])
+
+
 async def raft_step_down(js: JetStreamApi, a: argparse.Namespace) -> None:
-    doc = await js.request("META.LEADER.STEPDOWN", {}, what="could not request meta stepdown")
-    if a.json:
-        print_json(doc)
-        return
-    print("Requested meta group leader step down")
+    """natscli's ``server cluster step-down``: ask, then watch for a new meta leader."""
+    from trijet_cli.messaging import log
+
+    if js.opts.js_domain:
+        fatal("the --js-domain option cannot be used with step-down")
+    meta = await _meta_leader_info(js)
+    leader = meta.get("leader") or ""
+    if not leader:
+        fatal("cluster has no current leader")
+    log(
+        f'Requesting leader step down of "{leader}" in a {len(meta.get("replicas") or []) + 1} peer RAFT group'
+    )
+    await js.request("META.LEADER.STEPDOWN", {}, what="could not request meta stepdown")
+    start = time.monotonic()
+    for _ in range(5):
+        await asyncio.sleep(0.5)  # natscli's ticker between looks at the cluster state
+        try:
+            now = await _meta_leader_info(js)
+        except Exception as exc:  # a missing answer mid-election: report and look again
+            log(f"Failed to retrieve Cluster State: {exc}")
+            continue
+        if now.get("leader") != leader:
+            log(f'New leader elected "{now.get("leader")}"')
+            return
+    fatal(f"Leader did not change after {duration(int((time.monotonic() - start) * 1e9))}")
 
 
 def _sys_rows(

@@ -118,6 +118,14 @@ def test_report_from_system_account(tmp_path: Path) -> None:
         out = ok(url, "--user", "sys", "--password", "sys", "server", "report", "jetstream")
         listing = ok(url, "--user", "sys", "--password", "sys", "server", "list")
         pong = ok(url, "--user", "sys", "--password", "sys", "server", "ping")
+        rc, _out_sd, err_sd = run_cli(
+            url, "--user", "sys", "--password", "sys", "server", "raft", "step-down"
+        )
+    assert rc == 0, err_sd
+    first, second = err_sd.splitlines()[-2:]
+    old_leader = first.split('"')[1]
+    assert first.endswith(f'Requesting leader step down of "{old_leader}" in a 3 peer RAFT group')
+    assert "New leader elected" in second and f'"{old_leader}"' not in second, err_sd
     assert [ln.split("│")[1].strip() for ln in listing.splitlines() if ln.startswith("│ n")] == [
         "n1",
         "n2",
