@@ -332,3 +332,51 @@ def test_compose_cluster_r3_survives_kill(compose_project: tuple[str, dict[str, 
     _compose(project, "stop", env=env)
     stop_s = time.monotonic() - started
     assert stop_s < STOP_S_MAX, f"docker compose stop took {stop_s:.1f}s"
+
+
+DEPLOY_CONF_KEYS = {
+    "server_name",
+    "server_tags",
+    "listen",
+    "http",
+    "jetstream",
+    "jetstream.store_dir",
+    "cluster",
+    "cluster.name",
+    "cluster.listen",
+    "cluster.no_advertise",
+    "cluster.routes",
+}
+
+
+def _conf_keys(text: str) -> set[str]:
+    """Dotted keys set by a nats-server-format conf (blocks one level deep, as deploy/ uses)."""
+    keys: set[str] = set()
+    block = ""
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        stripped = line.strip()
+        if not stripped or stripped in ("]", "}") or stripped.startswith("nats-route://"):
+            if stripped == "}":
+                block = ""
+            continue
+        if not raw.startswith(" "):
+            block = ""
+        name = stripped.split(":")[0].split("{")[0].split()[0]
+        keys.add(f"{block}.{name}" if block else name)
+        if line.endswith("{"):
+            block = name
+    return keys
+
+
+def test_node_configs_set_no_defaults() -> None:
+    """deploy/ sets identity, addresses and paths only: every tunable keeps node/config.py's default."""
+    assert _conf_keys("max_payload: 1\njetstream {\n  max_mem: 1G\n}\n") == {
+        "max_payload",
+        "jetstream",
+        "jetstream.max_mem",
+    }
+    for conf in sorted(DEPLOY.glob("*.conf")):
+        keys = _conf_keys(conf.read_text())
+        assert keys <= DEPLOY_CONF_KEYS, (conf.name, sorted(keys - DEPLOY_CONF_KEYS))
+        assert {"server_name", "listen", "http", "jetstream.store_dir"} <= keys, conf.name
