@@ -326,6 +326,8 @@ def test_compose_cluster_r3_survives_kill(compose_project: tuple[str, dict[str, 
 
     # the image runs trijet-server as its own non-root user, and it exits on SIGTERM: a stop
     # finishes well inside stop_grace_period (10 s), after which docker would SIGKILL
+    names = _compose(project, "exec", "-T", "n3", "trijet", "stream", "ls", "--names", env=env)
+    assert names.stdout == f"{STREAM}\n", names.stdout  # the client command inside the image
     uid = _compose(project, "exec", "-T", "n1", "id", "-u", env=env).stdout.strip()
     assert uid not in ("", "0"), uid
     started = time.monotonic()
