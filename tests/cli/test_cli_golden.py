@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,7 +210,14 @@ def test_sub_sees_pub_and_request_reply(server: tuple[str, ServerProcess]) -> No
         out, _ = sub.communicate(timeout=30)
         assert sub.returncode == 0
         check_golden("sub", out, kind)
-        out, err = ok(sp.url, "request", "svc.echo", "ping", "--timeout", "10")
+        # the replier subscribes without saying so (as natscli's): retry until it answers
+        deadline = time.monotonic() + 30
+        while True:
+            rc, out, err = run_cli(sp.url, "request", "svc.echo", "ping", "--timeout", "10")
+            if rc == 0 or "no responders" not in err or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # poll interval of a bounded condition in another process
+        assert rc == 0, err
         assert out == "\npong\n\n" and "Received with rtt" in err
         rep_out, _ = rep.communicate(timeout=30)
         assert rep.returncode == 0 and "ping" in rep_out
