@@ -19,6 +19,9 @@ commands:
   cluster [-n N]  start an N-node cluster on 127.0.0.1 (ports and data dirs
                   chosen for you, under ./data/cluster); Ctrl-C stops it
   version         print the version
+
+client commands (natscli's verbs, over the NATS protocol; `trijet <command> -h`):
+  stream, consumer, kv, object, pub, sub, request, reply, server, account, bench
 """
 
 
@@ -68,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"trijet {TRIJET_VERSION} (nats-server {NATS_VERSION} compatible)")
         return 0
+    from trijet_cli.main import VERBS
+
+    if cmd in VERBS:
+        from trijet_cli.main import main as client_main
+
+        return client_main(args)
     print(f"trijet: unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -33,7 +33,7 @@ from typing import Any
 import h11
 import trio
 
-from node.monitor import endpoints
+from node.monitor import endpoints, metrics
 from node.monitor.connz import connz_from_options, parse_connz_options
 from node.monitor.gofmt import dumps
 from node.monitor.query import MonitorError, Query
@@ -59,6 +59,7 @@ ACCOUNTZ_PATH = "/accountz"
 JSZ_PATH = "/jsz"
 HEALTHZ_PATH = "/healthz"
 RAFTZ_PATH = "/raftz"
+METRICS_PATH = "/metrics"  # Prometheus text (node/monitor/metrics.py); not in nats-server
 
 INDEX_LINKS = (
     ("General", VARZ_PATH),
@@ -162,7 +163,9 @@ class MonitorApp:
             JSZ_PATH: self._simple(JSZ_PATH, endpoints.jsz),
             HEALTHZ_PATH: self._healthz,
             RAFTZ_PATH: self._simple(RAFTZ_PATH, endpoints.raftz),
+            METRICS_PATH: self._metrics,
         }
+        self._metrics_registry: Any = None  # built on first scrape
 
     def handle(self, method: str, target: str) -> Response:
         """Answer one request (``target`` is the raw request target)."""
@@ -209,6 +212,14 @@ class MonitorApp:
         opts = parse_connz_options(q)
         self._count(CONNZ_PATH)
         return json_response(connz_from_options(self.server, opts))
+
+    def _metrics(self, q: Query) -> Response:
+        del q
+        self._count(METRICS_PATH)
+        if self._metrics_registry is None:
+            self._metrics_registry = metrics.make_registry(self.server, self.sampler)
+        body = metrics.render(self._metrics_registry)
+        return Response(200, body, [("Content-Type", metrics.CONTENT_TYPE)])
 
     def _healthz(self, q: Query) -> Response:
         self._count(HEALTHZ_PATH)
