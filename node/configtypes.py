@@ -74,6 +74,8 @@ class UserSpec:
     password: str | None = None
     nkey: str | None = None
     permissions: Permissions | None = None
+    #: the account the user belongs to (``$G`` for top-level ``authorization`` users)
+    account: str = "$G"
 
 
 @dataclass
@@ -90,6 +92,15 @@ class AuthConfig:
     def enabled(self) -> bool:
         """True when clients must authenticate."""
         return bool(self.user or self.token or self.users)
+
+
+@dataclass
+class AccountSpec:
+    """One ``accounts { NAME: {...} }`` entry (its users are in :attr:`AuthConfig.users`)."""
+
+    name: str
+    #: ``jetstream: enabled`` (or a map without ``enabled: false``) in the account block
+    jetstream: bool = False
 
 
 @dataclass
@@ -181,6 +192,9 @@ class ServerConfig:
     connect_error_reports: int = 3600  # accepted; trijet has no solicited connections to report
     reconnect_error_reports: int = 1
     auth: AuthConfig = field(default_factory=AuthConfig)
+    #: configured accounts by name (``$G`` and the system account exist without an entry)
+    accounts: dict[str, AccountSpec] = field(default_factory=dict)
+    system_account: str = "$SYS"
     tls: TLSConfig | None = None
     jetstream: JetStreamConfig = field(default_factory=JetStreamConfig)
     cluster: ClusterConfig | None = None

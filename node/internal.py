@@ -45,6 +45,8 @@ class InternalClient:
     def __init__(self, server: Server, name: str) -> None:
         self.server = server
         self.name = name
+        #: internal clients live in the server's home account (JetStream's)
+        self.account = server.accounts.home
         self.cid = 0
         self._handlers: dict[Subscription, Handler] = {}
         self._many: dict[Subscription, ManyHandler] = {}

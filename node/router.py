@@ -44,13 +44,19 @@ class Router(JetStreamDelivery):
     """Delivery over one account's sublist.
 
     Args:
-        sublist: the shared subject trie.
+        sublist: the account's subject trie.
         rng: seeded randomness for queue-member choice.
+        account: the account's name, carried in ``RMSG``/``HMSG`` to routes.
     """
 
-    def __init__(self, sublist: Sublist[Subscription], rng: random.Random) -> None:
+    def __init__(
+        self, sublist: Sublist[Subscription], rng: random.Random, account: bytes = b"$G"
+    ) -> None:
         self.sublist = sublist
         self.rng = rng
+        self.account = account
+        self._rmsg = b"RMSG " + account + b" "
+        self._hmsg = b"HMSG " + account + b" "
         self.out_msgs = 0
         self.out_bytes = 0
         # peers' interest (node.route.RemoteSub entries), one per route/subject/queue
@@ -599,12 +605,12 @@ class Router(JetStreamDelivery):
             mid = b" " + reply + b" " if reply else b" "
             if headers is None:
                 data = (
-                    b"RMSG $G " + subject + mid + str(len(payload)).encode() + CRLF + payload + CRLF
+                    self._rmsg + subject + mid + str(len(payload)).encode() + CRLF + payload + CRLF
                 )
             else:
                 hl = len(headers)
                 data = (
-                    b"HMSG $G "
+                    self._hmsg
                     + subject
                     + mid
                     + str(hl).encode()
@@ -650,7 +656,7 @@ class Router(JetStreamDelivery):
                             break
                 targets.setdefault(chosen.route, []).append(q)
         for route, queues in targets.items():
-            parts = [b"$G", subject]
+            parts = [self.account, subject]
             if queues:
                 if reply:
                     parts += [b"+", reply]

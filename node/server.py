@@ -28,10 +28,11 @@ from typing import Any
 
 import trio
 
+from node.accounts import Accounts
 from node.auth import Authenticator
 from node.config import ServerConfig
 from node.protocol.wire import err_bytes, info_bytes
-from node.route import Interest, Route, RouteManager, parse_route_url
+from node.route import Route, RouteManager, parse_route_url
 from node.router import Router
 from node.session import ClientSession, ClosedReason, Subscription
 from node.sublist import Sublist
@@ -95,8 +96,10 @@ class Server:
         self.rng = rng or random.Random()
         self.server_id = _make_server_id()
         self.server_name = cfg.server_name or self.server_id
-        self.sublist: Sublist[Subscription] = Sublist(cache_enabled=not cfg.disable_sublist_cache)
-        self.router = Router(self.sublist, self.rng)
+        self.accounts = Accounts(cfg, self.rng)
+        # the home account (JetStream's, else $G): the server's own services live there
+        self.sublist: Sublist[Subscription] = self.accounts.home.sublist
+        self.router: Router = self.accounts.home.router
         self.authenticator = Authenticator(cfg.auth)
         self.ssl_context = build_ssl_context(cfg)
         self.stats = ServerStats()
@@ -118,7 +121,6 @@ class Server:
         self._client_nursery: trio.Nursery | None = None
         self.connect_urls: list[str] = []
         # cluster
-        self.interest = Interest()
         self.routes = RouteManager(self, self.rng)
         self.cluster_port = 0
         self._next_rid = 0
@@ -187,26 +189,29 @@ class Server:
         info = self.client_info(session)
         info.pop("nonce", None)
         info["connect_info"] = True
-        info["remote_account"] = "$G"
+        info["remote_account"] = session.account.name
         return info
 
     # -- subscriptions (local interest, announced to routes) ----------------
 
     def add_sub(self, sub: Subscription) -> None:
-        """Insert a local subscription and announce new interest to routes."""
-        self.sublist.insert(sub)
-        self.router.gen += 1
-        line = self.interest.add(sub.subject, sub.queue)
+        """Insert a local subscription (in its client's account) and announce
+        new interest to routes."""
+        acc = sub.client.account
+        acc.sublist.insert(sub)
+        acc.router.gen += 1
+        line = acc.interest.add(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
                 route.send(line)
 
     def remove_sub(self, sub: Subscription) -> None:
         """Remove a local subscription and withdraw interest from routes."""
-        if not self.sublist.remove(sub):
+        acc = sub.client.account
+        if not acc.sublist.remove(sub):
             return
-        self.router.gen += 1
-        line = self.interest.remove(sub.subject, sub.queue)
+        acc.router.gen += 1
+        line = acc.interest.remove(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
                 route.send(line)

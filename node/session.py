@@ -205,9 +205,8 @@ class ClientSession(Outbound):
         auth_required = server.authenticator.required
         self._auth_deadline = self.start + cfg.auth.timeout_s if auth_required else float("inf")
         self._needs_auth = auth_required
-        self._publish = server.router.publish
-        self._flush = server.router.flush
-        self._touch = server.router.touch
+        self.account = server.accounts.global_account  # bound at CONNECT
+        self._bind(self.account)
         # PUB handler: the checking one until CONNECT says no checks are needed
         self._pub_handler: Any = self._on_pub
         self._pub_run_handler: Any = None
@@ -219,6 +218,14 @@ class ClientSession(Outbound):
             max_payload=cfg.max_payload,
             max_control_line=cfg.max_control_line,
         )
+
+    def _bind(self, acc: Any) -> None:
+        """Bind the connection to ``acc`` (before it has subscribed or published)."""
+        self.account = acc
+        router = acc.router
+        self._publish = router.publish
+        self._flush = router.flush
+        self._touch = router.touch
 
     # -- lifecycle --------------------------------------------------------
 
@@ -623,6 +630,11 @@ class ClientSession(Outbound):
                 self._auth_violation()
                 return
             self.user = user
+            acc = server.accounts.get(user.account)
+            if acc is None:  # a configured user always names a known account
+                self._auth_violation()
+                return
+            self._bind(acc)
             if user.permissions is not None:
                 self.perms = Permissions(user.permissions)
                 self.resp_perms = self.perms.allow_responses
@@ -643,13 +655,13 @@ class ClientSession(Outbound):
             self.close(ClosedReason.PROTOCOL_VIOLATION, "no responders requires headers support")
             return
         self._proto.headers = self.headers
-        self.server.router.gen += 1  # echo, permissions: retire delivery plans
+        self.account.router.gen += 1  # echo, permissions: retire delivery plans
         self.connected = True
         # nats-server's first RTT estimate: accept to CONNECT (until a PONG measures it)
         self.rtt_s = max(trio.current_time() - self.start, 1e-9)
         if not (self.verbose or self.pedantic or self.perms is not None):
             self._pub_handler, self._pub_run_handler, self._pubs_handler = (
-                server.router.fast_publisher(self)
+                self.account.router.fast_publisher(self)
             )
         else:
             self._pub_handler, self._pub_run_handler, self._pubs_handler = self._on_pub, None, None
@@ -694,7 +706,7 @@ class ClientSession(Outbound):
                 self.remove_sub(sub)
             else:
                 sub.max_msgs = ev.max_msgs
-                self.server.router.gen += 1
+                self.account.router.gen += 1
         if self.verbose:
             self._send_proto(OK_BYTES)
 

@@ -406,24 +406,105 @@ def test_parse_duration() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "accounts { A: { users: [{user: a, password: a}] }, B: {} }\n",
-        "accounts: { A: {} }\n",
-        "system_account: SYS\n",
-        "system: SYS\n",
         "operator: /path/to/op.jwt\n",
         "resolver: MEMORY\n",
+        "trusted_keys: [x]\n",
     ],
 )
-def test_multi_account_config_refused(tmp_path: Path, text: str) -> None:
-    """One account serves every client: a configuration asking for more (or
-    naming one) is an error at start, never silently merged."""
+def test_operator_mode_refused(tmp_path: Path, text: str) -> None:
+    """JWT operator mode is an error at start, never silently dropped."""
     path = write(tmp_path, "port: 1\n" + text)
     with pytest.raises(ConfigError) as ei:
         load(["-c", path])
     msg = str(ei.value)
-    key = text.split(":")[0].split("{")[0].strip()
-    assert msg.startswith(f"{path}:2:1: accounts are not supported yet"), msg
-    assert f'field "{key}"' in msg and "multi-account isolation is tracked separately" in msg
+    key = text.split(":")[0].strip()
+    assert msg.startswith(f"{path}:2:1: operator mode is not supported yet"), msg
+    assert f'field "{key}"' in msg
+
+
+ACCOUNTS_CONF = """
+jetstream: enabled
+authorization { users: [{user: g, password: g}] }
+accounts {
+  A: { users: [{user: a, password: a}, {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4}] }
+  B: {
+    users: [{user: b, password: b}]
+    default_permissions: { publish: "b.>" }
+    jetstream: enabled
+  }
+  SYS: { users: [{user: s, password: s}] }
+}
+system_account: SYS
+no_auth_user: a
+"""
+
+
+def test_accounts_block_read(tmp_path: Path) -> None:
+    from node.confaccounts import jetstream_account
+
+    c = load(["-c", write(tmp_path, ACCOUNTS_CONF)])
+    assert sorted(c.accounts) == ["A", "B", "SYS"]
+    assert c.system_account == "SYS"
+    by = {u.user or u.nkey: u for u in c.auth.users}
+    assert by["g"].account == "$G" and by["a"].account == "A" and by["s"].account == "SYS"
+    assert by["UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"].account == "A"
+    assert by["b"].permissions.publish.allow == ["b.>"] and by["a"].permissions is None
+    assert c.accounts["B"].jetstream and not c.accounts["A"].jetstream
+    assert jetstream_account(c) == "B"
+    assert c.auth.no_auth_user == "a"
+
+
+def test_accounts_defaults_and_global_only(tmp_path: Path) -> None:
+    from node.confaccounts import jetstream_account
+
+    c = load(["-c", write(tmp_path, "jetstream: enabled\n")])
+    assert c.system_account == "$SYS" and c.accounts == {}
+    assert jetstream_account(c) == "$G"
+    # only the system account configured: JetStream stays in $G, as nats-server
+    text = "jetstream: enabled\naccounts { SYS: { users: [{user: s, password: s}] } }\n"
+    text += "system_account: SYS\n"
+    assert jetstream_account(load(["-c", write(tmp_path, text)])) == "$G"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("system_account: NOPE\n", "error resolving system account: account missing"),
+        (
+            "accounts { A: { users: [{user: x, password: a}] }, B: { users: [{user: x, password: b}] } }\n",
+            'Duplicate user "x" detected',
+        ),
+        ("accounts { A: {} }\nno_auth_user: zz\n", 'no_auth_user: "zz" not present'),
+        (
+            "accounts { A: { exports: [{stream: a.>}] } }\n",
+            'account exports are not supported yet (account "A")',
+        ),
+        (
+            "accounts { A: { imports: [{stream: {account: B, subject: a}}] }, B: {} }\n",
+            "account imports are not supported yet",
+        ),
+        (
+            "accounts { A: { jetstream: { max_mem: 1M } } }\n",
+            'per-account JetStream limits are not supported yet (account "A", field "max_mem")',
+        ),
+        (
+            "jetstream: enabled\naccounts { A: { jetstream: enabled }, B: { jetstream: enabled } }\n",
+            "JetStream in more than one account is not supported yet (enabled in A, B)",
+        ),
+        (
+            "jetstream: enabled\naccounts { A: {}, B: {} }\n",
+            "JetStream is enabled but no account enables it",
+        ),
+        ('accounts { "$G": {} }\n', '"$G" is a reserved account'),
+    ],
+)
+def test_accounts_config_errors(tmp_path: Path, text: str, needle: str) -> None:
+    """What trijet cannot honour is an error at start that names it."""
+    path = write(tmp_path, "port: 1\n" + text)
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", path])
+    assert needle in str(ei.value), str(ei.value)
+    assert str(ei.value).startswith(f"{path}:"), str(ei.value)
 
 
 def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:

@@ -1,0 +1,207 @@
+"""Config file: the ``accounts`` block, ``system_account`` and the checks that span accounts.
+
+Theory of operation: :mod:`node.conftree`'s builder hands the ``accounts`` value here
+(:func:`read_accounts`); each account becomes an :class:`AccountSpec` and its users join
+:attr:`AuthConfig.users` tagged with the account's name, next to the top-level
+``authorization`` users (account ``$G``).  :func:`check_accounts` runs once the whole file is
+read and applies nats-server's cross-key rules: the system account must exist, a user name or
+nkey is unique over every account, ``no_auth_user`` names a configured user.
+
+What trijet does not isolate yet is refused with an error that names it, never ignored (an
+ignored export would silently drop a tenant's traffic, an ignored limit would let one tenant
+fill the disk): account ``exports``/``imports``/``mappings``, per-account JetStream limits, and
+JetStream enabled in more than one account (trijet runs JetStream in one account).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from node.conffile import ConfValue
+from node.configtypes import AccountSpec, ServerConfig, UserSpec
+
+if TYPE_CHECKING:
+    from node.conftree import _Builder
+
+GLOBAL_ACCOUNT = "$G"
+DEFAULT_SYSTEM_ACCOUNT = "$SYS"
+
+#: account keys trijet refuses (they would need exports, imports or subject mapping)
+_REFUSED_ACCOUNT_KEYS = {
+    "exports": "account exports",
+    "imports": "account imports",
+    "mappings": "account subject mappings",
+    "maps": "account subject mappings",
+}
+#: account keys nats-server accepts that change nothing trijet does
+_IGNORED_ACCOUNT_KEYS = frozenset({"nkey", "msg_trace", "trace_dest"})
+
+
+def read_accounts(b: _Builder, cv: ConfValue, users_out: list[UserSpec]) -> None:
+    """Read the ``accounts`` value (a map of name -> block, or an array of names)."""
+    cfg = b.cfg
+    v = cv.value
+    if isinstance(v, list):
+        for item in v:
+            name = b.string("accounts", item)
+            _add(b, cfg, item, name)
+        return
+    if not isinstance(v, dict):
+        b.err(cv, f"Expected map or array to define accounts, got {_kind(v)}")
+        return
+    for name, acv in v.items():
+        spec = _add(b, cfg, acv, name)
+        if spec is None:
+            continue
+        if not isinstance(acv.value, dict):
+            b.err(acv, f"Expected map entries for accounts, got {_kind(acv.value)}")
+            continue
+        _account_block(b, spec, acv.value, users_out)
+
+
+def _add(b: _Builder, cfg: ServerConfig, cv: ConfValue, name: str) -> AccountSpec | None:
+    if not name:
+        b.err(cv, "account name can not be empty")
+        return None
+    if name == GLOBAL_ACCOUNT:
+        b.err(cv, f'"{GLOBAL_ACCOUNT}" is a reserved account')
+        return None
+    if name in cfg.accounts:
+        b.err(cv, f'Duplicate Account Entry: "{name}"')
+        return None
+    spec = AccountSpec(name)
+    cfg.accounts[name] = spec
+    return spec
+
+
+def _account_block(
+    b: _Builder, spec: AccountSpec, block: dict[str, Any], users_out: list[UserSpec]
+) -> None:
+    from node.conftree import _Skip
+
+    default_perms = None
+    users: list[UserSpec] = []
+    for key, v in block.items():
+        k = key.lower()
+        try:
+            if k == "users":
+                users = b.users(v)
+            elif k in ("default_permission", "default_permissions"):
+                default_perms = b.permissions(v)
+            elif k == "jetstream":
+                spec.jetstream = _account_jetstream(b, spec.name, v)
+            elif k in _REFUSED_ACCOUNT_KEYS:
+                b.err(
+                    v,
+                    f"{_REFUSED_ACCOUNT_KEYS[k]} are not supported yet (account "
+                    f'"{spec.name}"): trijet isolates accounts but shares nothing between them',
+                )
+            else:
+                b.unknown(key, v, _IGNORED_ACCOUNT_KEYS)
+        except _Skip:
+            pass
+    for u in users:
+        u.account = spec.name
+        if u.permissions is None:
+            u.permissions = default_perms
+    users_out.extend(users)
+
+
+def _account_jetstream(b: _Builder, account: str, cv: ConfValue) -> bool:
+    """``jetstream`` inside an account: enabled/disabled, a bool, or a map of limits."""
+    v = cv.value
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        low = v.lower()
+        if low in ("enabled", "enable"):
+            return True
+        if low in ("disabled", "disable"):
+            return False
+        b.err(cv, f"Expected 'enabled' or 'disabled' for string value, got '{v}'")
+        return False
+    if isinstance(v, dict):
+        enabled = True
+        for key, mv in v.items():
+            if key.lower() in ("enabled", "enable") and isinstance(mv.value, bool):
+                enabled = mv.value
+            else:
+                b.err(
+                    mv,
+                    f'per-account JetStream limits are not supported yet (account "{account}", '
+                    f'field "{key}"): trijet would not enforce them',
+                )
+        return enabled
+    b.err(cv, f"Expected map, bool or string to define JetStream, got {_kind(v)}")
+    return False
+
+
+def check_accounts(b: _Builder, top: dict[str, ConfValue], account_users: list[UserSpec]) -> None:
+    """The rules that span keys, once the whole file is read."""
+    cfg = b.cfg
+    auth = cfg.auth
+    if account_users:
+        auth.users = list(auth.users) + account_users
+        if auth.user or auth.token:
+            where = top.get("accounts") or top.get("authorization")
+            if where is not None:
+                b.err(where, "Can not have a single user/pass or token and accounts with users")
+    seen: set[str] = set()
+    for u in auth.users:
+        name = u.nkey or u.user or ""
+        if name in seen and account_users:
+            what = "nkey" if u.nkey else "user"
+            b.err(
+                top.get("accounts") or top["authorization"], f'Duplicate {what} "{name}" detected'
+            )
+        seen.add(name)
+    sys_cv = top.get("system_account") or top.get("system")
+    if sys_cv is not None:
+        name = cfg.system_account
+        if name != DEFAULT_SYSTEM_ACCOUNT and name not in cfg.accounts:
+            b.err(sys_cv, "error resolving system account: account missing")
+    nau = auth.no_auth_user
+    if nau and not any(u.user == nau or u.nkey == nau for u in auth.users):
+        b.err(
+            top["no_auth_user"],
+            f'no_auth_user: "{nau}" not present as user or nkey in authorization block '
+            "or account configuration",
+        )
+    js_accounts = [a.name for a in cfg.accounts.values() if a.jetstream]
+    if len(js_accounts) > 1:
+        b.err(
+            top["accounts"],
+            "JetStream in more than one account is not supported yet (enabled in "
+            + ", ".join(js_accounts)
+            + "): trijet runs JetStream in one account",
+        )
+    if cfg.jetstream.enabled and not js_accounts and user_accounts(cfg):
+        b.err(
+            top["accounts"],
+            "JetStream is enabled but no account enables it: trijet needs exactly one account "
+            "with jetstream enabled when accounts are configured",
+        )
+
+
+def user_accounts(cfg: ServerConfig) -> list[str]:
+    """Configured accounts other than the system account (nats-server's 'others')."""
+    return [n for n in cfg.accounts if n != cfg.system_account]
+
+
+def jetstream_account(cfg: ServerConfig) -> str | None:
+    """The one account JetStream runs in: ``$G`` when no account but the system account is
+    configured (nats-server's global-account-only case), else the account that enables it."""
+    if not cfg.jetstream.enabled:
+        return None
+    if not user_accounts(cfg):
+        return GLOBAL_ACCOUNT
+    for a in cfg.accounts.values():
+        if a.jetstream and a.name != cfg.system_account:
+            return a.name
+    return None
+
+
+def _kind(v: Any) -> str:
+    from node.conftree import _describe
+
+    return _describe(v)
