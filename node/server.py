@@ -194,23 +194,29 @@ class Server:
 
     # -- subscriptions (local interest, announced to routes) ----------------
 
-    def add_sub(self, sub: Subscription) -> None:
+    def add_sub(self, sub: Subscription, *, announce: bool = True) -> None:
         """Insert a local subscription (in its client's account) and announce
-        new interest to routes."""
+        new interest to routes (unless ``announce`` is False: a server-local
+        service)."""
         acc = sub.client.account
         acc.sublist.insert(sub)
         acc.router.gen += 1
+        if not announce:
+            return
         line = acc.interest.add(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
                 route.send(line)
 
-    def remove_sub(self, sub: Subscription) -> None:
-        """Remove a local subscription and withdraw interest from routes."""
+    def remove_sub(self, sub: Subscription, *, announce: bool = True) -> None:
+        """Remove a local subscription and withdraw interest from routes
+        (``announce`` as it was added)."""
         acc = sub.client.account
         if not acc.sublist.remove(sub):
             return
         acc.router.gen += 1
+        if not announce:
+            return
         line = acc.interest.remove(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
@@ -596,6 +602,7 @@ class Server:
                     self.jetstream = JetStreamService(self)
                     log.info("Starting JetStream")
                     await nursery.start(self.jetstream.run)
+                    self._serve_accounts_without_jetstream(nursery)
                 self._write_ports_file()
                 log.info("Server is ready")
                 self._ready.set()
@@ -612,6 +619,17 @@ class Server:
             nursery.cancel_scope.cancel()
         self._remove_ports_file()
         log.info("Server Exiting..")
+
+    def _serve_accounts_without_jetstream(self, nursery: trio.Nursery) -> None:
+        """nats-server's JetStream answers in the accounts JetStream does not run
+        in, and the system account's operator requests in a cluster."""
+        from node.jetstream.noaccount import MetaOps, NotEnabledResponder
+
+        for acc in self.accounts:
+            if not acc.jetstream:
+                NotEnabledResponder(self, acc)
+        if self.cfg.cluster is not None and not self.accounts.system.jetstream:
+            MetaOps(self, self.accounts.system, nursery)
 
     def shutdown(self) -> None:
         """Stop accepting, close every client after flushing, and return from run()."""

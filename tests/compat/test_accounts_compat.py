@@ -1,0 +1,124 @@
+"""Differential: the JetStream API seen from accounts without JetStream, and from the system
+account, on one server — trijet and nats-server with the same conf, answers compared byte for
+byte (no reply and no-responders included)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nats
+import nats.errors
+import pytest
+
+from tests.support import ServerProcess
+from tests.support.aio import ErrorLog, run
+
+CONF = """
+jetstream { store_dir: "{workdir}/js" }
+accounts {
+  A: { users: [{user: a, password: a}] }
+  APP: { users: [{user: app, password: app}], jetstream: enabled }
+  SYS: { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+"""
+
+APIS = [
+    ("INFO", b""),
+    ("STREAM.CREATE.S", b'{"name":"S"}'),
+    ("STREAM.UPDATE.S", b"{}"),
+    ("STREAM.NAMES", b""),
+    ("STREAM.LIST", b""),
+    ("STREAM.INFO.S", b""),
+    ("STREAM.DELETE.S", b""),
+    ("STREAM.PURGE.S", b""),
+    ("STREAM.MSG.GET.S", b'{"seq":1}'),
+    ("STREAM.MSG.DELETE.S", b'{"seq":1}'),
+    ("STREAM.SNAPSHOT.S", b"{}"),
+    ("STREAM.RESTORE.S", b"{}"),
+    ("STREAM.LEADER.STEPDOWN.S", b""),
+    ("STREAM.PEER.REMOVE.S", b'{"peer":"x"}'),
+    ("CONSUMER.CREATE.S", b"{}"),
+    ("CONSUMER.CREATE.S.C", b"{}"),
+    ("CONSUMER.DURABLE.CREATE.S.C", b"{}"),
+    ("CONSUMER.NAMES.S", b""),
+    ("CONSUMER.LIST.S", b""),
+    ("CONSUMER.INFO.S.C", b""),
+    ("CONSUMER.DELETE.S.C", b""),
+    ("CONSUMER.MSG.NEXT.S.C", b"1"),
+    ("CONSUMER.LEADER.STEPDOWN.S.C", b""),
+    ("CONSUMER.PAUSE.S.C", b"{}"),
+    ("CONSUMER.UNPIN.S.C", b""),
+    ("CONSUMER.UNPIN.S.C", b"{}"),
+    ("CONSUMER.UNPIN.S.C", b'{"group":"g"}'),
+    ("DIRECT.GET.S", b'{"seq":1}'),
+    ("META.LEADER.STEPDOWN", b""),
+    ("SERVER.REMOVE", b'{"peer":"x"}'),
+    ("BOGUS", b""),
+    ("STREAM.BOGUS", b""),
+]
+NO_REPLY_S = 0.5
+
+
+async def answers(sp: ServerProcess, user: str) -> list[str]:
+    nc = await nats.connect(
+        sp.url, user=user, password=user, allow_reconnect=False, error_cb=ErrorLog().cb
+    )
+    out = []
+    try:
+        for api, body in APIS:
+            try:
+                msg = await nc.request("$JS.API." + api, body, timeout=NO_REPLY_S)
+                out.append(f"{api} {msg.data.decode()}")
+            except nats.errors.NoRespondersError:
+                out.append(f"{api} no-responders")
+            except nats.errors.TimeoutError:
+                out.append(f"{api} no-reply")
+    finally:
+        await nc.close()
+    return out
+
+
+@pytest.mark.parametrize("user", ["a", "sys"])
+def test_api_in_account_without_jetstream(start_server: Any, user: str) -> None:
+    got = {}
+    for kind in ("reference", "trijet"):
+        sp = start_server(kind, config=CONF)
+        got[kind] = run(lambda sp=sp: answers(sp, user))
+    for ref, ours in zip(got["reference"], got["trijet"], strict=True):
+        assert ours == ref
+    # pinned (observed on nats-server 2.15.1)
+    by_api = dict(line.split(" ", 1) for line in got["reference"])
+    assert '"err_code":10039' in by_api["INFO"]
+    assert by_api["META.LEADER.STEPDOWN"] == "no-reply"
+    if user == "a":
+        assert by_api["CONSUMER.MSG.NEXT.S.C"] == "no-responders"
+        assert by_api["BOGUS"] == "no-reply"
+    else:
+        assert "system_response" in by_api["STREAM.NAMES"]
+
+
+def test_jetstream_account_unaffected(start_server: Any) -> None:
+    """The account JetStream runs in answers as before; it does not see A's requests."""
+
+    async def main(sp: ServerProcess) -> None:
+        app = await nats.connect(sp.url, user="app", password="app", error_cb=ErrorLog().cb)
+        a = await nats.connect(sp.url, user="a", password="a", error_cb=ErrorLog().cb)
+        try:
+            js = app.jetstream()
+            await js.add_stream(name="S", subjects=["s.>"])
+            assert (await js.publish("s.1", b"x")).seq == 1
+            # A publishing on the stream's subject reaches nothing (no responders)
+            with pytest.raises(nats.errors.NoRespondersError):
+                await a.request("s.1", b"y", timeout=2)
+            info = await js.stream_info("S")
+            assert info.state.messages == 1
+            with pytest.raises(nats.js.errors.ServiceUnavailableError):
+                await a.jetstream().stream_info("S")
+        finally:
+            await app.close()
+            await a.close()
+
+    for kind in ("reference", "trijet"):
+        sp = start_server(kind, config=CONF)
+        run(lambda sp=sp: main(sp))
