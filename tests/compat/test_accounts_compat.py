@@ -4,14 +4,17 @@ byte (no reply and no-responders included)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import nats
 import nats.errors
 import pytest
 
-from tests.support import ServerProcess
+from tests.support import ServerProcess, reference_binary
 from tests.support.aio import ErrorLog, run
+from tests.support.cluster import start_cluster
 
 CONF = """
 jetstream { store_dir: "{workdir}/js" }
@@ -122,3 +125,102 @@ def test_jetstream_account_unaffected(start_server: Any) -> None:
     for kind in ("reference", "trijet"):
         sp = start_server(kind, config=CONF)
         run(lambda sp=sp: main(sp))
+
+
+# -- three nodes: operator requests of the system account -------------------------------------
+
+CLUSTER_ACCOUNTS = """
+accounts {
+  APP: { users: [{user: app, password: app}], jetstream: enabled }
+  SYS: { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+"""
+TYPE = "io.nats.jetstream.api.v1."
+
+
+async def request(url: str, user: str, subject: str, body: bytes = b"") -> Any:
+    """The decoded answer, or ``"no-reply"``."""
+    nc = await nats.connect(url, user=user, password=user, error_cb=ErrorLog().cb)
+    try:
+        msg = await nc.request(subject, body, timeout=1.5)
+        return json.loads(msg.data)
+    except nats.errors.TimeoutError:
+        return "no-reply"
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("kind", ["reference", "trijet"])
+def test_meta_operator_requests(kind: str, tmp_path: Path) -> None:
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    with start_cluster(kind, 3, workdir=tmp_path, extra_conf=CLUSTER_ACCOUNTS) as c:  # type: ignore[arg-type]
+        leader = c.meta_leader()
+        assert leader is not None
+        url = c.urls[(c.index(leader) + 1) % 3]  # a follower: the leader answers over routes
+        stepdown = "$JS.API.META.LEADER.STEPDOWN"
+        remove = "$JS.API.SERVER.REMOVE"
+
+        async def refusals() -> None:
+            # not for users of other accounts: no reply at all
+            assert await request(url, "app", stepdown) == "no-reply"
+            assert await request(url, "app", remove, b'{"peer":"n1"}') == "no-reply"
+            info = await request(url, "sys", "$JS.API.INFO")
+            assert info["type"] == TYPE + "account_info_response"
+            assert info["error"]["err_code"] == 10039
+            doc = await request(url, "sys", remove)
+            assert (doc["type"], doc["error"]["err_code"]) == (
+                TYPE + "meta_server_remove_response",
+                10003,
+            )
+            doc = await request(url, "sys", remove, b'{"peer":"n9"}')
+            assert doc["error"] == {
+                "code": 400,
+                "err_code": 10044,
+                "description": "server is not a member of the cluster",
+            }
+            body = json.dumps({"placement": {"preferred": leader}}).encode()
+            doc = await request(url, "sys", stepdown, body)
+            assert doc["type"] == TYPE + "meta_leader_stepdown_response"
+            assert doc["error"]["description"] == f'preferred server "{leader}" is already leader'
+            doc = await request(url, "sys", stepdown, b'{"placement":{"preferred":"zz"}}')
+            assert doc["error"]["description"] == 'preferred server "zz" not known'
+            assert doc["error"]["err_code"] == 10005
+            doc = await request(url, "sys", stepdown)
+            assert doc == {"type": TYPE + "meta_leader_stepdown_response", "success": True}
+
+        run(refusals)
+        c.wait_new_meta_leader(leader)
+
+
+@pytest.mark.parametrize("kind", ["reference", "trijet"])
+def test_server_remove_of_a_dead_server(kind: str, tmp_path: Path) -> None:
+    """SERVER.REMOVE by peer id of a killed server: success, and the meta group shrinks."""
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    with start_cluster(kind, 3, workdir=tmp_path, extra_conf=CLUSTER_ACCOUNTS) as c:  # type: ignore[arg-type]
+        leader = c.meta_leader()
+        assert leader is not None
+        li = c.index(leader)
+        victim = (li + 1) % 3
+        jsz = c.jsz(li)
+        assert jsz is not None
+        peers = {r["name"]: r["peer"] for r in jsz["meta_cluster"]["replicas"]}
+        victim_id = peers[c.names[victim]]
+        c.kill(victim)
+        url = c.urls[(li + 2) % 3]
+        doc = run(
+            lambda: request(
+                url, "sys", "$JS.API.SERVER.REMOVE", json.dumps({"peer_id": victim_id}).encode()
+            )
+        )
+        assert doc == {"type": TYPE + "meta_server_remove_response", "success": True}
+
+        def shrunk(cl: Any) -> bool:
+            j = cl.jsz(li)
+            return j is not None and j.get("meta_cluster", {}).get("cluster_size") == 2
+
+        c.wait_until(shrunk, timeout=10, what="meta cluster_size 2")
+        mc = c.jsz(li)["meta_cluster"]  # type: ignore[index]
+        assert mc["quorum_needed"] == 2
