@@ -22,6 +22,7 @@ from node.launcher import plan_cluster
 from tests.integration.test_cluster_core import READY_S, Cluster, wait_interest, wait_mesh
 from tests.support import ServerProcess, reference_binary
 from tests.support.aio import ErrorLog, run
+from tests.support.cluster import get_json
 
 ACCOUNTS_CONF = """
 accounts {
@@ -283,5 +284,42 @@ def test_cluster_queue_and_requests_isolated(acc_cluster: Cluster) -> None:
         finally:
             for nc in (a2, a3, b1, b3, a1):
                 await nc.close()
+
+    run(main)
+
+
+def test_monitoring_shows_accounts(start_server: Any) -> None:
+    """/accountz lists every account, /connz and /subsz see each connection's account."""
+    sp: ServerProcess = start_server("trijet", args=["-m", "-1"], config=ACCOUNTS_CONF)
+    base = sp.monitoring_url
+    assert base is not None
+
+    async def main() -> None:
+        a = await connect(sp.url, "a")
+        b = await connect(sp.url, "b")
+        try:
+            await a.subscribe("x")
+            await b.subscribe("y")
+            await b.subscribe("z")
+            await a.flush()
+            await b.flush()
+            doc = get_json(f"{base}/accountz")
+            assert doc is not None and doc["system_account"] == "SYS"
+            assert set(doc["accounts"]) == {"$G", "A", "B", "SYS"}
+            detail = get_json(f"{base}/accountz?acc=B")["account_detail"]  # type: ignore[index]
+            assert (detail["client_connections"], detail["subscriptions"]) == (1, 2)
+            assert "is_system" not in detail
+            assert get_json(f"{base}/accountz?acc=SYS")["account_detail"]["is_system"]  # type: ignore[index]
+            conns = get_json(f"{base}/connz?auth=1")["connections"]  # type: ignore[index]
+            assert {(c["account"], c["authorized_user"]) for c in conns} == {("A", "a"), ("B", "b")}
+            only_b = get_json(f"{base}/connz?acc=B")["connections"]  # type: ignore[index]
+            assert len(only_b) == 1 and only_b[0]["subscriptions"] == 2
+            subs = get_json(f"{base}/subsz?acc=B&subs=1")
+            assert subs is not None and subs["num_subscriptions"] == 2
+            assert sorted(s["subject"] for s in subs["subscriptions_list"]) == ["y", "z"]
+            assert get_json(f"{base}/varz")["system_account"] == "SYS"  # type: ignore[index]
+        finally:
+            await a.close()
+            await b.close()
 
     run(main)
