@@ -340,7 +340,7 @@ class Router(JetStreamDelivery):
             sub.delivered += 1
             touch(c)
         if routes:
-            data = b"RMSG $G " + subject + tail
+            data = self._rmsg + subject + tail
             for route in routes:
                 route._out.append(data)
                 route.out_msgs += 1
@@ -407,7 +407,7 @@ class Router(JetStreamDelivery):
             sub.delivered += k
             touch(c)
         if routes:
-            rhead = b"RMSG $G " + subject
+            rhead = self._rmsg + subject
             if tails is None:
                 data = rhead + size_line + (sep % rhead).join(payloads) + CRLF
             else:

@@ -227,17 +227,22 @@ def test_cluster_pubsub_isolated(acc_cluster: Cluster) -> None:
             b_foo = await b1.subscribe("foo")
             await wait_interest(b2, b1, "b21")
             await wait_interest(a3, a1, "a31")
-            await b2.publish("foo", b"from-b")
+            # several: the first makes n2's delivery plan, the rest follow it
+            for i in range(5):
+                await b2.publish("foo", b"from-b%d" % i)
             await b2.flush()
-            # b1 got it: n1 has processed the routed message
-            assert (await b_foo.next_msg(timeout=WAIT_S)).data == b"from-b"
+            # b1 got them: n1 has processed the routed messages
+            for i in range(5):
+                assert (await b_foo.next_msg(timeout=WAIT_S)).data == b"from-b%d" % i
             await nothing_but_marker(a1, a_all, "marker.a")
             # and A's traffic on the same subject crosses to A only
-            await a3.publish("foo", b"from-a")
-            msg = await a_all.next_msg(timeout=WAIT_S)
-            while _probe(msg):
+            for i in range(5):
+                await a3.publish("foo", b"from-a%d" % i)
+            for i in range(5):
                 msg = await a_all.next_msg(timeout=WAIT_S)
-            assert (msg.subject, msg.data) == ("foo", b"from-a")
+                while _probe(msg):
+                    msg = await a_all.next_msg(timeout=WAIT_S)
+                assert (msg.subject, msg.data) == ("foo", b"from-a%d" % i)
             await wait_interest(a3, a1, "a31b")  # A's n3->n1 traffic is processed
             b_probe = await b1.subscribe("probe.b")
             await b1.flush()
