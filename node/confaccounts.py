@@ -7,10 +7,14 @@ Theory of operation: :mod:`node.conftree`'s builder hands the ``accounts`` value
 read and applies nats-server's cross-key rules: the system account must exist, a user name or
 nkey is unique over every account, ``no_auth_user`` names a configured user.
 
-What trijet does not isolate yet is refused with an error that names it, never ignored (an
-ignored export would silently drop a tenant's traffic, an ignored limit would let one tenant
-fill the disk): account ``exports``/``imports``/``mappings``, per-account JetStream limits, and
-JetStream enabled in more than one account (trijet runs JetStream in one account).
+Exports and imports are read into ``ExportSpec``/``ImportSpec`` (a stream import's ``prefix``
+folded into its local subject) and checked as nats-server checks them: the exporting account
+exists and one of its exports of the same kind covers the subject and admits the importer.
+
+What trijet does not do yet is refused with an error that names it, never ignored (an ignored
+mapping would deliver on the wrong subjects, an ignored limit would let one tenant fill the
+disk): account ``mappings``, per-account JetStream limits, and JetStream enabled in more than
+one account (trijet runs JetStream in one account).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from node.conffile import ConfValue
-from node.configtypes import AccountSpec, ServerConfig, UserSpec
+from node.configtypes import AccountSpec, ExportSpec, ImportSpec, ServerConfig, UserSpec
 
 if TYPE_CHECKING:
     from node.conftree import _Builder
@@ -26,13 +30,17 @@ if TYPE_CHECKING:
 GLOBAL_ACCOUNT = "$G"
 DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 
-#: account keys trijet refuses (they would need exports, imports or subject mapping)
+#: account keys trijet refuses (they would need subject mapping)
 _REFUSED_ACCOUNT_KEYS = {
-    "exports": "account exports",
-    "imports": "account imports",
     "mappings": "account subject mappings",
     "maps": "account subject mappings",
 }
+_RESPONSE_TYPES = {"singleton": "Singleton", "stream": "Stream", "chunked": "Chunked"}
+#: export/import keys nats-server accepts that change no message trijet delivers
+_IGNORED_EXPORT_KEYS = frozenset(
+    {"latency", "account_token_position", "advertise", "allow_trace", "description", "info_url"}
+)
+_IGNORED_IMPORT_KEYS = frozenset({"share", "allow_trace"})
 #: account keys nats-server accepts that change nothing trijet does
 _IGNORED_ACCOUNT_KEYS = frozenset({"nkey", "msg_trace", "trace_dest"})
 
@@ -90,11 +98,15 @@ def _account_block(
                 default_perms = b.permissions(v)
             elif k == "jetstream":
                 spec.jetstream = _account_jetstream(b, spec.name, v)
+            elif k == "exports":
+                spec.exports = _exports(b, v)
+            elif k == "imports":
+                spec.imports = _imports(b, v)
             elif k in _REFUSED_ACCOUNT_KEYS:
                 b.err(
                     v,
                     f"{_REFUSED_ACCOUNT_KEYS[k]} are not supported yet (account "
-                    f'"{spec.name}"): trijet isolates accounts but shares nothing between them',
+                    f'"{spec.name}"): trijet would deliver on the unmapped subjects',
                 )
             else:
                 b.unknown(key, v, _IGNORED_ACCOUNT_KEYS)
@@ -105,6 +117,166 @@ def _account_block(
         if u.permissions is None:
             u.permissions = default_perms
     users_out.extend(users)
+
+
+def _entries(b: _Builder, key: str, cv: ConfValue) -> list[ConfValue]:
+    if not isinstance(cv.value, list):
+        b.err(cv, f"{key} should be an array, got {_kind(cv.value)}")
+        return []
+    out = []
+    for entry in cv.value:
+        if not isinstance(entry.value, dict):
+            b.err(entry, f"{key} entry should be a map, got {_kind(entry.value)}")
+        else:
+            out.append(entry)
+    return out
+
+
+def _subject(b: _Builder, key: str, cv: ConfValue) -> str | None:
+    from node.conftree import _valid_subject
+
+    subject = b.string(key, cv)
+    if not _valid_subject(subject):
+        b.err(cv, f'invalid subject "{subject}" in {key}')
+        return None
+    return subject
+
+
+def _exports(b: _Builder, cv: ConfValue) -> list[ExportSpec]:
+    """``exports: [{stream: S} | {service: S, response: …}, accounts: [...]]``."""
+    from node.conftree import _Skip
+
+    out: list[ExportSpec] = []
+    for entry in _entries(b, "exports", cv):
+        spec: ExportSpec | None = None
+        accounts: list[str] | None = None
+        response: str | None = None
+        threshold: float | None = None
+        for key, v in entry.value.items():
+            k = key.lower()
+            try:
+                if k in ("stream", "service"):
+                    if spec is not None:
+                        b.err(v, "Detected stream and service in one export")
+                        continue
+                    subject = _subject(b, k, v)
+                    if subject is not None:
+                        spec = ExportSpec("stream" if k == "stream" else "service", subject)
+                elif k == "accounts":
+                    accounts = b.strings(k, v)
+                elif k in ("response", "response_type"):
+                    rt = b.string(k, v)
+                    response = _RESPONSE_TYPES.get(rt.lower())
+                    if response is None:
+                        b.err(v, f'Unknown response type: "{rt}"')
+                elif k == "response_threshold":
+                    threshold = b.duration(k, v, seconds_ok=False)
+                else:
+                    b.unknown(key, v, _IGNORED_EXPORT_KEYS)
+            except _Skip:
+                pass
+        if spec is None:
+            b.err(entry, "Expected a stream or service in export")
+            continue
+        if spec.kind == "stream" and (response is not None or threshold is not None):
+            b.err(entry, "Detected response directive on non-service")
+            continue
+        spec.accounts = accounts
+        if response is not None:
+            spec.response = response
+        if threshold is not None:
+            spec.response_threshold_s = threshold
+        out.append(spec)
+    return out
+
+
+def _imports(b: _Builder, cv: ConfValue) -> list[ImportSpec]:
+    """``imports: [{stream: {account, subject}, prefix|to} | {service: {...}, to}]``."""
+    from node.conftree import _Skip
+
+    out: list[ImportSpec] = []
+    for entry in _entries(b, "imports", cv):
+        spec: ImportSpec | None = None
+        prefix: str | None = None
+        to: str | None = None
+        for key, v in entry.value.items():
+            k = key.lower()
+            try:
+                if k in ("stream", "service"):
+                    src = b.block(k, v)
+                    acc = src.get("account")
+                    subj = src.get("subject")
+                    if acc is None or subj is None:
+                        b.err(v, f"Expect an account and a subject for {k} import")
+                        continue
+                    subject = _subject(b, "subject", subj)
+                    if subject is not None:
+                        kind: Any = "stream" if k == "stream" else "service"
+                        spec = ImportSpec(kind, b.string("account", acc), subject, where=v.where)
+                elif k == "prefix":
+                    prefix = b.string(k, v)
+                elif k in ("to", "local_subject"):
+                    to = _subject(b, k, v)
+                else:
+                    b.unknown(key, v, _IGNORED_IMPORT_KEYS)
+            except _Skip:
+                pass
+        if spec is None:
+            b.err(entry, "Expected a stream or service in import")
+            continue
+        if spec.kind == "stream" and prefix and to:
+            b.err(entry, "Stream import can not have a 'prefix' and a 'to' property")
+            continue
+        if spec.kind == "service" and prefix:
+            b.err(entry, "Service import can not have a 'prefix' property")
+            continue
+        if prefix:
+            spec.to = prefix.rstrip(".") + "." + spec.subject
+        elif to:
+            if _wildcards(to) not in ([], _wildcards(spec.subject)):
+                b.err(
+                    entry,
+                    f'import "to" subject "{to}" does not keep the wildcards of "{spec.subject}"',
+                )
+                continue
+            spec.to = to
+        out.append(spec)
+    return out
+
+
+def _wildcards(subject: str) -> list[str]:
+    return [t for t in subject.split(".") if t in ("*", ">")]
+
+
+def _check_imports(b: _Builder, top: dict[str, ConfValue]) -> None:
+    """Every import names a defined account and an export that allows it (nats-server's
+    messages)."""
+    from node.subjects import subset
+
+    cfg = b.cfg
+    where = top.get("accounts")
+    for spec in cfg.accounts.values():
+        for imp in spec.imports:
+            src = cfg.accounts.get(imp.account)
+            if src is None:
+                what = f'"{imp.account}" account not defined for {imp.kind} import'
+                if where is not None:
+                    b.err(where, what)
+                else:
+                    b.err_at(imp.where, what)
+                continue
+            ok = any(
+                e.kind == imp.kind
+                and subset(imp.subject.encode(), e.subject.encode())
+                and (e.accounts is None or spec.name in e.accounts)
+                for e in src.exports
+            )
+            if not ok and where is not None:
+                b.err(
+                    where,
+                    f'Error adding {imp.kind} import "{imp.subject}": '
+                    f"{imp.kind} import not authorized",
+                )
 
 
 def _account_jetstream(b: _Builder, account: str, cv: ConfValue) -> bool:
@@ -155,6 +327,7 @@ def check_accounts(b: _Builder, top: dict[str, ConfValue], account_users: list[U
                 top.get("accounts") or top["authorization"], f'Duplicate {what} "{name}" detected'
             )
         seen.add(name)
+    _check_imports(b, top)
     sys_cv = top.get("system_account") or top.get("system")
     if sys_cv is not None:
         name = cfg.system_account

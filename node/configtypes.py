@@ -95,12 +95,40 @@ class AuthConfig:
 
 
 @dataclass
+class ExportSpec:
+    """One ``exports`` entry: a stream or service an account offers."""
+
+    kind: Literal["stream", "service"]
+    subject: str
+    #: None: public; else the accounts allowed to import it
+    accounts: list[str] | None = None
+    #: service response type: "Singleton", "Stream" or "Chunked"
+    response: str = "Singleton"
+    #: how long a stream/chunked service's responses are forwarded
+    response_threshold_s: float = 120.0
+
+
+@dataclass
+class ImportSpec:
+    """One ``imports`` entry: ``subject`` of ``account``'s export seen locally as ``to``."""
+
+    kind: Literal["stream", "service"]
+    account: str
+    subject: str
+    #: the local subject (None: the same as ``subject``; a stream ``prefix`` is folded in)
+    to: str | None = None
+    where: str = ""  # file:line:col, for errors found once every account is read
+
+
+@dataclass
 class AccountSpec:
     """One ``accounts { NAME: {...} }`` entry (its users are in :attr:`AuthConfig.users`)."""
 
     name: str
     #: ``jetstream: enabled`` (or a map without ``enabled: false``) in the account block
     jetstream: bool = False
+    exports: list[ExportSpec] = field(default_factory=list)
+    imports: list[ImportSpec] = field(default_factory=list)
 
 
 @dataclass

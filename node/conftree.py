@@ -184,6 +184,9 @@ class _Builder:
     def err(self, cv: ConfValue, reason: str) -> None:
         self.errors.append(f"{cv.where}: {reason}")
 
+    def err_at(self, where: str, reason: str) -> None:
+        self.errors.append(f"{where}: {reason}")
+
     def unknown(self, key: str, cv: ConfValue, ignored: frozenset[str]) -> None:
         if key in ignored:
             self.cfg.warnings.append(

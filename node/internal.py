@@ -77,6 +77,7 @@ class InternalClient:
         if many is not None:
             self._many[sub] = many
         if not announce:
+            sub.local = True
             self._local.add(sub)
         self.server.add_sub(sub, announce=announce)
         return sub

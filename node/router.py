@@ -175,6 +175,8 @@ class Router(JetStreamDelivery):
             if no_echo and c is src:
                 continue
             if c.internal:
+                if sub.local and routed_queues is not None:
+                    continue  # a server-local service: not for routed messages
                 c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
@@ -203,6 +205,8 @@ class Router(JetStreamDelivery):
             sub = group[self.rng.randrange(len(group))] if len(group) > 1 else group[0]
             c = sub.client
             if c.internal:
+                if sub.local and routed_queues is not None:
+                    continue
                 c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
@@ -303,7 +307,7 @@ class Router(JetStreamDelivery):
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
             if self._internal_targets(subject) is not None:
-                self._to_internal(src, subject, [reply], [payload])
+                self._to_internal(src, subject, [reply], [payload], not to_routes)
             else:
                 self.publish(src, subject, reply, None, payload, None if to_routes else ())
             return
@@ -363,7 +367,7 @@ class Router(JetStreamDelivery):
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
             if self._internal_targets(subject) is not None:
-                self._to_internal(src, subject, replies, payloads)
+                self._to_internal(src, subject, replies, payloads, not to_routes)
                 return
             routed = None if to_routes else ()
             for reply, payload in zip(replies, payloads, strict=True):
@@ -540,7 +544,12 @@ class Router(JetStreamDelivery):
         self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
 
     def _to_internal(
-        self, src: Any, subject: bytes, replies: list[bytes | None], payloads: list[bytes]
+        self,
+        src: Any,
+        subject: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+        routed: bool = False,
     ) -> None:
         """Hand header-less messages to ``subject``'s internal subscribers
         (``_internal_targets``), without a match per message; if interest
@@ -549,11 +558,14 @@ class Router(JetStreamDelivery):
         gen = self.gen
         targets = self._internal_targets(subject)
         assert targets is not None
+        if routed:
+            targets = tuple(t for t in targets if not t[1].local)
         n = 0
         for i, payload in enumerate(payloads):
             if self.gen != gen:
+                again = () if routed else None
                 for reply, rest in zip(replies[i:], payloads[i:], strict=True):
-                    self.publish(src, subject, reply, None, rest)
+                    self.publish(src, subject, reply, None, rest, again)
                 break
             reply = replies[i]
             for c, sub in targets:

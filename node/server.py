@@ -131,6 +131,10 @@ class Server:
         self.route_listeners: list[Callable[[Route], None]] = []
         self.jetstream_enabled = cfg.jetstream.enabled
         self.jetstream: Any = None  # node.jetstream.service.JetStreamService when enabled
+        from node.imports import install_imports
+
+        #: the bridges of configured stream and service imports (None: none configured)
+        self.service_imports = install_imports(self)
 
     # -- small services for sessions --------------------------------------
 

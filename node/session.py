@@ -129,7 +129,7 @@ def connect_fields_typed(f: dict[str, Any]) -> bool:
 class Subscription:
     """One SUB of one client.  ``sid_sp`` is ``b" " + sid``, ready for MSG lines."""
 
-    __slots__ = ("client", "delivered", "max_msgs", "queue", "sid", "sid_sp", "subject")
+    __slots__ = ("client", "delivered", "local", "max_msgs", "queue", "sid", "sid_sp", "subject")
 
     def __init__(self, client: Any, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         self.client = client
@@ -139,6 +139,9 @@ class Subscription:
         self.sid_sp = b" " + sid
         self.max_msgs: int | None = None
         self.delivered = 0
+        #: a server-local service's subscription: not announced to routes, and never
+        #: handed a message that arrived on a route (internal clients only)
+        self.local = False
 
 
 class ClientSession(Outbound):

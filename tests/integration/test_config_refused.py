@@ -1,6 +1,6 @@
 """Process level: a configuration trijet cannot honour stops it at start.
 
-Operator mode, account exports/imports and JetStream in several accounts
+Operator mode, account subject mappings and JetStream in several accounts
 would be silently dropped or merged if ignored; the server must exit non-zero
 with a clear message on stderr instead, as nats-server does for a bad config.
 """
@@ -55,9 +55,9 @@ def test_jetstream_in_two_accounts_refused_at_start(tmp_path: Path) -> None:
     assert "Server is ready" not in done.stderr + done.stdout
 
 
-def test_account_exports_refused_at_start(tmp_path: Path) -> None:
+def test_account_mappings_refused_at_start(tmp_path: Path) -> None:
     conf = tmp_path / "server.conf"
-    conf.write_text("port: -1\naccounts { A: { exports: [{stream: a.>}] } }\n")
+    conf.write_text("port: -1\naccounts { A: { mappings: { a: b } } }\n")
     done = _run(conf)
     assert done.returncode != 0
-    assert 'account exports are not supported yet (account "A")' in done.stderr
+    assert 'account subject mappings are not supported yet (account "A")' in done.stderr

@@ -476,12 +476,8 @@ def test_accounts_defaults_and_global_only(tmp_path: Path) -> None:
         ),
         ("accounts { A: {} }\nno_auth_user: zz\n", 'no_auth_user: "zz" not present'),
         (
-            "accounts { A: { exports: [{stream: a.>}] } }\n",
-            'account exports are not supported yet (account "A")',
-        ),
-        (
-            "accounts { A: { imports: [{stream: {account: B, subject: a}}] }, B: {} }\n",
-            "account imports are not supported yet",
+            "accounts { A: { mappings: { a: b } } }\n",
+            'account subject mappings are not supported yet (account "A")',
         ),
         (
             "accounts { A: { jetstream: { max_mem: 1M } } }\n",
@@ -512,3 +508,74 @@ def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:
     text = "authorization { users: [{user: a, password: b}] }\nno_auth_user: a\n"
     c = load(["-c", write(tmp_path, text)])
     assert c.auth.no_auth_user == "a"
+
+
+EXPORTS_CONF = """
+accounts {
+  A: {
+    exports: [
+      {stream: "ev.>"}
+      {stream: "priv.>", accounts: [C]}
+      {service: "svc.>", response: stream, response_threshold: "5s"}
+    ]
+  }
+  B: {
+    imports: [
+      {stream: {account: A, subject: "ev.>"}, prefix: "froma"}
+      {stream: {account: A, subject: "ev.x"}, to: "local.x"}
+      {service: {account: A, subject: "svc.one"}, to: "one"}
+    ]
+  }
+  C: { imports: [{stream: {account: A, subject: "priv.>"}}] }
+}
+"""
+
+
+def test_exports_and_imports_read(tmp_path: Path) -> None:
+    c = load(["-c", write(tmp_path, EXPORTS_CONF)])
+    a = c.accounts["A"]
+    assert [(e.kind, e.subject, e.accounts) for e in a.exports] == [
+        ("stream", "ev.>", None),
+        ("stream", "priv.>", ["C"]),
+        ("service", "svc.>", None),
+    ]
+    assert (a.exports[2].response, a.exports[2].response_threshold_s) == ("Stream", 5.0)
+    b = c.accounts["B"]
+    assert [(i.kind, i.account, i.subject, i.to) for i in b.imports] == [
+        ("stream", "A", "ev.>", "froma.ev.>"),
+        ("stream", "A", "ev.x", "local.x"),
+        ("service", "A", "svc.one", "one"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("imp", "needle"),
+    [
+        (
+            '{stream: {account: A, subject: "nope.>"}}',
+            'Error adding stream import "nope.>": stream import not authorized',
+        ),
+        (
+            '{stream: {account: A, subject: "priv.>"}}',
+            'Error adding stream import "priv.>": stream import not authorized',
+        ),
+        (
+            '{service: {account: A, subject: "nosvc"}}',
+            'Error adding service import "nosvc": service import not authorized',
+        ),
+        ('{stream: {account: Z, subject: "ev.>"}}', '"Z" account not defined for stream import'),
+        (
+            '{stream: {account: A, subject: "ev.>"}, prefix: "p", to: "x"}',
+            "Stream import can not have a 'prefix' and a 'to' property",
+        ),
+    ],
+)
+def test_imports_refused_as_nats_server(tmp_path: Path, imp: str, needle: str) -> None:
+    """The reference's messages (observed on nats-server 2.15.1)."""
+    text = (
+        'accounts {\n A: { exports: [{stream: "ev.>"}, {stream: "priv.>", accounts: [C]}, '
+        f'{{service: "svc"}}] }}\n B: {{ imports: [{imp}] }}\n C: {{}}\n}}\n'
+    )
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", write(tmp_path, "port: 1\n" + text)])
+    assert needle in str(ei.value), str(ei.value)
