@@ -135,6 +135,10 @@ class Server:
 
         #: the bridges of configured stream and service imports (None: none configured)
         self.service_imports = install_imports(self)
+        from node.sysreq import SystemRequests
+
+        #: ``$SYS.REQ.*`` (server pings in the system account, user info everywhere)
+        self.system_requests = SystemRequests(self)
 
     # -- small services for sessions --------------------------------------
 
