@@ -16,13 +16,14 @@ from typing import Any
 
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
 
 from node.launcher import plan_cluster
 from tests.integration.test_cluster_core import READY_S, Cluster, wait_interest, wait_mesh
 from tests.support import ServerProcess, reference_binary
 from tests.support.aio import ErrorLog, run
-from tests.support.cluster import get_json
+from tests.support.cluster import get_json, start_cluster
 
 ACCOUNTS_CONF = """
 accounts {
@@ -328,3 +329,43 @@ def test_monitoring_shows_accounts(start_server: Any) -> None:
             await b.close()
 
     run(main)
+
+
+JS_CLUSTER_CONF = """
+accounts {
+  APP: { users: [{user: app, password: app}], jetstream: enabled }
+  B: { users: [{user: b, password: b}] }
+  SYS: { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+"""
+
+
+def test_jetstream_in_its_account_across_a_cluster(tmp_path: Path) -> None:
+    """JetStream runs in APP on three nodes (replicated stream, publishes and consumers
+    from every node); B on the same subjects reaches none of it."""
+    with start_cluster("trijet", 3, workdir=tmp_path, extra_conf=JS_CLUSTER_CONF) as c:
+
+        async def main() -> None:
+            app = [await connect(u, "app") for u in c.urls]
+            b = await connect(c.urls[1], "b")
+            try:
+                js = [nc.jetstream() for nc in app]
+                await js[0].add_stream(name="ORDERS", subjects=["orders.>"], num_replicas=3)
+                for i, j in enumerate(js):
+                    ack = await j.publish("orders.new", b"%d" % i, timeout=WAIT_S)
+                    assert (ack.stream, ack.seq) == ("ORDERS", i + 1)
+                with pytest.raises(nats.errors.NoRespondersError):
+                    await b.request("orders.new", b"x", timeout=WAIT_S)
+                with pytest.raises(nats.js.errors.ServiceUnavailableError):
+                    await b.jetstream().stream_info("ORDERS")
+                sub = await js[2].pull_subscribe("orders.>", durable="D")
+                msgs = await sub.fetch(3, timeout=WAIT_S)
+                assert [m.data for m in msgs] == [b"0", b"1", b"2"]
+                info = await js[1].stream_info("ORDERS")
+                assert info.state.messages == 3
+            finally:
+                for nc in (*app, b):
+                    await nc.close()
+
+        run(main)
