@@ -13,8 +13,9 @@ exists and one of its exports of the same kind covers the subject and admits the
 
 What trijet does not do yet is refused with an error that names it, never ignored (an ignored
 mapping would deliver on the wrong subjects, an ignored limit would let one tenant fill the
-disk): account ``mappings``, per-account JetStream limits, and JetStream enabled in more than
-one account (trijet runs JetStream in one account).
+disk): account ``mappings``, per-account JetStream fields other than max_mem, max_file,
+max_streams, max_consumers and max_ack_pending, and JetStream enabled in more than one
+account (trijet runs JetStream in one account).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _account_block(
             elif k in ("default_permission", "default_permissions"):
                 default_perms = b.permissions(v)
             elif k == "jetstream":
-                spec.jetstream = _account_jetstream(b, spec.name, v)
+                spec.jetstream = _account_jetstream(b, spec, v)
             elif k == "exports":
                 spec.exports = _exports(b, v)
             elif k == "imports":
@@ -279,8 +280,31 @@ def _check_imports(b: _Builder, top: dict[str, ConfValue]) -> None:
                 )
 
 
-def _account_jetstream(b: _Builder, account: str, cv: ConfValue) -> bool:
-    """``jetstream`` inside an account: enabled/disabled, a bool, or a map of limits."""
+#: account ``jetstream`` map keys (nats-server's aliases) -> JetStreamAccountLimits names
+_JS_LIMIT_KEYS = {
+    "max_mem": "max_memory",
+    "max_memory": "max_memory",
+    "mem": "max_memory",
+    "memory": "max_memory",
+    "max_file": "max_storage",
+    "max_store": "max_storage",
+    "max_disk": "max_storage",
+    "store": "max_storage",
+    "disk": "max_storage",
+    "max_streams": "max_streams",
+    "streams": "max_streams",
+    "max_consumers": "max_consumers",
+    "consumers": "max_consumers",
+    "max_ack_pending": "max_ack_pending",
+}
+_JS_SIZES = frozenset({"max_memory", "max_storage"})
+
+
+def _account_jetstream(b: _Builder, spec: AccountSpec, cv: ConfValue) -> bool:
+    """``jetstream`` inside an account: enabled/disabled, a bool, or a map of limits
+    (``spec.js_limits``)."""
+    from node.conftree import _Skip
+
     v = cv.value
     if isinstance(v, bool):
         return v
@@ -295,14 +319,22 @@ def _account_jetstream(b: _Builder, account: str, cv: ConfValue) -> bool:
     if isinstance(v, dict):
         enabled = True
         for key, mv in v.items():
-            if key.lower() in ("enabled", "enable") and isinstance(mv.value, bool):
-                enabled = mv.value
-            else:
-                b.err(
-                    mv,
-                    f'per-account JetStream limits are not supported yet (account "{account}", '
-                    f'field "{key}"): trijet would not enforce them',
-                )
+            k = key.lower()
+            try:
+                if k in ("enabled", "enable"):
+                    enabled = b.boolean(k, mv)
+                elif k in _JS_LIMIT_KEYS:
+                    name = _JS_LIMIT_KEYS[k]
+                    value = b.size(k, mv) if name in _JS_SIZES else b.integer(k, mv)
+                    spec.js_limits[name] = value
+                else:
+                    b.err(
+                        mv,
+                        f'per-account JetStream field "{key}" is not supported yet (account '
+                        f'"{spec.name}"): trijet would not enforce it',
+                    )
+            except _Skip:
+                pass
         return enabled
     b.err(cv, f"Expected map, bool or string to define JetStream, got {_kind(v)}")
     return False

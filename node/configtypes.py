@@ -129,6 +129,9 @@ class AccountSpec:
     jetstream: bool = False
     exports: list[ExportSpec] = field(default_factory=list)
     imports: list[ImportSpec] = field(default_factory=list)
+    #: ``jetstream: {max_mem, max_file, max_streams, max_consumers, max_ack_pending}``
+    #: by nats-server's JSON names (max_memory, max_storage, …); absent: unlimited (-1)
+    js_limits: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -492,14 +492,15 @@ class Server:
         if not bad or opts.get("js-enabled-only") or opts.get("js-meta-only"):
             return 200, {"status": "ok"}
         name = bad[0].name
-        msg = f"JetStream stream '$G > {name}' could not be recovered"
+        acc = self.accounts.home.name
+        msg = f"JetStream stream '{acc} > {name}' could not be recovered"
         if opts.get("details"):
             errors = [
                 {
                     "type": "STREAM",
-                    "account": "$G",
+                    "account": acc,
                     "stream": q.name,
-                    "error": f"JetStream stream '$G > {q.name}' could not be recovered",
+                    "error": f"JetStream stream '{acc} > {q.name}' could not be recovered",
                 }
                 for q in bad
             ]

@@ -430,7 +430,7 @@ accounts {
   B: {
     users: [{user: b, password: b}]
     default_permissions: { publish: "b.>" }
-    jetstream: enabled
+    jetstream: { max_mem: 1M, max_file: 2G, max_streams: 3, consumers: 4 }
   }
   SYS: { users: [{user: s, password: s}] }
 }
@@ -451,6 +451,12 @@ def test_accounts_block_read(tmp_path: Path) -> None:
     assert by["b"].permissions.publish.allow == ["b.>"] and by["a"].permissions is None
     assert c.accounts["B"].jetstream and not c.accounts["A"].jetstream
     assert jetstream_account(c) == "B"
+    assert c.accounts["B"].js_limits == {
+        "max_memory": 1_000_000,
+        "max_storage": 2_000_000_000,
+        "max_streams": 3,
+        "max_consumers": 4,
+    }
     assert c.auth.no_auth_user == "a"
 
 
@@ -480,8 +486,8 @@ def test_accounts_defaults_and_global_only(tmp_path: Path) -> None:
             'account subject mappings are not supported yet (account "A")',
         ),
         (
-            "accounts { A: { jetstream: { max_mem: 1M } } }\n",
-            'per-account JetStream limits are not supported yet (account "A", field "max_mem")',
+            "accounts { A: { jetstream: { max_bytes_required: true } } }\n",
+            'per-account JetStream field "max_bytes_required" is not supported yet (account "A")',
         ),
         (
             "jetstream: enabled\naccounts { A: { jetstream: enabled }, B: { jetstream: enabled } }\n",
