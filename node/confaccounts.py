@@ -14,8 +14,8 @@ exists and one of its exports of the same kind covers the subject and admits the
 What trijet does not do yet is refused with an error that names it, never ignored (an ignored
 mapping would deliver on the wrong subjects, an ignored limit would let one tenant fill the
 disk): account ``mappings``, per-account JetStream fields other than max_mem, max_file,
-max_streams, max_consumers and max_ack_pending, and JetStream enabled in more than one
-account (trijet runs JetStream in one account).
+max_streams and max_consumers (``max_ack_pending`` among them), and JetStream enabled in more
+than one account (trijet runs JetStream in one account).
 """
 
 from __future__ import annotations
@@ -295,7 +295,6 @@ _JS_LIMIT_KEYS = {
     "streams": "max_streams",
     "max_consumers": "max_consumers",
     "consumers": "max_consumers",
-    "max_ack_pending": "max_ack_pending",
 }
 _JS_SIZES = frozenset({"max_memory", "max_storage"})
 

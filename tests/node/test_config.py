@@ -490,6 +490,10 @@ def test_accounts_defaults_and_global_only(tmp_path: Path) -> None:
             'per-account JetStream field "max_bytes_required" is not supported yet (account "A")',
         ),
         (
+            "accounts { A: { jetstream: { max_ack_pending: 100 } } }\n",
+            'per-account JetStream field "max_ack_pending" is not supported yet (account "A")',
+        ),
+        (
             "jetstream: enabled\naccounts { A: { jetstream: enabled }, B: { jetstream: enabled } }\n",
             "JetStream in more than one account is not supported yet (enabled in A, B)",
         ),
