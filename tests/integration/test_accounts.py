@@ -369,3 +369,45 @@ def test_jetstream_in_its_account_across_a_cluster(tmp_path: Path) -> None:
                     await nc.close()
 
         run(main)
+
+
+def test_nkey_users_and_permissions_per_account(start_server: Any, server_kind: str) -> None:
+    """An nkey user lands in its account; an account's default_permissions bind its users."""
+    import os
+
+    import nkeys
+
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    public = nkeys.from_seed(bytearray(seed)).public_key.decode()
+    conf = f"""
+accounts {{
+  A: {{ users: [{{nkey: {public}}}] }}
+  B: {{
+    users: [{{user: b, password: b}}]
+    default_permissions: {{ publish: "ok.>", subscribe: ">" }}
+  }}
+}}
+"""
+    sp: ServerProcess = start_server(server_kind, config=conf)
+
+    async def main() -> None:
+        errors = ErrorLog()
+        a = await connect(sp.url, nkeys_seed_str=seed.decode())
+        b = await connect(sp.url, "b", error_cb=errors.cb)
+        try:
+            a_all = await a.subscribe(">")
+            b_all = await b.subscribe(">")
+            await a.flush()
+            await b.flush()
+            await b.publish("ok.1", b"b")
+            await b.publish("no.1", b"denied")  # permission violation: not delivered
+            await b.flush()
+            assert (await b_all.next_msg(timeout=WAIT_S)).subject == "ok.1"
+            await nothing_but_marker(a, a_all, "marker.a")
+            await b.publish("ok.marker", b"m")
+            assert (await b_all.next_msg(timeout=WAIT_S)).subject == "ok.marker"
+        finally:
+            await a.close()
+            await b.close()
+
+    run(main)
