@@ -135,10 +135,11 @@ class Server:
 
         #: the bridges of configured stream and service imports (None: none configured)
         self.service_imports = install_imports(self)
-        from node.sysreq import SystemRequests
+        from node.sysreq import ClientEvents, SystemRequests
 
         #: ``$SYS.REQ.*`` (server pings in the system account, user info everywhere)
         self.system_requests = SystemRequests(self)
+        self.client_events = ClientEvents(self.system_requests)
 
     # -- small services for sessions --------------------------------------
 
@@ -523,6 +524,8 @@ class Server:
         if self.clients.pop(session.cid, None) is not None:
             if session.stop_wall is None:
                 session.stop_wall = self.wall_time()
+            if session.connected:
+                self.client_events.disconnected(session)
             if self.closed_clients.maxlen:
                 self.closed_clients.append(session)
             if not self.clients and self._shutdown.is_set():

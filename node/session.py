@@ -660,6 +660,7 @@ class ClientSession(Outbound):
         self._proto.headers = self.headers
         self.account.router.gen += 1  # echo, permissions: retire delivery plans
         self.connected = True
+        server.client_events.connected(self)
         # nats-server's first RTT estimate: accept to CONNECT (until a PONG measures it)
         self.rtt_s = max(trio.current_time() - self.start, 1e-9)
         if not (self.verbose or self.pedantic or self.perms is not None):

@@ -14,6 +14,11 @@ monitor builds (``node.monitor``), wrapped as nats-server wraps them:
   connected to, so local) and ``$SYS.REQ.ACCOUNT.PING.CONNZ`` (that account's connections on
   every server).
 From other accounts ``$SYS.REQ.SERVER.*`` finds no responder, as on nats-server.
+
+Events: ``ClientEvents`` publishes ``$SYS.ACCOUNT.<account>.CONNECT`` and ``.DISCONNECT``
+(nats-server's client_connect / client_disconnect advisories) in the system account, and
+builds them only when the system account (or a route) has interest.  The account
+connection-count events (``…SERVER.CONNS``) and the periodic STATSZ are not published.
 """
 
 from __future__ import annotations
@@ -235,3 +240,89 @@ class SystemRequests:
             self._answer(client, reply, {"server": self.server_info(), "data": data})
 
         return on_request
+
+
+# -- events --------------------------------------------------------------------------------------
+
+
+def _nuid(rng: Any) -> str:
+    return "".join(rng.choice(_NUID_CHARS) for _ in range(22))
+
+
+_NUID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def client_event_info(session: Any, *, closed: bool) -> dict[str, Any]:
+    """nats-server's ClientInfo of a connect/disconnect advisory (empty fields left out)."""
+    acc = session.account.name
+    user = session.user
+    info: dict[str, Any] = {
+        "start": go_time(session.start_wall),
+        "host": session.ip,
+        "id": session.cid,
+    }
+    info["acc"] = acc
+    name = (user.name or user.nkey or "") if user is not None else ""
+    if name:
+        info["user"] = name
+    for key, attr in (("name", "name"), ("lang", "lang"), ("ver", "version")):
+        v = getattr(session, attr, "")
+        if v:
+            info[key] = v
+    if closed:
+        info["rtt"] = int(session.rtt_s * 1e9)
+        info["stop"] = go_time(session.stop_wall or time.time())
+    info["name_tag"] = acc
+    info["kind"] = "Client"
+    info["client_type"] = "nats"
+    return info
+
+
+class ClientEvents:
+    """``$SYS.ACCOUNT.<account>.CONNECT`` / ``.DISCONNECT`` advisories, published in the
+    system account as nats-server publishes them, built only when someone listens.
+
+    Args:
+        requests: the server's ``SystemRequests`` (its envelope and system client).
+    """
+
+    def __init__(self, requests: SystemRequests) -> None:
+        self.req = requests
+        self.router = requests.server.accounts.system.router
+
+    def _wanted(self, subject: bytes) -> bool:
+        r = self.router
+        if r.sublist.has_interest(subject):
+            return True
+        return bool(r.route_sublist.count) and r.route_sublist.has_interest(subject)
+
+    def connected(self, session: Any) -> None:
+        subject = f"$SYS.ACCOUNT.{session.account.name}.CONNECT".encode()
+        if not self._wanted(subject):
+            return
+        doc = {
+            "type": "io.nats.server.advisory.v1.client_connect",
+            "id": _nuid(self.req.server.rng),
+            "timestamp": go_time(time.time()),
+            "server": self.req.server_info(),
+            "client": client_event_info(session, closed=False),
+        }
+        self.req.sys.publish(subject, json.dumps(doc, separators=(",", ":")).encode())
+
+    def disconnected(self, session: Any) -> None:
+        subject = f"$SYS.ACCOUNT.{session.account.name}.DISCONNECT".encode()
+        if not self._wanted(subject):
+            return
+        reason = session.closing.value if session.closing is not None else ""
+        doc = {
+            "type": "io.nats.server.advisory.v1.client_disconnect",
+            "id": _nuid(self.req.server.rng),
+            "timestamp": go_time(session.stop_wall or time.time()),
+            "server": self.req.server_info(),
+            "client": client_event_info(session, closed=True),
+            # the client's view: what it sent, what it received
+            "sent": {"msgs": session.in_msgs, "bytes": session.in_bytes},
+            "received": {"msgs": session.out_msgs, "bytes": session.out_bytes},
+            "reason": reason,
+        }
+        self.req.sys.publish(subject, json.dumps(doc, separators=(",", ":")).encode())

@@ -113,3 +113,48 @@ def test_ping_answered_by_every_server(tmp_path: Path) -> None:
                 await nc.close()
 
         assert run(main) == {"n1", "n2", "n3"}
+
+
+def events(sp: ServerProcess) -> list[dict[str, Any]]:
+    async def main() -> list[dict[str, Any]]:
+        s = await nats.connect(sp.url, user="sys", password="sys", error_cb=ErrorLog().cb)
+        try:
+            sub = await s.subscribe("$SYS.ACCOUNT.A.*")
+            await s.flush()
+            a = await nats.connect(sp.url, user="a", password="a", name="cli-a")
+            await a.publish("x", b"12345")
+            await a.flush()
+            await a.close()
+            out = []
+            while len(out) < 2:
+                msg = await sub.next_msg(timeout=WAIT_S)
+                doc = json.loads(msg.data)
+                doc["subject"] = msg.subject
+                out.append(doc)
+            return out
+        finally:
+            await s.close()
+
+    return run(main)
+
+
+VOLATILE_CLIENT = {"start", "stop", "id", "rtt", "ver"}
+
+
+def test_connect_disconnect_events_as_reference(start_server: Any) -> None:
+    if reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    got = {kind: events(start_server(kind, config=CONF)) for kind in ("reference", "trijet")}
+    for ref, ours in zip(got["reference"], got["trijet"], strict=True):
+        assert ours["subject"] == ref["subject"]
+        assert list(ours) == list(ref)
+        assert ours["type"] == ref["type"]
+        assert list(ours["client"]) == list(ref["client"])
+        for key in set(ref["client"]) - VOLATILE_CLIENT:
+            assert ours["client"][key] == ref["client"][key], key
+        for key in ("sent", "received", "reason"):
+            assert ours.get(key) == ref.get(key), key
+    assert [e["subject"] for e in got["trijet"]] == [
+        "$SYS.ACCOUNT.A.CONNECT",
+        "$SYS.ACCOUNT.A.DISCONNECT",
+    ]

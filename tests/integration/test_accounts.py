@@ -20,6 +20,7 @@ import nats.js.errors
 import pytest
 
 from node.launcher import plan_cluster
+from node.sysreq import SUBS_PER_ACCOUNT
 from tests.integration.test_cluster_core import READY_S, Cluster, wait_interest, wait_mesh
 from tests.support import ServerProcess, reference_binary
 from tests.support.aio import ErrorLog, run
@@ -313,7 +314,11 @@ def test_monitoring_shows_accounts(start_server: Any) -> None:
             assert doc is not None and doc["system_account"] == "SYS"
             assert set(doc["accounts"]) == {"$G", "A", "B", "SYS"}
             detail = get_json(f"{base}/accountz?acc=B")["account_detail"]  # type: ignore[index]
-            assert (detail["client_connections"], detail["subscriptions"]) == (1, 2)
+            # B's two client subscriptions and the server's own $SYS.REQ services in B
+            assert (detail["client_connections"], detail["subscriptions"]) == (
+                1,
+                2 + SUBS_PER_ACCOUNT,
+            )
             assert "is_system" not in detail
             assert get_json(f"{base}/accountz?acc=SYS")["account_detail"]["is_system"]  # type: ignore[index]
             conns = get_json(f"{base}/connz?auth=1")["connections"]  # type: ignore[index]
@@ -321,8 +326,11 @@ def test_monitoring_shows_accounts(start_server: Any) -> None:
             only_b = get_json(f"{base}/connz?acc=B")["connections"]  # type: ignore[index]
             assert len(only_b) == 1 and only_b[0]["subscriptions"] == 2
             subs = get_json(f"{base}/subsz?acc=B&subs=1")
-            assert subs is not None and subs["num_subscriptions"] == 2
-            assert sorted(s["subject"] for s in subs["subscriptions_list"]) == ["y", "z"]
+            assert subs is not None and subs["num_subscriptions"] == 2 + SUBS_PER_ACCOUNT
+            clients = [
+                s for s in subs["subscriptions_list"] if not s["subject"].startswith("$SYS.")
+            ]
+            assert sorted(s["subject"] for s in clients) == ["y", "z"]
             assert get_json(f"{base}/varz")["system_account"] == "SYS"  # type: ignore[index]
         finally:
             await a.close()
