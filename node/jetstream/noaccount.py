@@ -86,11 +86,13 @@ _TABLE: tuple[tuple[tuple[str, ...], int, str, dict[str, Any]], ...] = (
         {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
     ),
 )
-#: asked of the stream's or consumer's group: nats-server checks clustering first
-_CLUSTER_ONLY: tuple[tuple[tuple[str, ...], int, str], ...] = (
-    (("STREAM", "LEADER", "STEPDOWN"), 1, "stream_leader_stepdown_response"),
-    (("STREAM", "PEER", "REMOVE"), 1, "stream_remove_peer_response"),
-    (("CONSUMER", "LEADER", "STEPDOWN"), 2, "consumer_leader_stepdown_response"),
+STREAM_NOT_FOUND = {"code": 404, "err_code": 10059, "description": "stream not found"}
+#: asked of the stream's or consumer's group: nats-server checks clustering first (10010 on
+#: a single server); in a cluster the stepdowns look the stream up first (10059)
+_CLUSTER_ONLY: tuple[tuple[tuple[str, ...], int, str, dict[str, Any]], ...] = (
+    (("STREAM", "LEADER", "STEPDOWN"), 1, "stream_leader_stepdown_response", STREAM_NOT_FOUND),
+    (("STREAM", "PEER", "REMOVE"), 1, "stream_remove_peer_response", NOT_ENABLED),
+    (("CONSUMER", "LEADER", "STEPDOWN"), 2, "consumer_leader_stepdown_response", STREAM_NOT_FOUND),
 )
 _UNIMPORTED = (("CONSUMER", "MSG", "NEXT"), ("DIRECT", "GET"))
 
@@ -117,10 +119,14 @@ def not_enabled_answer(op: tuple[str, ...], *, system: bool, clustered: bool) ->
     if any(op[: len(p)] == p for p in _UNIMPORTED):
         return NO_RESPONDERS
     if op[:2] == ("CONSUMER", "UNPIN") and len(op) == 4:
+        if clustered:  # the stream is looked up first there
+            return _doc("consumer_unpin_response", STREAM_NOT_FOUND, {})
         return UNPIN
-    for prefix, n, type_ in _CLUSTER_ONLY:
+    if clustered and op[:2] == ("STREAM", "SNAPSHOT"):
+        return None  # observed: no reply in a cluster
+    for prefix, n, type_, in_cluster in _CLUSTER_ONLY:
         if op[: len(prefix)] == prefix and len(op) == len(prefix) + n:
-            return _doc(type_, NOT_ENABLED if clustered else CLUSTERING_REQUIRED, {})
+            return _doc(type_, in_cluster if clustered else CLUSTERING_REQUIRED, {})
     for prefix, n, type_, extra in _TABLE:
         if op[: len(prefix)] == prefix and len(op) == len(prefix) + n:
             return _doc(type_, NOT_ENABLED, extra)

@@ -224,3 +224,51 @@ def test_server_remove_of_a_dead_server(kind: str, tmp_path: Path) -> None:
         c.wait_until(shrunk, timeout=10, what="meta cluster_size 2")
         mc = c.jsz(li)["meta_cluster"]  # type: ignore[index]
         assert mc["quorum_needed"] == 2
+
+
+CLUSTER_MIXED = """
+accounts {
+  A: { users: [{user: a, password: a}] }
+  APP: { users: [{user: app, password: app}], jetstream: enabled }
+  SYS: { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+"""
+
+
+async def every_answer(url: str, user: str) -> list[str]:
+    """Each API's answers from a cluster (all of them: exactly one is expected)."""
+    nc = await nats.connect(url, user=user, password=user, error_cb=ErrorLog().cb)
+    out = []
+    try:
+        for api, body in APIS:
+            if api in ("META.LEADER.STEPDOWN", "SERVER.REMOVE"):
+                continue  # the system account's operator requests: test_meta_operator_requests
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish("$JS.API." + api, body, reply=inbox)
+            got = []
+            try:
+                while True:
+                    msg = await sub.next_msg(timeout=NO_REPLY_S)
+                    status = (msg.headers or {}).get("Status")
+                    got.append("no-responders" if status == "503" else msg.data.decode())
+            except nats.errors.TimeoutError:
+                pass
+            await sub.unsubscribe()
+            out.append(f"{api} {got}")
+    finally:
+        await nc.close()
+    return out
+
+
+@pytest.mark.parametrize("user", ["a", "sys"])
+def test_api_without_jetstream_in_a_cluster(user: str, tmp_path: Path) -> None:
+    if reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    got = {}
+    for kind in ("reference", "trijet"):
+        with start_cluster(kind, 3, workdir=tmp_path / kind, extra_conf=CLUSTER_MIXED) as c:  # type: ignore[arg-type]
+            got[kind] = run(lambda c=c: every_answer(c.urls[1], user))
+    for ref, ours in zip(got["reference"], got["trijet"], strict=True):
+        assert ours == ref

@@ -35,6 +35,8 @@ def test_normal_account_types_and_fields() -> None:
 def test_clustering_checked_first_for_group_requests() -> None:
     op = ("STREAM", "LEADER", "STEPDOWN", "S")
     assert _doc(not_enabled_answer(op, system=False, clustered=False))["error"]["err_code"] == 10010
+    assert _doc(not_enabled_answer(op, system=False, clustered=True))["error"]["err_code"] == 10059
+    op = ("STREAM", "PEER", "REMOVE", "S")
     assert _doc(not_enabled_answer(op, system=False, clustered=True))["error"]["err_code"] == 10039
 
 
@@ -62,3 +64,15 @@ def test_unpin_reads_the_body_first() -> None:
     assert "unexpected end of JSON input" in unpin_answer(b"")
     assert "consumer group not specified" in unpin_answer(b"{}")
     assert _doc(unpin_answer(b'{"group":"g"}'))["error"]["err_code"] == 10039
+
+
+def test_cluster_differences() -> None:
+    """Observed on a three-node nats-server 2.15.1 cluster."""
+    unpin = ("CONSUMER", "UNPIN", "S", "C")
+    assert (
+        _doc(not_enabled_answer(unpin, system=False, clustered=True))["error"]["err_code"] == 10059
+    )
+    assert not_enabled_answer(("STREAM", "SNAPSHOT", "S"), system=False, clustered=True) is None
+    assert (
+        not_enabled_answer(("STREAM", "SNAPSHOT", "S"), system=False, clustered=False) is not None
+    )
