@@ -236,8 +236,10 @@ class MetaOps:
 
     def _stepdown(self, meta: Any, body: bytes) -> str:
         req = json_object(body, STEPDOWN_RESPONSE)
-        placement = req.get("placement") if isinstance(req.get("placement"), dict) else {}
-        tags = placement.get("tags") if isinstance(placement.get("tags"), list) else []
+        raw = req.get("placement")
+        placement: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        raw_tags = placement.get("tags")
+        tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
         target = stepdown_target(
             meta.name,
             meta.specs(meta.group.members),
