@@ -637,7 +637,14 @@ class ClientSession(Outbound):
             if acc is None:  # a configured user always names a known account
                 self._auth_violation()
                 return
-            self._bind(acc)
+            if acc is not self.account:
+                # a second CONNECT into another account: what was subscribed in the first
+                # stays there no longer (nats-server delivers it nothing either)
+                remove = server.remove_sub
+                for sub in list(self.subs.values()):
+                    remove(sub)
+                self.subs.clear()
+                self._bind(acc)
             if user.permissions is not None:
                 self.perms = Permissions(user.permissions)
                 self.resp_perms = self.perms.allow_responses

@@ -22,7 +22,7 @@ import pytest
 from node.launcher import plan_cluster
 from node.sysreq import SUBS_PER_ACCOUNT
 from tests.integration.test_cluster_core import READY_S, Cluster, wait_interest, wait_mesh
-from tests.support import ServerProcess, reference_binary
+from tests.support import RawClient, ServerProcess, reference_binary
 from tests.support.aio import ErrorLog, run
 from tests.support.cluster import get_json, start_cluster
 
@@ -419,3 +419,22 @@ accounts {{
             await b.close()
 
     run(main)
+
+
+def test_second_connect_into_another_account_keeps_nothing(
+    start_server: Any, server_kind: str
+) -> None:
+    """A connection that authenticates again as another account's user keeps none of its
+    subscriptions in the first account (nats-server delivers it nothing from either)."""
+    sp: ServerProcess = start_server(server_kind, config=ACCOUNTS_CONF)
+    with RawClient(sp.host, sp.port) as s:
+        t = s.exchange(b'CONNECT {"verbose":false,"user":"a","pass":"a"}\r\nSUB foo 1\r\nPING\r\n')
+        assert b"PONG" in t.output
+        t = s.exchange(b'CONNECT {"verbose":false,"user":"b","pass":"b"}\r\nPING\r\n')
+        assert b"PONG" in t.output
+        for user in (b"a", b"b"):
+            with RawClient(sp.host, sp.port) as p:
+                conn = b'CONNECT {"verbose":false,"user":"%s","pass":"%s"}\r\n' % (user, user)
+                assert b"PONG" in p.exchange(conn + b"PUB foo 2\r\nhi\r\nPING\r\n").output
+        t = s.exchange(b"PING\r\n")  # what was delivered before the PONG
+        assert b"MSG" not in t.output and b"PONG" in t.output
