@@ -368,7 +368,7 @@ class MetaLayer:
             if rg.is_leader and rg.leader_since_ns:
                 doc["leader_since"] = _rfc3339(rg.leader_since_ns)
         doc["system_account"] = True
-        doc["traffic_account"] = "$SYS"
+        doc["traffic_account"] = self.svc.server.accounts.system.name
         st = rg.status()
         last = st.get("last_index") or 0
         seen = st.get("peers") or {}
@@ -604,7 +604,7 @@ class MetaLayer:
             doc["voted_for"] = peer_id(str(voted))
         doc["pindex"] = st.get("last_index", 0)
         doc["system_account"] = True
-        doc["traffic_account"] = "$SYS"
+        doc["traffic_account"] = self.svc.server.accounts.system.name
         peers = {}
         for name, p in sorted((st.get("peers") or {}).items()):
             entry: dict[str, Any] = {"name": name, "known": True}

@@ -622,17 +622,18 @@ def raftz(server: Any, query: Query | None = None) -> dict[str, Any]:
     """``/raftz``: the Raft groups this server runs, by account and group name.
 
     Without ``acc`` only the system account's groups (the meta group
-    ``_meta_``, shown under ``$SYS``); ``group=`` filters by name; an unknown
+    ``_meta_``, shown under the system account's name); ``group=`` filters by name; an unknown
     account is ``{}``.  Stream groups appear here once streams replicate.
     """
     q = query or Query()
-    acc = q.get("acc") or "$SYS"
+    system = system_account_name(server)
+    acc = q.get("acc") or system
     group = q.get("group")
     meta = getattr(getattr(server, "jetstream", None), "meta", None)
-    if meta is None or acc != "$SYS" or (group and group != "_meta_"):
+    if meta is None or acc != system or (group and group != "_meta_"):
         return {}
     doc = meta.raftz()
-    return {"$SYS": {"_meta_": doc}} if doc else {}
+    return {system: {"_meta_": doc}} if doc else {}
 
 
 def jsz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:

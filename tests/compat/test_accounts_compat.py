@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import ServerProcess, reference_binary
 from tests.support.aio import ErrorLog, run
-from tests.support.cluster import start_cluster
+from tests.support.cluster import get_json, start_cluster
 
 CONF = """
 jetstream { store_dir: "{workdir}/js" }
@@ -192,6 +192,10 @@ def test_meta_operator_requests(kind: str, tmp_path: Path) -> None:
 
         run(refusals)
         c.wait_new_meta_leader(leader)
+        # the meta group is the system account's (named as configured)
+        raftz = get_json(f"{c.monitoring_urls[0]}/raftz")
+        assert raftz is not None and list(raftz) == ["SYS"] and "_meta_" in raftz["SYS"]
+        assert raftz["SYS"]["_meta_"]["traffic_account"] == "SYS"
 
 
 @pytest.mark.parametrize("kind", ["reference", "trijet"])
