@@ -10,6 +10,9 @@ monitor builds (``node.monitor``), wrapped as nats-server wraps them:
   ``$SYS.REQ.SERVER.>``.  It is announced to routes: a ping is answered by every server of the
   cluster (the requester collects the answers), a request naming a server id by that server.  A JSON body gives the endpoint's options by their query
   names (``{"acc": "A", "subs": true}``).
+* System account: ``$SYS.REQ.ACCOUNT.<account>.<KIND>`` for CONNZ, SUBSZ, INFO (the
+  ``/accountz`` detail), LEAFZ and JSZ (nats-server's errors for an unknown account or one
+  without JetStream).
 * Every account: ``$SYS.REQ.USER.INFO`` (who the requester is; answered by the server it is
   connected to, so local) and ``$SYS.REQ.ACCOUNT.PING.CONNZ`` (that account's connections on
   every server).
@@ -53,8 +56,10 @@ FLAG_JETSTREAM = 1
 FLAGS_ALWAYS = 2 | 4  # binary stream snapshots, account NRG
 KINDS = ("VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ", "JSZ")
 KINDS_ALL = (*KINDS, "HEALTHZ", "RAFTZ", "STATSZ", "IDZ")
-#: subscriptions the services hold in every account (and one more in the system account)
+#: subscriptions the services hold in every account, and the system account's own
 SUBS_PER_ACCOUNT = 2
+SUBS_SYSTEM = 2
+ACCOUNT_KINDS = ("CONNZ", "SUBSZ", "INFO", "LEAFZ", "JSZ")
 
 
 def options_query(body: bytes) -> Query:
@@ -96,6 +101,7 @@ class SystemRequests:
         self.sys = InternalClient(server, "system-requests", sys_acc)
         self._own = f"$SYS.REQ.SERVER.{server.server_id}.".encode()
         self.sys.subscribe(b"$SYS.REQ.SERVER.>", self._on_server)
+        self.sys.subscribe(b"$SYS.REQ.ACCOUNT.*.*", self._on_account)
         for acc in server.accounts:
             client = self.sys if acc is sys_acc else InternalClient(server, "user-info", acc)
             client.subscribe(
@@ -158,6 +164,44 @@ class SystemRequests:
             return
         key = "statsz" if kind == "STATSZ" else "data"
         self._answer(self.sys, reply, {"server": self.server_info(), key: data})
+
+    def _on_account(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """``$SYS.REQ.ACCOUNT.<account>.<KIND>`` (CONNZ SUBSZ INFO LEAFZ JSZ) from the system
+        account: that account's view on this server."""
+        parts = subject.decode(errors="replace").split(".")
+        if not reply or len(parts) != 5 or parts[3] == "PING" or parts[4] not in ACCOUNT_KINDS:
+            return
+        name, kind = parts[3], parts[4]
+        acc = self.server.accounts.get(name)
+        data: dict[str, Any] | None = None
+        err: str | None = None
+        s = self.server
+        if kind == "CONNZ":
+            data = connz_from_options(s, parse_connz_options(Query({"acc": name})))
+        elif kind == "SUBSZ":
+            data = endpoints.subsz(s, Query({"acc": name, "subs": "true"}))
+        elif kind == "LEAFZ":
+            data = endpoints.leafz(s, Query({"acc": name}))
+        elif kind == "INFO":
+            if acc is None:
+                err = f"Account {name} does not exist"
+            else:
+                data = endpoints.accountz(s, Query({"acc": name}))["account_detail"]
+        else:  # JSZ
+            if not s.jetstream_enabled:
+                err = "jetstream not enabled"
+            elif acc is None or not acc.jetstream:
+                err = f'account "{name}" not jetstream enabled'
+            else:
+                details = endpoints.jsz(s, Query({"acc": name, "accounts": "true"}))
+                found = details.get("account_details") or []
+                data = dict(found[0]) if found else {"name": name, "id": name}
+        doc: dict[str, Any] = {"server": self.server_info(), "data": data}
+        if err is not None:
+            doc["error"] = {"code": 500, "description": err}
+        self._answer(self.sys, reply, doc)
 
     def document(self, kind: str, q: Query) -> dict[str, Any]:
         """The monitor document a ``$SYS.REQ.SERVER`` request of ``kind`` asks for."""

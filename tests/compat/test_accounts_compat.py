@@ -276,3 +276,37 @@ def test_api_without_jetstream_in_a_cluster(user: str, tmp_path: Path) -> None:
             got[kind] = run(lambda c=c: every_answer(c.urls[1], user))
     for ref, ours in zip(got["reference"], got["trijet"], strict=True):
         assert ours == ref
+
+
+def test_account_jsz_request_as_reference(start_server: Any) -> None:
+    """``$SYS.REQ.ACCOUNT.<account>.JSZ`` from the system account, JetStream on."""
+    if reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+
+    async def main(sp: ServerProcess) -> dict[str, Any]:
+        nc = await nats.connect(sp.url, user="sys", password="sys", error_cb=ErrorLog().cb)
+        try:
+            out = {}
+            for acc in ("A", "APP"):
+                msg = await nc.request(f"$SYS.REQ.ACCOUNT.{acc}.JSZ", b"", timeout=5)
+                out[acc] = json.loads(msg.data)
+            return out
+        finally:
+            await nc.close()
+
+    got = {
+        kind: run(lambda k=kind: main(start_server(k, config=CONF)))
+        for kind in ("reference", "trijet")
+    }
+    ref, ours = got["reference"], got["trijet"]
+    assert (
+        ours["A"]["error"]
+        == ref["A"]["error"]
+        == {
+            "code": 500,
+            "description": 'account "A" not jetstream enabled',
+        }
+    )
+    assert (ours["APP"]["data"]["name"], ours["APP"]["data"]["id"]) == ("APP", "APP")
+    missing = set(ref["APP"]["data"]) - set(ours["APP"]["data"])
+    assert not missing, missing

@@ -64,6 +64,16 @@ def scenario(sp: ServerProcess) -> dict[str, Any]:
             sp.url, "sys", "$SYS.REQ.SERVER.PING.ACCOUNTZ", b'{"account":"A"}'
         )
         out["acc_connz"] = await ask(sp.url, "a", "$SYS.REQ.ACCOUNT.PING.CONNZ")
+        a = await nats.connect(sp.url, user="a", password="a", error_cb=ErrorLog().cb)
+        try:
+            await a.subscribe("x.y")
+            await a.flush()
+            for kind in ("CONNZ", "SUBSZ", "INFO", "JSZ", "LEAFZ"):
+                out[f"a_{kind}"] = await ask(sp.url, "sys", f"$SYS.REQ.ACCOUNT.A.{kind}")
+            out["nope_INFO"] = await ask(sp.url, "sys", "$SYS.REQ.ACCOUNT.NOPE.INFO")
+            out["nope_CONNZ"] = await ask(sp.url, "sys", "$SYS.REQ.ACCOUNT.NOPE.CONNZ")
+        finally:
+            await a.close()
         return out
 
     return run(main)
@@ -93,6 +103,19 @@ def test_system_requests_as_reference(start_server: Any) -> None:
     # ACCOUNT.PING.CONNZ: the requesting account's connections only
     conns = ours["acc_connz"]["data"]["connections"]
     assert len(conns) == len(ref["acc_connz"]["data"]["connections"]) == 1
+    # $SYS.REQ.ACCOUNT.<account>.<KIND> from the system account
+    for key in ("a_CONNZ", "a_SUBSZ", "a_INFO", "a_JSZ", "a_LEAFZ", "nope_INFO", "nope_CONNZ"):
+        assert list(ours[key]) == list(ref[key]), key
+    for key in ("a_JSZ", "nope_INFO"):
+        assert ours[key]["error"] == ref[key]["error"] and ours[key]["data"] is None, key
+    assert (
+        ours["a_CONNZ"]["data"]["num_connections"] == ref["a_CONNZ"]["data"]["num_connections"] == 1
+    )
+    assert ours["nope_CONNZ"]["data"] | {"now": ""} == ref["nope_CONNZ"]["data"] | {"now": ""}
+    for key in ("account_name", "jetstream_enabled", "client_connections", "expired", "complete"):
+        assert ours["a_INFO"]["data"][key] == ref["a_INFO"]["data"][key], key
+    assert "x.y" in [d["subject"] for d in ours["a_SUBSZ"]["data"]["subscriptions_list"]]
+    assert ours["a_LEAFZ"]["data"]["leafs"] == ref["a_LEAFZ"]["data"]["leafs"] == []
 
 
 def test_ping_answered_by_every_server(tmp_path: Path) -> None:

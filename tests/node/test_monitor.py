@@ -32,7 +32,7 @@ from node.monitor import (
 )
 from node.monitor.gofmt import dumps, go_duration, go_time, rtt_string, uptime
 from node.server import Server
-from node.sysreq import SUBS_PER_ACCOUNT
+from node.sysreq import SUBS_PER_ACCOUNT, SUBS_SYSTEM
 from node.version import JS_API_LEVEL, NATS_VERSION
 from tests.support.monitor import T0, FakeSession, Named, add, make_server
 
@@ -602,4 +602,4 @@ def test_routez_lists_registered_routes(populated: Server) -> None:
 
 def internal_subs(server: Server) -> int:
     """Subscriptions of the server's own ``$SYS.REQ`` services over all its accounts."""
-    return SUBS_PER_ACCOUNT * len(server.accounts) + 1
+    return SUBS_PER_ACCOUNT * len(server.accounts) + SUBS_SYSTEM
