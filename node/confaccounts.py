@@ -249,7 +249,7 @@ def _wildcards(subject: str) -> list[str]:
     return [t for t in subject.split(".") if t in ("*", ">")]
 
 
-def _check_imports(b: _Builder, top: dict[str, ConfValue]) -> None:
+def _check_imports(b: _Builder, top: dict[str, ConfValue]) -> None:  # top: lower-case keys
     """Every import names a defined account and an export that allows it (nats-server's
     messages)."""
     from node.subjects import subset
@@ -341,6 +341,7 @@ def _account_jetstream(b: _Builder, spec: AccountSpec, cv: ConfValue) -> bool:
 
 def check_accounts(b: _Builder, top: dict[str, ConfValue], account_users: list[UserSpec]) -> None:
     """The rules that span keys, once the whole file is read."""
+    top = {k.lower(): v for k, v in top.items()}  # keys are case-insensitive
     cfg = b.cfg
     auth = cfg.auth
     if account_users:
@@ -355,7 +356,8 @@ def check_accounts(b: _Builder, top: dict[str, ConfValue], account_users: list[U
         if name in seen and account_users:
             what = "nkey" if u.nkey else "user"
             b.err(
-                top.get("accounts") or top["authorization"], f'Duplicate {what} "{name}" detected'
+                top.get("accounts") or top.get("authorization") or next(iter(top.values())),
+                f'Duplicate {what} "{name}" detected',
             )
         seen.add(name)
     _check_imports(b, top)
@@ -367,7 +369,7 @@ def check_accounts(b: _Builder, top: dict[str, ConfValue], account_users: list[U
     nau = auth.no_auth_user
     if nau and not any(u.user == nau or u.nkey == nau for u in auth.users):
         b.err(
-            top["no_auth_user"],
+            top.get("no_auth_user") or next(iter(top.values())),
             f'no_auth_user: "{nau}" not present as user or nkey in authorization block '
             "or account configuration",
         )

@@ -589,3 +589,13 @@ def test_imports_refused_as_nats_server(tmp_path: Path, imp: str, needle: str) -
     with pytest.raises(ConfigError) as ei:
         load(["-c", write(tmp_path, "port: 1\n" + text)])
     assert needle in str(ei.value), str(ei.value)
+
+
+def test_account_keys_any_case(tmp_path: Path) -> None:
+    """nats-server's keys are case-insensitive; so are the cross-key checks."""
+    text = "ACCOUNTS { A: { users: [{user: a, password: a}] } }\nNO_AUTH_USER: zz\n"
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", write(tmp_path, text)])
+    assert 'no_auth_user: "zz" not present' in str(ei.value)
+    ok = load(["-c", write(tmp_path, "ACCOUNTS { A: {} }\nSYSTEM_ACCOUNT: A\n")])
+    assert ok.system_account == "A"
