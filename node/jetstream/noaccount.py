@@ -15,13 +15,17 @@ The system account also carries the operator requests ``$JS.API.META.LEADER.STEP
 them, and the meta leader alone answers (``MetaOps``): stepdown hands the ``_meta_`` group's
 lead over (placement ``preferred``/``cluster``/``tags`` as for streams), server remove takes a
 peer out of the ``_meta_`` group.  On a single server, and from any other account, they get no
-reply, as nats-server gives.
+reply, as nats-server gives.  Removing the meta leader itself (nats-server: no reply, the
+server leaves the group and another leads): the leader hands the lead over, then publishes the
+request again (marked, without a reply subject) for the next leader to act on.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from cluster.naming import peer_id
 from cluster.placement import NoPlacement, stepdown_target
@@ -54,6 +58,10 @@ UNPIN = "unpin"  # answered from the body: ``unpin_answer``
 STEPDOWN = ("META", "LEADER", "STEPDOWN")
 SERVER_REMOVE = ("SERVER", "REMOVE")
 STEPDOWN_RESPONSE = T + "meta_leader_stepdown_response"
+#: marks a SERVER.REMOVE a former meta leader hands to the next one (removing itself)
+HANDOVER_HEADER = b"Trijet-Meta-Handover"
+HANDOVER_TRIES_MAX = 20
+HANDOVER_RETRY_S = 0.25
 REMOVE_RESPONSE = T + "meta_server_remove_response"
 
 _PAGE = {"total": 0, "offset": 0, "limit": 0}
@@ -212,6 +220,7 @@ class MetaOps:
         for p in prefixes:
             self.client.subscribe(p + b"META.LEADER.STEPDOWN", self._on_stepdown)
             self.client.subscribe(p + b"SERVER.REMOVE", self._on_remove)
+        self._remove_subject = b"$JS.API.SERVER.REMOVE"
 
     def _meta(self) -> Any:
         js = self.server.jetstream
@@ -264,14 +273,43 @@ class MetaOps:
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
     ) -> None:
         meta = self._meta()
-        if meta is None or not reply:
+        if meta is None:
+            return
+        if not reply:  # only a former leader's hand-over (below) comes without one
+            if hdr is not None and HANDOVER_HEADER in hdr:
+                try:
+                    name = self._removal(meta, body)
+                except ApiAnswer:
+                    return
+                if name != meta.name:
+                    self.nursery.start_soon(self._remove, meta, name, None)
             return
         try:
             name = self._removal(meta, body)
         except ApiAnswer as answer:
             self._reply(reply, answer.text)
             return
+        if name == meta.name:
+            # the meta leader itself: it hands the lead over and has the next leader remove
+            # it; the requester gets no reply, as from nats-server
+            self.nursery.start_soon(self._remove_self, meta, body)
+            return
         self.nursery.start_soon(self._remove, meta, name, reply)
+
+    async def _remove_self(self, meta: Any, body: bytes) -> None:
+        try:
+            await meta.group.step_down()
+        except Exception as exc:
+            log.warning("event=meta_server_remove_self_failed error=%r", exc)
+            return
+        headers = b"NATS/1.0\r\n" + HANDOVER_HEADER + b": 1\r\n\r\n"
+        # until the next leader has taken it (it may not know it leads yet), bounded
+        for _ in range(HANDOVER_TRIES_MAX):
+            self.client.publish(self._remove_subject, body, headers=headers)
+            await trio.sleep(HANDOVER_RETRY_S)
+            if meta.name not in meta.group.members:
+                return
+        log.warning("event=meta_server_remove_self_unconfirmed")
 
     def _removal(self, meta: Any, body: bytes) -> str:
         """The member named by a SERVER.REMOVE body (by ``peer`` name or ``peer_id``)."""
@@ -283,16 +321,15 @@ class MetaOps:
             raise error(REMOVE_RESPONSE, JSApiError(BAD_REQUEST))
         for member in meta.group.members:
             if (name and member == name) or (pid and peer_id(member) == pid):
-                if member == meta.name:
-                    break  # nats-server does not remove the leader it asks
                 return str(member)
         raise error(REMOVE_RESPONSE, JSApiError(CLUSTER_SERVER_NOT_MEMBER))
 
-    async def _remove(self, meta: Any, name: str, reply: bytes) -> None:
+    async def _remove(self, meta: Any, name: str, reply: bytes | None) -> None:
         try:
             await meta.group.remove_member(name)
         except Exception as exc:
             log.warning("event=meta_server_remove_failed peer=%s error=%r", name, exc)
             return  # not answered: the client times out, as when the meta leader is lost
         log.info("event=meta_server_removed peer=%s", name)
-        self._reply(reply, dumps({"type": REMOVE_RESPONSE, "success": True}))
+        if reply:
+            self._reply(reply, dumps({"type": REMOVE_RESPONSE, "success": True}))

@@ -310,3 +310,26 @@ def test_account_jsz_request_as_reference(start_server: Any) -> None:
     assert (ours["APP"]["data"]["name"], ours["APP"]["data"]["id"]) == ("APP", "APP")
     missing = set(ref["APP"]["data"]) - set(ours["APP"]["data"])
     assert not missing, missing
+
+
+@pytest.mark.parametrize("kind", ["reference", "trijet"])
+def test_server_remove_of_the_meta_leader(kind: str, tmp_path: Path) -> None:
+    """SERVER.REMOVE naming the meta leader: no reply; another server leads and the meta
+    group shrinks to two (seen from the servers that stay)."""
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    with start_cluster(kind, 3, workdir=tmp_path, extra_conf=CLUSTER_ACCOUNTS) as c:  # type: ignore[arg-type]
+        leader = c.meta_leader()
+        assert leader is not None
+        li = c.index(leader)
+        url = c.urls[(li + 1) % 3]
+        body = json.dumps({"peer": leader}).encode()
+        assert run(lambda: request(url, "sys", "$JS.API.SERVER.REMOVE", body)) == "no-reply"
+        stay = [i for i in range(3) if i != li]
+
+        def shrunk(cl: Any) -> bool:
+            sizes = [(cl.jsz(i) or {}).get("meta_cluster", {}).get("cluster_size") for i in stay]
+            leaders = {cl.jsz_meta_leader(i) for i in stay}
+            return sizes == [2, 2] and len(leaders) == 1 and not leaders & {None, leader}
+
+        c.wait_until(shrunk, timeout=15, what="meta cluster_size 2 and a new leader")
