@@ -38,6 +38,7 @@ class AuthedUser:
     name: str | None = None
     nkey: str | None = None
     permissions: Any = None  # the config's Permissions, or None
+    account: str = "$G"  # the account the connection is bound to
 
 
 @dataclass
@@ -177,7 +178,7 @@ class Authenticator:
             sig = connect.get("sig")
             if not isinstance(sig, str) or not _verify_nkey(nkey, nonce, sig):
                 return None
-            return AuthedUser(nkey=nkey, permissions=spec.permissions)
+            return AuthedUser(nkey=nkey, permissions=spec.permissions, account=_acc(spec))
         user = connect.get("user")
         password = connect.get("pass")
         token = connect.get("auth_token")
@@ -192,12 +193,19 @@ class Authenticator:
         if isinstance(user, str) and user in self._by_name:
             spec = self._by_name[user]
             if _eq(password, spec.password):
-                return AuthedUser(name=user, permissions=spec.permissions)
+                return AuthedUser(name=user, permissions=spec.permissions, account=_acc(spec))
             return None
         if user is None and token is None and self._no_auth_user in self._by_name:
             spec = self._by_name[self._no_auth_user]
-            return AuthedUser(name=spec.user, permissions=spec.permissions)
+            return AuthedUser(name=spec.user, permissions=spec.permissions, account=_acc(spec))
+        if user is None and token is None and self._no_auth_user in self._by_nkey:
+            spec = self._by_nkey[self._no_auth_user]
+            return AuthedUser(nkey=spec.nkey, permissions=spec.permissions, account=_acc(spec))
         return None
+
+
+def _acc(spec: Any) -> str:
+    return str(getattr(spec, "account", None) or "$G")
 
 
 def _eq(a: Any, b: Any) -> bool:

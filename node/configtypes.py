@@ -74,6 +74,8 @@ class UserSpec:
     password: str | None = None
     nkey: str | None = None
     permissions: Permissions | None = None
+    #: the account the user belongs to (``$G`` for top-level ``authorization`` users)
+    account: str = "$G"
 
 
 @dataclass
@@ -90,6 +92,46 @@ class AuthConfig:
     def enabled(self) -> bool:
         """True when clients must authenticate."""
         return bool(self.user or self.token or self.users)
+
+
+@dataclass
+class ExportSpec:
+    """One ``exports`` entry: a stream or service an account offers."""
+
+    kind: Literal["stream", "service"]
+    subject: str
+    #: None: public; else the accounts allowed to import it
+    accounts: list[str] | None = None
+    #: service response type: "Singleton", "Stream" or "Chunked"
+    response: str = "Singleton"
+    #: how long a stream/chunked service's responses are forwarded
+    response_threshold_s: float = 120.0
+
+
+@dataclass
+class ImportSpec:
+    """One ``imports`` entry: ``subject`` of ``account``'s export seen locally as ``to``."""
+
+    kind: Literal["stream", "service"]
+    account: str
+    subject: str
+    #: the local subject (None: the same as ``subject``; a stream ``prefix`` is folded in)
+    to: str | None = None
+    where: str = ""  # file:line:col, for errors found once every account is read
+
+
+@dataclass
+class AccountSpec:
+    """One ``accounts { NAME: {...} }`` entry (its users are in :attr:`AuthConfig.users`)."""
+
+    name: str
+    #: ``jetstream: enabled`` (or a map without ``enabled: false``) in the account block
+    jetstream: bool = False
+    exports: list[ExportSpec] = field(default_factory=list)
+    imports: list[ImportSpec] = field(default_factory=list)
+    #: ``jetstream: {max_mem, max_file, max_streams, max_consumers, max_ack_pending}``
+    #: by nats-server's JSON names (max_memory, max_storage, …); absent: unlimited (-1)
+    js_limits: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -185,6 +227,9 @@ class ServerConfig:
     connect_error_reports: int = 3600  # accepted; trijet has no solicited connections to report
     reconnect_error_reports: int = 1
     auth: AuthConfig = field(default_factory=AuthConfig)
+    #: configured accounts by name (``$G`` and the system account exist without an entry)
+    accounts: dict[str, AccountSpec] = field(default_factory=dict)
+    system_account: str = "$SYS"
     tls: TLSConfig | None = None
     jetstream: JetStreamConfig = field(default_factory=JetStreamConfig)
     cluster: ClusterConfig | None = None

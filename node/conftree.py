@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from node.confaccounts import check_accounts, read_accounts
 from node.conffile import SIZE_SUFFIXES, ConfFileError, ConfMap, ConfValue, parse_file
 from node.configtypes import (
     ClusterConfig,
@@ -152,24 +153,20 @@ _IGNORED_USER = frozenset(
 )
 
 
-# Keys that configure more than one account, or name one (JWT operator mode
-# included): refused, not ignored — trijet serves every client in one account,
-# so ignoring them would let tenants see each other's traffic (and ignoring an
-# operator would drop authentication altogether).  The one place to relax when
-# multi-account support (first: ``system_account`` with a minimal ``accounts``
-# block) lands.
+# Keys of JWT operator mode (accounts resolved from signed JWTs): refused, not ignored —
+# ignoring an operator would drop authentication altogether.  ``accounts`` and
+# ``system_account`` are read by :mod:`node.confaccounts`.
 MULTI_ACCOUNT_KEYS = frozenset(
-    """accounts system_account system operator operators root roots root_operator
-    root_operators resolver account_resolver accounts_resolver resolver_preload trusted
-    trusted_keys""".split()
+    """operator operators root roots root_operator root_operators resolver account_resolver
+    accounts_resolver resolver_preload trusted trusted_keys""".split()
 )
 
 
 def multi_account_refusal(key: str) -> str:
     """The error for a ``MULTI_ACCOUNT_KEYS`` key (after ``file:line:col: ``)."""
     return (
-        f'accounts are not supported yet: field "{key}" needs separate accounts, and trijet '
-        "serves every client in one account (multi-account isolation is tracked separately)"
+        f'operator mode is not supported yet: field "{key}" needs accounts resolved from '
+        "JWTs; configure accounts in an accounts block instead"
     )
 
 
@@ -180,11 +177,15 @@ class _Builder:
         self.cfg = cfg
         self.errors: list[str] = []
         self.auth_timeout_set = False
+        self.account_users: list[UserSpec] = []
 
     # -- reporting and typed access ----------------------------------------------------------
 
     def err(self, cv: ConfValue, reason: str) -> None:
         self.errors.append(f"{cv.where}: {reason}")
+
+    def err_at(self, where: str, reason: str) -> None:
+        self.errors.append(f"{where}: {reason}")
 
     def unknown(self, key: str, cv: ConfValue, ignored: frozenset[str]) -> None:
         if key in ignored:
@@ -295,6 +296,7 @@ class _Builder:
                 self.top_key(key.lower(), key, cv)
             except _Skip:
                 pass
+        check_accounts(self, top, self.account_users)
         if self.cfg.tls is not None and not self.auth_timeout_set:
             self.cfg.auth.timeout_s = self.cfg.tls.timeout_s + 1.0
 
@@ -303,6 +305,12 @@ class _Builder:
         if k in MULTI_ACCOUNT_KEYS:
             self.err(cv, multi_account_refusal(key))
             raise _Skip
+        if k == "accounts":
+            read_accounts(self, cv, self.account_users)
+            return
+        if k in ("system_account", "system"):
+            cfg.system_account = self.string(k, cv)
+            return
         setters: dict[str, Callable[[], None]] = {
             "client_advertise": lambda: setattr(cfg, "client_advertise", self.string(k, cv)),
             "port": lambda: setattr(cfg, "port", self.integer(k, cv)),

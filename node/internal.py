@@ -32,6 +32,7 @@ class InternalClient:
     Args:
         server: the server whose sublist and router it uses.
         name: for logs and monitoring.
+        account: the ``node.accounts.Account`` it lives in (None: the home account).
     """
 
     internal = True
@@ -42,9 +43,13 @@ class InternalClient:
     resp_perms = None
     closing = None
 
-    def __init__(self, server: Server, name: str) -> None:
+    def __init__(self, server: Server, name: str, account: Any = None) -> None:
         self.server = server
         self.name = name
+        #: the account it subscribes and publishes in (default: the server's home
+        #: account, JetStream's)
+        self.account = account if account is not None else server.accounts.home
+        self._local: set[Subscription] = set()  # subscriptions not announced to routes
         self.cid = 0
         self._handlers: dict[Subscription, Handler] = {}
         self._many: dict[Subscription, ManyHandler] = {}
@@ -60,22 +65,30 @@ class InternalClient:
         handler: Handler,
         queue: bytes | None = None,
         many: ManyHandler | None = None,
+        *,
+        announce: bool = True,
     ) -> Subscription:
-        """Add an internal subscription (announced to routes like any other);
+        """Add an internal subscription (announced to routes like any other
+        unless ``announce`` is False: then only this server's clients reach it);
         ``many``, when given, takes runs handed over by ``deliver_internal_many``."""
         self._next_sid += 1
         sub = Subscription(self, subject, queue, b"i%d" % self._next_sid)
         self._handlers[sub] = handler
         if many is not None:
             self._many[sub] = many
-        self.server.add_sub(sub)
+        if not announce:
+            sub.local = True
+            self._local.add(sub)
+        self.server.add_sub(sub, announce=announce)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Remove a subscription made by ``subscribe``."""
         self._many.pop(sub, None)
         if self._handlers.pop(sub, None) is not None:
-            self.server.remove_sub(sub)
+            local = sub in self._local
+            self._local.discard(sub)
+            self.server.remove_sub(sub, announce=not local)
 
     def close(self) -> None:
         """Remove every subscription."""
@@ -133,7 +146,7 @@ class InternalClient:
     ) -> int:
         """Publish on the server's behalf; returns the number of deliveries."""
         self.out_msgs += 1
-        router = self.server.router
+        router = self.account.router
         n = router.publish(None, subject, reply, headers, payload)
         router.flush()  # the plan path appends in batch mode
         return n

@@ -209,6 +209,8 @@ class JetStreamDelivery:
         for sub in targets:
             c = sub.client
             if c.internal:
+                if sub.local and not to_routes:
+                    continue  # a server-local service: not for routed messages
                 c.deliver_internal(sub, subject, reply, headers, payload, None)
             else:
                 if headers is None or not c.headers:

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ACCOUNT = b"$G"
 RECV_BYTES_MAX = 262144
 ROUTE_PING_INTERVAL_S = 10.0
 RECONNECT_DELAY_S_MIN = 0.05
@@ -55,20 +54,25 @@ HANDSHAKE_S_MAX = 5.0
 class RemoteSub:
     """A peer's interest, stored in the router's route sublist."""
 
-    __slots__ = ("queue", "route", "subject", "weight")
+    __slots__ = ("queue", "route", "router", "subject", "weight")
 
-    def __init__(self, route: Route, subject: bytes, queue: bytes | None, weight: int) -> None:
+    def __init__(
+        self, route: Route, subject: bytes, queue: bytes | None, weight: int, router: Any = None
+    ) -> None:
         self.route = route
+        self.router = router  # the account's router whose route sublist holds it
         self.subject = subject
         self.queue = queue
         self.weight = weight
 
 
 class Interest:
-    """Counts of local subscriptions per (subject, queue), for RS+/RS-."""
+    """Counts of one account's local subscriptions per (subject, queue), for RS+/RS-."""
 
-    def __init__(self) -> None:
+    def __init__(self, account: bytes = b"$G") -> None:
         self.counts: dict[tuple[bytes, bytes | None], int] = {}
+        self._add = b"RS+ " + account + b" "
+        self._del = b"RS- " + account + b" "
 
     def add(self, subject: bytes, queue: bytes | None) -> bytes | None:
         """Count one more; return the RS+ line to broadcast, if any."""
@@ -76,8 +80,8 @@ class Interest:
         n = self.counts.get(key, 0) + 1
         self.counts[key] = n
         if queue is None:
-            return b"RS+ $G " + subject + b"\r\n" if n == 1 else None
-        return b"RS+ $G %s %s %d\r\n" % (subject, queue, n)
+            return self._add + subject + b"\r\n" if n == 1 else None
+        return self._add + b"%s %s %d\r\n" % (subject, queue, n)
 
     def remove(self, subject: bytes, queue: bytes | None) -> bytes | None:
         """Count one less; return the RS-/RS+ line to broadcast, if any."""
@@ -86,21 +90,21 @@ class Interest:
         if n <= 0:
             self.counts.pop(key, None)
             if queue is None:
-                return b"RS- $G " + subject + b"\r\n"
-            return b"RS- $G %s %s\r\n" % (subject, queue)
+                return self._del + subject + b"\r\n"
+            return self._del + b"%s %s\r\n" % (subject, queue)
         self.counts[key] = n
         if queue is None:
             return None
-        return b"RS+ $G %s %s %d\r\n" % (subject, queue, n)
+        return self._add + b"%s %s %d\r\n" % (subject, queue, n)
 
     def snapshot(self) -> bytes:
         """Every current interest as RS+ lines (for a new route)."""
         out = []
         for (subject, queue), n in self.counts.items():
             if queue is None:
-                out.append(b"RS+ $G " + subject + b"\r\n")
+                out.append(self._add + subject + b"\r\n")
             else:
-                out.append(b"RS+ $G %s %s %d\r\n" % (subject, queue, n))
+                out.append(self._add + b"%s %s %d\r\n" % (subject, queue, n))
         return b"".join(out)
 
 
@@ -146,16 +150,20 @@ class Route(Outbound):
         self._pongs_seen = 0
         self._pong_waiters: list[tuple[int, trio.Event]] = []
         self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
-        self.remote_subs: dict[tuple[bytes, bytes | None], RemoteSub] = {}
+        # (account, subject, queue) -> the peer's interest
+        self.remote_subs: dict[tuple[bytes, bytes, bytes | None], RemoteSub] = {}
         self.registered = False
         self.closing: str | None = None
         self._init_outbound(server.cfg.max_pending)
         self._closed = trio.Event()
         self._writer_done = trio.Event()
         self._connect_seen = False
-        self._publish = server.router.publish
-        self._routed, self._routed_run = server.router.fast_routed(self)
-        self._flush = server.router.flush
+        # the parser's fast path yields plain RMSGs of $G only
+        g = server.accounts.global_account.router
+        self._publish = g.publish
+        self._routed, self._routed_run = g.fast_routed(self)
+        self._flush = g.flush
+        self._dirty: set[Any] = set()  # other accounts' routers fed in this chunk
         self._proto = ProtocolConnection(
             Role.ROUTE,
             max_payload=server.cfg.max_payload,
@@ -275,6 +283,10 @@ class Route(Outbound):
                 if self.registered:
                     self._proto.feed(bytes(data), self._routed, self._on_event, self._routed_run)
                     self._flush()
+                    if self._dirty:
+                        for router in self._dirty:
+                            router.flush()
+                        self._dirty.clear()
                 else:
                     self._proto.feed(bytes(data), self._not_yet, self._on_event)
                 if self.closing is not None:
@@ -302,12 +314,14 @@ class Route(Outbound):
         if type(ev) is RMsg and self.registered:
             self.in_msgs += 1
             self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
-            self._publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
+            if ev.account == b"$G":
+                self._publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
+            else:
+                self._deliver_in(ev)
             return
         self._handle((ev,))
 
     def _handle(self, events: tuple[Any, ...] | list[Any]) -> None:
-        server = self.server
         for ev in events:
             if self.closing is not None:
                 return
@@ -322,7 +336,7 @@ class Route(Outbound):
                     return
                 self.in_msgs += 1
                 self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
-                server.router.deliver_routed(ev)
+                self._deliver_in(ev)
             elif t is RSub:
                 self._on_rsub(ev)
             elif t is RUnsub:
@@ -418,40 +432,56 @@ class Route(Outbound):
             self.rid,
             self.remote_name,
         )
-        snapshot = server.interest.snapshot()
+        snapshot = b"".join(acc.interest.snapshot() for acc in server.accounts)
         if snapshot:
             self.send(snapshot)
         self._ping_sent_at = trio.current_time()  # first RTT sample, as nats-server
         self._ping()
 
+    def _deliver_in(self, ev: RMsg) -> None:
+        """A routed message into its account (dropped when the account is unknown here)."""
+        acc = self.server.accounts.by_bytes.get(ev.account)
+        if acc is None:
+            log.debug("rid=%d event=rmsg_unknown_account account=%r", self.rid, ev.account)
+            return
+        router = acc.router
+        router.deliver_routed(ev)
+        self._dirty.add(router)
+
     def _on_rsub(self, ev: RSub) -> None:
         if not self.registered:
             self.close("Protocol Violation")
             return
-        key = (ev.subject, ev.queue)
+        acc = self.server.accounts.by_bytes.get(ev.account)
+        if acc is None:
+            log.debug("rid=%d event=rsub_unknown_account account=%r", self.rid, ev.account)
+            return
+        key = (ev.account, ev.subject, ev.queue)
         existing = self.remote_subs.get(key)
         if existing is not None:
             existing.weight = ev.weight
             return
-        rs = RemoteSub(self, ev.subject, ev.queue, ev.weight)
+        router = acc.router
+        rs = RemoteSub(self, ev.subject, ev.queue, ev.weight, router)
         self.remote_subs[key] = rs
-        router = self.server.router
         router.route_sublist.insert(rs)
         router.gen += 1
 
     def _on_runsub(self, ev: RUnsub) -> None:
-        rs = self.remote_subs.pop((ev.subject, ev.queue), None)
+        rs = self.remote_subs.pop((ev.account, ev.subject, ev.queue), None)
         if rs is not None:
-            router = self.server.router
+            router = rs.router
             router.route_sublist.remove(rs)
             router.gen += 1
 
     def drop_interest(self) -> None:
-        router = self.server.router
+        routers = set()
         for rs in self.remote_subs.values():
-            router.route_sublist.remove(rs)
+            rs.router.route_sublist.remove(rs)
+            routers.add(rs.router)
         self.remote_subs.clear()
-        router.gen += 1
+        for router in routers:
+            router.gen += 1
 
 
 def parse_route_url(url: str) -> tuple[str, int, str | None, str | None]:

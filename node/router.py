@@ -52,13 +52,19 @@ class Router(JetStreamDelivery):
     """Delivery over one account's sublist.
 
     Args:
-        sublist: the shared subject trie.
+        sublist: the account's subject trie.
         rng: seeded randomness for queue-member choice.
+        account: the account's name, carried in ``RMSG``/``HMSG`` to routes.
     """
 
-    def __init__(self, sublist: Sublist[Subscription], rng: random.Random) -> None:
+    def __init__(
+        self, sublist: Sublist[Subscription], rng: random.Random, account: bytes = b"$G"
+    ) -> None:
         self.sublist = sublist
         self.rng = rng
+        self.account = account
+        self._rmsg = b"RMSG " + account + b" "
+        self._hmsg = b"HMSG " + account + b" "
         self.out_msgs = 0
         self.out_bytes = 0
         # peers' interest (node.route.RemoteSub entries), one per route/subject/queue
@@ -177,6 +183,8 @@ class Router(JetStreamDelivery):
             if no_echo and c is src:
                 continue
             if c.internal:
+                if sub.local and routed_queues is not None:
+                    continue  # a server-local service: not for routed messages
                 c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
@@ -205,6 +213,8 @@ class Router(JetStreamDelivery):
             sub = group[self.rng.randrange(len(group))] if len(group) > 1 else group[0]
             c = sub.client
             if c.internal:
+                if sub.local and routed_queues is not None:
+                    continue
                 c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
@@ -329,7 +339,7 @@ class Router(JetStreamDelivery):
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
             if self._internal_targets(subject) is not None:
-                self._to_internal(src, subject, [reply], [payload])
+                self._to_internal(src, subject, [reply], [payload], not to_routes)
             else:
                 self.publish(src, subject, reply, None, payload, None if to_routes else ())
             return
@@ -366,7 +376,7 @@ class Router(JetStreamDelivery):
             sub.delivered += 1
             touch(c)
         if routes:
-            data = b"RMSG $G " + subject + tail
+            data = self._rmsg + subject + tail
             for route in routes:
                 route._out.append(data)
                 route.out_msgs += 1
@@ -389,7 +399,7 @@ class Router(JetStreamDelivery):
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
             if self._internal_targets(subject) is not None:
-                self._to_internal(src, subject, replies, payloads)
+                self._to_internal(src, subject, replies, payloads, not to_routes)
                 return
             routed = None if to_routes else ()
             for reply, payload in zip(replies, payloads, strict=True):
@@ -433,7 +443,7 @@ class Router(JetStreamDelivery):
             sub.delivered += k
             touch(c)
         if routes:
-            rhead = b"RMSG $G " + subject
+            rhead = self._rmsg + subject
             if tails is None:
                 data = rhead + size_line + (sep % rhead).join(payloads) + CRLF
             else:
@@ -566,7 +576,12 @@ class Router(JetStreamDelivery):
         self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
 
     def _to_internal(
-        self, src: Any, subject: bytes, replies: list[bytes | None], payloads: list[bytes]
+        self,
+        src: Any,
+        subject: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+        routed: bool = False,
     ) -> None:
         """Hand header-less messages to ``subject``'s internal subscribers
         (``_internal_targets``), without a match per message; if interest
@@ -575,11 +590,14 @@ class Router(JetStreamDelivery):
         gen = self.gen
         targets = self._internal_targets(subject)
         assert targets is not None
+        if routed:
+            targets = tuple(t for t in targets if not t[1].local)
         n = 0
         for i, payload in enumerate(payloads):
             if self.gen != gen:
+                again = () if routed else None
                 for reply, rest in zip(replies[i:], payloads[i:], strict=True):
-                    self.publish(src, subject, reply, None, rest)
+                    self.publish(src, subject, reply, None, rest, again)
                 break
             reply = replies[i]
             for c, sub in targets:
@@ -631,12 +649,12 @@ class Router(JetStreamDelivery):
             mid = b" " + reply + b" " if reply else b" "
             if headers is None:
                 data = (
-                    b"RMSG $G " + subject + mid + str(len(payload)).encode() + CRLF + payload + CRLF
+                    self._rmsg + subject + mid + str(len(payload)).encode() + CRLF + payload + CRLF
                 )
             else:
                 hl = len(headers)
                 data = (
-                    b"HMSG $G "
+                    self._hmsg
                     + subject
                     + mid
                     + str(hl).encode()
@@ -682,7 +700,7 @@ class Router(JetStreamDelivery):
                             break
                 targets.setdefault(chosen.route, []).append(q)
         for route, queues in targets.items():
-            parts = [b"$G", subject]
+            parts = [self.account, subject]
             if queues:
                 if reply:
                     parts += [b"+", reply]

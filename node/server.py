@@ -28,10 +28,11 @@ from typing import Any
 
 import trio
 
+from node.accounts import Accounts
 from node.auth import Authenticator
 from node.config import ServerConfig
 from node.protocol.wire import err_bytes, info_bytes
-from node.route import Interest, Route, RouteManager, parse_route_url
+from node.route import Route, RouteManager, parse_route_url
 from node.router import Router
 from node.session import ClientSession, ClosedReason, Subscription
 from node.sublist import Sublist
@@ -95,8 +96,10 @@ class Server:
         self.rng = rng or random.Random()
         self.server_id = _make_server_id()
         self.server_name = cfg.server_name or self.server_id
-        self.sublist: Sublist[Subscription] = Sublist(cache_enabled=not cfg.disable_sublist_cache)
-        self.router = Router(self.sublist, self.rng)
+        self.accounts = Accounts(cfg, self.rng)
+        # the home account (JetStream's, else $G): the server's own services live there
+        self.sublist: Sublist[Subscription] = self.accounts.home.sublist
+        self.router: Router = self.accounts.home.router
         self.authenticator = Authenticator(cfg.auth)
         self.ssl_context = build_ssl_context(cfg)
         self.stats = ServerStats()
@@ -118,7 +121,6 @@ class Server:
         self._client_nursery: trio.Nursery | None = None
         self.connect_urls: list[str] = []
         # cluster
-        self.interest = Interest()
         self.routes = RouteManager(self, self.rng)
         self.cluster_port = 0
         self._next_rid = 0
@@ -129,6 +131,15 @@ class Server:
         self.route_listeners: list[Callable[[Route], None]] = []
         self.jetstream_enabled = cfg.jetstream.enabled
         self.jetstream: Any = None  # node.jetstream.service.JetStreamService when enabled
+        from node.imports import install_imports
+
+        #: the bridges of configured stream and service imports (None: none configured)
+        self.service_imports = install_imports(self)
+        from node.sysreq import ClientEvents, SystemRequests
+
+        #: ``$SYS.REQ.*`` (server pings in the system account, user info everywhere)
+        self.system_requests = SystemRequests(self)
+        self.client_events = ClientEvents(self.system_requests)
 
     # -- small services for sessions --------------------------------------
 
@@ -187,26 +198,35 @@ class Server:
         info = self.client_info(session)
         info.pop("nonce", None)
         info["connect_info"] = True
-        info["remote_account"] = "$G"
+        info["remote_account"] = session.account.name
         return info
 
     # -- subscriptions (local interest, announced to routes) ----------------
 
-    def add_sub(self, sub: Subscription) -> None:
-        """Insert a local subscription and announce new interest to routes."""
-        self.sublist.insert(sub)
-        self.router.gen += 1
-        line = self.interest.add(sub.subject, sub.queue)
+    def add_sub(self, sub: Subscription, *, announce: bool = True) -> None:
+        """Insert a local subscription (in its client's account) and announce
+        new interest to routes (unless ``announce`` is False: a server-local
+        service)."""
+        acc = sub.client.account
+        acc.sublist.insert(sub)
+        acc.router.gen += 1
+        if not announce:
+            return
+        line = acc.interest.add(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
                 route.send(line)
 
-    def remove_sub(self, sub: Subscription) -> None:
-        """Remove a local subscription and withdraw interest from routes."""
-        if not self.sublist.remove(sub):
+    def remove_sub(self, sub: Subscription, *, announce: bool = True) -> None:
+        """Remove a local subscription and withdraw interest from routes
+        (``announce`` as it was added)."""
+        acc = sub.client.account
+        if not acc.sublist.remove(sub):
             return
-        self.router.gen += 1
-        line = self.interest.remove(sub.subject, sub.queue)
+        acc.router.gen += 1
+        if not announce:
+            return
+        line = acc.interest.remove(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
                 route.send(line)
@@ -473,14 +493,15 @@ class Server:
         if not bad or opts.get("js-enabled-only") or opts.get("js-meta-only"):
             return 200, {"status": "ok"}
         name = bad[0].name
-        msg = f"JetStream stream '$G > {name}' could not be recovered"
+        acc = self.accounts.home.name
+        msg = f"JetStream stream '{acc} > {name}' could not be recovered"
         if opts.get("details"):
             errors = [
                 {
                     "type": "STREAM",
-                    "account": "$G",
+                    "account": acc,
                     "stream": q.name,
-                    "error": f"JetStream stream '$G > {q.name}' could not be recovered",
+                    "error": f"JetStream stream '{acc} > {q.name}' could not be recovered",
                 }
                 for q in bad
             ]
@@ -503,6 +524,8 @@ class Server:
         if self.clients.pop(session.cid, None) is not None:
             if session.stop_wall is None:
                 session.stop_wall = self.wall_time()
+            if session.connected:
+                self.client_events.disconnected(session)
             if self.closed_clients.maxlen:
                 self.closed_clients.append(session)
             if not self.clients and self._shutdown.is_set():
@@ -591,6 +614,7 @@ class Server:
                     self.jetstream = JetStreamService(self)
                     log.info("Starting JetStream")
                     await nursery.start(self.jetstream.run)
+                    self._serve_accounts_without_jetstream(nursery)
                 self._write_ports_file()
                 log.info("Server is ready")
                 self._ready.set()
@@ -607,6 +631,17 @@ class Server:
             nursery.cancel_scope.cancel()
         self._remove_ports_file()
         log.info("Server Exiting..")
+
+    def _serve_accounts_without_jetstream(self, nursery: trio.Nursery) -> None:
+        """nats-server's JetStream answers in the accounts JetStream does not run
+        in, and the system account's operator requests in a cluster."""
+        from node.jetstream.noaccount import MetaOps, NotEnabledResponder
+
+        for acc in self.accounts:
+            if not acc.jetstream:
+                NotEnabledResponder(self, acc)
+        if self.cfg.cluster is not None and not self.accounts.system.jetstream:
+            MetaOps(self, self.accounts.system, nursery)
 
     def shutdown(self) -> None:
         """Stop accepting, close every client after flushing, and return from run()."""

@@ -129,7 +129,7 @@ def connect_fields_typed(f: dict[str, Any]) -> bool:
 class Subscription:
     """One SUB of one client.  ``sid_sp`` is ``b" " + sid``, ready for MSG lines."""
 
-    __slots__ = ("client", "delivered", "max_msgs", "queue", "sid", "sid_sp", "subject")
+    __slots__ = ("client", "delivered", "local", "max_msgs", "queue", "sid", "sid_sp", "subject")
 
     def __init__(self, client: Any, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         self.client = client
@@ -139,6 +139,9 @@ class Subscription:
         self.sid_sp = b" " + sid
         self.max_msgs: int | None = None
         self.delivered = 0
+        #: a server-local service's subscription: not announced to routes, and never
+        #: handed a message that arrived on a route (internal clients only)
+        self.local = False
 
 
 class ClientSession(Outbound):
@@ -205,9 +208,8 @@ class ClientSession(Outbound):
         auth_required = server.authenticator.required
         self._auth_deadline = self.start + cfg.auth.timeout_s if auth_required else float("inf")
         self._needs_auth = auth_required
-        self._publish = server.router.publish
-        self._flush = server.router.flush
-        self._touch = server.router.touch
+        self.account = server.accounts.global_account  # bound at CONNECT
+        self._bind(self.account)
         # PUB handler: the checking one until CONNECT says no checks are needed
         self._pub_handler: Any = self._on_pub
         self._pub_run_handler: Any = None
@@ -220,6 +222,14 @@ class ClientSession(Outbound):
             max_payload=cfg.max_payload,
             max_control_line=cfg.max_control_line,
         )
+
+    def _bind(self, acc: Any) -> None:
+        """Bind the connection to ``acc`` (before it has subscribed or published)."""
+        self.account = acc
+        router = acc.router
+        self._publish = router.publish
+        self._flush = router.flush
+        self._touch = router.touch
 
     # -- lifecycle --------------------------------------------------------
 
@@ -625,6 +635,18 @@ class ClientSession(Outbound):
                 self._auth_violation()
                 return
             self.user = user
+            acc = server.accounts.get(user.account)
+            if acc is None:  # a configured user always names a known account
+                self._auth_violation()
+                return
+            if acc is not self.account:
+                # a second CONNECT into another account: what was subscribed in the first
+                # stays there no longer (nats-server delivers it nothing either)
+                remove = server.remove_sub
+                for sub in list(self.subs.values()):
+                    remove(sub)
+                self.subs.clear()
+                self._bind(acc)
             if user.permissions is not None:
                 self.perms = Permissions(user.permissions)
                 self.resp_perms = self.perms.allow_responses
@@ -645,15 +667,16 @@ class ClientSession(Outbound):
             self.close(ClosedReason.PROTOCOL_VIOLATION, "no responders requires headers support")
             return
         self._proto.headers = self.headers
-        self.server.router.gen += 1  # echo, permissions: retire delivery plans
+        self.account.router.gen += 1  # echo, permissions: retire delivery plans
         self.connected = True
+        server.client_events.connected(self)
         # nats-server's first RTT estimate: accept to CONNECT (until a PONG measures it)
         self.rtt_s = max(trio.current_time() - self.start, 1e-9)
         if not (self.verbose or self.pedantic or self.perms is not None):
             self._pub_handler, self._pub_run_handler, self._pubs_handler = (
-                server.router.fast_publisher(self)
+                self.account.router.fast_publisher(self)
             )
-            self._mixed_handler = server.router.fast_mixed(self)
+            self._mixed_handler = self.account.router.fast_mixed(self)
         else:
             self._pub_handler, self._pub_run_handler, self._pubs_handler = self._on_pub, None, None
             self._mixed_handler = None
@@ -698,7 +721,7 @@ class ClientSession(Outbound):
                 self.remove_sub(sub)
             else:
                 sub.max_msgs = ev.max_msgs
-                self.server.router.gen += 1
+                self.account.router.gen += 1
         if self.verbose:
             self._send_proto(OK_BYTES)
 

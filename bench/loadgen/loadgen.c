@@ -72,6 +72,7 @@ struct conn {
 };
 
 static volatile sig_atomic_t g_stop = 0;
+static const char *g_user = NULL; /* -u: CONNECT as this user (password the same) */
 static void on_term(int sig) { (void)sig; g_stop = 1; }
 
 static double now_s(void) {
@@ -283,8 +284,17 @@ static void conn_open(conn_t *c, const char *host, const char *port) {
     c->rcap = RBUF_INIT;
     c->rb = malloc(c->rcap);
     if (!c->rb) die("malloc");
-    const char *cn = "CONNECT {\"verbose\":false,\"pedantic\":false,\"lang\":\"c\","
-                     "\"name\":\"loadgen\",\"protocol\":1}\r\n";
+    char cn[600];
+    if (g_user != NULL && strlen(g_user) < 200) {
+        snprintf(cn, sizeof(cn),
+                 "CONNECT {\"verbose\":false,\"pedantic\":false,\"lang\":\"c\","
+                 "\"name\":\"loadgen\",\"protocol\":1,\"user\":\"%s\",\"pass\":\"%s\"}\r\n",
+                 g_user, g_user);
+    } else {
+        snprintf(cn, sizeof(cn),
+                 "CONNECT {\"verbose\":false,\"pedantic\":false,\"lang\":\"c\","
+                 "\"name\":\"loadgen\",\"protocol\":1}\r\n");
+    }
     write_all(c->fd, cn, strlen(cn));
 }
 
@@ -317,7 +327,8 @@ static void usage(void) {
     fprintf(stderr,
             "usage: loadgen pub|sub|req|rep|jspub [-H host] [-P port] [-s subject] [-n count]\n"
             "               [-z size] [-b batch_bytes] [-i ping_every] [-w max_pings_out]\n"
-            "               [-k inflight] [-t idle_timeout_s] [-S nsubjects] [-K keys]\n");
+            "               [-k inflight] [-t idle_timeout_s] [-S nsubjects] [-K keys]\n"
+            "               [-u user (password the same)]\n");
     exit(2);
 }
 
@@ -625,7 +636,7 @@ int main(int argc, char **argv) {
     opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0, 0, 0};
     int ch;
     optind = 2;
-    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:")) != -1) {
+    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:u:")) != -1) {
         switch (ch) {
         case 'H': o.host = optarg; break;
         case 'P': o.port = optarg; break;
@@ -639,6 +650,7 @@ int main(int argc, char **argv) {
         case 't': o.timeout_s = atof(optarg); break;
         case 'S': o.nsubjects = atol(optarg); break;
         case 'K': o.keys = atol(optarg); break;
+        case 'u': g_user = optarg; break;
         default: usage();
         }
     }

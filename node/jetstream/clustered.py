@@ -94,6 +94,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
             check_recreate(cfg, existing[cfg.name])
             config: dict[str, Any] = dict(sa.config)  # identical: its host answers again
         else:
+            svc.limits.check_create(cfg, existing.values())
             await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
             config = cfg.to_dict()
     except JSApiError as err:
@@ -129,6 +130,7 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
         cfg = check_update(old, new, clustered=True)
         if cfg.num_replicas != old.num_replicas:  # scaling is not built yet
             raise JSApiError(STREAM_REPLICAS_NOT_UPDATABLE)
+        svc.limits.check_update(old, cfg, existing.values())
         await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:
         raise error(type_, err) from None

@@ -167,6 +167,8 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
         )
         if cfg.priority_policy is not PriorityPolicy.NONE:
             raise JSApiError(REQUIRED_API_LEVEL)  # priority groups: not served here
+        if is_new:
+            svc.limits.check_consumer(len(existing))
     except JSApiError as err:
         raise error(type_, err) from None
     if is_new:

@@ -378,7 +378,7 @@ class MetaLayer:
             if rg.is_leader and rg.leader_since_ns:
                 doc["leader_since"] = _rfc3339(rg.leader_since_ns)
         doc["system_account"] = True
-        doc["traffic_account"] = "$SYS"
+        doc["traffic_account"] = self.svc.server.accounts.system.name
         st = rg.status()
         last = st.get("last_index") or 0
         seen = st.get("peers") or {}
@@ -597,6 +597,7 @@ class MetaLayer:
         members = sorted(set(group.members) | {self.name})
         doc = raftz_entry(self.name, group.status(), members, system=True)
         doc["ever_had_leader"] = self._ever_had_leader
+        doc["traffic_account"] = self.svc.server.accounts.system.name
         return doc
 
     def stream_raftz(self, stream: Any) -> dict[str, Any]:

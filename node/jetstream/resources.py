@@ -32,8 +32,8 @@ usage of applied batches: publishes already queued behind a batch that
 crosses the limit are still stored (nats-server, checking per message,
 stops at the first) -- an overshoot of at most one batch.
 
-The account limits nats-server also checks are -1 for trijet's one account
-``$G`` (``$JS.API.INFO`` says so), so only the server's limits apply.
+The limits of the account JetStream runs in (``accounts { APP: { jetstream:
+{max_mem, …} } }``) are checked beside these: ``node.jetstream.acclimits``.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ from node.jetstream import (
     snapshot_api,
     streams_api,
 )
+from node.jetstream.acclimits import ACCOUNT_LIMIT_PUB_ERROR, AccountLimits
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
@@ -56,7 +57,6 @@ from node.jetstream.meta import MetaLayer
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
 from node.jsapi import render
 from node.jsapi.versioning import demands_higher_level
-from node.monitor.connz import GLOBAL_ACCOUNT
 from node.monitor.endpoints import js_store_limits
 from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
 from node.session import Subscription
@@ -168,6 +168,10 @@ class JetStreamService:
         self.advisories = Advisories(self)
         #: the server's storage limits (reservations and usage), resolved at start
         self.resources = StorageLimits(*js_store_limits(js))
+        #: the account JetStream runs in, and its limits (``node.jetstream.acclimits``)
+        self.account = server.accounts.home
+        acc_spec = server.cfg.accounts.get(self.account.name)
+        self.limits = AccountLimits.from_config(acc_spec.js_limits if acc_spec else {})
         self._subs: dict[str, list[Subscription]] = {}
         self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
         self.api_total = 0
@@ -294,6 +298,8 @@ class JetStreamService:
         name = stream.cfg.name
         ack = self._acker(name)
         resources = self.resources
+        limits = self.limits
+        bytes_limited = limits.max_memory >= 0 or limits.max_storage >= 0
         defer = self.server.router.defer  # the batch is applied once the chunk is routed
 
         def on_msg(
@@ -307,6 +313,12 @@ class JetStreamService:
                 if reply and not stream.cfg.no_ack:
                     self.client.publish(reply, _pub_error(name, *INSUFFICIENT_RESOURCES))
                 return
+            if bytes_limited:
+                storage = stream.cfg.storage
+                if limits.publish_exceeds(storage, resources.used[storage], subject, hdr, payload):
+                    if reply and not stream.cfg.no_ack:
+                        self.client.publish(reply, _pub_error(name, *ACCOUNT_LIMIT_PUB_ERROR))
+                    return
             cb = None if (stream.cfg.no_ack or not reply) else partial(ack, reply)
             subj = subject.decode()
             st = stream.cfg.subject_transform
@@ -493,8 +505,8 @@ class JetStreamService:
 
         Usage is the sum of the streams' stored bytes by storage type;
         reservations the sum of their ``max_bytes`` (when set) by storage
-        type, as nats-server reserves them.  trijet has the one account
-        ``$G``, without JetStream limits.
+        type, as nats-server reserves them, in the one account JetStream
+        runs in.
         """
         server = self.server
         cluster: dict[str, Any] = {}
@@ -526,7 +538,7 @@ class JetStreamService:
                 )
             )
         account = AccountView(
-            GLOBAL_ACCOUNT,
+            self.account.name,
             memory=used["memory"],
             storage=used["file"],
             api_total=self.api_total,
@@ -581,19 +593,6 @@ class _LazyInfos(Sequence[Any]):
         return self._all()[i]
 
 
-#: JetStreamAccountLimits of an account without limits (nats-server's dynamic ``$G``)
-ACCOUNT_LIMITS_NONE: dict[str, Any] = {
-    "max_memory": -1,
-    "max_storage": -1,
-    "max_streams": -1,
-    "max_consumers": -1,
-    "max_ack_pending": -1,
-    "memory_max_stream_bytes": -1,
-    "storage_max_stream_bytes": -1,
-    "max_bytes_required": False,
-}
-
-
 async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
     """``$JS.API.INFO``: the account's usage, limits and API counters.
 
@@ -615,7 +614,7 @@ async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
         "reserved_storage": usage["reserved_storage"],
         "streams": n_streams,
         "consumers": usage["consumers"],
-        "limits": dict(ACCOUNT_LIMITS_NONE),
+        "limits": svc.limits.to_dict(),
     }
     if svc.domain:
         body["domain"] = svc.domain

@@ -121,6 +121,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
         if cfg.name in existing:
             check_recreate(cfg, existing[cfg.name])
             return render.stream_create_response(info_dict(svc, svc.api.stream(cfg.name)))
+        svc.limits.check_create(cfg, existing.values())
         svc.resources.check_create(cfg, existing.values())
         await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:
@@ -143,6 +144,7 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
         cfg = check_update(old, new, clustered=False)
+        svc.limits.check_update(old, cfg, existing.values())
         svc.resources.check_update(old, cfg, existing.values())
         await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:

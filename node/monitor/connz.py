@@ -93,7 +93,7 @@ def raw_auth_user(server: Any, session: Any) -> str:
 
 
 def account_name(session: Any) -> str:
-    """The account a session is bound to (only the global account exists today)."""
+    """The name of the account a session is bound to."""
     acc = getattr(session, "account", None)
     if acc is None:
         return GLOBAL_ACCOUNT
@@ -288,13 +288,15 @@ def connz_from_options(
         "limit": limit,
         "connections": [],
     }
-    if acc and acc not in (GLOBAL_ACCOUNT, SYSTEM_ACCOUNT):
+    accs = getattr(server, "accounts", None)
+    known = {a.name for a in accs} if accs is not None else {GLOBAL_ACCOUNT, SYSTEM_ACCOUNT}
+    if acc and acc not in known:
         # nats-server returns before filling anything in when the account is unknown
         doc["server_id"] = ""
         doc["connections"] = None
         return doc
 
-    clist = [s for s in server.clients.values() if acc != SYSTEM_ACCOUNT]
+    clist = [s for s in server.clients.values() if not acc or account_name(s) == acc]
     closed_all = list(server.closed_clients) if state is not ConnState.OPEN else []
     if acc:
         # closed sessions remember a non-global account only, as nats-server does
@@ -308,7 +310,7 @@ def connz_from_options(
         closed_sel = []
         if state is not ConnState.CLOSED:
             hit = server.clients.get(cid)
-            if hit is not None and acc != SYSTEM_ACCOUNT:
+            if hit is not None and (not acc or account_name(hit) == acc):
                 open_sel = [hit]
         if not open_sel and state is not ConnState.OPEN:
             closed_sel = [c for c in closed_all if c.cid == cid][:1]

@@ -247,6 +247,10 @@ def varz(
     proc = proc or ProcStats(cores=_cores())
     cfg = server.cfg
     info = server.base_info()
+    accs = accounts_of(server)
+    routers = [a.router for a in accs] or [server.router]
+    out_msgs = sum(r.out_msgs for r in routers)
+    out_bytes = sum(r.out_bytes for r in routers)
     stats = server.stats
     tls_timeout = cfg.tls.timeout_s if cfg.tls is not None else TLS_TIMEOUT_S_DEFAULT
     v: dict[str, Any] = {
@@ -303,14 +307,14 @@ def varz(
             "in_bytes": stats.in_bytes,
             "in_client_msgs": stats.in_msgs,
             "in_client_bytes": stats.in_bytes,
-            "out_msgs": server.router.out_msgs,
-            "out_bytes": server.router.out_bytes,
-            "out_client_msgs": server.router.out_msgs,
-            "out_client_bytes": server.router.out_bytes,
+            "out_msgs": out_msgs,
+            "out_bytes": out_bytes,
+            "out_client_msgs": out_msgs,
+            "out_client_bytes": out_bytes,
             "slow_consumers": stats.slow_consumers,
             "stale_connections": stats.stale_connections,
             "stalled_clients": 0,
-            "subscriptions": server.sublist.count,
+            "subscriptions": sum(a.sublist.count for a in accs) if accs else server.sublist.count,
             "http_req_stats": dict(server.http_req_stats),
             "config_load_time": go_time(server.config_load_time),
             "config_digest": cfg.config_digest or "",
@@ -318,7 +322,7 @@ def varz(
     )
     if cfg.server_tags:
         v["tags"] = list(cfg.server_tags)
-    v["system_account"] = SYSTEM_ACCOUNT
+    v["system_account"] = system_account_name(server)
     v["slow_consumer_stats"] = {
         "clients": stats.slow_consumers,
         "routes": 0,
@@ -340,25 +344,49 @@ def varz(
 # -- /subsz -----------------------------------------------------------------------------------
 
 
-def sublist_stats(sublist: Any) -> dict[str, Any]:
-    """SublistStats: counters plus fanout computed from the match cache, as nats-server does."""
-    st = dict(sublist.stats())
-    results = list(sublist.cached_results()) if hasattr(sublist, "cached_results") else []
-    tot = mx = 0
-    for r in results:
-        n = len(r.psubs) + len(r.qsubs)
-        tot += n
-        mx = max(mx, n)
+def sublist_stats(*sublists: Any) -> dict[str, Any]:
+    """SublistStats: counters plus fanout computed from the match cache, as nats-server
+    does; several sublists (one per account) are added up."""
+    keys = ("num_subscriptions", "num_cache", "num_inserts", "num_removes", "num_matches")
+    sums = dict.fromkeys(keys, 0)
+    hits = 0.0
+    tot = mx = n_results = 0
+    for sublist in sublists:
+        st = dict(sublist.stats())
+        for k in keys:
+            sums[k] += st[k]
+        hits += float(st["cache_hit_rate"]) * st["num_matches"]
+        results = list(sublist.cached_results()) if hasattr(sublist, "cached_results") else []
+        n_results += len(results)
+        for r in results:
+            n = len(r.psubs) + len(r.qsubs)
+            tot += n
+            mx = max(mx, n)
+    rate = hits / sums["num_matches"] if sums["num_matches"] else 0.0
+    if len(sublists) == 1:
+        rate = float(dict(sublists[0].stats())["cache_hit_rate"])
     return {
-        "num_subscriptions": st["num_subscriptions"],
-        "num_cache": st["num_cache"],
-        "num_inserts": st["num_inserts"],
-        "num_removes": st["num_removes"],
-        "num_matches": st["num_matches"],
-        "cache_hit_rate": float(st["cache_hit_rate"]),
+        **sums,
+        "cache_hit_rate": rate,
         "max_fanout": mx,
-        "avg_fanout": tot / len(results) if tot else 0.0,
+        "avg_fanout": tot / n_results if tot else 0.0,
     }
+
+
+def accounts_of(server: Any) -> list[Any]:
+    """The server's accounts (``node.accounts.Account``), ``$G`` first."""
+    accs = getattr(server, "accounts", None)
+    return list(accs) if accs is not None else []
+
+
+def system_account_name(server: Any) -> str:
+    accs = getattr(server, "accounts", None)
+    return accs.system.name if accs is not None else SYSTEM_ACCOUNT
+
+
+def _account(server: Any, name: str | None) -> Any:
+    accs = getattr(server, "accounts", None)
+    return accs.get(name) if accs is not None and name else None
 
 
 def subsz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
@@ -378,9 +406,14 @@ def subsz(server: Any, query: Query | None = None, *, now: float | None = None) 
         raise MonitorError(400, f"invalid test subject, must be valid publish subject: {test}")
     acc = q.get("acc")
     now = _now(server, now)
-    counted = not acc or acc == GLOBAL_ACCOUNT
+    if acc:
+        one = _account(server, acc)
+        sublists = [one.sublist] if one is not None else []
+    else:
+        sublists = [a.sublist for a in accounts_of(server)] or [server.sublist]
+    counted = bool(sublists)
     stats = (
-        sublist_stats(server.sublist)
+        sublist_stats(*sublists)
         if counted
         else {
             "num_subscriptions": 0,
@@ -396,12 +429,15 @@ def subsz(server: Any, query: Query | None = None, *, now: float | None = None) 
     doc: dict[str, Any] = {"server_id": server.server_id, "now": go_time(now), **stats}
     doc.update({"total": 0, "offset": offset, "limit": limit})
     if subs:
-        all_subs = list(server.sublist.all()) if counted else []
-        if test:
-            interested = server.sublist.match(test.encode())
-            keep = {id(s) for s in interested.psubs}
-            keep.update(id(s) for g in interested.qsubs for s in g)
-            all_subs = [s for s in all_subs if id(s) in keep]
+        all_subs = []
+        for sl in sublists:
+            found = list(sl.all())
+            if test:
+                interested = sl.match(test.encode())
+                keep = {id(s) for s in interested.psubs}
+                keep.update(id(s) for g in interested.qsubs for s in g)
+                found = [s for s in found if id(s) in keep]
+            all_subs += found
         details = []
         for s in all_subs:
             client = getattr(s, "client", None)
@@ -507,32 +543,35 @@ def accountz(
     """The ``/accountz`` document; ``acc=`` adds a short ``account_detail``."""
     q = query or Query()
     now = _now(server, now)
+    system = system_account_name(server)
     doc: dict[str, Any] = {
         "server_id": server.server_id,
         "now": go_time(now),
-        "system_account": SYSTEM_ACCOUNT,
+        "system_account": system,
     }
     acc = q.get("acc")
+    accs = accounts_of(server)
     if not acc:
-        doc["accounts"] = [GLOBAL_ACCOUNT, SYSTEM_ACCOUNT]
+        doc["accounts"] = [a.name for a in accs] or [GLOBAL_ACCOUNT, SYSTEM_ACCOUNT]
         return doc
-    if acc not in (GLOBAL_ACCOUNT, SYSTEM_ACCOUNT):
+    one = _account(server, acc)
+    if one is None:
         raise MonitorError(400, f"Account {acc} does not exist")
-    is_global = acc == GLOBAL_ACCOUNT
     detail: dict[str, Any] = {
         "account_name": acc,
         "update_time": go_time(server.start_wall),
     }
-    if not is_global:
+    if acc == system:
         detail["is_system"] = True
+    clients = [c for c in server.clients.values() if account_name(c) == acc]
     detail.update(
         {
             "expired": False,
             "complete": True,
-            "jetstream_enabled": bool(is_global and server.cfg.jetstream.enabled),
+            "jetstream_enabled": bool(one.jetstream and server.cfg.jetstream.enabled),
             "leafnode_connections": 0,
-            "client_connections": len(server.clients) if is_global else 0,
-            "subscriptions": server.sublist.count if is_global else 0,
+            "client_connections": len(clients),
+            "subscriptions": one.sublist.count,
         }
     )
     doc["account_detail"] = detail
@@ -583,30 +622,32 @@ def raftz(server: Any, query: Query | None = None) -> dict[str, Any]:
     """``/raftz``: the Raft groups this server runs, by account and group name.
 
     Without ``acc`` only the system account's groups (the meta group
-    ``_meta_``, shown under ``$SYS``); ``group=`` filters by name; an unknown
-    account is ``{}``.  A user account (``acc=$G`` …) lists the groups of
+    ``_meta_``, shown under the system account's name); ``group=`` filters by name; an
+    unknown account is ``{}``.  The JetStream account (``acc=$G`` …) lists the groups of
     its replicated streams (with trijet's compaction and catch-up counters).
     """
     q = query or Query()
-    acc = q.get("acc") or "$SYS"
+    system = system_account_name(server)
+    acc = q.get("acc") or system
     group = q.get("group")
     js = getattr(server, "jetstream", None)
     meta = getattr(js, "meta", None)
-    if meta is not None and acc != "$SYS":
+    if meta is not None and acc != system:
+        accounts = getattr(server, "accounts", None)
+        home = getattr(getattr(accounts, "home", None), "name", "$G")
         api = getattr(js, "api", None)
         groups: dict[str, Any] = {}
-        for stream in list(api.streams.values()) if api is not None else []:
-            rg = getattr(stream, "replicated", None)
-            if rg is None or (group and group != rg.group_id):
-                continue
-            if getattr(stream.cfg, "account", acc) not in (acc, None):
-                continue
-            groups[rg.group_id] = meta.stream_raftz(stream)
+        if acc == home and api is not None:
+            for stream in list(api.streams.values()):
+                rg = getattr(stream, "replicated", None)
+                if rg is None or (group and group != rg.group_id):
+                    continue
+                groups[rg.group_id] = meta.stream_raftz(stream)
         return {acc: groups} if groups else {}
-    if meta is None or acc != "$SYS" or (group and group != "_meta_"):
+    if meta is None or acc != system or (group and group != "_meta_"):
         return {}
     doc = meta.raftz()
-    return {"$SYS": {"_meta_": doc}} if doc else {}
+    return {system: {"_meta_": doc}} if doc else {}
 
 
 def jsz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Process level: a configuration trijet cannot honour stops it at start.
 
-``accounts`` (and the keys that name or imply accounts) would be silently
-merged into one account if ignored; the server must exit non-zero with a
-clear message on stderr instead, as nats-server does for a bad config.
+Operator mode, account subject mappings and JetStream in several accounts
+would be silently dropped or merged if ignored; the server must exit non-zero
+with a clear message on stderr instead, as nats-server does for a bad config.
 """
 
 from __future__ import annotations
@@ -31,22 +31,33 @@ def _run(conf: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_accounts_block_refused_at_start(tmp_path: Path) -> None:
+def test_operator_mode_refused_at_start(tmp_path: Path) -> None:
     conf = tmp_path / "server.conf"
-    conf.write_text(
-        "accounts {\n  A: { users: [{user: a, password: a}] }\n"
-        "  B: { users: [{user: b, password: b}] }\n}\n"
-    )
+    conf.write_text("port: -1\noperator: /nowhere/op.jwt\n")
     done = _run(conf)
     assert done.returncode != 0
-    assert f"{conf}:1:1: accounts are not supported yet" in done.stderr, done.stderr
-    assert "multi-account isolation is tracked separately" in done.stderr
+    assert f'{conf}:2:1: operator mode is not supported yet: field "operator"' in done.stderr
     assert "Server is ready" not in done.stderr + done.stdout
 
 
-def test_system_account_refused_at_start(tmp_path: Path) -> None:
+def test_jetstream_in_two_accounts_refused_at_start(tmp_path: Path) -> None:
+    """Per-account JetStream is not there yet: a configuration that needs it stops the
+    server, so no tenant can see another's streams."""
     conf = tmp_path / "server.conf"
-    conf.write_text("port: -1\nsystem_account: SYS\n")
+    conf.write_text(
+        "port: -1\njetstream: enabled\naccounts {\n"
+        "  A: { users: [{user: a, password: a}], jetstream: enabled }\n"
+        "  B: { users: [{user: b, password: b}], jetstream: enabled }\n}\n"
+    )
     done = _run(conf)
     assert done.returncode != 0
-    assert f'{conf}:2:1: accounts are not supported yet: field "system_account"' in done.stderr
+    assert "JetStream in more than one account is not supported yet" in done.stderr
+    assert "Server is ready" not in done.stderr + done.stdout
+
+
+def test_account_mappings_refused_at_start(tmp_path: Path) -> None:
+    conf = tmp_path / "server.conf"
+    conf.write_text("port: -1\naccounts { A: { mappings: { a: b } } }\n")
+    done = _run(conf)
+    assert done.returncode != 0
+    assert 'account subject mappings are not supported yet (account "A")' in done.stderr

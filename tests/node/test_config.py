@@ -406,24 +406,111 @@ def test_parse_duration() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "accounts { A: { users: [{user: a, password: a}] }, B: {} }\n",
-        "accounts: { A: {} }\n",
-        "system_account: SYS\n",
-        "system: SYS\n",
         "operator: /path/to/op.jwt\n",
         "resolver: MEMORY\n",
+        "trusted_keys: [x]\n",
     ],
 )
-def test_multi_account_config_refused(tmp_path: Path, text: str) -> None:
-    """One account serves every client: a configuration asking for more (or
-    naming one) is an error at start, never silently merged."""
+def test_operator_mode_refused(tmp_path: Path, text: str) -> None:
+    """JWT operator mode is an error at start, never silently dropped."""
     path = write(tmp_path, "port: 1\n" + text)
     with pytest.raises(ConfigError) as ei:
         load(["-c", path])
     msg = str(ei.value)
-    key = text.split(":")[0].split("{")[0].strip()
-    assert msg.startswith(f"{path}:2:1: accounts are not supported yet"), msg
-    assert f'field "{key}"' in msg and "multi-account isolation is tracked separately" in msg
+    key = text.split(":")[0].strip()
+    assert msg.startswith(f"{path}:2:1: operator mode is not supported yet"), msg
+    assert f'field "{key}"' in msg
+
+
+ACCOUNTS_CONF = """
+jetstream: enabled
+authorization { users: [{user: g, password: g}] }
+accounts {
+  A: { users: [{user: a, password: a}, {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4}] }
+  B: {
+    users: [{user: b, password: b}]
+    default_permissions: { publish: "b.>" }
+    jetstream: { max_mem: 1M, max_file: 2G, max_streams: 3, consumers: 4 }
+  }
+  SYS: { users: [{user: s, password: s}] }
+}
+system_account: SYS
+no_auth_user: a
+"""
+
+
+def test_accounts_block_read(tmp_path: Path) -> None:
+    from node.confaccounts import jetstream_account
+
+    c = load(["-c", write(tmp_path, ACCOUNTS_CONF)])
+    assert sorted(c.accounts) == ["A", "B", "SYS"]
+    assert c.system_account == "SYS"
+    by = {u.user or u.nkey: u for u in c.auth.users}
+    assert by["g"].account == "$G" and by["a"].account == "A" and by["s"].account == "SYS"
+    assert by["UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"].account == "A"
+    assert by["b"].permissions.publish.allow == ["b.>"] and by["a"].permissions is None
+    assert c.accounts["B"].jetstream and not c.accounts["A"].jetstream
+    assert jetstream_account(c) == "B"
+    assert c.accounts["B"].js_limits == {
+        "max_memory": 1_000_000,
+        "max_storage": 2_000_000_000,
+        "max_streams": 3,
+        "max_consumers": 4,
+    }
+    assert c.auth.no_auth_user == "a"
+
+
+def test_accounts_defaults_and_global_only(tmp_path: Path) -> None:
+    from node.confaccounts import jetstream_account
+
+    c = load(["-c", write(tmp_path, "jetstream: enabled\n")])
+    assert c.system_account == "$SYS" and c.accounts == {}
+    assert jetstream_account(c) == "$G"
+    # only the system account configured: JetStream stays in $G, as nats-server
+    text = "jetstream: enabled\naccounts { SYS: { users: [{user: s, password: s}] } }\n"
+    text += "system_account: SYS\n"
+    assert jetstream_account(load(["-c", write(tmp_path, text)])) == "$G"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("system_account: NOPE\n", "error resolving system account: account missing"),
+        (
+            "accounts { A: { users: [{user: x, password: a}] }, B: { users: [{user: x, password: b}] } }\n",
+            'Duplicate user "x" detected',
+        ),
+        ("accounts { A: {} }\nno_auth_user: zz\n", 'no_auth_user: "zz" not present'),
+        (
+            "accounts { A: { mappings: { a: b } } }\n",
+            'account subject mappings are not supported yet (account "A")',
+        ),
+        (
+            "accounts { A: { jetstream: { max_bytes_required: true } } }\n",
+            'per-account JetStream field "max_bytes_required" is not supported yet (account "A")',
+        ),
+        (
+            "accounts { A: { jetstream: { max_ack_pending: 100 } } }\n",
+            'per-account JetStream field "max_ack_pending" is not supported yet (account "A")',
+        ),
+        (
+            "jetstream: enabled\naccounts { A: { jetstream: enabled }, B: { jetstream: enabled } }\n",
+            "JetStream in more than one account is not supported yet (enabled in A, B)",
+        ),
+        (
+            "jetstream: enabled\naccounts { A: {}, B: {} }\n",
+            "JetStream is enabled but no account enables it",
+        ),
+        ('accounts { "$G": {} }\n', '"$G" is a reserved account'),
+    ],
+)
+def test_accounts_config_errors(tmp_path: Path, text: str, needle: str) -> None:
+    """What trijet cannot honour is an error at start that names it."""
+    path = write(tmp_path, "port: 1\n" + text)
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", path])
+    assert needle in str(ei.value), str(ei.value)
+    assert str(ei.value).startswith(f"{path}:"), str(ei.value)
 
 
 def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:
@@ -440,3 +527,84 @@ def test_raft_journal_bounds_are_a_trijet_extension(tmp_path: Path) -> None:
     assert c.jetstream.raft_journal_bytes_max == 8 * 1024 * 1024
     d = load(["-c", write(tmp_path, "jetstream { store_dir: /tmp/x }\n")])
     assert d.jetstream.raft_journal_entries_max == 50_000
+
+
+EXPORTS_CONF = """
+accounts {
+  A: {
+    exports: [
+      {stream: "ev.>"}
+      {stream: "priv.>", accounts: [C]}
+      {service: "svc.>", response: stream, response_threshold: "5s"}
+    ]
+  }
+  B: {
+    imports: [
+      {stream: {account: A, subject: "ev.>"}, prefix: "froma"}
+      {stream: {account: A, subject: "ev.x"}, to: "local.x"}
+      {service: {account: A, subject: "svc.one"}, to: "one"}
+    ]
+  }
+  C: { imports: [{stream: {account: A, subject: "priv.>"}}] }
+}
+"""
+
+
+def test_exports_and_imports_read(tmp_path: Path) -> None:
+    c = load(["-c", write(tmp_path, EXPORTS_CONF)])
+    a = c.accounts["A"]
+    assert [(e.kind, e.subject, e.accounts) for e in a.exports] == [
+        ("stream", "ev.>", None),
+        ("stream", "priv.>", ["C"]),
+        ("service", "svc.>", None),
+    ]
+    assert (a.exports[2].response, a.exports[2].response_threshold_s) == ("Stream", 5.0)
+    b = c.accounts["B"]
+    assert [(i.kind, i.account, i.subject, i.to) for i in b.imports] == [
+        ("stream", "A", "ev.>", "froma.ev.>"),
+        ("stream", "A", "ev.x", "local.x"),
+        ("service", "A", "svc.one", "one"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("imp", "needle"),
+    [
+        (
+            '{stream: {account: A, subject: "nope.>"}}',
+            'Error adding stream import "nope.>": stream import not authorized',
+        ),
+        (
+            '{stream: {account: A, subject: "priv.>"}}',
+            'Error adding stream import "priv.>": stream import not authorized',
+        ),
+        (
+            '{service: {account: A, subject: "nosvc"}}',
+            'Error adding service import "nosvc": service import not authorized',
+        ),
+        ('{stream: {account: Z, subject: "ev.>"}}', '"Z" account not defined for stream import'),
+        (
+            '{stream: {account: A, subject: "ev.>"}, prefix: "p", to: "x"}',
+            "Stream import can not have a 'prefix' and a 'to' property",
+        ),
+    ],
+)
+def test_imports_refused_as_nats_server(tmp_path: Path, imp: str, needle: str) -> None:
+    """The reference's messages (observed on nats-server 2.15.1)."""
+    text = (
+        'accounts {\n A: { exports: [{stream: "ev.>"}, {stream: "priv.>", accounts: [C]}, '
+        f'{{service: "svc"}}] }}\n B: {{ imports: [{imp}] }}\n C: {{}}\n}}\n'
+    )
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", write(tmp_path, "port: 1\n" + text)])
+    assert needle in str(ei.value), str(ei.value)
+
+
+def test_account_keys_any_case(tmp_path: Path) -> None:
+    """nats-server's keys are case-insensitive; so are the cross-key checks."""
+    text = "ACCOUNTS { A: { users: [{user: a, password: a}] } }\nNO_AUTH_USER: zz\n"
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", write(tmp_path, text)])
+    assert 'no_auth_user: "zz" not present' in str(ei.value)
+    ok = load(["-c", write(tmp_path, "ACCOUNTS { A: {} }\nSYSTEM_ACCOUNT: A\n")])
+    assert ok.system_account == "A"

@@ -8,6 +8,7 @@ from node.config import ServerConfig
 from node.internal import InternalClient
 from node.server import Server
 from node.session import Subscription
+from node.sysreq import SUBS_PER_ACCOUNT
 
 
 async def test_internal_service_answers_a_real_client() -> None:
@@ -36,6 +37,7 @@ async def test_internal_service_answers_a_real_client() -> None:
         assert b"MSG _INBOX.1 1 7\r\necho:hi\r\n" in data
         assert svc.in_msgs == 1
         svc.close()
-        assert server.sublist.count == 1  # only the client's inbox is left
+        # only the client's inbox is left (and the server's own $SYS.REQ services)
+        assert server.sublist.count == 1 + SUBS_PER_ACCOUNT
         await s.aclose()
         server.shutdown()

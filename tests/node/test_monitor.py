@@ -32,6 +32,7 @@ from node.monitor import (
 )
 from node.monitor.gofmt import dumps, go_duration, go_time, rtt_string, uptime
 from node.server import Server
+from node.sysreq import SUBS_PER_ACCOUNT, SUBS_SYSTEM
 from node.version import JS_API_LEVEL, NATS_VERSION
 from tests.support.monitor import T0, FakeSession, Named, add, make_server
 
@@ -308,8 +309,9 @@ def test_subsz_counts_and_list(populated: Server) -> None:
         "server_id", "now", "num_subscriptions", "num_cache", "num_inserts", "num_removes",
         "num_matches", "cache_hit_rate", "max_fanout", "avg_fanout",
     ]  # fmt: skip
-    assert doc["num_subscriptions"] == 3
-    assert (doc["num_inserts"], doc["num_removes"], doc["num_matches"]) == (4, 1, 4)
+    base = internal_subs(populated)  # the server's own services (node.sysreq)
+    assert doc["num_subscriptions"] == 3 + base
+    assert (doc["num_inserts"], doc["num_removes"], doc["num_matches"]) == (4 + base, 1, 4)
     assert doc["num_cache"] == 3
     assert doc["cache_hit_rate"] == 0.25
     assert doc["max_fanout"] == 1
@@ -317,14 +319,15 @@ def test_subsz_counts_and_list(populated: Server) -> None:
     assert (doc["total"], doc["offset"], doc["limit"]) == (0, 0, 1024)
     assert "subscriptions_list" not in doc
     doc = subsz(populated, Query({"subs": "1"}), now=T0)
-    assert doc["total"] == 3
-    subjects = sorted(s["subject"] for s in doc["subscriptions_list"])
+    assert doc["total"] == 3 + base
+    clients = [s for s in doc["subscriptions_list"] if not s["subject"].startswith("$SYS.")]
+    subjects = sorted(s["subject"] for s in clients)
     assert subjects == ["bar", "foo", "foo.*"]
-    assert all(s["account"] == "$G" for s in doc["subscriptions_list"])
+    assert all(s["account"] == "$G" for s in clients)
     doc = subsz(populated, Query({"subs": "1", "test": "foo.x"}), now=T0)
     assert [s["subject"] for s in doc["subscriptions_list"]] == ["foo.*"]
     doc = subsz(populated, Query({"subs": "1", "offset": "1", "limit": "1"}), now=T0)
-    assert len(doc["subscriptions_list"]) == 1 and doc["total"] == 3
+    assert len(doc["subscriptions_list"]) == 1 and doc["total"] == 3 + base
 
 
 def test_subsz_rejects_wildcard_test_subject(populated: Server) -> None:
@@ -347,7 +350,8 @@ def test_varz_keys_and_values(populated: Server) -> None:
     assert v["uptime"] == "1h2m3s"
     assert v["start"] == go_time(T0) and v["now"] == go_time(T0 + 3723)
     assert (v["mem"], v["cpu"], v["cores"], v["gomaxprocs"]) == (1234, 1.5, 4, 4)
-    assert (v["connections"], v["total_connections"], v["subscriptions"]) == (3, 4, 3)
+    assert (v["connections"], v["total_connections"]) == (3, 4)
+    assert v["subscriptions"] == 3 + internal_subs(populated)
     assert (v["in_msgs"], v["in_bytes"], v["out_msgs"], v["out_bytes"]) == (7, 70, 3, 30)
     assert v["ping_interval"] == 120_000_000_000 and v["write_deadline"] == 10_000_000_000
     assert v["http_req_stats"] == {"/varz": 2}
@@ -409,7 +413,7 @@ def test_small_documents(populated: Server) -> None:
     }
     assert accountz(populated, now=T0)["accounts"] == ["$G", "$SYS"]
     detail = accountz(populated, Query({"acc": "$G"}), now=T0)["account_detail"]
-    assert (detail["client_connections"], detail["subscriptions"]) == (3, 3)
+    assert (detail["client_connections"], detail["subscriptions"]) == (3, 3 + SUBS_PER_ACCOUNT)
     with pytest.raises(MonitorError) as e:
         accountz(populated, Query({"acc": "X"}))
     assert e.value.text == "Account X does not exist"
@@ -515,7 +519,8 @@ async def test_server_run_with_monitor() -> None:
             assert status == 200
             v = json.loads(body)
             assert set(v) == VARZ_KEYS
-            assert (v["connections"], v["total_connections"], v["subscriptions"]) == (2, 2, 2)
+            assert (v["connections"], v["total_connections"]) == (2, 2)
+            assert v["subscriptions"] == 2 + internal_subs(server)
             assert (v["in_msgs"], v["in_bytes"], v["out_msgs"], v["out_bytes"]) == (1, 2, 1, 2)
             assert v["port"] == server.client_port and v["http_port"] == port
 
@@ -535,8 +540,12 @@ async def test_server_run_with_monitor() -> None:
 
             status, body = await http_get(port, "/subsz?subs=1")
             doc = json.loads(body)
-            assert doc["num_subscriptions"] == 2
-            got = {(s["subject"], s.get("qgroup"), s["msgs"]) for s in doc["subscriptions_list"]}
+            assert doc["num_subscriptions"] == 2 + internal_subs(server)
+            got = {
+                (s["subject"], s.get("qgroup"), s["msgs"])
+                for s in doc["subscriptions_list"]
+                if not s["subject"].startswith("$SYS.")
+            }
             assert got == {("foo", None, 1), ("bar", "q", 0)}
 
             await c2.aclose()
@@ -589,3 +598,8 @@ def test_routez_lists_registered_routes(populated: Server) -> None:
     assert (r["rid"], r["remote_name"], r["did_solicit"], r["rtt"]) == (1, "srvB", True, "500µs")
     assert (r["uptime"], r["idle"], r["in_msgs"], r["subscriptions"]) == ("1m10s", "1m0s", 3, 0)
     assert varz(populated, now=T0)["routes"] == 1
+
+
+def internal_subs(server: Server) -> int:
+    """Subscriptions of the server's own ``$SYS.REQ`` services over all its accounts."""
+    return SUBS_PER_ACCOUNT * len(server.accounts) + SUBS_SYSTEM

@@ -1,0 +1,89 @@
+"""Accounts at run time: one subject space each.
+
+Theory of operation: an ``Account`` owns its own sublist, router (core delivery over that
+sublist and its peers' interest) and route interest counts, so nothing published in one
+account can match a subscription of another — isolation is structural, not a check on the
+hot path.  A connection is bound to one account when it authenticates (``AuthedUser.account``)
+and from then on publishes into and subscribes in that account only; internal clients (the
+JetStream service) are bound to the account JetStream runs in.  Routes carry the account name
+in ``RS+``/``RS-``/``RMSG``/``HMSG`` as nats-server does, and a peer's interest or message for
+an account this server does not know is dropped.
+
+``$G`` (users of the top-level ``authorization`` block, or everyone when no users are
+configured) and the system account (``$SYS`` unless ``system_account`` names another) always
+exist.  ``Accounts.jetstream`` is the one account JetStream serves (``None``: JetStream is
+off); the single-account server has exactly ``$G`` and ``$SYS``, and ``$G``'s router is the
+server's ``router`` as before, so its path is unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from node.confaccounts import GLOBAL_ACCOUNT, jetstream_account
+from node.route import Interest
+from node.router import Router
+from node.sublist import Sublist
+
+if TYPE_CHECKING:
+    from node.configtypes import ServerConfig
+    from node.session import Subscription
+
+
+class Account:
+    """One account's subject space.
+
+    Args:
+        name: the account name (``$G``, ``$SYS``, or a configured name).
+        rng: seeded randomness for queue-member choice.
+        cache_enabled: whether the sublist caches matches.
+    """
+
+    def __init__(self, name: str, rng: random.Random, *, cache_enabled: bool = True) -> None:
+        self.name = name
+        self.name_bytes = name.encode()
+        self.sublist: Sublist[Subscription] = Sublist(cache_enabled=cache_enabled)
+        self.router = Router(self.sublist, rng, account=self.name_bytes)
+        self.interest = Interest(self.name_bytes)
+        self.jetstream = False
+        self.is_system = False
+
+    def __repr__(self) -> str:
+        return f"Account({self.name!r})"
+
+
+class Accounts:
+    """Every account of one server, by name.
+
+    Args:
+        cfg: the configuration (``accounts``, ``system_account``, JetStream).
+        rng: seeded randomness shared by the routers.
+    """
+
+    def __init__(self, cfg: ServerConfig, rng: random.Random) -> None:
+        cache = not cfg.disable_sublist_cache
+        names = [GLOBAL_ACCOUNT, cfg.system_account, *cfg.accounts]
+        self.by_name: dict[str, Account] = {}
+        for n in names:
+            if n not in self.by_name:
+                self.by_name[n] = Account(n, rng, cache_enabled=cache)
+        self.by_bytes = {a.name_bytes: a for a in self.by_name.values()}
+        self.global_account = self.by_name[GLOBAL_ACCOUNT]
+        self.system = self.by_name[cfg.system_account]
+        self.system.is_system = True
+        js = jetstream_account(cfg)
+        self.jetstream: Account | None = self.by_name[js] if js is not None else None
+        if self.jetstream is not None:
+            self.jetstream.jetstream = True
+        #: the account the server's own services live in (JetStream's, else ``$G``)
+        self.home = self.jetstream or self.global_account
+
+    def get(self, name: str) -> Account | None:
+        return self.by_name.get(name)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.by_name.values())
+
+    def __len__(self) -> int:
+        return len(self.by_name)

@@ -1,0 +1,372 @@
+"""``$SYS.REQ.*``: the server's requests, as nats-server serves them.
+
+Theory of operation: an internal client per account answers, with the documents the HTTP
+monitor builds (``node.monitor``), wrapped as nats-server wraps them:
+``{"server": {name, host, id, …, seq, time}, "data": …}`` (``"statsz"`` for the stats ping).
+
+* System account: ``$SYS.REQ.SERVER.PING`` (stats), ``$SYS.REQ.SERVER.PING.<KIND>`` and
+  ``$SYS.REQ.SERVER.<server id>.<KIND>`` for VARZ, CONNZ, SUBSZ, ROUTEZ, GATEWAYZ, LEAFZ,
+  ACCOUNTZ, JSZ, HEALTHZ, RAFTZ, STATSZ, IDZ, through one subscription on
+  ``$SYS.REQ.SERVER.>``.  It is announced to routes: a ping is answered by every server of the
+  cluster (the requester collects the answers), a request naming a server id by that server.  A JSON body gives the endpoint's options by their query
+  names (``{"acc": "A", "subs": true}``).
+* System account: ``$SYS.REQ.ACCOUNT.<account>.<KIND>`` for CONNZ, SUBSZ, INFO (the
+  ``/accountz`` detail), LEAFZ and JSZ (nats-server's errors for an unknown account or one
+  without JetStream).
+* Every account: ``$SYS.REQ.USER.INFO`` (who the requester is; answered by the server it is
+  connected to, so local) and ``$SYS.REQ.ACCOUNT.PING.CONNZ`` (that account's connections on
+  every server).
+From other accounts ``$SYS.REQ.SERVER.*`` finds no responder, as on nats-server.
+
+Events: ``ClientEvents`` publishes ``$SYS.ACCOUNT.<account>.CONNECT`` and ``.DISCONNECT``
+(nats-server's client_connect / client_disconnect advisories) in the system account, and
+builds them only when the system account (or a route) has interest.  The account
+connection-count events (``…SERVER.CONNS``) and the periodic STATSZ are not published.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from node.internal import InternalClient
+from node.monitor import endpoints
+from node.monitor.connz import connz_from_options, parse_connz_options
+from node.monitor.gofmt import go_time
+from node.monitor.query import MonitorError, Query
+from node.version import NATS_VERSION
+
+if TYPE_CHECKING:
+    from node.accounts import Account
+    from node.server import Server
+    from node.session import Subscription
+
+log = logging.getLogger(__name__)
+
+#: nats-server 2.15.1's feature flags, as its ServerInfo reports them
+FEATURE_FLAGS = {
+    "js_ack_fc_v2": False,
+    "js_api_reply_v2": False,
+    "js_raft_delete_range": True,
+    "js_snapshot_sources": False,
+}
+FLAG_JETSTREAM = 1
+FLAGS_ALWAYS = 2 | 4  # binary stream snapshots, account NRG
+KINDS = ("VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ", "JSZ")
+KINDS_ALL = (*KINDS, "HEALTHZ", "RAFTZ", "STATSZ", "IDZ")
+#: subscriptions the services hold in every account, and the system account's own
+SUBS_PER_ACCOUNT = 2
+SUBS_SYSTEM = 2
+ACCOUNT_KINDS = ("CONNZ", "SUBSZ", "INFO", "LEAFZ", "JSZ")
+
+
+def options_query(body: bytes) -> Query:
+    """A request body's options as monitor query parameters (``{}`` or empty: none)."""
+    text = body.strip()
+    if not text:
+        return Query()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return Query()
+    if not isinstance(doc, dict):
+        return Query()
+    params = {}
+    for k, v in doc.items():
+        if isinstance(v, bool):
+            params[str(k)] = "true" if v else "false"
+        elif isinstance(v, int | float | str):
+            params[str(k)] = str(v)
+    if "subscriptions" in params and "subs" not in params:
+        params["subs"] = params.pop("subscriptions")
+    if "account" in params and "acc" not in params:
+        params["acc"] = params.pop("account")
+    return Query(params)
+
+
+class SystemRequests:
+    """The ``$SYS.REQ`` services of one server.
+
+    Args:
+        server: the server.
+    """
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.seq = 0
+        self.sampler = endpoints.ProcSampler()
+        sys_acc = server.accounts.system
+        self.sys = InternalClient(server, "system-requests", sys_acc)
+        self._own = f"$SYS.REQ.SERVER.{server.server_id}.".encode()
+        self.sys.subscribe(b"$SYS.REQ.SERVER.>", self._on_server)
+        self.sys.subscribe(b"$SYS.REQ.ACCOUNT.*.*", self._on_account)
+        for acc in server.accounts:
+            client = self.sys if acc is sys_acc else InternalClient(server, "user-info", acc)
+            client.subscribe(
+                b"$SYS.REQ.USER.INFO", self._user_info_for(client, acc), announce=False
+            )
+            client.subscribe(b"$SYS.REQ.ACCOUNT.PING.CONNZ", self._account_connz_for(client, acc))
+
+    # -- the envelope -------------------------------------------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        """nats-server's ServerInfo for an answer (its ``seq`` counts answers)."""
+        s = self.server
+        cfg = s.cfg
+        self.seq += 1
+        info: dict[str, Any] = {"name": s.server_name, "host": s.client_host, "id": s.server_id}
+        if cfg.cluster is not None and cfg.cluster.name:
+            info["cluster"] = cfg.cluster.name
+        if cfg.jetstream.enabled and cfg.jetstream.domain:
+            info["domain"] = cfg.jetstream.domain
+        info["ver"] = NATS_VERSION
+        if cfg.server_tags:
+            info["tags"] = list(cfg.server_tags)
+        info["feature_flags"] = dict(FEATURE_FLAGS)
+        info["jetstream"] = bool(s.jetstream_enabled)
+        info["flags"] = FLAGS_ALWAYS | (FLAG_JETSTREAM if s.jetstream_enabled else 0)
+        info["seq"] = self.seq
+        info["time"] = go_time(time.time())
+        return info
+
+    def _answer(self, client: InternalClient, reply: bytes | None, doc: dict[str, Any]) -> None:
+        if reply:
+            body = json.dumps(doc, separators=(",", ":")).encode()
+            client.publish(reply, body)
+
+    # -- system account -------------------------------------------------------------------------
+
+    def _on_server(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """``$SYS.REQ.SERVER.PING[.<KIND>]`` and ``$SYS.REQ.SERVER.<this id>.<KIND>``."""
+        if not reply:
+            return
+        if subject == b"$SYS.REQ.SERVER.PING":
+            kind = "STATSZ"
+        elif subject.startswith(b"$SYS.REQ.SERVER.PING."):
+            kind = subject[len(b"$SYS.REQ.SERVER.PING.") :].decode(errors="replace")
+            if kind not in KINDS_ALL:
+                return
+        elif subject.startswith(self._own):
+            kind = subject[len(self._own) :].decode(errors="replace")
+            if kind not in KINDS_ALL:
+                return
+        else:
+            return  # another server's, or nothing served
+        try:
+            data = self.document(kind, options_query(body))
+        except MonitorError as exc:
+            err = {"code": exc.status, "description": exc.text}
+            self._answer(self.sys, reply, {"server": self.server_info(), "error": err})
+            return
+        key = "statsz" if kind == "STATSZ" else "data"
+        self._answer(self.sys, reply, {"server": self.server_info(), key: data})
+
+    def _on_account(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """``$SYS.REQ.ACCOUNT.<account>.<KIND>`` (CONNZ SUBSZ INFO LEAFZ JSZ) from the system
+        account: that account's view on this server."""
+        parts = subject.decode(errors="replace").split(".")
+        if not reply or len(parts) != 5 or parts[3] == "PING" or parts[4] not in ACCOUNT_KINDS:
+            return
+        name, kind = parts[3], parts[4]
+        acc = self.server.accounts.get(name)
+        data: dict[str, Any] | None = None
+        err: str | None = None
+        s = self.server
+        if kind == "CONNZ":
+            data = connz_from_options(s, parse_connz_options(Query({"acc": name})))
+        elif kind == "SUBSZ":
+            data = endpoints.subsz(s, Query({"acc": name, "subs": "true"}))
+        elif kind == "LEAFZ":
+            data = endpoints.leafz(s, Query({"acc": name}))
+        elif kind == "INFO":
+            if acc is None:
+                err = f"Account {name} does not exist"
+            else:
+                data = endpoints.accountz(s, Query({"acc": name}))["account_detail"]
+        else:  # JSZ
+            if not s.jetstream_enabled:
+                err = "jetstream not enabled"
+            elif acc is None or not acc.jetstream:
+                err = f'account "{name}" not jetstream enabled'
+            else:
+                details = endpoints.jsz(s, Query({"acc": name, "accounts": "true"}))
+                found = details.get("account_details") or []
+                data = dict(found[0]) if found else {"name": name, "id": name}
+        doc: dict[str, Any] = {"server": self.server_info(), "data": data}
+        if err is not None:
+            doc["error"] = {"code": 500, "description": err}
+        self._answer(self.sys, reply, doc)
+
+    def document(self, kind: str, q: Query) -> dict[str, Any]:
+        """The monitor document a ``$SYS.REQ.SERVER`` request of ``kind`` asks for."""
+        s = self.server
+        if kind == "VARZ":
+            return endpoints.varz(s, q, proc=self.sampler.sample())
+        if kind == "CONNZ":
+            return connz_from_options(s, parse_connz_options(q))
+        if kind == "HEALTHZ":
+            return endpoints.healthz(s, q)[1]
+        if kind == "STATSZ":
+            return self.statsz()
+        if kind == "IDZ":
+            return {"name": s.server_name, "host": s.client_host, "id": s.server_id}
+        fn = {
+            "SUBSZ": endpoints.subsz,
+            "ROUTEZ": endpoints.routez,
+            "GATEWAYZ": endpoints.gatewayz,
+            "LEAFZ": endpoints.leafz,
+            "ACCOUNTZ": endpoints.accountz,
+            "JSZ": endpoints.jsz,
+            "RAFTZ": endpoints.raftz,
+        }[kind]
+        doc: dict[str, Any] = fn(s, q)
+        return doc
+
+    def statsz(self) -> dict[str, Any]:
+        """nats-server's ServerStatsMsg ``statsz`` from the same counters as ``/varz``."""
+        v = endpoints.varz(self.server, Query(), proc=self.sampler.sample())
+        out: dict[str, Any] = {
+            "start": v["start"],
+            "mem": v["mem"],
+            "cores": v["cores"],
+            "cpu": v["cpu"],
+            "connections": v["connections"],
+            "total_connections": v["total_connections"],
+            "active_accounts": sum(
+                1 for a in self.server.accounts if any(True for _ in a.sublist.all())
+            ),
+            "subscriptions": v["subscriptions"],
+            "sent": {"msgs": v["out_msgs"], "bytes": v["out_bytes"]},
+            "sent_to_clients": {"msgs": v["out_client_msgs"], "bytes": v["out_client_bytes"]},
+            "received": {"msgs": v["in_msgs"], "bytes": v["in_bytes"]},
+            "received_from_clients": {"msgs": v["in_client_msgs"], "bytes": v["in_client_bytes"]},
+            "slow_consumers": v["slow_consumers"],
+            "active_servers": 1 + len(getattr(self.server.routes, "by_id", {})),
+        }
+        if v.get("jetstream"):
+            out["jetstream"] = v["jetstream"]
+        return out
+
+    # -- every account ----------------------------------------------------------------------------
+
+    def _user_info_for(self, client: InternalClient, acc: Account) -> Any:
+        def on_request(
+            sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+        ) -> None:
+            src = client.sender
+            if not reply or src is None:
+                return
+            user = getattr(src, "user", None)
+            name = ""
+            if user is not None:
+                name = user.name or user.nkey or ""
+            data = {"user": name, "account": acc.name, "account_name": acc.name}
+            self._answer(client, reply, {"server": self.server_info(), "data": data})
+
+        return on_request
+
+    def _account_connz_for(self, client: InternalClient, acc: Account) -> Any:
+        def on_request(
+            sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+        ) -> None:
+            if not reply:
+                return
+            q = options_query(body)
+            params = {k: q.get(k) for k in ("sort", "offset", "limit", "state", "auth") if q.get(k)}
+            params["acc"] = acc.name
+            data = connz_from_options(self.server, parse_connz_options(Query(params)))
+            self._answer(client, reply, {"server": self.server_info(), "data": data})
+
+        return on_request
+
+
+# -- events --------------------------------------------------------------------------------------
+
+
+def _nuid(rng: Any) -> str:
+    return "".join(rng.choice(_NUID_CHARS) for _ in range(22))
+
+
+_NUID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def client_event_info(session: Any, *, closed: bool) -> dict[str, Any]:
+    """nats-server's ClientInfo of a connect/disconnect advisory (empty fields left out)."""
+    acc = session.account.name
+    user = session.user
+    info: dict[str, Any] = {
+        "start": go_time(session.start_wall),
+        "host": session.ip,
+        "id": session.cid,
+    }
+    info["acc"] = acc
+    name = (user.name or user.nkey or "") if user is not None else ""
+    if name:
+        info["user"] = name
+    for key, attr in (("name", "name"), ("lang", "lang"), ("ver", "version")):
+        v = getattr(session, attr, "")
+        if v:
+            info[key] = v
+    if closed:
+        info["rtt"] = int(session.rtt_s * 1e9)
+        info["stop"] = go_time(session.stop_wall or time.time())
+    info["name_tag"] = acc
+    info["kind"] = "Client"
+    info["client_type"] = "nats"
+    return info
+
+
+class ClientEvents:
+    """``$SYS.ACCOUNT.<account>.CONNECT`` / ``.DISCONNECT`` advisories, published in the
+    system account as nats-server publishes them, built only when someone listens.
+
+    Args:
+        requests: the server's ``SystemRequests`` (its envelope and system client).
+    """
+
+    def __init__(self, requests: SystemRequests) -> None:
+        self.req = requests
+        self.router = requests.server.accounts.system.router
+
+    def _wanted(self, subject: bytes) -> bool:
+        r = self.router
+        if r.sublist.has_interest(subject):
+            return True
+        return bool(r.route_sublist.count) and r.route_sublist.has_interest(subject)
+
+    def connected(self, session: Any) -> None:
+        subject = f"$SYS.ACCOUNT.{session.account.name}.CONNECT".encode()
+        if not self._wanted(subject):
+            return
+        doc = {
+            "type": "io.nats.server.advisory.v1.client_connect",
+            "id": _nuid(self.req.server.rng),
+            "timestamp": go_time(time.time()),
+            "server": self.req.server_info(),
+            "client": client_event_info(session, closed=False),
+        }
+        self.req.sys.publish(subject, json.dumps(doc, separators=(",", ":")).encode())
+
+    def disconnected(self, session: Any) -> None:
+        subject = f"$SYS.ACCOUNT.{session.account.name}.DISCONNECT".encode()
+        if not self._wanted(subject):
+            return
+        reason = session.closing.value if session.closing is not None else ""
+        doc = {
+            "type": "io.nats.server.advisory.v1.client_disconnect",
+            "id": _nuid(self.req.server.rng),
+            "timestamp": go_time(session.stop_wall or time.time()),
+            "server": self.req.server_info(),
+            "client": client_event_info(session, closed=True),
+            # the client's view: what it sent, what it received
+            "sent": {"msgs": session.in_msgs, "bytes": session.in_bytes},
+            "received": {"msgs": session.out_msgs, "bytes": session.out_bytes},
+            "reason": reason,
+        }
+        self.req.sys.publish(subject, json.dumps(doc, separators=(",", ":")).encode())
