@@ -91,3 +91,18 @@ def msg_ids(url: str, name: str) -> list[str | None]:
             await nc.close()
 
     return run(go)
+
+
+def wait_for_messages(url: str, name: str, subject: str, within_s: float = 30.0) -> None:
+    """Return once the stream holds a message (waits for one on ``subject`` if it is empty)."""
+
+    async def go() -> None:
+        nc = await nats.connect(url)
+        try:
+            sub = await nc.subscribe(subject)
+            if (await nc.jetstream().stream_info(name)).state.messages == 0:
+                await sub.next_msg(timeout=within_s)
+        finally:
+            await nc.close()
+
+    run(go)
