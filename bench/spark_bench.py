@@ -2,7 +2,8 @@
 
 Theory of operation: one local Spark session (``local[2]``, like the tests) serves both
 servers.  For each server, started afresh with JetStream in a new temporary store directory
-(the reference with ``sync_interval: always``, as trijet always syncs before acking), an R1 file
+(the reference at its default ``sync_interval`` unless ``--ref-sync always``; trijet always
+syncs before acking, so the sink phase favours the reference by default), an R1 file
 stream ``BENCH`` (``bench.>``) is created and three phases run on it:
 
 1. ``sink`` — ``spark.range(N)`` as ``--size``-byte payloads (distinct per row) with
@@ -60,7 +61,8 @@ def start(name: str, args: argparse.Namespace) -> tuple[ServerProc, str]:
     if name == "ref":
         conf = os.path.join(ports_dir, "ref.conf")
         with open(conf, "w") as fh:
-            fh.write(f'jetstream {{\n  store_dir: "{store}"\n  sync_interval: always\n}}\n')
+            sync = "  sync_interval: always\n" if args.ref_sync == "always" else ""
+            fh.write(f'jetstream {{\n  store_dir: "{store}"\n{sync}}}\n')
         cmd = [args.nats_server, "-c", conf, *base]
     else:
         cmd = [*shlex.split(args.trijet_prefix), sys.executable, "-m", "node", "-js", "-sd", store]
@@ -195,7 +197,13 @@ def main() -> None:
     p.add_argument("--min-partitions", type=int, default=2)
     p.add_argument("--partition-size", type=int, default=250_000, help="maxMessagesPerPartition")
     p.add_argument("--write-partitions", type=int, default=2)
-    p.add_argument("--fetch-batch", type=int, default=1024)
+    p.add_argument("--fetch-batch", type=int, default=4096)
+    p.add_argument(
+        "--ref-sync",
+        choices=("default", "always"),
+        default="default",
+        help="the reference's sync_interval (trijet always syncs before acking)",
+    )
     p.add_argument("--trijet-prefix", default="", help="e.g. 'taskset -c 1'")
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args()

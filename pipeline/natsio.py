@@ -10,6 +10,8 @@ its own event loop and closes it when done.
   ``deliver_policy=by_start_time`` delivers one message (or says none is pending).
 * ``RangeReader`` — reads the sequence range ``[first, end)`` through an ephemeral, R1, memory,
   ``ack_policy=none`` pull consumer starting at ``first`` (with the query's subject filters).
+  Pull responses arrive on a ``pipeline.wire`` connection (nats-py when the credentials need
+  nkeys/JWT); the control requests go through nats-py.
   Pull requests are pipelined (two outstanding).  Each message's stream sequence, time and
   pending count come from its ``$JS.ACK`` reply subject.  The reader stops **by sequence**: at a
   message whose sequence is ``>= end`` (dropped), at ``end - 1`` itself, or when the server
@@ -37,6 +39,7 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from pipeline import wire
 from pipeline.plan import ConnectOptions
 
 log = logging.getLogger(__name__)
@@ -194,6 +197,7 @@ class RangeReader:
         self._received_for_requests = 0
         self._inbox = ""
         self._sub: Any = None
+        self._raw: wire.RawConnection | None = None
 
     async def open(self) -> None:
         """Connect and create the consumer (nothing to do for an empty range)."""
@@ -202,7 +206,13 @@ class RangeReader:
         self.nc = await connect(self.conn, name=f"trijet-spark-read-{os.getpid()}")
         prefix = self.conn.api_prefix
         self._inbox = self.nc.new_inbox()
-        self._sub = await self.nc.subscribe(self._inbox, cb=self._on_msg)
+        if wire.supports(self.conn):
+            self._raw = wire.RawConnection(self.conn, f"trijet-spark-data-{os.getpid()}")
+            await self._raw.connect()
+            self._raw.subscribe(self._inbox)
+            self._raw.start(self._on_raw, self._fail)
+        else:
+            self._sub = await self.nc.subscribe(self._inbox, cb=self._on_msg)
         cfg = consumer_config(self.first, None, self.filters)
         info = await api(
             self.nc,
@@ -220,50 +230,88 @@ class RangeReader:
         assert self.nc is not None
         remaining = self.end - self.first
         batch = max(1, min(self.fetch_batch, remaining))
-        body = {"batch": batch, "expires": int(self.fetch_timeout_s * 1e9)}
+        body = json.dumps({"batch": batch, "expires": int(self.fetch_timeout_s * 1e9)}).encode()
         self._requested += batch
         subject = f"{self.conn.api_prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}"
-        self._pending_pub = asyncio.ensure_future(
-            self.nc.publish(subject, json.dumps(body).encode(), reply=self._inbox)
-        )
+        if self._raw is not None:
+            self._raw.publish(subject, body, self._inbox)
+        else:
+            self._pending_pub = asyncio.ensure_future(
+                self.nc.publish(subject, body, reply=self._inbox)
+            )
 
     async def _on_msg(self, msg: Msg) -> None:
+        """nats-py data plane (credentials the raw connection cannot present)."""
         if self.done:
             return
-        reply = msg.reply
-        if not reply:
+        if not msg.reply:
             hdrs = msg.headers or {}
-            status = hdrs.get("Status", "")
-            if status in ("404", "408", "409"):
-                # a pull request ended without filling: count it as completed
-                if status == "409" and "Exceeded" not in hdrs.get("Description", ""):
-                    self._fail(JetStreamError(f"pull ended: {status} {hdrs.get('Description')}"))
-                    return
-                self._received_for_requests += self.fetch_batch
-                self._maybe_pull()
+            self._status(hdrs.get("Status", ""), hdrs.get("Description", ""))
             return
         try:
-            meta = parse_ack_subject(reply)
+            meta = parse_ack_subject(msg.reply)
         except ValueError as e:
             self._fail(e)
             return
-        seq = meta.stream_seq
+        h = msg.headers if self.include_headers else None
+        pairs = (
+            [(k, [v]) for k, v in h.items() if k not in ("Status", "Description")] if h else None
+        )
+        self._deliver(
+            msg.subject, meta.stream_seq, meta.timestamp_ns, meta.pending, pairs, msg.data
+        )
+
+    def _on_raw(self, subject: bytes, reply: bytes | None, hdr: bytes | None, data: bytes) -> None:
+        """Raw data plane (``pipeline.wire``)."""
+        if self.done:
+            return
+        if reply is None:
+            status = wire.parse_headers(hdr)[0] if hdr else None
+            desc = hdr.split(b"\r\n", 1)[0][13:].decode(errors="replace") if hdr else ""
+            self._status(status or "", desc)
+            return
+        t = reply.split(b".")
+        if len(t) == 9:
+            seq, ts, pending = int(t[5]), int(t[7]), int(t[8])
+        elif len(t) >= 12:
+            seq, ts, pending = int(t[7]), int(t[9]), int(t[10])
+        else:
+            self._fail(ValueError(f"not a JetStream ack subject: {reply!r}"))
+            return
+        headers = None
+        if hdr is not None and self.include_headers:
+            headers = wire.parse_headers(hdr)[1] or None
+        self._deliver(subject.decode(), seq, ts, pending, headers, data)
+
+    def _status(self, status: str, description: str) -> None:
+        if status in ("404", "408", "409"):
+            # a pull request ended without filling: count it as completed
+            if status == "409" and "Exceeded" not in description:
+                self._fail(JetStreamError(f"pull ended: {status} {description}"))
+                return
+            self._received_for_requests += self.fetch_batch
+            self._maybe_pull()
+
+    def _deliver(
+        self,
+        subject: str,
+        seq: int,
+        ts_ns: int,
+        pending: int,
+        headers: list[tuple[str, list[str]]] | None,
+        data: bytes,
+    ) -> None:
         self._received_for_requests += 1
         if seq >= self.end:
             self._finish()
             return
         c = self._chunk
-        c.subjects.append(msg.subject)
+        c.subjects.append(subject)
         c.seqs.append(seq)
-        c.times_us.append(meta.timestamp_ns // 1000)
-        if self.include_headers:
-            h = msg.headers
-            if h:
-                c.headers.append([(k, [v]) for k, v in h.items()])
-            else:
-                c.headers.append(None)
-        c.data.append(msg.data)
-        if seq >= self.end - 1 or meta.pending == 0:
+        c.times_us.append(ts_ns // 1000)
+        c.headers.append(headers)
+        c.data.append(data)
+        if seq >= self.end - 1 or pending == 0:
             self._finish()
             return
         self._maybe_pull()
@@ -304,9 +352,12 @@ class RangeReader:
                 ) from None
 
     async def close(self) -> None:
-        """Delete the consumer (best effort) and close the connection."""
+        """Delete the consumer (best effort) and close the connections."""
         nc, self.nc = self.nc, None
         self.done = True
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            await raw.close()
         if nc is None:
             return
         try:

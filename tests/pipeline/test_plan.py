@@ -223,3 +223,16 @@ def test_ack_subject_and_consumer_config() -> None:
     c = consumer_config(None, 1_700_000_000_000_000_001, ["a", "b"])
     assert c["opt_start_time"] == "2023-11-14T22:13:20.000000001Z"
     assert c["filter_subjects"] == ["a", "b"]
+
+
+def test_wire_headers() -> None:
+    from pipeline.plan import ConnectOptions
+    from pipeline.wire import parse_headers, supports
+
+    assert parse_headers(b"NATS/1.0\r\nA: 1\r\nB: x: y\r\nA: 2\r\n\r\n") == (
+        None,
+        [("A", ["1", "2"]), ("B", ["x: y"])],
+    )
+    assert parse_headers(b"NATS/1.0 404 No Messages\r\n\r\n") == ("404", [])
+    assert supports(ConnectOptions(servers=("nats://h:1",), user="u", password="p"))
+    assert not supports(ConnectOptions(servers=("nats://h:1",), creds="/x.creds"))
