@@ -181,8 +181,10 @@ class RangeReader:
         include_headers: bool = True,
         fetch_batch: int = 1024,
         fetch_timeout_s: float = 5.0,
+        raw: bool | None = None,
     ) -> None:
         self.conn, self.stream, self.first, self.end = conn, stream, first, end
+        self.use_raw = wire.supports(conn) if raw is None else raw
         self.filters = tuple(filters)
         self.include_headers = include_headers
         self.fetch_batch = fetch_batch
@@ -206,7 +208,7 @@ class RangeReader:
         self.nc = await connect(self.conn, name=f"trijet-spark-read-{os.getpid()}")
         prefix = self.conn.api_prefix
         self._inbox = self.nc.new_inbox()
-        if wire.supports(self.conn):
+        if self.use_raw:
             self._raw = wire.RawConnection(self.conn, f"trijet-spark-data-{os.getpid()}")
             await self._raw.connect()
             self._raw.subscribe(self._inbox)
