@@ -1,11 +1,14 @@
-"""Spark fixtures: one shared local session, one JetStream server of each kind per session.
+"""Spark fixtures: one local Spark session and one JetStream server of each kind for tests/pipeline.
+
+Package-scoped: the JVM and the servers go away when this package's tests are done, before the
+rest of the suite runs.
 
 * ``spark`` — the session (``local[2,2]``: two cores, a failed task is retried once), with the
   ``jetstream`` source registered.  Workers run this interpreter (``PYSPARK_PYTHON``) and import
   this worktree's ``pipeline`` (``PYTHONPATH``).  Skips with the reason when pyspark is not
   installed or no ``java`` can be found.
 * ``js`` — parametrised over ``trijet`` and ``reference``: a running ``-js`` server shared by
-  the session (tests use their own stream names).
+  the package's tests (each uses its own stream names).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def spark_unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark() -> Iterator[Any]:
     reason = spark_unavailable()
     if reason:
@@ -70,7 +73,7 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def js_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
     started: dict[str, ServerProcess] = {}
     try:
