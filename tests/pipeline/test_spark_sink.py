@@ -126,7 +126,6 @@ def test_streaming_sink_replayed_from_scratch_adds_nothing(
             .option("servers", js.url)
             .option("stream", src)
             .option("startingSequence", "earliest")
-            .option("maxMessagesPerTrigger", "500")
             .load()
             .selectExpr(
                 f"concat('{dst.lower()}.', subject) AS subject",

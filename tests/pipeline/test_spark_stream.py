@@ -60,11 +60,6 @@ def test_available_now_batch_sizes_and_restart(
     assert q.awaitTermination(WAIT_S)
     assert _batch_sizes(q) == [400, 100]
     assert _seqs(spark, out) == list(range(1, 1501))
-    # nothing new: no batch with rows
-    q = _query(spark, js.url, name, out, ckpt, {"availableNow": True}, **opts)
-    assert q.awaitTermination(WAIT_S)
-    assert _batch_sizes(q) == []
-    assert _seqs(spark, out) == list(range(1, 1501))
 
 
 def test_stopped_mid_run_then_restarted_reads_each_once(
