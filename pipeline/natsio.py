@@ -345,9 +345,12 @@ class RangeReader:
             if self.done:
                 return None
             self._ready.clear()
+            had = len(self._chunk)
             try:
                 await asyncio.wait_for(self._ready.wait(), self.fetch_timeout_s * 2)
             except TimeoutError:
+                if len(self._chunk) > had:
+                    continue  # slow but moving: a chunk fills slower than the timeout
                 raise JetStreamError(
                     f"no progress reading {self.stream} [{self.first}, {self.end}) within "
                     f"{self.fetch_timeout_s * 2:.1f}s (have {self._chunk.seqs[-1:]})"
