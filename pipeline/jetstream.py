@@ -307,7 +307,13 @@ async def _publish_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch])
     pub = natsio.Publisher(nc, max_inflight=opts.max_inflight, timeout_s=opts.timeout_ms / 1000)
     try:
         await pub.start()
-        for batch in batches:
+        it = iter(batches)
+        while True:
+            # Spark's iterator blocks on the JVM's socket: wait for it in a thread so the loop
+            # keeps reading PubAcks meanwhile (a client that stops reading is a slow consumer)
+            batch = await asyncio.to_thread(next, it, None)
+            if batch is None:
+                break
             for subject, data, raw_headers, msg_id in _rows_of(batch):
                 subject = opts.subject or subject
                 if not subject:
