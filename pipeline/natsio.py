@@ -168,6 +168,9 @@ class RangeReader:
 
     Use ``await open()``, then ``await next_chunk()`` until it returns None, then
     ``await close()`` (always, also after an error).
+
+    Cancellation: cancelling ``next_chunk`` loses nothing the caller had; ``close`` still
+    deletes the consumer (the server also drops it after ``CONSUMER_IDLE_NS`` idle).
     """
 
     def __init__(
@@ -420,7 +423,11 @@ class PublishResult:
 
 
 class Publisher:
-    """Pipelined publishes with every PubAck awaited (see the module doc)."""
+    """Pipelined publishes with every PubAck awaited (see the module doc).
+
+    Cancellation: messages already sent may be stored; a re-run republishes them with the same
+    ``Nats-Msg-Id`` and the stream drops them within its duplicate window.
+    """
 
     def __init__(self, nc: Client, *, max_inflight: int = 2048, timeout_s: float = 10.0) -> None:
         self.nc = nc
