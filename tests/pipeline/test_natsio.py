@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -91,3 +92,81 @@ def test_publisher_and_seq_at_time(
             await nc.close()
 
     run(go)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["wire", "nats-py"])
+def test_range_reader_over_tls_with_a_password(
+    start_server: StartServer, server_kind: str, raw: bool, tmp_path: Path, tls_certs: Any
+) -> None:
+    conf = (
+        f'jetstream {{ store_dir: "{tmp_path / "store"}" }}\n'
+        'authorization { user: "spark", password: "s3cret" }\n'
+        "tls {\n"
+        f'  cert_file: "{tls_certs.server_cert}"\n'
+        f'  key_file: "{tls_certs.server_key}"\n'
+        f'  ca_file: "{tls_certs.ca_cert}"\n'
+        "  verify: true\n"
+        "  timeout: 2\n"
+        "}\n"
+    )
+    sp = start_server(server_kind, config=conf)
+    conn = ConnectOptions(
+        servers=(f"tls://127.0.0.1:{sp.port}",),
+        user="spark",
+        password="s3cret",
+        tls_ca=str(tls_certs.ca_cert),
+        tls_cert=str(tls_certs.client_cert),
+        tls_key=str(tls_certs.client_key),
+    )
+
+    async def go() -> list[int]:
+        from pipeline.natsio import connect
+
+        nc = await connect(conn)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="T", subjects=["t.>"])
+            for i in range(20):
+                await js.publish("t.x", b"%d" % i)
+        finally:
+            await nc.close()
+        r = RangeReader(conn, "T", 1, 21, raw=raw)
+        seqs: list[int] = []
+        try:
+            await r.open()
+            while (c := await r.next_chunk()) is not None:
+                seqs += c.seqs
+        finally:
+            await r.close()
+        return seqs
+
+    assert run(go) == list(range(1, 21))
+    bad = ConnectOptions(
+        servers=conn.servers,
+        user="spark",
+        password="wrong",
+        tls_ca=conn.tls_ca,
+        tls_cert=conn.tls_cert,
+        tls_key=conn.tls_key,
+    )
+    # nats-py gives up with "no servers available" after the -ERR; the wire client says why
+    with pytest.raises(
+        Exception, match=r"(?i)authorization" if raw else r"(?i)no servers|authoriz"
+    ):
+        run(lambda: _read_t(bad, raw))
+
+
+async def _read_t(conn: ConnectOptions, raw: bool) -> None:
+    from pipeline.wire import RawConnection
+
+    if raw:
+        rc = RawConnection(conn, "bad")
+        try:
+            await rc.connect()
+        finally:
+            await rc.close()
+    else:
+        from pipeline.natsio import connect
+
+        nc = await connect(conn)
+        await nc.close()
