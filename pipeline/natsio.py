@@ -19,9 +19,10 @@ its own event loop and closes it when done.
   holes.  No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range
   is never reported as complete.
 * ``Publisher`` — publishes with a ``Nats-Msg-Id`` each, at most ``max_inflight`` unacknowledged,
-  and ``flush()`` returns only when every PubAck arrived (``duplicate`` counted).  A PubAck
-  that does not come within the timeout is retried with the same id (safe: the stream drops
-  it as a duplicate); an error PubAck fails the task.
+  and ``flush()`` returns only when every PubAck arrived (``duplicate`` counted).  When no
+  PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
+  same ids (safe: the stream drops what it has; needed after a reconnect lost them); five
+  such rounds fail the task.  An error PubAck fails the task.
 """
 
 from __future__ import annotations
@@ -442,6 +443,7 @@ class Publisher:
         self._drained = asyncio.Event()
         self._error: BaseException | None = None
         self._sub: Any = None
+        self._acked = 0
 
     async def start(self) -> None:
         self._sub = await self.nc.subscribe(self._prefix + "*", cb=self._on_ack)
@@ -468,6 +470,7 @@ class Publisher:
             self._drained.set()
             return
         del self._inflight[token]
+        self._acked += 1
         if ack.get("duplicate"):
             self.result.duplicates += 1
         else:
@@ -495,7 +498,7 @@ class Publisher:
         self._drained.clear()
         await self.nc.publish(subject, data, reply=self._prefix + token, headers=headers)
 
-    async def _resend(self, attempts_left: list[int] | None = None) -> None:
+    async def _resend(self) -> None:
         self.result.retries += 1
         if self.result.retries > 5:
             raise JetStreamError(f"{len(self._inflight)} publishes unacknowledged after retries")
@@ -509,10 +512,12 @@ class Publisher:
             if self._error:
                 raise self._error
             self._drained.clear()
+            acked = self._acked
             try:
                 await asyncio.wait_for(self._drained.wait(), self.timeout_s)
             except TimeoutError:
-                await self._resend()
+                if self._acked == acked:  # no ack at all for timeout_s: resend
+                    await self._resend()
         if self._error:
             raise self._error
         return self.result
