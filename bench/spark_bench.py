@@ -1,0 +1,255 @@
+"""The PySpark ``jetstream`` source and sink side by side: trijet against the reference nats-server.
+
+Theory of operation: one local Spark session (``local[2]``, like the tests) serves both
+servers.  For each server, started afresh with JetStream in a new temporary store directory
+(the reference at its default ``sync_interval`` unless ``--ref-sync always``; trijet always
+syncs before acking, so the sink phase favours the reference by default), an R1 file
+stream ``BENCH`` (``bench.>``) is created and three phases run on it:
+
+1. ``sink`` — ``spark.range(N)`` as ``--size``-byte payloads (distinct per row) with
+   ``msg_id`` = the row number, written through ``df.write.format("jetstream")``: every PubAck
+   awaited.  Afterwards the stream must hold exactly N messages.
+2. ``source`` — ``spark.read.format("jetstream")…load().count()`` over the same N messages
+   (``--min-partitions``/``--partition-size`` tasks); the count must be N.
+3. ``fetch`` — the plain nats-py baseline: one ephemeral ``ack_policy=none`` pull consumer,
+   ``fetch(--fetch-batch)`` until N messages, in this process.  The source's own overhead is
+   ``source`` / ``fetch`` on the same server (the source runs ``local[2]`` tasks in parallel,
+   so it can exceed 1).
+
+Rates are rows per wall-clock second of the phase; the server's CPU seconds per phase are
+printed because the machine is shared.  The order of the servers alternates between
+``--repeat`` repetitions; figures are medians.
+
+Run: ``python -m bench.spark_bench [--messages 1000000]`` (see ``bench/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    OUT_DIR,
+    REPO_DIR,
+    ServerProc,
+    comma_list,
+    find_nats_server,
+    launch,
+    safe_name,
+    stop_server,
+)
+
+PHASES = ("sink", "source", "fetch")
+TARGET_SOURCE_ROWS_S = 200_000
+TARGET_RATIO = 0.5
+
+
+def start(name: str, args: argparse.Namespace) -> tuple[ServerProc, str]:
+    ports_dir = tempfile.mkdtemp(prefix=f"spark_bench_{name}_")
+    store = tempfile.mkdtemp(prefix=f"spark_bench_store_{name}_")
+    base = ["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", ports_dir]
+    if name == "ref":
+        conf = os.path.join(ports_dir, "ref.conf")
+        with open(conf, "w") as fh:
+            sync = "  sync_interval: always\n" if args.ref_sync == "always" else ""
+            fh.write(f'jetstream {{\n  store_dir: "{store}"\n{sync}}}\n')
+        cmd = [args.nats_server, "-c", conf, *base]
+    else:
+        cmd = [*shlex.split(args.trijet_prefix), sys.executable, "-m", "node", "-js", "-sd", store]
+        cmd += base
+    OUT_DIR.mkdir(exist_ok=True)
+    sp, _ = launch(
+        name, cmd, REPO_DIR, ports_dir, OUT_DIR / f"spark-{safe_name(name)}.log", "spark_bench"
+    )
+    return sp, store
+
+
+async def _create(url: str) -> None:
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().add_stream(name="BENCH", subjects=["bench.>"])
+    finally:
+        await nc.close()
+
+
+async def _state(url: str) -> Any:
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        return (await nc.jetstream().stream_info("BENCH")).state
+    finally:
+        await nc.close()
+
+
+async def _fetch_all(url: str, n: int, batch: int) -> int:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        cfg = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        psub = await js.pull_subscribe("bench.>", stream="BENCH", config=cfg)
+        got = 0
+        while got < n:
+            msgs = await psub.fetch(min(batch, n - got), timeout=10)
+            got += len(msgs)
+        await psub.unsubscribe()
+        return got
+    finally:
+        await nc.close()
+
+
+def session(args: argparse.Namespace) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = str(REPO_DIR) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    from pyspark.sql import SparkSession
+
+    from pipeline.jetstream import JetStreamDataSource
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName("spark_bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(JetStreamDataSource)
+    return spark
+
+
+def run_server(spark: Any, name: str, args: argparse.Namespace) -> dict[str, float]:
+    sp, store = start(name, args)
+    url = f"nats://127.0.0.1:{sp.port}"
+    n, out = args.messages, {}
+    try:
+        asyncio.run(_create(url))
+        hex_chars = args.size * 2
+        rows = spark.range(0, n, numPartitions=args.write_partitions).selectExpr(
+            "'bench.x' AS subject",
+            f"unhex(lpad(hex(id), {hex_chars}, '0')) AS data",
+            "CAST(id AS STRING) AS msg_id",
+        )
+        cpu0, t0 = sp.cpu_s(), time.perf_counter()
+        rows.write.format("jetstream").mode("append").option("servers", url).save()
+        out["sink"], out["sink_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
+        st = asyncio.run(_state(url))
+        if st.messages != n:
+            raise SystemExit(
+                f"spark_bench: {name} holds {st.messages} messages after the sink, not {n}"
+            )
+        reader = (
+            spark.read.format("jetstream")
+            .option("servers", url)
+            .option("stream", "BENCH")
+            .option("minPartitions", str(args.min_partitions))
+            .option("maxMessagesPerPartition", str(args.partition_size))
+            .option("fetchBatch", str(args.fetch_batch))
+        )
+        cpu0, t0 = sp.cpu_s(), time.perf_counter()
+        got = reader.load().count()
+        out["source"], out["source_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
+        if got != n:
+            raise SystemExit(f"spark_bench: {name}: the source counted {got}, not {n}")
+        cpu0, t0 = sp.cpu_s(), time.perf_counter()
+        got = asyncio.run(_fetch_all(url, n, args.fetch_batch))
+        out["fetch"], out["fetch_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
+        if got != n:
+            raise SystemExit(f"spark_bench: {name}: the fetch loop got {got}, not {n}")
+    finally:
+        stop_server(sp)
+        subprocess.run(["rm", "-rf", store], check=False)
+    load = os.getloadavg()[0]
+    print(
+        f"  {name:7s} sink={out['sink']:9.0f}/s ({out['sink_cpu']:.1f} cpu-s)  "
+        f"source={out['source']:9.0f}/s ({out['source_cpu']:.1f} cpu-s)  "
+        f"fetch={out['fetch']:9.0f}/s ({out['fetch_cpu']:.1f} cpu-s)  load={load:.1f}",
+        flush=True,
+    )
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--size", type=int, default=128, help="payload bytes")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--servers", default="trijet,ref", help="comma list of trijet, ref")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--min-partitions", type=int, default=2)
+    p.add_argument("--partition-size", type=int, default=250_000, help="maxMessagesPerPartition")
+    p.add_argument("--write-partitions", type=int, default=2)
+    p.add_argument("--fetch-batch", type=int, default=4096)
+    p.add_argument(
+        "--ref-sync",
+        choices=("default", "always"),
+        default="default",
+        help="the reference's sync_interval (trijet always syncs before acking)",
+    )
+    p.add_argument("--trijet-prefix", default="", help="e.g. 'taskset -c 1'")
+    p.add_argument("--json", help="write every figure here")
+    args = p.parse_args()
+    args.nats_server = find_nats_server()
+    servers = comma_list(args.servers)
+    if args.size < 8:
+        raise SystemExit("spark_bench: --size must be >= 8 (payloads carry the row number)")
+    print(
+        f"spark_bench: {args.messages} x {args.size} B, {args.master}, servers={servers}",
+        flush=True,
+    )
+    spark = session(args)
+    runs: dict[str, list[dict[str, float]]] = {s: [] for s in servers}
+    try:
+        for rep in range(args.repeat):
+            order = servers if rep % 2 == 0 else servers[::-1]
+            print(f"repetition {rep + 1}/{args.repeat}", flush=True)
+            for name in order:
+                runs[name].append(run_server(spark, name, args))
+    finally:
+        spark.stop()
+    med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in runs.items()}
+    for phase in PHASES:
+        line = "  ".join(f"{s}={med[s][phase]:.0f}" for s in servers)
+        ratio = ""
+        if "trijet" in med and "ref" in med:
+            ratio = f"  ratio={med['trijet'][phase] / med['ref'][phase]:.2f}"
+        print(f"{phase}_rows_s: {line}{ratio}")
+    for s in servers:
+        print(
+            f"source/fetch overhead {s}: {med[s]['source'] / med[s]['fetch']:.2f}x of the fetch loop"
+        )
+    if "trijet" in med:
+        src = med["trijet"]["source"]
+        met = "met" if src >= TARGET_SOURCE_ROWS_S else "NOT met"
+        print(f"target source >= {TARGET_SOURCE_ROWS_S} rows/s on trijet: {met} ({src:.0f})")
+    if "trijet" in med and "ref" in med:
+        r = med["trijet"]["source"] / med["ref"]["source"]
+        print(
+            f"target source ratio >= {TARGET_RATIO}: {'met' if r >= TARGET_RATIO else 'NOT met'} ({r:.2f})"
+        )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "runs": runs, "median": med}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()

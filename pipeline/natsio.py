@@ -1,0 +1,527 @@
+"""The JetStream wire work of the Spark source and sink, over nats-py (asyncio).
+
+Theory of operation: only the public NATS/JetStream API is used, so the same code runs against
+trijet and nats-server.  Nothing here keeps state between calls: Spark pickles readers and
+writers to worker processes and reuses those workers, so each task opens its own connection on
+its own event loop and closes it when done.
+
+* ``stream_state`` — one ``STREAM.INFO`` request: ``(first_seq, last_seq)``.
+* ``seq_at_time`` — the first sequence stored at or after a time: an ephemeral consumer with
+  ``deliver_policy=by_start_time`` delivers one message (or says none is pending).
+* ``RangeReader`` — reads the sequence range ``[first, end)`` through an ephemeral, R1, memory,
+  ``ack_policy=none`` pull consumer starting at ``first`` (with the query's subject filters).
+  Pull responses arrive on a ``pipeline.wire`` connection (nats-py when the credentials need
+  nkeys/JWT); the control requests go through nats-py.
+  Pull requests are pipelined (two outstanding).  Each message's stream sequence, time and
+  pending count come from its ``$JS.ACK`` reply subject.  The reader stops **by sequence**: at a
+  message whose sequence is ``>= end`` (dropped), at ``end - 1`` itself, or when the server
+  reports nothing pending — never by counting messages, because filters and deletions leave
+  holes.  No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range
+  is never reported as complete.
+* ``Publisher`` — publishes with a ``Nats-Msg-Id`` each, at most ``max_inflight`` unacknowledged,
+  and ``flush()`` returns only when every PubAck arrived (``duplicate`` counted).  When no
+  PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
+  same ids (safe: the stream drops what it has; needed after a reconnect lost them); five
+  such rounds fail the task.  An error PubAck fails the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from pipeline import wire
+from pipeline.plan import ConnectOptions
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 10.0
+CONSUMER_IDLE_NS = 60 * 1_000_000_000
+"""An abandoned ephemeral consumer (task killed) is removed by the server after this."""
+
+
+class JetStreamError(RuntimeError):
+    """A JetStream API request returned an error (message carries code and description)."""
+
+
+async def connect(conn: ConnectOptions, name: str = "trijet-spark") -> Client:
+    """A connection to ``conn.servers`` with its credentials and TLS settings."""
+    kw: dict[str, Any] = {
+        "servers": list(conn.servers),
+        "name": name,
+        "connect_timeout": 5,
+        "max_reconnect_attempts": 10,
+        "reconnect_time_wait": 0.5,
+        "allow_reconnect": True,
+    }
+    if conn.user:
+        kw["user"], kw["password"] = conn.user, conn.password or ""
+    if conn.token:
+        kw["token"] = conn.token
+    if conn.creds:
+        kw["user_credentials"] = conn.creds
+    if conn.nkeys_seed:
+        kw["nkeys_seed"] = conn.nkeys_seed
+    if conn.tls_ca or conn.tls_cert or any(s.startswith("tls://") for s in conn.servers):
+        ctx = ssl.create_default_context(cafile=conn.tls_ca)
+        if conn.tls_cert:
+            ctx.load_cert_chain(conn.tls_cert, conn.tls_key)
+        kw["tls"] = ctx
+        if conn.tls_hostname:
+            kw["tls_hostname"] = conn.tls_hostname
+    return await nats.connect(**kw)
+
+
+async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One JetStream API request; raises ``JetStreamError`` on an error reply."""
+    payload = json.dumps(body).encode() if body is not None else b""
+    reply = await nc.request(subject, payload, timeout=REQUEST_TIMEOUT_S)
+    resp: dict[str, Any] = json.loads(reply.data)
+    err = resp.get("error")
+    if err:
+        raise JetStreamError(
+            f"{subject}: {err.get('code')} {err.get('err_code')} {err.get('description')}"
+        )
+    return resp
+
+
+async def stream_state(nc: Client, prefix: str, stream: str) -> tuple[int, int]:
+    """``(first_seq, last_seq)`` of ``stream``."""
+    info = await api(nc, f"{prefix}.STREAM.INFO.{stream}")
+    state = info.get("state") or {}
+    return int(state.get("first_seq", 0)), int(state.get("last_seq", 0))
+
+
+@dataclass
+class AckMeta:
+    """What a ``$JS.ACK`` reply subject says about a delivered message."""
+
+    stream_seq: int
+    timestamp_ns: int
+    pending: int
+
+
+def parse_ack_subject(reply: str) -> AckMeta:
+    """Parse ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>`` (and the
+    domain form with ``<domain>.<account hash>`` before the stream and a random token last)."""
+    t = reply.split(".")
+    if len(t) == 9:
+        return AckMeta(int(t[5]), int(t[7]), int(t[8]))
+    if len(t) >= 12:
+        return AckMeta(int(t[7]), int(t[9]), int(t[10]))
+    raise ValueError(f"not a JetStream ack subject: {reply!r}")
+
+
+def consumer_config(
+    start_seq: int | None, start_time_ns: int | None, filters: Sequence[str]
+) -> dict[str, Any]:
+    """Config of the ephemeral reading consumer: R1, memory, no acks, idle clean-up."""
+    cfg: dict[str, Any] = {
+        "ack_policy": "none",
+        "replay_policy": "instant",
+        "num_replicas": 1,
+        "mem_storage": True,
+        "inactive_threshold": CONSUMER_IDLE_NS,
+    }
+    if start_time_ns is not None:
+        from datetime import UTC, datetime
+
+        secs, ns = divmod(start_time_ns, 1_000_000_000)
+        dt = datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        cfg["deliver_policy"] = "by_start_time"
+        cfg["opt_start_time"] = f"{dt}.{ns:09d}Z"
+    else:
+        cfg["deliver_policy"] = "by_start_sequence"
+        cfg["opt_start_seq"] = int(start_seq or 1)
+    if len(filters) == 1:
+        cfg["filter_subject"] = filters[0]
+    elif filters:
+        cfg["filter_subjects"] = list(filters)
+    return cfg
+
+
+@dataclass
+class Columns:
+    """Column lists of a chunk of read messages."""
+
+    subjects: list[str] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    times_us: list[int] = field(default_factory=list)
+    headers: list[list[tuple[str, list[str]]] | None] = field(default_factory=list)
+    data: list[bytes] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+class RangeReader:
+    """Reads the messages with sequences in ``[first, end)`` (see the module doc).
+
+    Use ``await open()``, then ``await next_chunk()`` until it returns None, then
+    ``await close()`` (always, also after an error).
+
+    Cancellation: cancelling ``next_chunk`` loses nothing the caller had; ``close`` still
+    deletes the consumer (the server also drops it after ``CONSUMER_IDLE_NS`` idle).
+    """
+
+    def __init__(
+        self,
+        conn: ConnectOptions,
+        stream: str,
+        first: int,
+        end: int,
+        filters: Sequence[str] = (),
+        *,
+        include_headers: bool = True,
+        fetch_batch: int = 1024,
+        fetch_timeout_s: float = 5.0,
+        raw: bool | None = None,
+    ) -> None:
+        self.conn, self.stream, self.first, self.end = conn, stream, first, end
+        self.use_raw = wire.supports(conn) if raw is None else raw
+        self.filters = tuple(filters)
+        self.include_headers = include_headers
+        self.fetch_batch = fetch_batch
+        self.fetch_timeout_s = fetch_timeout_s
+        self.nc: Client | None = None
+        self.consumer: str | None = None
+        self.done = end <= first
+        self._chunk = Columns()
+        self._ready = asyncio.Event()
+        self._error: BaseException | None = None
+        self._requested = 0
+        self._received_for_requests = 0
+        self._inbox = ""
+        self._sub: Any = None
+        self._raw: wire.RawConnection | None = None
+
+    async def open(self) -> None:
+        """Connect and create the consumer (nothing to do for an empty range)."""
+        if self.done:
+            return
+        self.nc = await connect(self.conn, name=f"trijet-spark-read-{os.getpid()}")
+        prefix = self.conn.api_prefix
+        self._inbox = self.nc.new_inbox()
+        if self.use_raw:
+            self._raw = wire.RawConnection(self.conn, f"trijet-spark-data-{os.getpid()}")
+            await self._raw.connect()
+            self._raw.subscribe(self._inbox)
+            self._raw.start(self._on_raw, self._fail)
+        else:
+            self._sub = await self.nc.subscribe(self._inbox, cb=self._on_msg)
+        cfg = consumer_config(self.first, None, self.filters)
+        info = await api(
+            self.nc,
+            f"{prefix}.CONSUMER.CREATE.{self.stream}",
+            {"stream_name": self.stream, "config": cfg},
+        )
+        self.consumer = info["name"]
+        if int(info.get("num_pending", 0)) == 0:
+            self.done = True
+            return
+        self._pull()
+        self._pull()
+
+    def _pull(self) -> None:
+        assert self.nc is not None
+        remaining = self.end - self.first
+        batch = max(1, min(self.fetch_batch, remaining))
+        body = json.dumps({"batch": batch, "expires": int(self.fetch_timeout_s * 1e9)}).encode()
+        self._requested += batch
+        subject = f"{self.conn.api_prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}"
+        if self._raw is not None:
+            self._raw.publish(subject, body, self._inbox)
+        else:
+            self._pending_pub = asyncio.ensure_future(
+                self.nc.publish(subject, body, reply=self._inbox)
+            )
+
+    async def _on_msg(self, msg: Msg) -> None:
+        """nats-py data plane (credentials the raw connection cannot present)."""
+        if self.done:
+            return
+        if not msg.reply:
+            hdrs = msg.headers or {}
+            self._status(hdrs.get("Status", ""), hdrs.get("Description", ""))
+            return
+        try:
+            meta = parse_ack_subject(msg.reply)
+        except ValueError as e:
+            self._fail(e)
+            return
+        h = msg.headers if self.include_headers else None
+        pairs = (
+            [(k, [v]) for k, v in h.items() if k not in ("Status", "Description")] if h else None
+        )
+        self._deliver(
+            msg.subject, meta.stream_seq, meta.timestamp_ns, meta.pending, pairs, msg.data
+        )
+
+    def _on_raw(self, subject: bytes, reply: bytes | None, hdr: bytes | None, data: bytes) -> None:
+        """Raw data plane (``pipeline.wire``)."""
+        if self.done:
+            return
+        if reply is None:
+            status = wire.parse_headers(hdr)[0] if hdr else None
+            desc = hdr.split(b"\r\n", 1)[0][13:].decode(errors="replace") if hdr else ""
+            self._status(status or "", desc)
+            return
+        t = reply.split(b".")
+        if len(t) == 9:
+            seq, ts, pending = int(t[5]), int(t[7]), int(t[8])
+        elif len(t) >= 12:
+            seq, ts, pending = int(t[7]), int(t[9]), int(t[10])
+        else:
+            self._fail(ValueError(f"not a JetStream ack subject: {reply!r}"))
+            return
+        headers = None
+        if hdr is not None and self.include_headers:
+            headers = wire.parse_headers(hdr)[1] or None
+        self._deliver(subject.decode(), seq, ts, pending, headers, data)
+
+    def _status(self, status: str, description: str) -> None:
+        if status in ("404", "408", "409"):
+            # a pull request ended without filling: count it as completed
+            if status == "409" and "Exceeded" not in description:
+                self._fail(JetStreamError(f"pull ended: {status} {description}"))
+                return
+            self._received_for_requests += self.fetch_batch
+            self._maybe_pull()
+
+    def _deliver(
+        self,
+        subject: str,
+        seq: int,
+        ts_ns: int,
+        pending: int,
+        headers: list[tuple[str, list[str]]] | None,
+        data: bytes,
+    ) -> None:
+        self._received_for_requests += 1
+        if seq >= self.end:
+            self._finish()
+            return
+        c = self._chunk
+        c.subjects.append(subject)
+        c.seqs.append(seq)
+        c.times_us.append(ts_ns // 1000)
+        c.headers.append(headers)
+        c.data.append(data)
+        if seq >= self.end - 1 or pending == 0:
+            self._finish()
+            return
+        self._maybe_pull()
+        if len(c) >= self.fetch_batch:
+            self._ready.set()
+
+    def _maybe_pull(self) -> None:
+        # one request completes per fetch_batch messages: keep two outstanding
+        if self._requested - self._received_for_requests <= self.fetch_batch:
+            self._pull()
+
+    def _finish(self) -> None:
+        self.done = True
+        self._ready.set()
+
+    def _fail(self, e: BaseException) -> None:
+        self._error = e
+        self.done = True
+        self._ready.set()
+
+    async def next_chunk(self) -> Columns | None:
+        """The next chunk of messages (in sequence order), or None when the range is read."""
+        while True:
+            if self._error is not None:
+                raise self._error
+            if len(self._chunk) >= self.fetch_batch or (self.done and len(self._chunk)):
+                chunk, self._chunk = self._chunk, Columns()
+                return chunk
+            if self.done:
+                return None
+            self._ready.clear()
+            had = len(self._chunk)
+            try:
+                await asyncio.wait_for(self._ready.wait(), self.fetch_timeout_s * 2)
+            except TimeoutError:
+                if len(self._chunk) > had:
+                    continue  # slow but moving: a chunk fills slower than the timeout
+                raise JetStreamError(
+                    f"no progress reading {self.stream} [{self.first}, {self.end}) within "
+                    f"{self.fetch_timeout_s * 2:.1f}s (have {self._chunk.seqs[-1:]})"
+                ) from None
+
+    async def close(self) -> None:
+        """Delete the consumer (best effort) and close the connections."""
+        nc, self.nc = self.nc, None
+        self.done = True
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            await raw.close()
+        if nc is None:
+            return
+        try:
+            if self.consumer and nc.is_connected:
+                await api(
+                    nc, f"{self.conn.api_prefix}.CONSUMER.DELETE.{self.stream}.{self.consumer}"
+                )
+        except Exception as e:  # the consumer times out by itself (inactive_threshold)
+            log.debug("consumer delete failed stream=%s err=%s", self.stream, e)
+        finally:
+            await nc.close()
+
+
+async def seq_at_time(conn: ConnectOptions, nc: Client, stream: str, time_ns: int) -> int | None:
+    """The first sequence stored at or after ``time_ns``, or None when there is none yet."""
+    prefix = conn.api_prefix
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, max_msgs=0)
+    info = await api(
+        nc,
+        f"{prefix}.CONSUMER.CREATE.{stream}",
+        {"stream_name": stream, "config": consumer_config(None, time_ns, ())},
+    )
+    name = info["name"]
+    try:
+        if int(info.get("num_pending", 0)) == 0:
+            return None
+        await nc.publish(
+            f"{prefix}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            json.dumps({"batch": 1, "expires": int(REQUEST_TIMEOUT_S * 1e9)}).encode(),
+            reply=inbox,
+        )
+        while True:
+            msg = await sub.next_msg(timeout=REQUEST_TIMEOUT_S)
+            if msg.reply:
+                return parse_ack_subject(msg.reply).stream_seq
+            status = (msg.headers or {}).get("Status")
+            if status in ("404", "408"):
+                return None
+    finally:
+        await sub.unsubscribe()
+        try:
+            await api(nc, f"{prefix}.CONSUMER.DELETE.{stream}.{name}")
+        except Exception as e:
+            log.debug("consumer delete failed stream=%s err=%s", stream, e)
+
+
+@dataclass
+class PublishResult:
+    """What a task's publishes came to."""
+
+    published: int = 0
+    duplicates: int = 0
+    retries: int = 0
+
+
+class Publisher:
+    """Pipelined publishes with every PubAck awaited (see the module doc).
+
+    Cancellation: messages already sent may be stored; a re-run republishes them with the same
+    ``Nats-Msg-Id`` and the stream drops them within its duplicate window.
+    """
+
+    def __init__(self, nc: Client, *, max_inflight: int = 2048, timeout_s: float = 10.0) -> None:
+        self.nc = nc
+        self.max_inflight = max_inflight
+        self.timeout_s = timeout_s
+        self.result = PublishResult()
+        self._prefix = nc.new_inbox() + "."
+        self._next = 0
+        self._inflight: dict[str, tuple[str, bytes, dict[str, str] | None]] = {}
+        self._room = asyncio.Event()
+        self._room.set()
+        self._drained = asyncio.Event()
+        self._error: BaseException | None = None
+        self._sub: Any = None
+        self._acked = 0
+
+    async def start(self) -> None:
+        self._sub = await self.nc.subscribe(self._prefix + "*", cb=self._on_ack)
+
+    async def _on_ack(self, msg: Msg) -> None:
+        token = msg.subject[len(self._prefix) :]
+        if token not in self._inflight:
+            return  # an ack of an earlier attempt that was retried
+        try:
+            ack = json.loads(msg.data) if msg.data else {}
+        except ValueError:
+            ack = {}
+        status = (msg.headers or {}).get("Status")
+        if status == "503":
+            # no responders: the stream is not there (yet/any more): retry then fail
+            return
+        if "error" in ack or not ack:
+            err = ack.get("error") or {"description": f"status {status}"}
+            self._error = JetStreamError(
+                f"publish to {self._inflight[token][0]}: {err.get('code')} {err.get('err_code')} "
+                f"{err.get('description')}"
+            )
+            self._room.set()
+            self._drained.set()
+            return
+        del self._inflight[token]
+        self._acked += 1
+        if ack.get("duplicate"):
+            self.result.duplicates += 1
+        else:
+            self.result.published += 1
+        if len(self._inflight) < self.max_inflight:
+            self._room.set()
+        if not self._inflight:
+            self._drained.set()
+
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
+        """Send one message (waits while ``max_inflight`` are unacknowledged)."""
+        while len(self._inflight) >= self.max_inflight:
+            if self._error:
+                raise self._error
+            self._room.clear()
+            try:
+                await asyncio.wait_for(self._room.wait(), self.timeout_s)
+            except TimeoutError:
+                await self._resend()
+        if self._error:
+            raise self._error
+        token = str(self._next)
+        self._next += 1
+        self._inflight[token] = (subject, data, headers)
+        self._drained.clear()
+        await self.nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+
+    async def _resend(self) -> None:
+        self.result.retries += 1
+        if self.result.retries > 5:
+            raise JetStreamError(f"{len(self._inflight)} publishes unacknowledged after retries")
+        log.warning("publish acks overdue count=%d: resending", len(self._inflight))
+        for token, (subject, data, headers) in list(self._inflight.items()):
+            await self.nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+
+    async def flush(self) -> PublishResult:
+        """Wait until every publish is acknowledged (resending overdue ones); the totals."""
+        while self._inflight:
+            if self._error:
+                raise self._error
+            self._drained.clear()
+            acked = self._acked
+            try:
+                await asyncio.wait_for(self._drained.wait(), self.timeout_s)
+            except TimeoutError:
+                if self._acked == acked:  # no ack at all for timeout_s: resend
+                    await self._resend()
+        if self._error:
+            raise self._error
+        return self.result
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
