@@ -89,6 +89,7 @@ class MemoryStreamStore:
         self._subj: dict[str, dict[int, None]] = {}
         self._bytes = 0
         self._last_seq = 0
+        self._lo = 1  # no live sequence below it (see _first_seq)
         self._last_ts = 0
         self._closed = False
         self._report = RecoveryReport()
@@ -126,9 +127,22 @@ class MemoryStreamStore:
         return msg_size(m.subject, m.headers, m.payload, self._acct)
 
     def _first_seq(self) -> int:
-        if self._msgs:
-            return next(iter(self._msgs))
-        return self._last_seq + 1 if self._last_seq > 0 else 0
+        """The first live sequence: walked up from ``_lo``, a lower bound that
+        only moves forward, so each sequence is passed over once (a plain
+        ``next(iter(self._msgs))`` walks every slot deleted at the dict's front:
+        a cost in the messages dropped, per call)."""
+        msgs = self._msgs
+        if not msgs:
+            return self._last_seq + 1 if self._last_seq > 0 else 0
+        lo = self._lo
+        last = self._last_seq
+        while lo not in msgs:
+            lo += 1
+            if lo > last:  # never: _lo is kept a lower bound; be safe anyway
+                lo = min(msgs)
+                break
+        self._lo = lo
+        return lo
 
     def _drop(self, seq: int) -> StoredMsg:
         m = self._msgs.pop(seq)
@@ -142,9 +156,10 @@ class MemoryStreamStore:
     def _iter_from(self, start: int) -> Iterator[StoredMsg]:
         if not self._msgs:
             return
-        lo = max(start, next(iter(self._msgs)))
+        first = self._first_seq()
+        lo = max(start, first)
         msgs = self._msgs
-        if lo <= next(iter(msgs)):
+        if lo <= first:
             yield from msgs.values()
             return
         for s in range(lo, self._last_seq + 1):
@@ -171,6 +186,8 @@ class MemoryStreamStore:
         if self._unbounded and not headers:
             # The common case: no limit can reject or evict, no TTL to index.
             new_seq = self._last_seq + 1
+            if not self._msgs:
+                self._lo = new_seq
             self._msgs[new_seq] = StoredMsg(new_seq, subject, b"", bytes(payload), ts_ns)
             self._bytes += size
             sseqs = self._subj.get(subject)
@@ -199,6 +216,8 @@ class MemoryStreamStore:
         if err is not None:
             raise err()
         new_seq = self._last_seq + 1
+        if not self._msgs:
+            self._lo = new_seq
         self._msgs[new_seq] = StoredMsg(new_seq, subject, bytes(headers), bytes(payload), ts_ns)
         self._bytes += size
         if sseqs is None:
@@ -224,7 +243,7 @@ class MemoryStreamStore:
     def _enforce_stream(self) -> int:
         n = 0
         while self._msgs and over_limits(self._limits, len(self._msgs), self._bytes):
-            self._drop(next(iter(self._msgs)))
+            self._drop(self._first_seq())
             n += 1
         return n
 
@@ -290,7 +309,7 @@ class MemoryStreamStore:
             return self._purge_all(seq)
         n = 0
         while self._msgs:
-            first = next(iter(self._msgs))
+            first = self._first_seq()
             if first >= seq:
                 break
             self._drop(first)
@@ -509,7 +528,7 @@ class MemoryStreamStore:
         """See ``StreamStore.state``."""
         self._check_open()
         first = self._first_seq()
-        first_ts = next(iter(self._msgs.values())).ts_ns if self._msgs else 0
+        first_ts = self._msgs[first].ts_ns if self._msgs else 0
         n = len(self._msgs)
         num_deleted = max(0, self._last_seq - first + 1 - n) if n else 0
         deleted: tuple[int, ...] | None = None
@@ -563,6 +582,7 @@ class MemoryStreamStore:
             self._msgs[m.seq] = m
             self._subj.setdefault(m.subject, {})[m.seq] = None
             self._bytes += self._size(m)
+        self._lo = min(self._msgs, default=1)
         self._last_seq = hdr.last_seq
         self._last_ts = hdr.last_ts
         self._reindex_ttls()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -118,7 +119,9 @@ class StreamStateMachine(SourcingApply):
     def __init__(self, store: StreamStore, policy: StreamPolicy) -> None:
         self._store = store
         self._policy = policy
-        self._dedupe: dict[str, tuple[int, int]] = {}
+        # insertion order = age; an OrderedDict so pruning the oldest is O(1)
+        # (a plain dict's next(iter()) walks every slot deleted at its front)
+        self._dedupe: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
         #: add a ``Stored`` effect per stored publish (the shell sets it for
         #: streams that republish; it changes no state)
@@ -162,7 +165,7 @@ class StreamStateMachine(SourcingApply):
         """Replace the dedupe table and last msg id (a replicated stream's
         group installing a state snapshot whose messages its store lacks)."""
         self._last_msg_id = last_msg_id
-        self._dedupe = {k: (seq, ts) for k, seq, ts in entries}
+        self._dedupe = OrderedDict((k, (seq, ts)) for k, seq, ts in entries)
 
     def dedupe_entries(self) -> Iterator[tuple[str, int, int]]:
         """The dedupe table as ``(msg_id, seq, ts_ns)`` in insertion order."""
@@ -389,7 +392,7 @@ class StreamStateMachine(SourcingApply):
             k = next(iter(d))
             if now_ns - d[k][1] < window:
                 break
-            del d[k]
+            d.popitem(last=False)
 
     # ------------------------------------------------------------------ other ops
 
@@ -536,7 +539,7 @@ class StreamStateMachine(SourcingApply):
         self._store.update_limits(store_limits(policy))
         self._policy = policy
         self._last_msg_id = last_id
-        self._dedupe = dedupe
+        self._dedupe = OrderedDict(dedupe)
 
 
 def _id_bytes(s: str) -> bytes:

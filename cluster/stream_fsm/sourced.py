@@ -32,6 +32,8 @@ uses the machine's store, policy and dedupe table.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from cluster.headers import parse_headers
 from cluster.ops import MirrorMsg, Publish, SourcedMsg, StreamPolicy
 from cluster.stream_fsm.results import (
@@ -62,7 +64,7 @@ class SourcingApply:
 
     _store: StreamStore
     _policy: StreamPolicy
-    _dedupe: dict[str, tuple[int, int]]
+    _dedupe: OrderedDict[str, tuple[int, int]]
     _last_msg_id: str
 
     def _prune_dedupe(self, now_ns: int) -> None:  # provided by the machine
