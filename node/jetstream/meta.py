@@ -52,6 +52,7 @@ from cluster.meta import (
     PeerRecord,
     StreamAssigned,
     StreamAssignment,
+    StreamPeersChanged,
     StreamRemoved,
     StreamUpdated,
     peer_entry,
@@ -98,6 +99,9 @@ CLUSTER_OPS = {
     ("INFO",),
 }
 
+
+#: ops about one stream that only the meta leader handles (tokens after ``API``)
+META_LEADER_OPS = {("STREAM", "PEER", "REMOVE")}
 
 #: ops about one stream: prefix -> index of the stream name's token
 _STREAM_SCOPED = {
@@ -339,13 +343,15 @@ class MetaLayer:
         """Whether this server runs ``sa`` (one of its peers)."""
         return self.name in sa.peers
 
-    def replica_spec(self, sa: StreamAssignment) -> ReplicaSpec | None:
-        """This server's place in ``sa``'s Raft group (None for R1)."""
+    def replica_spec(
+        self, sa: StreamAssignment, members: tuple[str, ...] | None = None
+    ) -> ReplicaSpec | None:
+        """This server's place in ``sa``'s Raft group (None for R1); ``members``
+        overrides the assignment's peers (a newcomer joining a running group)."""
         if len(sa.peers) < 2:
             return None
-        return ReplicaSpec(
-            sa.group, self.name, tuple(sa.peers), self.links, seed=self.rng.getrandbits(63)
-        )
+        peers = tuple(members) if members is not None else tuple(sa.peers)
+        return ReplicaSpec(sa.group, self.name, peers, self.links, seed=self.rng.getrandbits(63))
 
     def specs(self, names: list[str]) -> list[PeerSpec]:
         """Placement's view of the servers ``names`` (online: reachable now)."""
@@ -398,6 +404,10 @@ class MetaLayer:
     def answers(self, op: tuple[str, ...]) -> bool | None:
         """Whether this server handles an API request (exactly one does);
         None while that depends on a meta leader not known yet (park it)."""
+        if op[:3] in META_LEADER_OPS:  # about a stream, decided by the meta leader
+            if not self.ready.is_set() or self.leader is None:
+                return None
+            return self.leader == self.name
         name = stream_of_op(op)
         local = None if name is None else self.svc.api.streams.get(name)
         if local is not None:  # this server runs the stream
@@ -513,6 +523,8 @@ class MetaLayer:
         elif isinstance(effect, StreamRemoved):
             if effect.assignment.name in self.svc.api.streams:
                 await meta_effects.removed(self.svc, effect)
+        elif isinstance(effect, StreamPeersChanged):
+            await self.svc.membership.peers_changed(effect)
 
     async def _reconcile(self) -> None:
         """Start the streams assigned to this server (at start)."""

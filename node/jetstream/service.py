@@ -44,6 +44,7 @@ from node.jetstream import (
     apilevel,
     clustered,
     consumers_api,
+    membership,
     msgs_api,
     republish,
     snapshot_api,
@@ -52,6 +53,7 @@ from node.jetstream import (
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
+from node.jetstream.membership import Membership
 from node.jetstream.meta import MetaLayer
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
 from node.jsapi import render
@@ -84,6 +86,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
     ("STREAM", "LIST"): (streams_api.list_, 0, 0),
     ("STREAM", "PURGE"): (streams_api.purge, 1, 1),
     ("STREAM", "LEADER", "STEPDOWN"): (streams_api.leader_stepdown, 1, 1),
+    ("STREAM", "PEER", "REMOVE"): (membership.peer_remove, 1, 1),
     ("STREAM", "MSG", "GET"): (msgs_api.get, 1, 1),
     ("STREAM", "MSG", "DELETE"): (msgs_api.delete, 1, 1),
     ("DIRECT", "GET"): (msgs_api.direct_get, 1, 1_000),
@@ -177,6 +180,7 @@ class JetStreamService:
         self.meta: MetaLayer | None = None
         if server.cfg.cluster is not None:
             self.meta = MetaLayer(self)
+        self.membership = Membership(self)
         #: directories set aside at start because they could not be recovered
         self.quarantined: list[Quarantined] = []
 
@@ -207,6 +211,8 @@ class JetStreamService:
                 for route in list(server.routes.by_id.values()):
                     self.meta.route_up(route)
                 server.raft_links = self.meta.links
+                self.api.on_stream_started.append(self.membership.stream_started)
+                self.membership.start()
                 clustered.usage_responder(self)
                 nursery.start_soon(self.meta.run)
             task_status.started()
