@@ -97,6 +97,8 @@ async def answering(svc: JetStreamService, stream: Stream) -> bool:
         return True
     with trio.move_on_after(LEADER_WAIT_S):
         await rg.raft.wait_leader()
+        if rg.is_leader:  # its LEADER_ELECTED goes out before anything else
+            await rg.lead_announced.wait()
     return rg.is_leader
 
 

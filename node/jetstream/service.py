@@ -42,6 +42,7 @@ from cluster.transform import cached as cached_transform
 from node.internal import InternalClient
 from node.jetstream import (
     apilevel,
+    cluster_advisories,
     clustered,
     consumers_api,
     membership,
@@ -287,8 +288,12 @@ class JetStreamService:
                     self.advisories.stream_leader_elected(
                         name, me["name"], [me, *block["replicas"]]
                     )
+                    for c in list(self.consumers.of(name).values()):
+                        cluster_advisories.consumer_leader_elected(self, c)
             else:
                 self.release(name)
+                if self.meta is not None and cluster_advisories.lost_quorum(stream):
+                    cluster_advisories.quorum_lost(self, stream)
             if self.meta is not None:
                 self.meta.kick()
 
