@@ -9,7 +9,7 @@ phase is cancelled.  Loops are bounded by the deadline and by ``ROUNDS_MAX``.
 
 Fault families (chaos-matrix.md): F1 kill, F2 bounce, F3 pause, F4 partitions (isolate, 2/1,
 bridge, one-way, flapping), F5 slow links, F8 pause-kill composite, F9 corruption of a minority's
-files while down, F13 stream-leader stepdown churn, F6/F7 power loss (``chaos.powerloss``).
+files while down, F13 stream-leader stepdown churn and peer-remove churn (R2 streams), F6/F7 power loss (``chaos.powerloss``).
 """
 
 from __future__ import annotations
@@ -310,6 +310,45 @@ async def stepdown(nm: Nemesis) -> None:
             await asyncio.sleep(0.5)
 
 
+PEER_REMOVE_STREAMS = ("LOG", "CHAIN", "WQ")
+
+
+async def _members(nm: Nemesis, stream: str) -> list[str]:
+    try:
+        msg = await nm.request(f"$JS.API.STREAM.INFO.{stream}", b"")
+        cl = json.loads(msg.data).get("cluster") or {}
+    except Exception:
+        return []
+    names = {cl.get("leader"), *(r.get("name") for r in cl.get("replicas") or [])}
+    return sorted(n for n in names if n in nm.sup.nodes)
+
+
+async def peer_remove(nm: Nemesis) -> None:
+    """F13 membership churn: ``STREAM.PEER.REMOVE`` of a member of LOG, CHAIN or WQ (R2 in
+    this scenario, so the third server is free to take its place), its leader half of the
+    time; the removed server may be chosen again in a later round."""
+    for _ in range(ROUNDS_MAX):
+        if not await nm.pause_for(1.5, 3):
+            return
+        stream = nm.rng.choice(PEER_REMOVE_STREAMS)
+        members = await _members(nm, stream)
+        if not members:
+            nm.hist.event("note", what=f"peer-remove: no members of {stream} known")
+            continue
+        ld = nm.leader() if stream == "LOG" else members[0]
+        victim = ld if ld in members and nm.rng.random() < 0.5 else nm.rng.choice(members)
+        async with nm.window("peer-remove", [victim], stream=stream):
+            try:
+                msg = await nm.request(
+                    f"$JS.API.STREAM.PEER.REMOVE.{stream}", json.dumps({"peer": victim}).encode()
+                )
+                answer = json.loads(msg.data)
+            except Exception as exc:
+                answer = {"exception": repr(exc)[:200]}
+            nm.hist.event("note", what=f"peer-remove {victim} from {stream}", answer=answer)
+            await nm.pause_for(1, 2)
+
+
 async def power_loss_one(nm: Nemesis) -> None:
     await _power_loss(nm, lambda: [nm.rng.choice(nm.names)], "power-loss")
 
@@ -390,6 +429,7 @@ class Scenario:
     title: str
     fn: Callable[[Nemesis], Awaitable[None]]
     needs_power: bool = False
+    replicas: int | None = None  # the streams' replicas, when the scenario needs a count
 
 
 SCENARIOS = {
@@ -429,6 +469,13 @@ SCENARIOS = {
         ),
         Scenario("stepdown", "F13", "LOG leader stepdown via the JS API", stepdown),
         Scenario("scale-churn", "F13", "scale LOG R3 -> R1 -> R3", scale_churn),
+        Scenario(
+            "peer-remove",
+            "F13",
+            "PEER.REMOVE a member of an R2 stream (the spare server takes its place)",
+            peer_remove,
+            replicas=2,
+        ),
         Scenario("disk-full", "F11", "one node's writes fail with ENOSPC 2-5 s", disk_full, True),
     )
 }

@@ -36,14 +36,15 @@ def majority_log(data: RunData, stream: str = "LOG") -> dict[int, str] | None:
     """Per seq, the payload a majority of replicas hold; None if no majority was readable."""
     votes: dict[int, Counter[str]] = {}
     readable = 0
-    for r in data.reads.values():
+    replicas = [r for r in data.reads.values() if stream in r]
+    for r in replicas:
         sr = r.get(stream)
         if sr is None or sr.error is not None:
             continue
         readable += 1
         for seq, (_subj, payload) in sr.msgs.items():
             votes.setdefault(seq, Counter())[payload] += 1
-    need = len(data.reads) // 2 + 1
+    need = len(replicas) // 2 + 1
     if readable < need:
         return None
     out = {}
