@@ -42,6 +42,8 @@ class Nemesis:
     leader_of: Callable[[], str | None]
     request: Callable[[str, bytes], Awaitable[Any]]
     power: Any = None  # chaos.powerloss.PowerLoss when the run mounted one
+    #: cut the next pause to at most this (a composite's part acts early in its short share)
+    first_pause_s: float | None = None
 
     @property
     def names(self) -> list[str]:
@@ -53,6 +55,8 @@ class Nemesis:
     async def pause_for(self, lo: float, hi: float) -> bool:
         """Sleep a drawn time in [lo, hi], cut at the deadline; False once it has passed."""
         d = min(self.rng.uniform(lo, hi), max(0.0, self.left()))
+        if self.first_pause_s is not None:
+            d, self.first_pause_s = min(d, self.first_pause_s), None
         await asyncio.sleep(d)
         return self.left() > 0
 
@@ -479,3 +483,50 @@ SCENARIOS = {
         Scenario("disk-full", "F11", "one node's writes fail with ENOSPC 2-5 s", disk_full, True),
     )
 }
+
+
+#: a composite's part waits at most this before its first fault
+FIRST_PAUSE_S = 0.5
+
+
+def scenario_of(spec: str) -> Scenario:
+    """A scenario by name, or several joined by ``+`` (``kill-leader+stepdown``) run one
+    after the other in one cluster run: each gets an equal share of the fault phase and the
+    cluster is healed after each, so one start, setup, quiet and read serve several fault
+    families (the CI drills); each part's first fault comes within ``FIRST_PAUSE_S``.  A ``part`` record opens each share in the history.
+
+    Raises:
+        KeyError: an unknown scenario name.
+        ValueError: parts that need different stream replica counts.
+    """
+    if "+" not in spec:
+        return SCENARIOS[spec]
+    parts = [SCENARIOS[p] for p in spec.split("+")]
+    counts = {p.replicas for p in parts if p.replicas is not None}
+    if len(counts) > 1:
+        raise ValueError(f"{spec}: parts need different replica counts {sorted(counts)}")
+
+    async def fn(nm: Nemesis) -> None:
+        loop = asyncio.get_running_loop()
+        end = nm.deadline
+        share = max(0.0, nm.left()) / len(parts)
+        try:
+            for p in parts:
+                # from the part's own start: a part that overran (restarts are slow) does
+                # not eat the next one's share; the phase ends later instead
+                nm.deadline = loop.time() + share
+                nm.hist.event("part", scenario=p.name, family=p.family)
+                nm.first_pause_s = FIRST_PAUSE_S
+                await p.fn(nm)
+                await nm.heal_all()
+        finally:
+            nm.deadline = end
+
+    return Scenario(
+        spec,
+        "+".join(p.family for p in parts),
+        "; then ".join(p.title for p in parts),
+        fn,
+        any(p.needs_power for p in parts),
+        counts.pop() if counts else None,
+    )
