@@ -12,6 +12,7 @@ from cluster.meta.machine import (
     PeerRegistered,
     PeerReplaced,
     Removed,
+    ServerRemoved,
     StreamAssigned,
     StreamAssignment,
     StreamPeersChanged,
@@ -21,6 +22,7 @@ from cluster.meta.machine import (
     delete_stream_entry,
     peer_entry,
     remove_peer_entry,
+    remove_server_entry,
     update_stream_entry,
 )
 
@@ -32,6 +34,7 @@ __all__ = [
     "PeerRegistered",
     "PeerReplaced",
     "Removed",
+    "ServerRemoved",
     "StreamAssigned",
     "StreamAssignment",
     "StreamPeersChanged",
@@ -41,5 +44,6 @@ __all__ = [
     "delete_stream_entry",
     "peer_entry",
     "remove_peer_entry",
+    "remove_server_entry",
     "update_stream_entry",
 ]

@@ -48,6 +48,7 @@ __all__ = [
     "PeerRegistered",
     "PeerReplaced",
     "Removed",
+    "ServerRemoved",
     "StreamAssigned",
     "StreamAssignment",
     "StreamPeersChanged",
@@ -57,6 +58,7 @@ __all__ = [
     "delete_stream_entry",
     "peer_entry",
     "remove_peer_entry",
+    "remove_server_entry",
     "update_stream_entry",
 ]
 
@@ -72,6 +74,7 @@ class MetaOp(IntEnum):
     UPDATE_STREAM = 3
     DELETE_STREAM = 4
     REMOVE_STREAM_PEER = 5
+    REMOVE_SERVER = 6
 
 
 # ---------------------------------------------------------------- state types
@@ -161,6 +164,14 @@ class PeerReplaced:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerRemoved:
+    """REMOVE_SERVER applied: ``streams`` had their peers changed."""
+
+    server: str
+    streams: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PeerRegistered:
     """PEER applied."""
 
@@ -198,7 +209,8 @@ class StreamRemoved:
 
 @dataclass(frozen=True, slots=True)
 class StreamPeersChanged:
-    """A stream's peer set changed (PEER.REMOVE): ``old`` is the set before."""
+    """A stream's peer set changed (PEER.REMOVE, SERVER.REMOVE): ``old`` is the set
+    before; ``added`` is "" when no free server could take the removed one's place."""
 
     assignment: StreamAssignment
     old: tuple[str, ...]
@@ -213,6 +225,7 @@ STREAM_NOT_FOUND = MetaError(404, 10059, "stream not found")
 REPLICAS_NOT_UPDATABLE = MetaError(400, 10061, "Replicas configuration can not be updated")
 BAD_ENTRY = MetaError(500, 10010, "malformed meta entry")
 PEER_NOT_MEMBER = MetaError(400, 10040, "peer not a member")
+SERVER_NOT_MEMBER = MetaError(400, 10044, "server is not a member of the cluster")
 PEER_REMAP_FAILED = MetaError(503, 10075, "peer remap failed")
 
 
@@ -291,6 +304,23 @@ def remove_peer_entry(
             "online": sorted(online),
             "unique_tag": unique_tag,
         },
+    )
+
+
+def remove_server_entry(server: str, *, seed: int, online: Iterable[str], unique_tag: str) -> bytes:
+    """Remove a server from the cluster's JetStream (``$JS.API.SERVER.REMOVE``): it
+    leaves placement, and each replicated stream it held takes a free server in its place
+    when one fits (placed in apply), else keeps running on its other peers.
+
+    Args:
+        server: the server name.
+        seed: seeds placement's RNG.
+        online: servers the proposer sees as up.
+        unique_tag: the proposer's ``unique_tag`` setting ("" for none).
+    """
+    return _dump(
+        MetaOp.REMOVE_SERVER,
+        {"server": server, "seed": seed, "online": sorted(online), "unique_tag": unique_tag},
     )
 
 
@@ -398,6 +428,8 @@ class MetaMachine:
                 return self._update_stream(d)
             if op is MetaOp.REMOVE_STREAM_PEER:
                 return self._remove_peer(d)
+            if op is MetaOp.REMOVE_SERVER:
+                return self._remove_server(d)
             return self._delete_stream(d)
         except EntryError:
             return BAD_ENTRY
@@ -511,6 +543,34 @@ class MetaMachine:
             return STREAM_NOT_FOUND
         self._emit(StreamRemoved(sa, reply))
         return Removed(sa)
+
+    def _remove_server(self, d: Mapping[str, Any]) -> ServerRemoved | MetaError:
+        """SERVER.REMOVE: the server leaves placement; each replicated stream it held
+        gets a replacement when one fits, else runs on its other peers (the
+        reference keeps such an R3 on two).  An R1 stream on it keeps its assignment:
+        re-creating it elsewhere would start it empty (the reference does; trijet
+        never drops acknowledged data on a guess), so it waits for the server."""
+        server = _s(d, "server")
+        _i(d, "seed"), _strs(d, "online"), _s(d, "unique_tag")  # checked before any answer
+        if server not in self.peers:
+            return SERVER_NOT_MEMBER
+        # placement first, over the state before the change (all decided, then applied)
+        changes: list[tuple[StreamAssignment, str | None]] = []
+        for _, sa in sorted(self.streams.items()):
+            if server not in sa.peers or len(sa.peers) < 2:
+                continue
+            keep = [p for p in sa.peers if p != server]
+            chosen = self._place(sa.config, d, keep=keep, exclude=server)
+            added = chosen[0] if not isinstance(chosen, NoPlacement) and chosen else None
+            changes.append((sa, added))
+        del self.peers[server]
+        for sa, added in changes:
+            rest = tuple(p for p in sa.peers if p != server)
+            peers = (*rest, added) if added is not None else rest
+            new = StreamAssignment(sa.name, sa.config, sa.group, peers, sa.created_ns)
+            self.streams[sa.name] = new
+            self._emit(StreamPeersChanged(new, sa.peers, server, added or ""))
+        return ServerRemoved(server, tuple(sa.name for sa, _ in changes))
 
     # -- snapshots ----------------------------------------------------------
 

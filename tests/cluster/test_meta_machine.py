@@ -26,6 +26,7 @@ from cluster.meta.machine import (
     NAME_IN_USE,
     PEER_NOT_MEMBER,
     PEER_REMAP_FAILED,
+    SERVER_NOT_MEMBER,
     STREAM_NOT_FOUND,
     Assigned,
     MetaError,
@@ -35,6 +36,7 @@ from cluster.meta.machine import (
     PeerRegistered,
     PeerReplaced,
     Removed,
+    ServerRemoved,
     StreamAssigned,
     StreamPeersChanged,
     StreamRemoved,
@@ -43,6 +45,7 @@ from cluster.meta.machine import (
     delete_stream_entry,
     peer_entry,
     remove_peer_entry,
+    remove_server_entry,
     update_stream_entry,
 )
 
@@ -126,6 +129,12 @@ removes_st = st.builds(
     st.lists(st.sampled_from(SERVERS), unique=True),
     st.sampled_from(("", "az:")),
 )
+server_removes_st = st.builds(
+    lambda p, seed, online: remove_server_entry(p, seed=seed, online=online, unique_tag=""),
+    st.sampled_from((*SERVERS, "n9")),
+    st.integers(-(2**63), 2**63),
+    st.lists(st.sampled_from(SERVERS), unique=True),
+)
 # wrong types: a known op with every field drawn from anything cbor can carry
 json_like = st.recursive(
     st.none()
@@ -152,6 +161,7 @@ field_names = st.sampled_from(
         "reply",
         "stream",
         "peer",
+        "server",
     )
 )
 wrong_types_st = st.builds(
@@ -162,7 +172,16 @@ wrong_types_st = st.builds(
 )
 garbage_st = st.binary(max_size=64) | wrong_types_st
 entries_st = st.lists(
-    st.one_of(peers_st, adds_st, adds_st, updates_st, deletes_st, removes_st, garbage_st),
+    st.one_of(
+        peers_st,
+        adds_st,
+        adds_st,
+        updates_st,
+        deletes_st,
+        removes_st,
+        server_removes_st,
+        garbage_st,
+    ),
     max_size=40,
 )
 
@@ -179,7 +198,9 @@ def test_same_entries_same_state_and_results(entries: list[bytes]) -> None:
     for e in entries:
         ra, rb = a.apply(e), b.apply(e)
         assert ra == rb
-        assert isinstance(ra, Assigned | Removed | MetaError | PeerRegistered)
+        assert isinstance(
+            ra, Assigned | Removed | MetaError | PeerRegistered | PeerReplaced | ServerRemoved
+        )
         assert a.snapshot() == b.snapshot()
     # a member that restarts from a snapshot taken midway reaches the same state
     cut = len(entries) // 2
@@ -397,6 +418,7 @@ def test_entry_codes_are_stable() -> None:
         ("UPDATE_STREAM", 3),
         ("DELETE_STREAM", 4),
         ("REMOVE_STREAM_PEER", 5),
+        ("REMOVE_SERVER", 6),
     ]
 
 
@@ -467,3 +489,32 @@ def test_remove_peer_honours_tags_and_unique_tag() -> None:
     assert isinstance(res, PeerReplaced)
     new = m.streams["U"].peers
     assert gone not in new and az[new[0]] != az[new[1]]
+
+
+def test_remove_server_replaces_it_where_it_can_and_keeps_the_rest() -> None:
+    m = _machine("n1", "n2", "n3")
+    m.apply(_add(_cfg("R3", num_replicas=3)))
+    m.apply(_add(_cfg("R2", subjects=["r2"], num_replicas=2)))
+    m.apply(_add(_cfg("R1", subjects=["r1"])))
+    victim = m.streams["R2"].peers[0]
+    spare = ({"n1", "n2", "n3"} - set(m.streams["R2"].peers)).pop()
+    r1_before, r3_before = m.streams["R1"], m.streams["R3"]
+    effects: list[object] = []
+    m.listener = effects.append
+    res = m.apply(remove_server_entry(victim, seed=5, online=SERVERS, unique_tag=""))
+    assert res == ServerRemoved(victim, ("R2", "R3"))
+    assert victim not in m.peers
+    assert set(m.streams["R2"].peers) == {"n1", "n2", "n3"} - {victim}
+    assert spare in m.streams["R2"].peers
+    # an R3 on three servers has nobody free: it runs on the other two
+    assert m.streams["R3"].peers == tuple(p for p in r3_before.peers if p != victim)
+    assert m.streams["R1"] == r1_before  # never re-created empty elsewhere
+    assert [type(e).__name__ for e in effects] == ["StreamPeersChanged"] * 2
+    assert _restored(m).snapshot() == m.snapshot()
+    # gone now: a second remove is refused, and placement no longer uses it
+    snap = m.snapshot()
+    again = m.apply(remove_server_entry(victim, seed=5, online=SERVERS, unique_tag=""))
+    assert again == SERVER_NOT_MEMBER
+    assert m.snapshot() == snap
+    m.apply(_add(_cfg("NEW", subjects=["new"], num_replicas=2)))
+    assert victim not in m.streams["NEW"].peers
