@@ -222,6 +222,7 @@ class MetaLayer:
         self._changed = trio.Event()
         self._ever_had_leader = False
         self._leaderless_since: float | None = trio.current_time()
+        self._nursery: trio.Nursery | None = None
 
     # -- routes -------------------------------------------------------------
 
@@ -259,6 +260,7 @@ class MetaLayer:
     async def run(self) -> None:
         """Form or rejoin the meta group and serve it until cancelled."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self.links.run)
             nursery.start_soon(self._unpark_loop)
             peers = await self._members()
@@ -491,6 +493,19 @@ class MetaLayer:
                     self._ever_had_leader = True
                     self._parked_wake.set()
                 self.kick()
+
+    def step_down_soon(self, target: str | None) -> None:
+        """Hand the meta lead over (to ``target``; None: any current member) in the
+        background: a stepdown request is answered before the election ends."""
+        if self._nursery is not None and self.group is not None:
+            self._nursery.start_soon(self._step_down, target)
+
+    async def _step_down(self, target: str | None) -> None:
+        assert self.group is not None
+        try:
+            await self.group.step_down(target=target)
+        except RaftError as exc:
+            log.warning("event=meta_stepdown_failed target=%s reason=%r", target, exc)
 
     async def propose(self, entry: bytes) -> object:
         """Replicate a meta entry; the machine's result.
