@@ -5,7 +5,9 @@ keeps publishing: the request is answered at once, the free server joins the
 stream's Raft group and catches up, the leaver drops its replica only once it
 is out of the group, nothing acknowledged is lost (each node's own store,
 read through its ``/jsz``), and a durable consumer carries on from its
-replicated state (no confirmed ack delivered again, nothing skipped).  The
+replicated state (no confirmed ack delivered again, nothing skipped).  On
+four servers, a dead member of an R3 stream is replaced while the group keeps
+its quorum, and the dead server, back, does not run the stream again.  The
 refusals (no free server, not a member, R1, bad bodies) are compared with the
 reference in ``tests/compat/test_cluster_compat.py``.
 """
@@ -137,3 +139,58 @@ def test_peer_remove_of_the_leader_moves_the_replica_and_loses_nothing(
     assert leader not in names
     # the consumer carries on: no confirmed ack again, nothing skipped
     assert got == list(range(ACKED + 1, total + 2))
+
+
+def test_peer_remove_of_a_dead_member_on_four_servers(tmp_path: Path) -> None:
+    """The operator's case: a server died; its replica of an R3 stream goes to the fourth
+    server (the group keeps its quorum of two meanwhile); the dead server, back, does not
+    run the stream again and its old data stays on its disk (never deleted on a guess)."""
+    with start_cluster("trijet", n=4, workdir=tmp_path) as c:
+
+        async def setup() -> list[str]:
+            nc = await nats.connect(c.urls[0], error_cb=noop_cb)
+            try:
+                js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
+                info = await js.add_stream(name="DM", subjects=["dm.>"], num_replicas=3)
+                for i in range(100):
+                    await _publish_retrying(js, "dm.a", b"%d" % i, f"id-{i}")
+                return [str(info.cluster.leader)] + [r.name for r in info.cluster.replicas or []]
+            finally:
+                await nc.close()
+
+        members = run(setup, timeout=90)
+        spare = ({"n1", "n2", "n3", "n4"} - set(members)).pop()
+        dead = members[1]  # a follower
+        c.kill(c.index(dead))
+        alive = next(i for i in range(4) if c.names[i] != dead)
+
+        async def remove() -> dict[str, Any]:
+            nc = await nats.connect(c.urls[alive], error_cb=noop_cb)
+            try:
+                js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
+                reply = await nc.request(
+                    "$JS.API.STREAM.PEER.REMOVE.DM",
+                    json.dumps({"peer": dead}).encode(),
+                    timeout=REQUEST_TIMEOUT_S,
+                )
+                for i in range(100, 150):
+                    await _publish_retrying(js, "dm.a", b"%d" % i, f"id-{i}")
+                return dict(json.loads(reply.data))
+            finally:
+                await nc.close()
+
+        assert run(remove, timeout=90)["success"] is True
+        stay = set(members) - {dead}
+
+        def moved(cl: Cluster) -> bool:
+            if _hosts(cl, "DM") != stay | {spare}:
+                return False
+            states = [_local_state(cl, cl.index(n), "DM") for n in stay | {spare}]
+            return all(s is not None and s["messages"] == 150 for s in states)
+
+        c.wait_until(moved, timeout=30, what="DM on the spare with every message")
+        c.restart(c.index(dead), wait=False)
+        c.wait_formed()
+        assert _local_state(c, c.index(dead), "DM") is None  # not run there again
+        store = c.specs[c.index(dead)].store_dir
+        assert any(p.name == "DM" for p in store.rglob("DM")), "its old data was deleted"
