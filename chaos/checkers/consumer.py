@@ -100,6 +100,14 @@ def c2_no_redelivery_after_ack(data: RunData) -> Verdict:
             prev = acked.get(s)
             if prev is None or o.t1 < prev[0]:
                 acked[s] = (o.t1, cseq)
+    # the consumer assigns consumer sequences in order, so a delivery was decided no later
+    # than any delivery with a higher one arrived: a redelivery held up on its way (in a
+    # paused server's buffers) is judged by when it was decided, not when it arrived
+    decided: dict[int, float] = {}
+    first_seen = float("inf")
+    for d in sorted(deliveries, key=lambda d: d["cseq"], reverse=True):
+        first_seen = min(first_seen, d["t"])
+        decided[id(d)] = first_seen
     raced = 0
     for d in deliveries:
         v.checked += 1
@@ -107,9 +115,10 @@ def c2_no_redelivery_after_ack(data: RunData) -> Verdict:
         if hit is None:
             continue
         t_ack, c_ack = hit
-        if d["t"] <= t_ack or d["cseq"] < c_ack:
+        t = decided[id(d)]
+        if t <= t_ack or d["cseq"] < c_ack:
             continue
-        if d["t"] - t_ack <= RACE_S:
+        if t - t_ack <= RACE_S:
             raced += 1
         else:
             v.offend(
