@@ -33,6 +33,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Callable
@@ -122,6 +123,42 @@ class ConsumerTable:
         out = e.fsm.apply_op(ConsumerPolicyUpdate(name, policy_of(cfg)))
         self._tell("updated", name)
         return out
+
+    def snapshot(self) -> list[tuple[str, bytes, int, str, bytes]]:
+        """Every consumer as ``(name, config bytes, created_ns, group, fsm snapshot)``."""
+        return [
+            (name, config_bytes(e.cfg), e.created_ns, e.group, e.fsm.snapshot())
+            for name, e in sorted(self.entries.items())
+        ]
+
+    def install(self, consumers: list[tuple[str, bytes, int, str, bytes]]) -> None:
+        """Replace the table with ``snapshot()``'s output.  A consumer held
+        already keeps its state machine object (its shell stays), restored
+        in place; listeners hear "removed", "assigned" or "updated".
+
+        Raises:
+            OpError: a config that is not a consumer config.
+            ValueError: a malformed consumer state.
+        """
+        fresh: dict[str, TableEntry] = {}
+        for name, cfg_doc, created_ns, group, state in consumers:
+            cfg = _config(cfg_doc)
+            e = self.entries.get(name)
+            fsm = (
+                e.fsm
+                if e is not None
+                else ConsumerStateMachine(name, MemoryConsumerStore(), save_each_op=False)
+            )
+            fsm.restore(io.BytesIO(state))
+            fsm.policy = policy_of(cfg)
+            fresh[name] = TableEntry(cfg, created_ns, group, fsm)
+        gone = [n for n in self.entries if n not in fresh]
+        old = self.entries
+        self.entries = fresh
+        for n in gone:
+            self._tell("removed", n)
+        for n in fresh:
+            self._tell("updated" if n in old else "assigned", n)
 
     def _tell(self, event: str, name: str) -> None:
         for listener in list(self.listeners):

@@ -20,6 +20,12 @@ lacks it::
 ``cycle(defer_apply=True)`` (the trio driver) leaves the committed entries to
 ``ready.apply()``, called after the outbox is sent and before ``release``.
 
+Two optional state-machine gates (``raft.fsm``): ``can_apply()`` False holds
+committed entries back (a replica installing a snapshot whose data it is
+still fetching), ``can_lead()`` False keeps this member from standing for
+election or taking a transferred lead (a replica with a hole never leads):
+its election deadline is pushed forward every cycle, so it only ever votes.
+
 ``cycle`` never blocks and never does network I/O. Nothing but a leader's
 append-entries leaves the node before ``sync`` (Raft requires persistence
 before answering an RPC, not before replicating; the leader counts acks in a
@@ -497,6 +503,11 @@ class RaftCore:
                 self._submit_admin()
             if self._pending:
                 self._submit_pending()
+            if not self.may_lead() and obj._SyncObj__raftState != STATE_LEADER:
+                # a replica with a hole never stands for election
+                later = self.now() + self.config.election_timeout_s_max
+                if obj._SyncObj__raftElectionDeadline < later:
+                    obj._SyncObj__raftElectionDeadline = later
             obj.doTick(0)
         self._defer_apply = False
         ready = Ready(self)
@@ -555,9 +566,18 @@ class RaftCore:
 
     # ------------------------------------------------------------ apply (called by pysyncobj)
 
+    def may_lead(self) -> bool:
+        """False while the state machine says it must not lead (``can_lead``)."""
+        can_lead = getattr(self.fsm, "can_lead", None)
+        return can_lead is None or bool(can_lead())
+
     def _apply_committed(self) -> None:
-        """Apply every committed, unapplied entry (pysyncobj's own apply step)."""
+        """Apply every committed, unapplied entry (pysyncobj's own apply step),
+        unless the state machine holds applies back (``can_apply``)."""
         obj = self.obj
+        can_apply = getattr(self.fsm, "can_apply", None)
+        if can_apply is not None and not can_apply():
+            return
         if obj._SyncObj__raftCommitIndex > obj._SyncObj__raftLastApplied:
             with clock.bound(self.now, self.rng):
                 TrijetSyncObj._pysyncobj_apply(obj)
@@ -641,6 +661,8 @@ class RaftCore:
             "applied": self.last_applied,
             "last_index": self.journal.last_index,
             "first_index": self.journal.first_index,
+            "journal_entries": len(self.journal),
+            "journal_bytes": self.journal.entry_bytes,
             "pending_proposals": len(self._pending),
             "peers": peers,
             "fsyncs": self.journal.fsyncs,

@@ -14,8 +14,11 @@ heartbeat for a leader), then runs one cycle:
    fsynced once (in the driver's own :class:`~raft.syncer.SyncThread` if
    ``fsync_in_thread``, a hand-over several times cheaper than
    ``trio.to_thread``; the driver awaits it, nothing else touches the core
-   meanwhile). An fsync error propagates and ends the driver: nothing of that
-   cycle was sent, so the member stops voting and acknowledging.
+   meanwhile). A failed write (ENOSPC, EIO) is cut back by the journal and
+   retried with the same records, with a growing pause (``WRITE_RETRY_S_*``),
+   until it succeeds: nothing of that cycle but a leader's append-entries
+   leaves the node meanwhile (no vote, no acknowledgement, no apply), and the
+   member resumes by itself when space returns.
    A leader's append-entries (``ready.early_outbox``) are sent before the
    fsync, overlapping the follower's disk write with ours: Raft requires
    persistence before answering, not before replicating, and the leader only
@@ -34,7 +37,13 @@ cycle's entry, so batching grows with load by itself. No fixed tick: an idle
 follower only wakes for heartbeats (each heartbeat is a message) or its
 election deadline.
 
-The driver never holds the core across an ``await`` other than the fsync.
+Snapshots (log compaction) are captured inside the cycle but written by the
+driver in its sync thread after the journal's fsync (``SnapshotStore.take_write``),
+and the journal's rewrite after compaction is the next cycle's "fsync" (a
+whole-file replace): neither blocks the event loop.
+
+The driver never holds the core across an ``await`` other than the fsync and
+the snapshot write.
 """
 
 from __future__ import annotations
@@ -51,6 +60,10 @@ from raft.syncer import SyncThread
 __all__ = ["RaftDriver"]
 
 log = logging.getLogger(__name__)
+
+#: a failed journal write is retried after this pause, doubling up to the max
+WRITE_RETRY_S_MIN = 0.05
+WRITE_RETRY_S_MAX = 1.0
 
 
 class RaftDriver:
@@ -79,6 +92,8 @@ class RaftDriver:
         self._kicked = True
         self._cycle_done = trio.Event()
         self.cycles = 0
+        #: True while a journal write keeps failing (this member falls behind)
+        self.write_failing = False
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -94,6 +109,56 @@ class RaftDriver:
         """Wait until the next cycle has completed."""
         await self._cycle_done.wait()
 
+    async def _write_journal(self, syncer: SyncThread | None, data: bytes) -> None:
+        """Append + fsync this cycle's records; retried until it succeeds.
+
+        Cancellation: the records of a write that never succeeded are lost
+        with the member (nothing depending on them was sent).
+        """
+        journal = self.core.journal
+        pause = WRITE_RETRY_S_MIN
+        failed_at = None
+        while True:
+            try:
+                if syncer is not None:
+                    await syncer.run(journal.write_pending, data)
+                else:
+                    journal.write_pending(data)
+            except OSError as exc:
+                self.write_failing = True
+                if failed_at is None:
+                    failed_at = trio.current_time()
+                    log.error(
+                        "event=journal_write_failed group=%s error=%r retry=until_written",
+                        self.core.group_id,
+                        exc,
+                    )
+                await trio.sleep(pause)
+                pause = min(pause * 2, WRITE_RETRY_S_MAX)
+                continue
+            self.write_failing = False
+            if failed_at is not None:
+                log.warning(
+                    "event=journal_write_resumed group=%s after_s=%.3f",
+                    self.core.group_id,
+                    trio.current_time() - failed_at,
+                )
+            return
+
+    async def _write_snapshot(self, syncer: SyncThread | None, name: str, blob: bytes) -> None:
+        store = self.core.snapshots
+        try:
+            if syncer is not None:
+                await syncer.run(store.write_blob, name, blob)
+            else:
+                store.write_blob(name, blob)
+        except OSError as exc:  # the journal stays whole: compaction waits for the next try
+            log.warning("event=snapshot_write_failed group=%s error=%r", self.core.group_id, exc)
+            store.write_done(False)
+        else:
+            store.write_done(True)
+        self._kicked = True
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Drive the core until cancelled.
 
@@ -104,6 +169,9 @@ class RaftDriver:
         gid = core.group_id
         self.links.register(gid, self._on_frame)
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
+        if syncer is not None:
+            core.snapshots.defer_writes = True
+            core.journal.defer_rewrite = True
         try:
             task_status.started()
             while True:
@@ -120,13 +188,12 @@ class RaftDriver:
                     send(peer, gid, payload)  # a leader's append-entries
                 journal = core.journal
                 if journal.dirty:
-                    data = journal.take_pending()
-                    if syncer is not None:
-                        await syncer.run(journal.write_pending, data)
-                    else:
-                        journal.write_pending(data)
+                    await self._write_journal(syncer, journal.take_pending())
                 for peer, payload in ready.outbox:
                     send(peer, gid, payload)
+                snap = core.snapshots.take_write()
+                if snap is not None:
+                    await self._write_snapshot(syncer, *snap)
                 ready.apply()
                 ready.release()
                 if ready.leadership is not None and self.on_leadership is not None:

@@ -361,6 +361,16 @@ class RaftGroup:
             return {"group": self.group_id, "node": self.node_id, "state": "stopped"}
         return self._core.status()
 
+    @property
+    def write_failing(self) -> bool:
+        """True while this member's journal writes fail (disk full …): it is behind."""
+        return self._driver is not None and self._driver.write_failing
+
+    def kick(self) -> None:
+        """Ask for a cycle now (e.g. a state machine that held applies back is ready)."""
+        if self._driver is not None:
+            self._driver.kick()
+
     def force_log_compaction(self) -> None:
         """Take a snapshot and compact the journal at the next cycle."""
         core, driver = self._need()

@@ -22,7 +22,19 @@ vanish at power loss. :class:`DurableJournal` replaces it.
   tail from a crash during a write). The cut is logged with the byte count.
 * Compaction (``deleteEntriesTo``, after a durable snapshot) rewrites the
   whole file atomically (temp file, fsync, rename, directory fsync); pending
-  records are folded into the rewrite.
+  records are folded into the rewrite.  With ``defer_rewrite`` (the trio
+  driver) the rewrite is not done at once: the journal becomes dirty and the
+  next :meth:`take_pending` hands out the whole new file, which
+  :meth:`write_pending` then writes atomically (in the driver's sync thread,
+  off the event loop).  Until then the file holds the old, longer log: a
+  crash in between keeps a superset, which is harmless.
+* A failed append (ENOSPC, EIO) is cut back: the file is truncated to its
+  length before the append (a torn record in the middle would end the replay
+  there and lose what follows), and the same records are written again by the
+  next :meth:`write_pending` (the driver retries with the data it took); if the
+  cut itself fails it is retried first.
+* ``entry_bytes`` counts the commands held (the bound a stream group's
+  compaction watches: the journal must not become a second copy of a stream).
 
 ``changed_from`` records the lowest Raft index touched since the last
 :meth:`take_changed_from` (used by the simulator's incremental safety checks).
@@ -83,7 +95,17 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._must_sync = False
         self.changed_from: int | None = None
         self.fsyncs = 0
+        #: compaction rewrites are handed to the next take_pending/write_pending
+        self.defer_rewrite = False
+        self._rewrite_due = False
+        self._pending_is_rewrite = False
+        #: a failed append left bytes past this length: cut them before writing
+        self._cut_to: int | None = None
+        self.write_failures = 0
+        #: bytes of the commands held in memory (and in the file)
+        self.entry_bytes = 0
         self._replay()
+        self.entry_bytes = sum(len(e[0]) for e in self._entries)
 
     # ------------------------------------------------------------ replay
 
@@ -148,17 +170,50 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return self._must_sync
 
     def take_pending(self) -> bytes:
-        """Hand the pending records to the caller, who must append+sync them in order."""
-        data = bytes(self._buf)
+        """Hand the pending records to the caller, who must append+sync them in order
+        (with :meth:`write_pending`, before the next ``take_pending``).  After a
+        deferred compaction these are the whole new file, which
+        ``write_pending`` writes atomically instead of appending."""
+        if self._rewrite_due:
+            self._rewrite_due = False
+            self._pending_is_rewrite = True
+            data = self._whole_file()
+        else:
+            data = bytes(self._buf)
         self._buf.clear()
         self._must_sync = False
         return data
 
     def write_pending(self, data: bytes) -> None:
-        """Append and fsync records taken by :meth:`take_pending` (may run in a thread)."""
+        """Append and fsync records taken by :meth:`take_pending`, or replace the
+        file with them after a compaction (may run in a thread).
+
+        Raises:
+            OSError: the write failed (ENOSPC …); the caller decides what of
+                the cycle may still leave the node (nothing).
+        """
+        if self._pending_is_rewrite:
+            self._disk.write_atomic(self._name, data)
+            self._pending_is_rewrite = False  # only now: a failed rewrite is retried
+            self.fsyncs += 1
+            return
+        if self._cut_to is not None:
+            self._disk.truncate(self._name, self._cut_to)
+            self._cut_to = None
         if data:
-            self._disk.append(self._name, data)
-            self._disk.sync(self._name)
+            before = self._disk.size(self._name)
+            try:
+                self._disk.append(self._name, data)
+                self._disk.sync(self._name)
+            except OSError:
+                self.write_failures += 1
+                self._cut_to = before
+                try:
+                    self._disk.truncate(self._name, before)
+                    self._cut_to = None
+                except OSError:
+                    pass  # cut before the next write
+                raise
             self.fsyncs += 1
 
     def flush(self) -> None:
@@ -180,6 +235,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if type(command) is not bytes:
             command = bytes(command)
         self._entries.append((command, idx, term))
+        self.entry_bytes += len(command)
         self._buf += _entry_rec(command, idx, term)
         self._must_sync = True
         self._mark(idx)
@@ -188,6 +244,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if self._entries:
             self._mark(self._entries[0][1])
         self._entries = []
+        self.entry_bytes = 0
         self._buf += _record(bytes((_K_CLEAR,)))
         self._must_sync = True
 
@@ -195,6 +252,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if entryFrom >= len(self._entries):
             return
         idx = self._entries[entryFrom][1]
+        self.entry_bytes -= sum(len(e[0]) for e in self._entries[entryFrom:])
         del self._entries[entryFrom:]
         self._buf += _record(bytes((_K_TRUNCATE,)) + _Q.pack(idx))
         self._must_sync = True
@@ -203,17 +261,27 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def deleteEntriesTo(self, entryTo: int) -> None:
         if entryTo <= 0:
             return
+        self.entry_bytes -= sum(len(e[0]) for e in self._entries[:entryTo])
         self._entries = self._entries[entryTo:]
+        if self.defer_rewrite:
+            self._rewrite_due = True
+            self._must_sync = True
+            self._buf.clear()
+            return
         self.rewrite()
 
-    def rewrite(self) -> None:
-        """Rewrite the whole file atomically from memory (compaction)."""
+    def _whole_file(self) -> bytes:
         parts = [_state_rec(self._term, self._voted_for)]
         parts.append(_record(bytes((_K_COMMIT,)) + _Q.pack(self._commit)))
         parts.extend(_entry_rec(c, i, t) for c, i, t in self._entries)
+        return b"".join(parts)
+
+    def rewrite(self) -> None:
+        """Rewrite the whole file atomically from memory (compaction)."""
         self._buf.clear()
         self._must_sync = False
-        self._disk.write_atomic(self._name, b"".join(parts))
+        self._rewrite_due = False
+        self._disk.write_atomic(self._name, self._whole_file())
         self.fsyncs += 1
 
     def __getitem__(self, item: Any) -> Any:

@@ -25,7 +25,11 @@ verifies the checksum before installing. A broken transfer is dropped; the
 leader restarts it after the follower's next reset response.
 
 The write is durable (atomic replace + fsync) *before* pysyncobj deletes the
-compacted journal prefix.
+compacted journal prefix.  With ``SnapshotStore.defer_writes`` (the trio
+driver) the state is captured at once (``fsm.snapshot()``, between two
+applies) but the file is written by the driver in its sync thread, off the
+event loop (:meth:`SnapshotStore.take_write`, :meth:`SnapshotStore.write_done`);
+pysyncobj sees "serializing" meanwhile and compacts only once it is done.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ _CHUNK = struct.Struct(">QQQ")
 
 # pysyncobj.config.SERIALIZER_STATE
 _NOT_SERIALIZING = 0
+_SERIALIZING = 1
 _SUCCESS = 2
 _FAILED = 3
 
@@ -108,6 +113,13 @@ class SnapshotStore:
         self.fsm = fsm
         self.taken = 0
         self.installed = 0
+        #: hand snapshot file writes to the owner (take_write / write_done)
+        self.defer_writes = False
+        #: a captured snapshot waiting to be written (deferred mode)
+        self.pending_write: tuple[str, bytes] | None = None
+        #: None: no deferred write in progress; else its outcome once known
+        self.write_outcome: bool | None = None
+        self.writing = False
 
     def write_hook(self, file_name: str, data: Any) -> None:
         """pysyncobj ``serializer`` hook: ``data`` = (last_entry, prev_entry, cluster nodes)."""
@@ -118,8 +130,29 @@ class SnapshotStore:
             tuple(sorted(str(n.id) for n in cluster)),
             self.fsm.snapshot(),
         )
-        self.disk.write_atomic(file_name, encode_snapshot(snap))
+        blob = encode_snapshot(snap)
+        if self.defer_writes:
+            self.pending_write = (file_name, blob)
+            self.writing = True
+            self.write_outcome = None
+            return
+        self.disk.write_atomic(file_name, blob)
         self.taken += 1
+
+    def take_write(self) -> tuple[str, bytes] | None:
+        """The captured snapshot the owner must write now (deferred mode), once."""
+        job, self.pending_write = self.pending_write, None
+        return job
+
+    def write_blob(self, name: str, blob: bytes) -> None:
+        """Write a taken snapshot durably (any thread; the owner waits for it)."""
+        self.disk.write_atomic(name, blob)
+
+    def write_done(self, ok: bool) -> None:
+        """The owner wrote (or failed to write) the taken snapshot."""
+        self.write_outcome = ok
+        if ok:
+            self.taken += 1
 
     def read_hook(self, file_name: str) -> tuple[JournalEntry, JournalEntry, list[Node]]:
         """pysyncobj ``deserializer`` hook: restores the fsm, returns (last, prev, members)."""
@@ -161,6 +194,13 @@ class ChunkedSerializer:
     # -- log compaction
 
     def checkSerializing(self) -> tuple[int, int | None]:
+        st = self.store
+        if st.writing:
+            if st.write_outcome is None:
+                return _SERIALIZING, None
+            st.writing = False
+            self._failed = not st.write_outcome
+            self._blob_cache = None
         if self._done_id is not None:
             i, self._done_id = self._done_id, None
             if self._failed:

@@ -201,6 +201,8 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
             elif "snapshot_keep" in patches and "serialized" in message:
                 self._snapshot_message(node, message)
                 return
+        elif t == "timeout_now" and not self._trijet.may_lead():
+            return  # a replica with a hole never takes a transferred lead
         elif t == "response_vote" and "vote_dedupe" in patches:
             term, voters = self._votes
             if term != self.raftCurrentTerm:

@@ -148,6 +148,22 @@ class StreamStateMachine(SourcingApply):
         """``Nats-Msg-Id`` of the last message stored ("" if none)."""
         return self._last_msg_id
 
+    @property
+    def interest(self) -> tuple[str, ...] | None:
+        """Interest retention's filters as the log set them (None: store everything)."""
+        return self._interest
+
+    def install_interest(self, filters: tuple[str, ...] | None) -> None:
+        """Set the interest filters (a replicated group installing a state snapshot)."""
+        self._interest = filters
+        self._interest_match = compile_filters(filters) if filters else None
+
+    def install_dedupe(self, last_msg_id: str, entries: Iterator[tuple[str, int, int]]) -> None:
+        """Replace the dedupe table and last msg id (a replicated stream's
+        group installing a state snapshot whose messages its store lacks)."""
+        self._last_msg_id = last_msg_id
+        self._dedupe = {k: (seq, ts) for k, seq, ts in entries}
+
     def dedupe_entries(self) -> Iterator[tuple[str, int, int]]:
         """The dedupe table as ``(msg_id, seq, ts_ns)`` in insertion order."""
         for k, (seq, ts) in self._dedupe.items():
@@ -287,37 +303,39 @@ class StreamStateMachine(SourcingApply):
         """Rebuild the dedupe table and last msg id from the store's messages.
 
         For a state machine opened over a store that already holds messages
-        (a restart without a snapshot): walks back from the last message while
-        it is inside the duplicate window, as nats-server rebuilds its dedupe
-        map.  Deterministic: every replica rebuilds the same table from the
-        same log.  Returns the number of ids recovered.
+        (a restart without a snapshot): the ids of the messages inside the
+        duplicate window of the last message's timestamp, newest first, as
+        nats-server rebuilds its dedupe map.  The store keeps the ids beside
+        its index, so this reads one message and the ids, never the stream.
+        Deterministic: every replica rebuilds the same table from the same
+        log.  Returns the number of ids recovered.
         """
         st = self._store.state()
         if st.msgs == 0:
             return 0
-        window = self._policy.duplicate_window_ns
-        found: list[tuple[str, int, int]] = []
-        seen: set[str] = set()
-        first = True
+        last = None
         seq = st.last_seq
-        while seq >= st.first_seq:
+        while last is None and seq >= st.first_seq:  # the newest live message
             try:
-                m = self._store.load(seq)
+                last = self._store.load(seq)
             except MsgNotFound:
                 seq -= 1
-                continue
-            mid = (parse_headers(m.headers, strict=False).get(MSG_ID) or "") if m.headers else ""
-            if first:
-                self._last_msg_id = mid
-                first = False
-            if window <= 0 or st.last_ts - m.ts_ns >= window:
-                break
-            if mid and mid not in seen:
-                seen.add(mid)
-                found.append((mid, m.seq, m.ts_ns))
-            seq -= 1
-        for mid, s_, ts in reversed(found):
-            self._dedupe[mid] = (s_, ts)
+        if last is not None:
+            self._last_msg_id = (
+                (parse_headers(last.headers, strict=False).get(MSG_ID) or "")
+                if last.headers
+                else ""
+            )
+        window = self._policy.duplicate_window_ns
+        if window <= 0:
+            return 0
+        floor = st.last_ts - window + 1  # strictly inside the window
+        found: dict[str, tuple[int, int]] = {}
+        for mid, seq, ts in reversed(self._store.msg_ids_since(floor)):
+            if mid not in found:  # the newest message with an id wins
+                found[mid] = (seq, ts)
+        for mid, (seq, ts) in sorted(found.items(), key=lambda kv: kv[1][0]):
+            self._dedupe[mid] = (seq, ts)
         return len(found)
 
     def _check_headers(self, h: Headers, m: Publish, msg_id: str) -> Result | None:
