@@ -24,7 +24,7 @@ import pytest
 
 from tests.integration.test_cluster_r3 import _local_state, _publish_retrying
 from tests.support.aio import noop_cb, run
-from tests.support.cluster import Cluster, start_cluster
+from tests.support.cluster import Cluster, get_json, start_cluster
 
 REQUEST_TIMEOUT_S = 2.0
 BEFORE, DURING, ACKED = 200, 100, 50
@@ -194,3 +194,55 @@ def test_peer_remove_of_a_dead_member_on_four_servers(tmp_path: Path) -> None:
         assert _local_state(c, c.index(dead), "DM") is None  # not run there again
         store = c.specs[c.index(dead)].store_dir
         assert any(p.name == "DM" for p in store.rglob("DM")), "its old data was deleted"
+
+
+def test_peer_remove_after_compaction_catches_up_from_the_store(tmp_path: Path) -> None:
+    """The journal no longer starts at entry 1 (compacted past a bound of 60 entries): the
+    newcomer installs the group's snapshot and fetches the messages from the leader's store."""
+    with start_cluster(
+        "trijet", workdir=tmp_path, jetstream_conf="  raft_journal_entries_max: 60"
+    ) as c:
+
+        async def setup() -> list[str]:
+            nc = await nats.connect(c.urls[0], error_cb=noop_cb)
+            try:
+                js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
+                info = await js.add_stream(name="CP", subjects=["cp.>"], num_replicas=2)
+                for i in range(300):
+                    await _publish_retrying(js, "cp.a", b"%d" % i, f"id-{i}")
+                return [str(info.cluster.leader)] + [r.name for r in info.cluster.replicas or []]
+            finally:
+                await nc.close()
+
+        members = run(setup, timeout=120)
+        spare = ({"n1", "n2", "n3"} - set(members)).pop()
+        gone = members[1]
+
+        async def remove() -> dict[str, Any]:
+            nc = await nats.connect(c.urls[0], error_cb=noop_cb)
+            try:
+                reply = await nc.request(
+                    "$JS.API.STREAM.PEER.REMOVE.CP",
+                    json.dumps({"peer": gone}).encode(),
+                    timeout=REQUEST_TIMEOUT_S,
+                )
+                return dict(json.loads(reply.data))
+            finally:
+                await nc.close()
+
+        assert run(remove, timeout=60)["success"] is True
+        want = {members[0], spare}
+
+        def moved(cl: Cluster) -> bool:
+            if _hosts(cl, "CP") != want:
+                return False
+            states = [_local_state(cl, cl.index(n), "CP") for n in want]
+            return all(
+                s is not None and (s["messages"], s["last_seq"]) == (300, 300) for s in states
+            )
+
+        c.wait_until(moved, timeout=30, what="CP on the spare with every message")
+        doc = get_json(f"{c.monitoring_urls[c.index(spare)]}/raftz?acc=$G") or {}
+        rz = next(iter((doc.get("$G") or {}).values()), {})
+        assert rz.get("snapshots_installed", 0) >= 1, rz  # it joined from a snapshot
+        assert rz.get("catchup", {}).get("msgs", 0) > 0, rz  # and fetched the messages
