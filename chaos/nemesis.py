@@ -9,7 +9,7 @@ phase is cancelled.  Loops are bounded by the deadline and by ``ROUNDS_MAX``.
 
 Fault families (chaos-matrix.md): F1 kill, F2 bounce, F3 pause, F4 partitions (isolate, 2/1,
 bridge, one-way, flapping), F5 slow links, F8 pause-kill composite, F9 corruption of a minority's
-files while down, F13 stream-leader stepdown churn, F6/F7 power loss (``chaos.powerloss``).
+files while down, F13 stream-leader stepdown churn and peer-remove churn (R2 streams), F6/F7 power loss (``chaos.powerloss``).
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ class Nemesis:
     leader_of: Callable[[], str | None]
     request: Callable[[str, bytes], Awaitable[Any]]
     power: Any = None  # chaos.powerloss.PowerLoss when the run mounted one
+    #: cut the next pause to at most this (a composite's part acts early in its short share)
+    first_pause_s: float | None = None
 
     @property
     def names(self) -> list[str]:
@@ -53,6 +55,8 @@ class Nemesis:
     async def pause_for(self, lo: float, hi: float) -> bool:
         """Sleep a drawn time in [lo, hi], cut at the deadline; False once it has passed."""
         d = min(self.rng.uniform(lo, hi), max(0.0, self.left()))
+        if self.first_pause_s is not None:
+            d, self.first_pause_s = min(d, self.first_pause_s), None
         await asyncio.sleep(d)
         return self.left() > 0
 
@@ -310,6 +314,45 @@ async def stepdown(nm: Nemesis) -> None:
             await asyncio.sleep(0.5)
 
 
+PEER_REMOVE_STREAMS = ("LOG", "CHAIN", "WQ")
+
+
+async def _members(nm: Nemesis, stream: str) -> list[str]:
+    try:
+        msg = await nm.request(f"$JS.API.STREAM.INFO.{stream}", b"")
+        cl = json.loads(msg.data).get("cluster") or {}
+    except Exception:
+        return []
+    names = {cl.get("leader"), *(r.get("name") for r in cl.get("replicas") or [])}
+    return sorted(n for n in names if n in nm.sup.nodes)
+
+
+async def peer_remove(nm: Nemesis) -> None:
+    """F13 membership churn: ``STREAM.PEER.REMOVE`` of a member of LOG, CHAIN or WQ (R2 in
+    this scenario, so the third server is free to take its place), its leader half of the
+    time; the removed server may be chosen again in a later round."""
+    for _ in range(ROUNDS_MAX):
+        if not await nm.pause_for(1.5, 3):
+            return
+        stream = nm.rng.choice(PEER_REMOVE_STREAMS)
+        members = await _members(nm, stream)
+        if not members:
+            nm.hist.event("note", what=f"peer-remove: no members of {stream} known")
+            continue
+        ld = nm.leader() if stream == "LOG" else members[0]
+        victim = ld if ld in members and nm.rng.random() < 0.5 else nm.rng.choice(members)
+        async with nm.window("peer-remove", [victim], stream=stream):
+            try:
+                msg = await nm.request(
+                    f"$JS.API.STREAM.PEER.REMOVE.{stream}", json.dumps({"peer": victim}).encode()
+                )
+                answer = json.loads(msg.data)
+            except Exception as exc:
+                answer = {"exception": repr(exc)[:200]}
+            nm.hist.event("note", what=f"peer-remove {victim} from {stream}", answer=answer)
+            await nm.pause_for(1, 2)
+
+
 async def power_loss_one(nm: Nemesis) -> None:
     await _power_loss(nm, lambda: [nm.rng.choice(nm.names)], "power-loss")
 
@@ -390,6 +433,7 @@ class Scenario:
     title: str
     fn: Callable[[Nemesis], Awaitable[None]]
     needs_power: bool = False
+    replicas: int | None = None  # the streams' replicas, when the scenario needs a count
 
 
 SCENARIOS = {
@@ -429,6 +473,60 @@ SCENARIOS = {
         ),
         Scenario("stepdown", "F13", "LOG leader stepdown via the JS API", stepdown),
         Scenario("scale-churn", "F13", "scale LOG R3 -> R1 -> R3", scale_churn),
+        Scenario(
+            "peer-remove",
+            "F13",
+            "PEER.REMOVE a member of an R2 stream (the spare server takes its place)",
+            peer_remove,
+            replicas=2,
+        ),
         Scenario("disk-full", "F11", "one node's writes fail with ENOSPC 2-5 s", disk_full, True),
     )
 }
+
+
+#: a composite's part waits at most this before its first fault
+FIRST_PAUSE_S = 0.5
+
+
+def scenario_of(spec: str) -> Scenario:
+    """A scenario by name, or several joined by ``+`` (``kill-leader+stepdown``) run one
+    after the other in one cluster run: each gets an equal share of the fault phase and the
+    cluster is healed after each, so one start, setup, quiet and read serve several fault
+    families (the CI drills); each part's first fault comes within ``FIRST_PAUSE_S``.  A ``part`` record opens each share in the history.
+
+    Raises:
+        KeyError: an unknown scenario name.
+        ValueError: parts that need different stream replica counts.
+    """
+    if "+" not in spec:
+        return SCENARIOS[spec]
+    parts = [SCENARIOS[p] for p in spec.split("+")]
+    counts = {p.replicas for p in parts if p.replicas is not None}
+    if len(counts) > 1:
+        raise ValueError(f"{spec}: parts need different replica counts {sorted(counts)}")
+
+    async def fn(nm: Nemesis) -> None:
+        loop = asyncio.get_running_loop()
+        end = nm.deadline
+        share = max(0.0, nm.left()) / len(parts)
+        try:
+            for p in parts:
+                # from the part's own start: a part that overran (restarts are slow) does
+                # not eat the next one's share; the phase ends later instead
+                nm.deadline = loop.time() + share
+                nm.hist.event("part", scenario=p.name, family=p.family)
+                nm.first_pause_s = FIRST_PAUSE_S
+                await p.fn(nm)
+                await nm.heal_all()
+        finally:
+            nm.deadline = end
+
+    return Scenario(
+        spec,
+        "+".join(p.family for p in parts),
+        "; then ".join(p.title for p in parts),
+        fn,
+        any(p.needs_power for p in parts),
+        counts.pop() if counts else None,
+    )

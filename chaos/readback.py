@@ -114,10 +114,30 @@ def _state(sd: dict[str, Any] | None) -> dict[str, int] | None:
     return {k: int(st.get(k, 0) or 0) for k in keys}
 
 
+async def stream_members(
+    nc: Any, streams: tuple[str, ...], every: list[str]
+) -> dict[str, set[str]]:
+    """Each stream's replicas by server name, from its StreamInfo (leader and
+    replicas); ``every`` node when the info cannot be had (the strict default:
+    a node that should hold a replica and does not counts as an empty one)."""
+    js = nc.jetstream(timeout=REQ_TIMEOUT_S)
+    out = {}
+    for s in streams:
+        try:
+            cl = (await js.stream_info(s)).cluster
+            names = {cl.leader, *(r.name for r in cl.replicas or [])} - {None}
+        except Exception:
+            names = set()
+        out[s] = {str(n) for n in names} & set(every) or set(every)
+    return out
+
+
 async def read_node(
     url: str, http_port: int, streams: tuple[str, ...]
 ) -> tuple[dict[str, StreamRead], dict[str, Any] | None]:
-    """One node's reads of ``streams`` and its consumer state (None when unreadable)."""
+    """One node's reads of ``streams`` and its consumer state (None when unreadable).
+    ``streams`` are those this node is a replica of (a peer removed from a
+    stream's group is not read for it)."""
     try:
         doc = await asyncio.to_thread(jsz, http_port)
     except Exception as exc:
@@ -128,4 +148,4 @@ async def read_node(
         return {s: StreamRead(error=err) for s in streams}, None
     sds = local_streams(doc)
     reads = {s: await read_stream(url, s, _state(sds.get(s))) for s in streams}
-    return reads, consumer_state(sds.get(LOG))
+    return reads, consumer_state(sds.get(LOG)) if LOG in streams else None

@@ -197,14 +197,17 @@ def place(
     *,
     unique_tag: str,
     rng: random.Random,
+    keep: Sequence[PeerSpec] = (),
 ) -> tuple[str, ...] | NoPlacement:
-    """Choose the servers for a new asset's group.
+    """Choose the servers for a new asset's group (or new members for one).
 
     Args:
         req: replicas, cluster and tags asked for.
         peers: every JetStream server the meta layer knows, online or not.
         unique_tag: the ``jetstream.unique_tag`` prefix (``""``: none).
         rng: seeded from replicated data when run in ``apply``.
+        keep: members the group keeps (a peer replaced by PEER.REMOVE): they
+            are never chosen again, and their unique-tag values count as taken.
 
     Returns:
         ``req.replicas`` distinct names, least loaded first (the first is the
@@ -223,7 +226,12 @@ def place(
     reasons = _Reasons(no_js_cluster=not peers)
     chosen: list[str] = []
     taken: set[str] = set()
+    kept = {p.name for p in keep}
+    if prefix:
+        taken.update(v for p in keep if (v := _unique_value(p, prefix)) is not None)
     for peer in rank(peers, rng):
+        if peer.name in kept:
+            continue
         if not peer.online:
             reasons.misc = True
             continue

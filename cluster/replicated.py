@@ -454,6 +454,8 @@ class ReplicatedGroup:
         self.leader_listeners: list[Callable[[bool], None]] = []
         self.leader_since_ns = 0
         self._was_leader = False
+        #: set once ``leader_listeners`` heard this replica gain the lead
+        self.lead_announced = trio.Event()
 
     @property
     def is_leader(self) -> bool:
@@ -671,6 +673,10 @@ class ReplicatedGroup:
                         self.leader_since_ns = time.time_ns()
                     for listener in list(self.leader_listeners):
                         listener(lead)
+                    if lead:
+                        self.lead_announced.set()
+                    elif self.lead_announced.is_set():
+                        self.lead_announced = trio.Event()
 
     async def _mark_loop(self) -> None:
         """Sync the store, then move the applied mark (bounded, periodic).

@@ -299,6 +299,7 @@ class RaftCore:
         self.removed = False
         self.dropped_inbound = 0
         self.bad_payloads = 0
+        self.dropped_non_member = 0
         self.last_seen: dict[str, float] = {}
         self._last_leader: LeaderState | None = None
         #: set during a ``cycle(defer_apply=True)``: pysyncobj's tick leaves
@@ -334,6 +335,11 @@ class RaftCore:
 
     def receive(self, peer_id: str, payload: bytes) -> None:
         """Buffer one inbound payload from ``peer_id`` (dropped if the buffer is full or invalid)."""
+        if not any(n.id == peer_id for n in self.obj._SyncObj__otherNodes):
+            # not a member (removed, or not added yet): its vote requests would
+            # bump the term and depose a healthy leader
+            self.dropped_non_member += 1
+            return
         try:
             msgs = decode_messages(payload)
         except WireError as e:

@@ -36,14 +36,15 @@ def majority_log(data: RunData, stream: str = "LOG") -> dict[int, str] | None:
     """Per seq, the payload a majority of replicas hold; None if no majority was readable."""
     votes: dict[int, Counter[str]] = {}
     readable = 0
-    for r in data.reads.values():
+    replicas = [r for r in data.reads.values() if stream in r]
+    for r in replicas:
         sr = r.get(stream)
         if sr is None or sr.error is not None:
             continue
         readable += 1
         for seq, (_subj, payload) in sr.msgs.items():
             votes.setdefault(seq, Counter())[payload] += 1
-    need = len(data.reads) // 2 + 1
+    need = len(replicas) // 2 + 1
     if readable < need:
         return None
     out = {}
@@ -99,6 +100,14 @@ def c2_no_redelivery_after_ack(data: RunData) -> Verdict:
             prev = acked.get(s)
             if prev is None or o.t1 < prev[0]:
                 acked[s] = (o.t1, cseq)
+    # the consumer assigns consumer sequences in order, so a delivery was decided no later
+    # than any delivery with a higher one arrived: a redelivery held up on its way (in a
+    # paused server's buffers) is judged by when it was decided, not when it arrived
+    decided: dict[int, float] = {}
+    first_seen = float("inf")
+    for d in sorted(deliveries, key=lambda d: d["cseq"], reverse=True):
+        first_seen = min(first_seen, d["t"])
+        decided[id(d)] = first_seen
     raced = 0
     for d in deliveries:
         v.checked += 1
@@ -106,9 +115,10 @@ def c2_no_redelivery_after_ack(data: RunData) -> Verdict:
         if hit is None:
             continue
         t_ack, c_ack = hit
-        if d["t"] <= t_ack or d["cseq"] < c_ack:
+        t = decided[id(d)]
+        if t <= t_ack or d["cseq"] < c_ack:
             continue
-        if d["t"] - t_ack <= RACE_S:
+        if t - t_ack <= RACE_S:
             raced += 1
         else:
             v.offend(

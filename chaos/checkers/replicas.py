@@ -45,7 +45,8 @@ def s3_replica_agreement(data: RunData) -> Verdict:
     v = Verdict("S3", "replica agreement: equal state and hash chain on every replica", None)
     divergent: dict[str, list[str]] = {}
     for stream in STREAMS:
-        reads = {n: r.get(stream) for n, r in data.reads.items()}
+        # a node is read for the streams it is a replica of
+        reads = {n: r.get(stream) for n, r in data.reads.items() if stream in r}
         if all(r is None for r in reads.values()):
             continue  # this run did not read that stream at all
         fps = {

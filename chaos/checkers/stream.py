@@ -75,7 +75,8 @@ def s1_no_lost_ack(data: RunData) -> Verdict:
             if oks:
                 v.detail["unknown"] = f"no readable replica of {stream}"
             continue
-        unread = sorted(set(data.reads) - set(reads))
+        replicas = [n for n, r in data.reads.items() if stream in r]  # its replicas' reads
+        unread = sorted(set(replicas) - set(reads))
         if unread:
             v.detail.setdefault("unreadable", {})[stream] = unread
         for o in oks:
@@ -83,7 +84,7 @@ def s1_no_lost_ack(data: RunData) -> Verdict:
             v.checked += 1
             seq, value = o.res["seq"], o.inv["value"]
             missing = [n for n, r in reads.items() if r.msgs.get(seq, ("", None))[1] != value]
-            if len(missing) * 2 >= len(data.reads):  # not on a majority of all replicas
+            if len(missing) * 2 >= len(replicas):  # not on a majority of all replicas
                 lost_majority += 1
             if missing:
                 lost_any.add(o.op)

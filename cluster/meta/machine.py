@@ -46,14 +46,19 @@ __all__ = [
     "MetaOp",
     "PeerRecord",
     "PeerRegistered",
+    "PeerReplaced",
     "Removed",
+    "ServerRemoved",
     "StreamAssigned",
     "StreamAssignment",
+    "StreamPeersChanged",
     "StreamRemoved",
     "StreamUpdated",
     "add_stream_entry",
     "delete_stream_entry",
     "peer_entry",
+    "remove_peer_entry",
+    "remove_server_entry",
     "update_stream_entry",
 ]
 
@@ -68,6 +73,8 @@ class MetaOp(IntEnum):
     ADD_STREAM = 2
     UPDATE_STREAM = 3
     DELETE_STREAM = 4
+    REMOVE_STREAM_PEER = 5
+    REMOVE_SERVER = 6
 
 
 # ---------------------------------------------------------------- state types
@@ -148,6 +155,23 @@ class Removed:
 
 
 @dataclass(frozen=True, slots=True)
+class PeerReplaced:
+    """REMOVE_STREAM_PEER applied: ``removed`` left, ``added`` took its place."""
+
+    assignment: StreamAssignment
+    removed: str
+    added: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRemoved:
+    """REMOVE_SERVER applied: ``streams`` had their peers changed."""
+
+    server: str
+    streams: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PeerRegistered:
     """PEER applied."""
 
@@ -183,12 +207,26 @@ class StreamRemoved:
     reply: str
 
 
-Effect = StreamAssigned | StreamUpdated | StreamRemoved
+@dataclass(frozen=True, slots=True)
+class StreamPeersChanged:
+    """A stream's peer set changed (PEER.REMOVE, SERVER.REMOVE): ``old`` is the set
+    before; ``added`` is "" when no free server could take the removed one's place."""
+
+    assignment: StreamAssignment
+    old: tuple[str, ...]
+    removed: str
+    added: str
+
+
+Effect = StreamAssigned | StreamUpdated | StreamRemoved | StreamPeersChanged
 
 NAME_IN_USE = MetaError(400, 10058, "stream name already in use with a different configuration")
 STREAM_NOT_FOUND = MetaError(404, 10059, "stream not found")
 REPLICAS_NOT_UPDATABLE = MetaError(400, 10061, "Replicas configuration can not be updated")
 BAD_ENTRY = MetaError(500, 10010, "malformed meta entry")
+PEER_NOT_MEMBER = MetaError(400, 10040, "peer not a member")
+SERVER_NOT_MEMBER = MetaError(400, 10044, "server is not a member of the cluster")
+PEER_REMAP_FAILED = MetaError(503, 10075, "peer remap failed")
 
 
 # ---------------------------------------------------------------- entries
@@ -242,6 +280,48 @@ def update_stream_entry(config: Mapping[str, Any], *, reply: str) -> bytes:
 def delete_stream_entry(name: str, *, reply: str) -> bytes:
     """Delete a stream."""
     return _dump(MetaOp.DELETE_STREAM, {"name": name, "reply": reply})
+
+
+def remove_peer_entry(
+    stream: str, peer: str, *, seed: int, online: Iterable[str], unique_tag: str
+) -> bytes:
+    """Replace ``peer`` in ``stream``'s assignment (STREAM.PEER.REMOVE): the
+    replacement is placed in apply, among ``online`` servers not in the group.
+
+    Args:
+        stream: the stream name.
+        peer: the server name to remove.
+        seed: seeds placement's RNG.
+        online: servers the proposer sees as up.
+        unique_tag: the proposer's ``unique_tag`` setting ("" for none).
+    """
+    return _dump(
+        MetaOp.REMOVE_STREAM_PEER,
+        {
+            "stream": stream,
+            "peer": peer,
+            "seed": seed,
+            "online": sorted(online),
+            "unique_tag": unique_tag,
+        },
+    )
+
+
+def remove_server_entry(server: str, *, seed: int, online: Iterable[str], unique_tag: str) -> bytes:
+    """Remove a server from the cluster's JetStream (``$JS.API.SERVER.REMOVE``): it
+    leaves placement, and each replicated stream it held takes a free server in its place
+    when one fits (placed in apply), else keeps running on its other peers.
+
+    Args:
+        server: the server name.
+        seed: seeds placement's RNG.
+        online: servers the proposer sees as up.
+        unique_tag: the proposer's ``unique_tag`` setting ("" for none).
+    """
+    return _dump(
+        MetaOp.REMOVE_SERVER,
+        {"server": server, "seed": seed, "online": sorted(online), "unique_tag": unique_tag},
+    )
 
 
 def _dump(op: MetaOp, body: dict[str, Any]) -> bytes:
@@ -346,6 +426,10 @@ class MetaMachine:
                 return self._add_stream(d)
             if op is MetaOp.UPDATE_STREAM:
                 return self._update_stream(d)
+            if op is MetaOp.REMOVE_STREAM_PEER:
+                return self._remove_peer(d)
+            if op is MetaOp.REMOVE_SERVER:
+                return self._remove_server(d)
             return self._delete_stream(d)
         except EntryError:
             return BAD_ENTRY
@@ -379,17 +463,25 @@ class MetaMachine:
         return Assigned(sa, created=True)
 
     def _place(
-        self, config: Mapping[str, Any], d: Mapping[str, Any]
+        self,
+        config: Mapping[str, Any],
+        d: Mapping[str, Any],
+        keep: Sequence[str] = (),
+        exclude: str | None = None,
     ) -> tuple[str, ...] | NoPlacement:
         online = set(_strs(d, "online"))
         load = self.load()
         specs = [
             PeerSpec(p.name, p.cluster, p.tags, p.name in online, load.get(p.name, 0))
             for _, p in sorted(self.peers.items())
+            if p.name != exclude
         ]
         replicas = config.get("num_replicas") or 1
         if not isinstance(replicas, int) or replicas < 1:
             raise EntryError("num_replicas: not a positive integer")
+        kept = [s for s in specs if s.name in keep]
+        if keep:
+            replicas = max(replicas - len(kept), 1)
         pl = config.get("placement") or {}
         if not isinstance(pl, dict):
             raise EntryError("placement: not a map")
@@ -401,7 +493,32 @@ class MetaMachine:
             raise EntryError("placement.cluster: not a string")
         req = PlacementRequest(replicas, cluster, tuple(tags))
         rng = random.Random(_i(d, "seed"))
-        return place(req, specs, unique_tag=_s(d, "unique_tag"), rng=rng)
+        return place(req, specs, unique_tag=_s(d, "unique_tag"), rng=rng, keep=kept)
+
+    def _remove_peer(self, d: Mapping[str, Any]) -> PeerReplaced | MetaError:
+        """Replace a member by a free server honouring the stream's placement
+        (tags, cluster, unique_tag); 10075 when none is free (nothing changes).
+        An R1 stream is refused the same way: moving it would need its data
+        copied (its only replica goes), which is not built."""
+        name, peer = _s(d, "stream"), _s(d, "peer")
+        _i(d, "seed"), _strs(d, "online"), _s(d, "unique_tag")  # checked before any answer
+        sa = self.streams.get(name)
+        if sa is None:
+            return STREAM_NOT_FOUND
+        if peer not in sa.peers:
+            return PEER_NOT_MEMBER
+        if len(sa.peers) < 2:
+            return PEER_REMAP_FAILED
+        keep = [p for p in sa.peers if p != peer]
+        # the removed server is not a candidate (it leaves)
+        chosen = self._place(sa.config, d, keep=keep, exclude=peer)
+        if isinstance(chosen, NoPlacement) or not chosen:
+            return PEER_REMAP_FAILED
+        added = chosen[0]
+        new = StreamAssignment(name, sa.config, sa.group, (*keep, added), sa.created_ns)
+        self.streams[name] = new
+        self._emit(StreamPeersChanged(new, sa.peers, peer, added))
+        return PeerReplaced(new, peer, added)
 
     def _update_stream(self, d: Mapping[str, Any]) -> Assigned | MetaError:
         config = _map(d, "config")
@@ -426,6 +543,34 @@ class MetaMachine:
             return STREAM_NOT_FOUND
         self._emit(StreamRemoved(sa, reply))
         return Removed(sa)
+
+    def _remove_server(self, d: Mapping[str, Any]) -> ServerRemoved | MetaError:
+        """SERVER.REMOVE: the server leaves placement; each replicated stream it held
+        gets a replacement when one fits, else runs on its other peers (the
+        reference keeps such an R3 on two).  An R1 stream on it keeps its assignment:
+        re-creating it elsewhere would start it empty (the reference does; trijet
+        never drops acknowledged data on a guess), so it waits for the server."""
+        server = _s(d, "server")
+        _i(d, "seed"), _strs(d, "online"), _s(d, "unique_tag")  # checked before any answer
+        if server not in self.peers:
+            return SERVER_NOT_MEMBER
+        # placement first, over the state before the change (all decided, then applied)
+        changes: list[tuple[StreamAssignment, str | None]] = []
+        for _, sa in sorted(self.streams.items()):
+            if server not in sa.peers or len(sa.peers) < 2:
+                continue
+            keep = [p for p in sa.peers if p != server]
+            chosen = self._place(sa.config, d, keep=keep, exclude=server)
+            added = chosen[0] if not isinstance(chosen, NoPlacement) and chosen else None
+            changes.append((sa, added))
+        del self.peers[server]
+        for sa, added in changes:
+            rest = tuple(p for p in sa.peers if p != server)
+            peers = (*rest, added) if added is not None else rest
+            new = StreamAssignment(sa.name, sa.config, sa.group, peers, sa.created_ns)
+            self.streams[sa.name] = new
+            self._emit(StreamPeersChanged(new, sa.peers, server, added or ""))
+        return ServerRemoved(server, tuple(sa.name for sa, _ in changes))
 
     # -- snapshots ----------------------------------------------------------
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.consumer_model import PriorityPolicy
 from cluster.consumers import Consumer
-from node.jetstream import apireq
+from node.jetstream import apireq, cluster_advisories
 from node.jetstream.common import ApiAnswer, ApiRequest, checked_off_loop, dumps, error
 from node.jetstream.replicated_consumers import consumer_replicas
 from node.jetstream.streams_api import stream_of
@@ -177,6 +177,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
             if made is None:
                 return None  # not committed: unanswered, as nats-server
             consumer = made
+            cluster_advisories.consumer_leader_elected(svc, consumer)
         else:
             consumer = await svc.consumers.start(stream, name, cfg)
         svc.consumers.created(consumer)

@@ -52,6 +52,7 @@ from cluster.meta import (
     PeerRecord,
     StreamAssigned,
     StreamAssignment,
+    StreamPeersChanged,
     StreamRemoved,
     StreamUpdated,
     peer_entry,
@@ -98,6 +99,9 @@ CLUSTER_OPS = {
     ("INFO",),
 }
 
+
+#: ops about one stream that only the meta leader handles (tokens after ``API``)
+META_LEADER_OPS = {("STREAM", "PEER", "REMOVE")}
 
 #: ops about one stream: prefix -> index of the stream name's token
 _STREAM_SCOPED = {
@@ -221,6 +225,7 @@ class MetaLayer:
         self._changed = trio.Event()
         self._ever_had_leader = False
         self._leaderless_since: float | None = trio.current_time()
+        self._nursery: trio.Nursery | None = None
 
     # -- routes -------------------------------------------------------------
 
@@ -258,6 +263,7 @@ class MetaLayer:
     async def run(self) -> None:
         """Form or rejoin the meta group and serve it until cancelled."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self.links.run)
             nursery.start_soon(self._unpark_loop)
             peers = await self._members()
@@ -342,15 +348,19 @@ class MetaLayer:
         """Whether this server runs ``sa`` (one of its peers)."""
         return self.name in sa.peers
 
-    def replica_spec(self, sa: StreamAssignment) -> ReplicaSpec | None:
-        """This server's place in ``sa``'s Raft group (None for R1)."""
+    def replica_spec(
+        self, sa: StreamAssignment, members: tuple[str, ...] | None = None
+    ) -> ReplicaSpec | None:
+        """This server's place in ``sa``'s Raft group (None for R1); ``members``
+        overrides the assignment's peers (a newcomer joining a running group)."""
         if len(sa.peers) < 2:
             return None
+        peers = tuple(members) if members is not None else tuple(sa.peers)
         js = self.journal_bounds
         return ReplicaSpec(
             sa.group,
             self.name,
-            tuple(sa.peers),
+            peers,
             self.links,
             seed=self.rng.getrandbits(63),
             journal_entries_max=js[0],
@@ -408,6 +418,10 @@ class MetaLayer:
     def answers(self, op: tuple[str, ...]) -> bool | None:
         """Whether this server handles an API request (exactly one does);
         None while that depends on a meta leader not known yet (park it)."""
+        if op[:3] in META_LEADER_OPS:  # about a stream, decided by the meta leader
+            if not self.ready.is_set() or self.leader is None:
+                return None
+            return self.leader == self.name
         name = stream_of_op(op)
         local = None if name is None else self.svc.api.streams.get(name)
         if local is not None:  # this server runs the stream
@@ -492,6 +506,19 @@ class MetaLayer:
                     self._parked_wake.set()
                 self.kick()
 
+    def step_down_soon(self, target: str | None) -> None:
+        """Hand the meta lead over (to ``target``; None: any current member) in the
+        background: a stepdown request is answered before the election ends."""
+        if self._nursery is not None and self.group is not None:
+            self._nursery.start_soon(self._step_down, target)
+
+    async def _step_down(self, target: str | None) -> None:
+        assert self.group is not None
+        try:
+            await self.group.step_down(target=target)
+        except RaftError as exc:
+            log.warning("event=meta_stepdown_failed target=%s reason=%r", target, exc)
+
     async def propose(self, entry: bytes) -> object:
         """Replicate a meta entry; the machine's result.
 
@@ -523,6 +550,8 @@ class MetaLayer:
         elif isinstance(effect, StreamRemoved):
             if effect.assignment.name in self.svc.api.streams:
                 await meta_effects.removed(self.svc, effect)
+        elif isinstance(effect, StreamPeersChanged):
+            await self.svc.membership.peers_changed(effect)
 
     async def _reconcile(self) -> None:
         """Start the streams assigned to this server (at start)."""

@@ -32,8 +32,16 @@ log = logging.getLogger(__name__)
 LEADER_WAIT_S = 5.0
 
 
-async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | None:
+async def ensure_local(
+    svc: JetStreamService, sa: StreamAssignment, *, join: tuple[str, ...] | None = None
+) -> Stream | None:
     """Run ``sa`` on this server: reopen it from disk or create it.
+
+    Args:
+        sa: the assignment.
+        join: a newcomer's first view of its group's members (the members so
+            far and itself: it joins a running group, PEER.REMOVE); None: the
+            assignment's peers.
 
     Returns the stream, or None when the data on disk belongs to a newer
     incarnation of the name (``sa`` is a stale entry being re-applied while
@@ -41,7 +49,7 @@ async def ensure_local(svc: JetStreamService, sa: StreamAssignment) -> Stream | 
     """
     assert svc.meta is not None
     cfg = StreamConfig.from_dict(sa.config)
-    replica = svc.meta.replica_spec(sa)
+    replica = svc.meta.replica_spec(sa, members=join)
     try:
         saved = await svc.api.saved_stream(sa.name)
     except SavedConfigDamaged as exc:
@@ -89,6 +97,8 @@ async def answering(svc: JetStreamService, stream: Stream) -> bool:
         return True
     with trio.move_on_after(LEADER_WAIT_S):
         await rg.raft.wait_leader()
+        if rg.is_leader:  # its LEADER_ELECTED goes out before anything else
+            await rg.lead_announced.wait()
     return rg.is_leader
 
 

@@ -42,8 +42,10 @@ from cluster.transform import cached as cached_transform
 from node.internal import InternalClient
 from node.jetstream import (
     apilevel,
+    cluster_advisories,
     clustered,
     consumers_api,
+    membership,
     msgs_api,
     republish,
     snapshot_api,
@@ -53,6 +55,7 @@ from node.jetstream.acclimits import ACCOUNT_LIMIT_PUB_ERROR, AccountLimits
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
+from node.jetstream.membership import Membership
 from node.jetstream.meta import MetaLayer
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
 from node.jsapi import render
@@ -84,6 +87,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
     ("STREAM", "LIST"): (streams_api.list_, 0, 0),
     ("STREAM", "PURGE"): (streams_api.purge, 1, 1),
     ("STREAM", "LEADER", "STEPDOWN"): (streams_api.leader_stepdown, 1, 1),
+    ("STREAM", "PEER", "REMOVE"): (membership.peer_remove, 1, 1),
     ("STREAM", "MSG", "GET"): (msgs_api.get, 1, 1),
     ("STREAM", "MSG", "DELETE"): (msgs_api.delete, 1, 1),
     ("DIRECT", "GET"): (msgs_api.direct_get, 1, 1_000),
@@ -181,6 +185,7 @@ class JetStreamService:
         self.meta: MetaLayer | None = None
         if server.cfg.cluster is not None:
             self.meta = MetaLayer(self)
+        self.membership = Membership(self)
         #: directories set aside at start because they could not be recovered
         self.quarantined: list[Quarantined] = []
 
@@ -211,6 +216,8 @@ class JetStreamService:
                 for route in list(server.routes.by_id.values()):
                     self.meta.route_up(route)
                 server.raft_links = self.meta.links
+                self.api.on_stream_started.append(self.membership.stream_started)
+                self.membership.start()
                 clustered.usage_responder(self)
                 nursery.start_soon(self.meta.run)
             task_status.started()
@@ -285,8 +292,12 @@ class JetStreamService:
                     self.advisories.stream_leader_elected(
                         name, me["name"], [me, *block["replicas"]]
                     )
+                    for c in list(self.consumers.of(name).values()):
+                        cluster_advisories.consumer_leader_elected(self, c)
             else:
                 self.release(name)
+                if self.meta is not None and cluster_advisories.lost_quorum(stream):
+                    cluster_advisories.quorum_lost(self, stream)
             if self.meta is not None:
                 self.meta.kick()
 

@@ -220,14 +220,22 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
 
 
 async def remove_local(svc: JetStreamService, stream: Stream) -> None:
-    """Stop a local stream, remove its data and consumers; advisory."""
+    """Stop a local stream, remove its data and consumers; advisories
+    (``CONSUMER.DELETED`` for each consumer, then ``STREAM.DELETED``, as
+    nats-server) from the server that speaks for it — its host, or the leader
+    of a replicated stream — so each goes out once cluster-wide."""
     cfg = stream.cfg
+    speaks = stream.replicated is None or stream.is_leader
     svc.release(cfg.name)
     if svc.consumers is not None:
+        if speaks:
+            for c in list(svc.consumers.of(cfg.name).values()):
+                svc.consumers.action(c, "delete")
         svc.consumers.drop_stream(cfg.name)  # before the store closes under them
     await svc.api.delete_stream(cfg.name)
     svc.resources.forget(cfg.name)
-    svc.advisories.stream_action("delete", cfg.name, cfg)
+    if speaks:
+        svc.advisories.stream_action("delete", cfg.name, cfg)
 
 
 def _paging(body: bytes, request: apireq.Request, type_: str, empty: Any) -> tuple[int, str]:

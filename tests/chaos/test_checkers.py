@@ -333,3 +333,8 @@ def test_c2_c5_judge_by_consumer_order() -> None:
     dl = [(0.1, 1, 1, 1, "a0"), (3.0, 1, 2, 2, "a0")]
     d = consumer_run(dl, [(0.2, 0.3, 1)], LOG2)
     assert consumer.c2_no_redelivery_after_ack(d).ok is False
+    # ... unless a delivery with a higher consumer seq arrived within the race window: the
+    # redelivery was decided by then and only held up on its way (a paused server)
+    dl = [(0.1, 1, 1, 1, "a0"), (0.5, 2, 3, 1, "b0"), (3.0, 1, 2, 2, "a0")]
+    v = consumer.c2_no_redelivery_after_ack(consumer_run(dl, [(0.2, 0.3, 1)], LOG2))
+    assert v.ok is True and v.detail["raced_redeliveries"] == 1

@@ -2,14 +2,23 @@
 
 Each drill is ``python -m chaos run`` in miniature (a few seconds of faults, seeded, printed with
 its replay command) and asserts the checkers' verdicts where the target is known to hold them:
-nats-server with ``sync_interval: always``, one drill per fault family the harness was proven
-on; trijet (R3 streams and their consumers through the streams' Raft groups), one drill per
-fault family it holds today (F1 F2 F3 F4 F5 F7 F8 F9 F13; F6 is F7 on one node, left to
-the campaign; not F11 disk-full: a write error ends the node's stream groups until restart):
-the stream side (S1-S7, S3 replica agreement, W2, KV), the consumer side (C1-C6) and L1, after
-at least one fault.  ``TRIJET_CONSUMERS_REPLICATED`` turns the consumer side
-into expected failures (for a build whose consumers do not replicate).  All drills together
-take about four minutes.
+nats-server with ``sync_interval: always``, every fault family the harness was proven on;
+trijet (R3 streams and their consumers through the streams' Raft groups; R2 for peer-remove),
+every fault family it holds today (F1 F2 F3 F4 F5 F7 F8 F9 F13 stepdown and peer-remove; F6 is
+F7 on one node, left to the campaign; not F11 disk-full: a write error ends the node's stream
+groups until restart): the stream side (S1-S7, S3 replica agreement, W2, KV), the consumer side
+(C1-C6) and L1.
+
+To keep CI near three minutes, fault families that share the same assertions run as one drill:
+a composite scenario (``kill-leader+stepdown+…``, ``chaos.nemesis.scenario_of``) gives each part
+an equal share of the fault phase and heals after each, so one start, setup, quiet and read
+serve several families; every part must have injected at least one fault (``assert_parts``).
+trijet's pause and slow-link families (F3, F8, F5) still run alone: composed into a longer drill
+they made C2 flag redeliveries that arrived more than ``RACE_S`` after an AckSync, held up in a
+paused server or on slow links (the history cannot tell when they were decided; see the
+branch's report).  Only the first drill of each target
+writes the HTML report.  ``TRIJET_CONSUMERS_REPLICATED`` turns the consumer side into expected
+failures (for a build whose consumers do not replicate).
 """
 
 from __future__ import annotations
@@ -50,20 +59,40 @@ def drill(
 ) -> dict[str, dict[str, Any]]:
     if target == "nats-server":
         _server()
+    report = kw.pop("report", False)
     cfg = RunConfig(
-        scenario, target, seed, kw.pop("duration", FAULT_S), tmp_path / scenario,
+        scenario, target, seed, kw.pop("duration", FAULT_S), tmp_path / "run",
         sync_always=kw.pop("sync_always", True), rate_per_s=25.0,
         quiet_s=kw.pop("quiet_s", 15.0), drain_s=kw.pop("drain_s", 10.0),
-        agree_s=kw.pop("agree_s", None),
+        agree_s=kw.pop("agree_s", None), report=report,
     )  # fmt: skip
     result = run(cfg)
     verdicts = {v["name"]: v for v in result["verdicts"]}
     for v in verdicts.values():
         if v["ok"] is not True:
             print(v["name"], v["ok"], v["bad"], v["examples"][:2], v["detail"])
-    assert (cfg.out / "report.html").exists()
+    assert (cfg.out / "report.html").exists() == report
     assert result["ops"]["publish"]["ok"] > 0
+    assert_parts(cfg.out, scenario, seed)
     return verdicts
+
+
+def assert_parts(out: Path, scenario: str, seed: int) -> None:
+    """Every part of the (composite) scenario injected at least one fault."""
+    records = [json.loads(x) for x in (out / "history.jsonl").read_text().splitlines()]
+    parts: list[str] = []
+    faults: dict[str, int] = {}
+    for r in records:
+        if r.get("type") == "part":
+            parts.append(r["scenario"])
+            faults[r["scenario"]] = 0
+        elif r.get("type") == "nemesis" and r.get("phase") == "start":
+            key = parts[-1] if parts else scenario
+            faults[key] = faults.get(key, 0) + 1
+    if not parts:
+        faults = {scenario: faults.get(scenario, 0)}
+    idle = [p for p, n in faults.items() if n == 0]
+    assert not idle, f"{scenario} seed {seed}: no fault injected by {idle}"
 
 
 def assert_hold(verdicts: dict[str, dict[str, Any]], names: tuple[str, ...]) -> None:
@@ -71,34 +100,24 @@ def assert_hold(verdicts: dict[str, dict[str, Any]], names: tuple[str, ...]) -> 
     assert not broken, broken
 
 
-@pytest.mark.timeout(90)
-def test_process_kill_leader(tmp_path: Path) -> None:
-    v = drill(tmp_path, "kill-leader", 11)
+def _with_power(parts: str) -> str:
+    """``parts`` without its power-loss parts when FUSE is not available here."""
+    if power_unavailable() is None:
+        return parts
+    return "+".join(p for p in parts.split("+") if not p.startswith("power-loss"))
+
+
+@pytest.mark.timeout(120)
+def test_kill_stepdown_slow_links(tmp_path: Path) -> None:
+    v = drill(tmp_path, "kill-leader+stepdown+slow-links", 11, duration=9.0, report=True)
     assert_hold(v, (*SAFETY, "C1", "C3", "L1"))
 
 
-@pytest.mark.timeout(90)
-def test_pause_leader(tmp_path: Path) -> None:
-    v = drill(tmp_path, "pause-leader", 12)
+@pytest.mark.timeout(120)
+def test_pause_partition_power_loss_one(tmp_path: Path) -> None:
+    v = drill(tmp_path, _with_power("pause-leader+partition-leader+power-loss-one"), 12,
+              duration=9.0)  # fmt: skip
     assert_hold(v, (*SAFETY, "L1"))
-
-
-@pytest.mark.timeout(90)
-def test_partition_isolate_leader(tmp_path: Path) -> None:
-    v = drill(tmp_path, "partition-leader", 13)
-    assert_hold(v, (*SAFETY, "L1"))
-
-
-@pytest.mark.timeout(90)
-def test_slow_links(tmp_path: Path) -> None:
-    v = drill(tmp_path, "slow-links", 14)
-    assert_hold(v, (*SAFETY, "C1", "C3", "L1"))
-
-
-@pytest.mark.timeout(90)
-def test_stepdown_churn(tmp_path: Path) -> None:
-    v = drill(tmp_path, "stepdown", 15)
-    assert_hold(v, (*SAFETY, "C1", "C3", "L1"))
 
 
 @pytest.mark.timeout(90)
@@ -106,15 +125,6 @@ def test_corrupt_minority(tmp_path: Path) -> None:
     v = drill(tmp_path, "corrupt-minority", 16)
     # the damaged follower may lose or refuse data; the majority's acknowledged writes may not
     assert_hold(v, ("S2", "S5", "S6", "S7", "W2"))
-
-
-@pytest.mark.timeout(90)
-def test_power_loss_one_node(tmp_path: Path) -> None:
-    why = power_unavailable()
-    if why is not None:
-        pytest.skip(f"power loss needs FUSE: {why}")
-    v = drill(tmp_path, "power-loss-one", 17)
-    assert_hold(v, (*SAFETY, "L1"))
 
 
 @pytest.mark.timeout(90)
@@ -154,27 +164,21 @@ def trijet_drill(tmp_path: Path, scenario: str, seed: int, **kw: Any) -> dict[st
     # agree: do not wait long for either
     gap = {} if TRIJET_CONSUMERS_REPLICATED else {"drain_s": 1.0, "agree_s": 1.0}
     base = {"duration": TRIJET_FAULT_S, "quiet_s": 10.0}
-    verdicts = drill(tmp_path, scenario, seed, "trijet", **{**base, **gap, **kw})
-    history = (tmp_path / scenario / "history.jsonl").read_text().splitlines()
-    faults = [r for r in map(json.loads, history) if r.get("type") == "nemesis"]
-    assert faults, f"{scenario} seed {seed}: no fault in {base['duration']} s"
-    return verdicts
+    return drill(tmp_path, scenario, seed, "trijet", **{**base, **gap, **kw})
 
 
-def _fuse(what: str) -> None:
-    why = power_unavailable()
-    if why is not None:
-        pytest.skip(f"{what} needs FUSE: {why}")
+@pytest.mark.timeout(120)
+def test_trijet_kill_partition_stepdown(tmp_path: Path) -> None:
+    scenario = "kill-leader+partition-leader+stepdown"
+    assert_trijet(trijet_drill(tmp_path, scenario, 21, duration=9.0, report=True))
 
 
+# the pause and slow-link families run alone, as short as before: composed with the others
+# they made C2 flag redeliveries that arrived more than RACE_S after an AckSync (held up in a
+# paused server or on 100-150 ms links; the checker cannot see when they were decided)
 @pytest.mark.timeout(90)
-def test_trijet_kill_leader(tmp_path: Path) -> None:
-    assert_trijet(trijet_drill(tmp_path, "kill-leader", 21))
-
-
-@pytest.mark.timeout(90)
-def test_trijet_bounce(tmp_path: Path) -> None:
-    assert_trijet(trijet_drill(tmp_path, "bounce", 22, duration=6.0))
+def test_trijet_slow_links(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "slow-links", 25))
 
 
 @pytest.mark.timeout(90)
@@ -183,31 +187,16 @@ def test_trijet_pause_leader(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(90)
-def test_trijet_partition_leader(tmp_path: Path) -> None:
-    assert_trijet(trijet_drill(tmp_path, "partition-leader", 24))
-
-
-@pytest.mark.timeout(90)
-def test_trijet_slow_links(tmp_path: Path) -> None:
-    assert_trijet(trijet_drill(tmp_path, "slow-links", 25))
-
-
-@pytest.mark.timeout(90)
-def test_trijet_power_loss_all(tmp_path: Path) -> None:
-    _fuse("power loss")
-    assert_trijet(trijet_drill(tmp_path, "power-loss-all", 27))
-
-
-@pytest.mark.timeout(90)
 def test_trijet_pause_kill(tmp_path: Path) -> None:
     assert_trijet(trijet_drill(tmp_path, "pause-kill", 28))
 
 
-@pytest.mark.timeout(90)
-def test_trijet_corrupt_minority(tmp_path: Path) -> None:
-    assert_trijet(trijet_drill(tmp_path, "corrupt-minority", 29, duration=6.0))
+@pytest.mark.timeout(120)
+def test_trijet_bounce_power_loss_corrupt_minority(tmp_path: Path) -> None:
+    scenario = _with_power("bounce+power-loss-all+corrupt-minority")
+    assert_trijet(trijet_drill(tmp_path, scenario, 22, duration=9.0))
 
 
 @pytest.mark.timeout(90)
-def test_trijet_stepdown(tmp_path: Path) -> None:
-    assert_trijet(trijet_drill(tmp_path, "stepdown", 30))
+def test_trijet_peer_remove(tmp_path: Path) -> None:
+    assert_trijet(trijet_drill(tmp_path, "peer-remove", 31))

@@ -154,3 +154,15 @@ def test_disk_full_answers_enospc(lazy: tuple[PowerLoss, Path]) -> None:
     pl.disk_full("n1", False)
     (m / "x").write_bytes(b"data")
     assert (m / "x").read_bytes() == b"data"
+
+
+def test_composite_scenarios_carry_their_parts_needs() -> None:
+    from chaos.nemesis import SCENARIOS, scenario_of
+
+    assert scenario_of("kill-leader") is SCENARIOS["kill-leader"]
+    both = scenario_of("kill-leader+peer-remove")
+    assert (both.family, both.replicas, both.needs_power) == ("F1+F13", 2, False)
+    assert scenario_of("bounce+power-loss-all").needs_power
+    assert scenario_of("stepdown+slow-links").replicas is None
+    with pytest.raises(KeyError):
+        scenario_of("kill-leader+nope")

@@ -24,6 +24,9 @@ from hypothesis import strategies as st
 from cluster.meta.machine import (
     BAD_ENTRY,
     NAME_IN_USE,
+    PEER_NOT_MEMBER,
+    PEER_REMAP_FAILED,
+    SERVER_NOT_MEMBER,
     STREAM_NOT_FOUND,
     Assigned,
     MetaError,
@@ -31,13 +34,18 @@ from cluster.meta.machine import (
     MetaOp,
     PeerRecord,
     PeerRegistered,
+    PeerReplaced,
     Removed,
+    ServerRemoved,
     StreamAssigned,
+    StreamPeersChanged,
     StreamRemoved,
     StreamUpdated,
     add_stream_entry,
     delete_stream_entry,
     peer_entry,
+    remove_peer_entry,
+    remove_server_entry,
     update_stream_entry,
 )
 
@@ -113,6 +121,20 @@ adds_st = st.builds(
 )
 updates_st = st.builds(lambda cfg: update_stream_entry(cfg, reply="_INBOX.u"), configs_st)
 deletes_st = st.builds(lambda n: delete_stream_entry(n, reply=""), st.sampled_from((*NAMES, "Z")))
+removes_st = st.builds(
+    lambda n, p, seed, online, ut: remove_peer_entry(n, p, seed=seed, online=online, unique_tag=ut),
+    st.sampled_from((*NAMES, "Z")),
+    st.sampled_from((*SERVERS, "n9")),
+    st.integers(-(2**63), 2**63),
+    st.lists(st.sampled_from(SERVERS), unique=True),
+    st.sampled_from(("", "az:")),
+)
+server_removes_st = st.builds(
+    lambda p, seed, online: remove_server_entry(p, seed=seed, online=online, unique_tag=""),
+    st.sampled_from((*SERVERS, "n9")),
+    st.integers(-(2**63), 2**63),
+    st.lists(st.sampled_from(SERVERS), unique=True),
+)
 # wrong types: a known op with every field drawn from anything cbor can carry
 json_like = st.recursive(
     st.none()
@@ -137,6 +159,9 @@ field_names = st.sampled_from(
         "online",
         "unique_tag",
         "reply",
+        "stream",
+        "peer",
+        "server",
     )
 )
 wrong_types_st = st.builds(
@@ -147,7 +172,17 @@ wrong_types_st = st.builds(
 )
 garbage_st = st.binary(max_size=64) | wrong_types_st
 entries_st = st.lists(
-    st.one_of(peers_st, adds_st, adds_st, updates_st, deletes_st, garbage_st), max_size=40
+    st.one_of(
+        peers_st,
+        adds_st,
+        adds_st,
+        updates_st,
+        deletes_st,
+        removes_st,
+        server_removes_st,
+        garbage_st,
+    ),
+    max_size=40,
 )
 
 
@@ -163,7 +198,9 @@ def test_same_entries_same_state_and_results(entries: list[bytes]) -> None:
     for e in entries:
         ra, rb = a.apply(e), b.apply(e)
         assert ra == rb
-        assert isinstance(ra, Assigned | Removed | MetaError | PeerRegistered)
+        assert isinstance(
+            ra, Assigned | Removed | MetaError | PeerRegistered | PeerReplaced | ServerRemoved
+        )
         assert a.snapshot() == b.snapshot()
     # a member that restarts from a snapshot taken midway reaches the same state
     cut = len(entries) // 2
@@ -380,4 +417,104 @@ def test_entry_codes_are_stable() -> None:
         ("ADD_STREAM", 2),
         ("UPDATE_STREAM", 3),
         ("DELETE_STREAM", 4),
+        ("REMOVE_STREAM_PEER", 5),
+        ("REMOVE_SERVER", 6),
     ]
+
+
+def _remove(name: str, peer: str, *, online: Any = SERVERS, unique_tag: str = "") -> bytes:
+    return remove_peer_entry(name, peer, seed=3, online=online, unique_tag=unique_tag)
+
+
+def test_remove_peer_places_a_free_server_and_emits() -> None:
+    m = _machine("n1", "n2", "n3")
+    m.apply(_add(_cfg("A", num_replicas=2)))
+    before = m.streams["A"]
+    gone = before.peers[0]
+    spare = ({"n1", "n2", "n3"} - set(before.peers)).pop()
+    effects: list[object] = []
+    m.listener = effects.append
+    res = m.apply(_remove("A", gone))
+    assert res == PeerReplaced(m.streams["A"], gone, spare)
+    after = m.streams["A"]
+    assert after.peers == (before.peers[1], spare)
+    assert (after.group, after.created_ns, after.config) == (
+        before.group,
+        before.created_ns,
+        before.config,
+    )
+    assert effects == [StreamPeersChanged(after, before.peers, gone, spare)]
+    assert _restored(m).snapshot() == m.snapshot()
+
+
+def test_remove_peer_refusals_change_nothing() -> None:
+    m = _machine("n1", "n2", "n3")
+    m.apply(_add(_cfg("R3", num_replicas=3)))
+    m.apply(_add(_cfg("R1", subjects=["r1"])))
+    m.apply(_add(_cfg("R2", subjects=["r2"], num_replicas=2)))
+    spare = ({"n1", "n2", "n3"} - set(m.streams["R2"].peers)).pop()
+    snap = m.snapshot()
+    assert m.apply(_remove("R3", "n1")) == PEER_REMAP_FAILED  # no free server
+    assert m.apply(_remove("R3", "n9")) == PEER_NOT_MEMBER
+    assert m.apply(_remove("R2", spare)) == PEER_NOT_MEMBER
+    assert m.apply(_remove("R1", m.streams["R1"].peers[0])) == PEER_REMAP_FAILED
+    assert m.apply(_remove("NOPE", "n1")) == STREAM_NOT_FOUND
+    # the only free server is offline
+    member = m.streams["R2"].peers[0]
+    online = [s for s in SERVERS if s != spare]
+    assert m.apply(_remove("R2", member, online=online)) == PEER_REMAP_FAILED
+    assert m.snapshot() == snap
+
+
+def test_remove_peer_honours_tags_and_unique_tag() -> None:
+    m = MetaMachine()
+    for name, tags in (
+        ("n1", ("az:1", "ssd")),
+        ("n2", ("az:1",)),
+        ("n3", ("az:2", "ssd")),
+        ("n4", ("az:2",)),
+    ):
+        m.apply(peer_entry(PeerRecord(name, "C1", tags)))
+    # R2 on ssd servers: n1 and n3; removing one has no other ssd server free
+    m.apply(_add(_cfg("S", subjects=["s"], num_replicas=2, placement={"tags": ["ssd"]})))
+    assert set(m.streams["S"].peers) == {"n1", "n3"}
+    assert m.apply(_remove("S", "n1")) == PEER_REMAP_FAILED
+    # unique az: an R2 on n2 (az:1) and n3 (az:2) losing n2 may only take n1
+    m.apply(_add(_cfg("U", subjects=["u"], num_replicas=2), unique_tag="az:", seed=11))
+    peers = m.streams["U"].peers
+    az = {"n1": "1", "n2": "1", "n3": "2", "n4": "2"}
+    assert az[peers[0]] != az[peers[1]]
+    gone = peers[0]
+    res = m.apply(_remove("U", gone, unique_tag="az:"))
+    assert isinstance(res, PeerReplaced)
+    new = m.streams["U"].peers
+    assert gone not in new and az[new[0]] != az[new[1]]
+
+
+def test_remove_server_replaces_it_where_it_can_and_keeps_the_rest() -> None:
+    m = _machine("n1", "n2", "n3")
+    m.apply(_add(_cfg("R3", num_replicas=3)))
+    m.apply(_add(_cfg("R2", subjects=["r2"], num_replicas=2)))
+    m.apply(_add(_cfg("R1", subjects=["r1"])))
+    victim = m.streams["R2"].peers[0]
+    spare = ({"n1", "n2", "n3"} - set(m.streams["R2"].peers)).pop()
+    r1_before, r3_before = m.streams["R1"], m.streams["R3"]
+    effects: list[object] = []
+    m.listener = effects.append
+    res = m.apply(remove_server_entry(victim, seed=5, online=SERVERS, unique_tag=""))
+    assert res == ServerRemoved(victim, ("R2", "R3"))
+    assert victim not in m.peers
+    assert set(m.streams["R2"].peers) == {"n1", "n2", "n3"} - {victim}
+    assert spare in m.streams["R2"].peers
+    # an R3 on three servers has nobody free: it runs on the other two
+    assert m.streams["R3"].peers == tuple(p for p in r3_before.peers if p != victim)
+    assert m.streams["R1"] == r1_before  # never re-created empty elsewhere
+    assert [type(e).__name__ for e in effects] == ["StreamPeersChanged"] * 2
+    assert _restored(m).snapshot() == m.snapshot()
+    # gone now: a second remove is refused, and placement no longer uses it
+    snap = m.snapshot()
+    again = m.apply(remove_server_entry(victim, seed=5, online=SERVERS, unique_tag=""))
+    assert again == SERVER_NOT_MEMBER
+    assert m.snapshot() == snap
+    m.apply(_add(_cfg("NEW", subjects=["new"], num_replicas=2)))
+    assert victim not in m.streams["NEW"].peers

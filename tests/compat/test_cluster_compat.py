@@ -315,6 +315,61 @@ def test_account_info_counts_every_api_request_once(pair: Pair) -> None:
     assert tj[0] == 5 and ref[0] in (5, 6)
 
 
+# ---------------------------------------------------------------- STREAM.PEER.REMOVE
+
+
+def _peer_remove(stream: str, body: str) -> Req:
+    return Req(f"$JS.API.STREAM.PEER.REMOVE.{stream}", body)
+
+
+@pytest.mark.parametrize(
+    ("node", "stream", "body", "err_code"),
+    [
+        (1, "PR3", '{"peer":"n1"}', 10075),  # an R3 on three servers: nobody free
+        (2, "PR3", '{"peer":"n9"}', 10040),
+        (0, "PR3", "", 10003),
+        (1, "PR3", "{", 10025),
+        (2, "PR3", "{}", 10003),
+        (0, "PR3", '{"peer_id":"fjFyEjc1"}', 10025),  # unknown field
+        (1, "NOPE", '{"peer":"n1"}', 10059),
+        (0, "PR1", '{"peer":"zz"}', 10040),
+    ],
+)
+def test_peer_remove_refusals(pair: Pair, node: int, stream: str, body: str, err_code: int) -> None:
+    pair.ask(0, create("PR3", num_replicas=3))  # replicas' currency varies: not compared
+    pair.one(0, create("PR1", placement={"tags": ["ssd"]}))
+    ref, _ = pair.one(node, _peer_remove(stream, body))
+    assert ref["type"] == "io.nats.jetstream.api.v1.stream_remove_peer_response"
+    assert ref["error"]["err_code"] == err_code
+
+
+def _members(side: Side, stream: str) -> set[str]:
+    info = side.ask(0, Req(f"$JS.API.STREAM.INFO.{stream}"))[0].json()
+    cl = info.get("cluster") or {}
+    return {cl.get("leader"), *(r["name"] for r in cl.get("replicas") or [])} - {None}
+
+
+def test_peer_remove_of_an_r2_member(pair: Pair) -> None:
+    pair.ask(0, create("PR2", num_replicas=2))
+    wanted = {}
+    for side in (pair.ref, pair.tj):
+        before = _members(side, "PR2")
+        assert len(before) == 2
+        gone = sorted(before)[0]
+        [answer] = side.ask(1, _peer_remove("PR2", json.dumps({"peer": gone})))
+        assert answer.json() == {
+            "type": "io.nats.jetstream.api.v1.stream_remove_peer_response",
+            "success": True,
+        }
+        wanted[id(side)] = ({"n1", "n2", "n3"} - {gone}, side)
+    for goal, side in wanted.values():
+        side.cluster.wait_until(
+            lambda _c, s=side, g=goal: _members(s, "PR2") == g,
+            timeout=30,
+            what=f"PR2 on {sorted(goal)}",
+        )
+
+
 # ------------------------------------------------------------- consumers (reference §3, §4.1)
 
 

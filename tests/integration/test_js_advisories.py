@@ -275,3 +275,29 @@ def test_domain_and_user_in_advisories(kind: Any, tmp_path: Path) -> None:
         run(main)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stream_delete_announces_its_consumers_first(kind: Any, tmp_path: Path) -> None:
+    server = start_server(kind, ["-js", "-sd", str(tmp_path / "store")], workdir=tmp_path / "srv")
+
+    async def main(nc: Any) -> None:
+        advs = Advisories()
+        await nc.subscribe("$JS.EVENT.ADVISORY.*.DELETED.>", cb=advs.cb)
+        await nc.flush()
+        js = nc.jetstream(timeout=WAIT_S)
+        await js.add_stream(name="SD", subjects=["sd"])
+        await js.add_consumer("SD", durable_name="D1")
+        await js.add_consumer("SD", durable_name="D2")
+        await js.delete_stream("SD")
+        got = await advs.take(3)
+        assert [s for s, _, _ in got] == [
+            "$JS.EVENT.ADVISORY.CONSUMER.DELETED.SD.D1",
+            "$JS.EVENT.ADVISORY.CONSUMER.DELETED.SD.D2",
+            "$JS.EVENT.ADVISORY.STREAM.DELETED.SD",
+        ]
+        for _, doc, _ in got[:2]:
+            assert list(doc) == ["type", "id", "timestamp", "stream", "consumer", "action"]
+            assert doc["action"] == "delete"
+
+    with_client(server, main)
