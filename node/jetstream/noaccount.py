@@ -31,6 +31,7 @@ from cluster.naming import peer_id
 from cluster.placement import NoPlacement, stepdown_target
 from node.internal import InternalClient
 from node.jetstream.common import ApiAnswer, dumps, error, json_object
+from node.jetstream.meta_ops import remap_server
 from node.jsapi.errors import (
     BAD_REQUEST,
     CLUSTER_NO_PEERS,
@@ -38,6 +39,7 @@ from node.jsapi.errors import (
     INVALID_JSON,
     JSApiError,
 )
+from raft.errors import RaftError
 
 if TYPE_CHECKING:
     from node.accounts import Account
@@ -325,6 +327,15 @@ class MetaOps:
         raise error(REMOVE_RESPONSE, JSApiError(CLUSTER_SERVER_NOT_MEMBER))
 
     async def _remove(self, meta: Any, name: str, reply: bytes | None) -> None:
+        try:  # its streams first (replacements placed), then its seat
+            refused = await remap_server(meta, name)
+        except RaftError as exc:
+            log.warning("event=meta_server_remove_not_committed peer=%s error=%r", name, exc)
+            return  # not answered, as when the meta leader is lost
+        if refused is not None:
+            if reply:
+                self._reply(reply, refused)
+            return
         try:
             await meta.group.remove_member(name)
         except Exception as exc:
