@@ -314,8 +314,8 @@ def test_account_jsz_request_as_reference(start_server: Any) -> None:
 
 @pytest.mark.parametrize("kind", ["reference", "trijet"])
 def test_server_remove_of_the_meta_leader(kind: str, tmp_path: Path) -> None:
-    """SERVER.REMOVE naming the meta leader: no reply; another server leads and the meta
-    group shrinks to two (seen from the servers that stay)."""
+    """SERVER.REMOVE naming the meta leader: no reply (the reference, once, a success);
+    another server leads and the meta group shrinks to two (seen from the servers that stay)."""
     if kind == "reference" and reference_binary() is None:
         pytest.skip("reference nats-server not installed")
     with start_cluster(kind, 3, workdir=tmp_path, extra_conf=CLUSTER_ACCOUNTS) as c:  # type: ignore[arg-type]
@@ -324,7 +324,11 @@ def test_server_remove_of_the_meta_leader(kind: str, tmp_path: Path) -> None:
         li = c.index(leader)
         url = c.urls[(li + 1) % 3]
         body = json.dumps({"peer": leader}).encode()
-        assert run(lambda: request(url, "sys", "$JS.API.SERVER.REMOVE", body)) == "no-reply"
+        got = run(lambda: request(url, "sys", "$JS.API.SERVER.REMOVE", body))
+        # nats-server usually answers nothing here (its leader hands over first) but
+        # was seen answering success once: either, never an error; trijet: no reply
+        ok = {"type": "io.nats.jetstream.api.v1.meta_server_remove_response", "success": True}
+        assert got == "no-reply" or (kind == "reference" and got == ok), got
         stay = [i for i in range(3) if i != li]
 
         def shrunk(cl: Any) -> bool:

@@ -15,6 +15,7 @@ import pytest
 
 from pipeline.natsio import JetStreamError, Publisher, RangeReader
 from pipeline.plan import ConnectOptions
+from pipeline.wire import WireError
 from tests.support.aio import noop_cb, run
 from tests.support.cluster import Cluster, start_cluster
 from tests.support.servers import KINDS, reference_binary
@@ -38,8 +39,8 @@ async def _read_all(conn: ConnectOptions, kill: Cluster | None) -> tuple[list[in
                 if kill is not None and attempt == 1 and len(seqs) == 50:
                     await _kill_leader(kill)
             return seqs, attempt
-        except (JetStreamError, nats.errors.Error, OSError):
-            continue
+        except (JetStreamError, nats.errors.Error, OSError, WireError):
+            continue  # e.g. the reader's own server was the one killed
         finally:
             await r.close()
     raise AssertionError("range read failed three times")
