@@ -27,14 +27,30 @@ A store that holds less than the mark says, or reports damage, or lost a
 message past the mark that a cut cannot bring back (``restore_to_mark``),
 and a mark that cannot be read, are rebuilt: the store is emptied and every
 entry applies again (from the journal, then from the leader).
-The journal keeps every entry (no compaction yet: a state snapshot would need
-catch-up by streaming the store, which is not built), so an entry past the
-mark is always there to apply again.
+
+Compaction.  The journal is bounded (``JOURNAL_ENTRIES_MAX`` entries,
+``JOURNAL_BYTES_MAX`` bytes of commands, or ``JOURNAL_AGE_S_MAX``): past a
+bound the group takes a *state snapshot* (``cluster.replica_state``: the
+store's shape, the stream machine's state, the whole consumer table -- never
+the messages) and cuts the journal there.  The store is synced before the
+snapshot's state is taken, so a snapshot is also an applied mark: at start
+the newer of the mark file and the snapshot is the mark.  The snapshot's
+encoding and write run in a thread (``raft.snapshot``).
+
+Holes and catch-up.  A replica that installs a snapshot (from the leader,
+which compacted past what this replica has, or at start) while its store
+holds less than the snapshot's shape has a *hole*: it holds its applies
+(the committed entries wait), never campaigns (``may_lead``, so it never
+leads, never captures and never answers reads), writes no mark, and fetches
+the missing messages from a peer's store in bounded batches
+(``cluster.catchup``); then the entries after the snapshot apply.  A
+brand-new empty replica in a group whose journal was compacted takes the same
+path: a new peer catches up by itself.
 
 Consumer entries (``cluster.consumer_table``) ride in the same log and are
 applied to the stream's ``ConsumerTable`` on every replica, *always*: the
-table is memory only and is rebuilt at start from the whole journal, so the
-applied mark does not skip them.
+table is memory only; it is rebuilt at start from the latest snapshot plus
+the journal after it, so the applied mark does not skip them.
 
 Leadership: ``leader_listeners`` hear ``True``/``False`` as this replica gains
 or loses the lead (capture, expiry and answers follow it).
@@ -54,16 +70,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import cbor2
 import trio
 
+from cluster.catchup import CatchupLink, CatchupUnavailable
 from cluster.consumer_table import ConsumerTable
 from cluster.ops import CONSUMER_ENTRY_TYPES, decode_any, encode_op
+from cluster.replica_state import (
+    ReplicaState,
+    ReplicaStateError,
+    decode_replica_state,
+    encode_replica_state,
+    finish,
+    install_batch,
+    reconcile,
+    shape_of,
+)
 from cluster.stream_fsm import StreamStateMachine
-from raft.core import Proposal, RaftConfig
+from raft.core import Proposal, RaftConfig, safe_file_stem
 from raft.errors import ApplyFailed, InvariantViolation, RaftError
 from raft.group import RaftGroup
 from raft.links import PeerLinks
+from raft.snapshot import SnapshotStore
 from raft.storage import OsDisk
 from store.api import StreamStore
 
@@ -77,8 +104,12 @@ ENTRY_BYTES_MAX = 4 * 1024 * 1024
 #: followers learn a commit index with the next entries, or this much later
 #: (one message, wake-up and cycle less per follower and entry)
 COMMIT_NOTIFY_S_MAX = 0.02
-#: journal compaction is off for stream groups (see the module doc)
-NO_COMPACTION = 2**62
+#: the journal's bounds: a state snapshot cuts it past any of them
+JOURNAL_ENTRIES_MAX = int(os.environ.get("TRIJET_STREAM_JOURNAL_ENTRIES_MAX", 8192))
+JOURNAL_BYTES_MAX = int(os.environ.get("TRIJET_STREAM_JOURNAL_BYTES_MAX", 64 * 1024 * 1024))
+JOURNAL_AGE_S_MAX = 600.0
+#: a catch-up that found no peer to answer tries again after this long (and more, jittered)
+CATCHUP_RETRY_S = 0.05
 
 
 class ReplicatedStreamFSM:
@@ -93,12 +124,28 @@ class ReplicatedStreamFSM:
         self.fsm = fsm
         self.skip_through = skip_through
         self.applied = skip_through
-        #: the stream's consumers (memory only: rebuilt from the journal)
+        #: the stream's consumers (memory only: snapshot + journal)
         self.consumers = ConsumerTable()
+        #: the snapshot installed while the store holds less than its shape
+        self.hole: ReplicaState | None = None
+        self._hole_doc = b""
+        #: told (synchronously) when a hole opens
+        self.on_hole: Callable[[], None] | None = None
+
+    @property
+    def apply_held(self) -> bool:
+        """Committed entries wait while the store has a hole (``raft.syncobj``)."""
+        return self.hole is not None
+
+    @property
+    def may_lead(self) -> bool:
+        """A replica with a hole never campaigns (``raft.core``)."""
+        return self.hole is None
 
     def apply_at(self, entry: bytes, index: int) -> object:
         op = decode_any(entry)
         if isinstance(op, CONSUMER_ENTRY_TYPES):  # never skipped (see the module doc)
+            self.applied = max(self.applied, index)
             return self.consumers.apply(op)  # type: ignore[arg-type]
         if index <= self.skip_through:
             return None  # already in the store (re-applied from the journal at start)
@@ -110,17 +157,90 @@ class ReplicatedStreamFSM:
         raise InvariantViolation("a stream group applies through apply_at")
 
     def snapshot(self) -> bytes:
-        return cbor2.dumps({"applied": self.applied})
+        """The state after the last applied entry, without the messages.
+
+        The store is synced first: the snapshot is an applied mark too.  A
+        replica with a hole gives the snapshot it installed (its state is that
+        one's; its store is being filled).
+        """
+        if self.hole is not None:
+            return self._hole_doc
+        store = self.fsm.store
+        store.sync()
+        rs = ReplicaState(
+            self.applied,
+            shape_of(store),
+            self.fsm.replica_state(),
+            self.consumers.snapshot_doc(),
+        )
+        return encode_replica_state(rs)
 
     def restore(self, reader: BinaryIO) -> None:
-        doc = cbor2.loads(reader.read())
-        applied = doc.get("applied", 0) if isinstance(doc, dict) else 0
-        if applied > self.applied:
-            # a snapshot from a leader whose journal was compacted past us: the
-            # messages are not in it; installing it would leave a hole
-            raise InvariantViolation(
-                f"stream snapshot at {applied} but this replica holds only {self.applied}"
-            )
+        """Install a state snapshot (at start, or sent by the leader).
+
+        The consumer table is replaced.  A store already at or past the
+        snapshot (the mark is not older) keeps its stream state; otherwise
+        the stream's state is the snapshot's and entries after its index apply
+        again; a store that holds less than its shape opens a hole.
+
+        Raises:
+            ReplicaStateError, OpError, StreamSnapshotError: malformed.
+        """
+        data = reader.read()
+        rs = decode_replica_state(data)
+        self.consumers.restore_doc(rs.consumers)
+        store = self.fsm.store
+        st = store.state()
+        if self.hole is None and self.skip_through >= rs.index and st.last_seq >= rs.shape.last_seq:
+            # a restart whose store is at or past the snapshot: the policy is the
+            # stream's config (newer), the dedupe ids recovered from the store
+            # join the snapshot's, the interest filters are the snapshot's
+            self.fsm.install_replica_state(_merged(self.fsm.replica_state(), rs.stream))
+            self.applied = max(self.applied, rs.index)
+            return
+        self.fsm.install_replica_state(rs.stream)
+        self.skip_through = rs.index
+        self.applied = rs.index
+        sh = rs.shape
+        if (st.first_seq, st.last_seq, st.msgs) == (sh.first_seq, sh.last_seq, sh.msgs):
+            self.hole = None
+            return
+        log.info(
+            "event=stream_hole index=%d have=%d..%d/%d want=%d..%d/%d",
+            rs.index,
+            st.first_seq,
+            st.last_seq,
+            st.msgs,
+            sh.first_seq,
+            sh.last_seq,
+            sh.msgs,
+        )
+        self.hole, self._hole_doc = rs, data
+        if self.on_hole is not None:
+            self.on_hole()
+
+    def hole_filled(self, rs: ReplicaState) -> bool:
+        """The store now holds ``rs``'s shape; False if another snapshot was
+        installed meanwhile (its hole stays)."""
+        if self.hole is not rs:
+            return False
+        self.hole, self._hole_doc = None, b""
+        return True
+
+
+def _merged(cur: dict[str, Any], snap: object) -> dict[str, Any]:
+    """The stream state of a store past its snapshot: ``cur`` (rebuilt from the
+    store and the config) over the snapshot's ``snap``."""
+    if not isinstance(snap, dict):
+        return cur
+    dedupe = {bytes(d[0]): d for d in snap.get("dedupe", []) if isinstance(d, list) and d}
+    dedupe.update({d[0]: d for d in cur["dedupe"]})
+    return {
+        "policy": cur["policy"],
+        "last_msg_id": cur["last_msg_id"] or snap.get("last_msg_id", b""),
+        "dedupe": sorted(dedupe.values(), key=lambda d: (d[1], d[0])),
+        "interest": cur["interest"] if cur["interest"] is not None else snap.get("interest"),
+    }
 
 
 def read_mark(raft_dir: Path) -> tuple[int, int, int]:
@@ -148,7 +268,30 @@ def write_mark(raft_dir: Path, index: int, last_seq: int, msgs: int) -> None:
     os.replace(tmp, raft_dir / MARK_FILE)
 
 
-def restore_to_mark(store: StreamStore, raft_dir: Path, group_id: str) -> int:
+def read_snapshot_mark(raft_dir: Path, group_id: str) -> tuple[int, int, int] | None:
+    """``(index, last_seq, msgs)`` of the group's state snapshot on disk (the
+    store was synced at it), or None."""
+    disk = OsDisk(raft_dir)
+    try:
+        snap = SnapshotStore(disk, safe_file_stem(group_id) + ".snap", None).load()  # type: ignore[arg-type]
+    finally:
+        disk.close()
+    if snap is None:
+        return None
+    try:
+        rs = decode_replica_state(snap.fsm_bytes)
+    except ReplicaStateError as e:
+        log.error("event=stream_snapshot_unreadable group=%s reason=%r", group_id, e)
+        return None
+    return rs.index, rs.shape.last_seq, rs.shape.msgs
+
+
+def restore_to_mark(
+    store: StreamStore,
+    raft_dir: Path,
+    group_id: str,
+    snapshot_mark: tuple[int, int, int] | None = None,
+) -> int:
     """Bring a durable store back to its applied mark; the Raft index to skip
     through (0: rebuild, every entry applies again).
 
@@ -161,9 +304,19 @@ def restore_to_mark(store: StreamStore, raft_dir: Path, group_id: str) -> int:
     than the other replicas did, so the store is rebuilt instead.  So is one
     that holds less than the mark says (a damaged or cut file), or reports
     damage: skipping to the mark would leave a hole that is never repaired.
-    The journal keeps every entry (and the leader sends what it lost).
+    The journal keeps every entry after the latest snapshot (and the leader
+    sends what it lost).
+
+    A state snapshot newer than the mark file (``snapshot_mark``) is the mark;
+    a store that holds less than it says is left as it is (0 is returned): the
+    snapshot's install finds the hole and fills it from a peer, keeping what
+    the store holds.
     """
     index, last_seq, msgs = read_mark(raft_dir)
+    if snapshot_mark is not None and snapshot_mark[0] >= index:
+        index, last_seq, msgs = snapshot_mark
+        if store.state().last_seq < last_seq:
+            return 0
     st = store.state()
     why = None
     if st.last_seq < last_seq:
@@ -223,6 +376,7 @@ class ReplicatedGroup:
         raft_dir: where the journal and the applied mark live.
         rng: seeds election timeouts.
         durable_store: False for a memory store (no mark: it starts empty).
+        journal_entries_max, journal_bytes_max: the journal's bounds.
     """
 
     sync_each_batch = True  # durability is the journal's (majority)
@@ -240,6 +394,8 @@ class ReplicatedGroup:
         rng: random.Random,
         *,
         durable_store: bool = True,
+        journal_entries_max: int = JOURNAL_ENTRIES_MAX,
+        journal_bytes_max: int = JOURNAL_BYTES_MAX,
     ) -> None:
         self.group_id = group_id
         self.node_id = node_id
@@ -249,14 +405,29 @@ class ReplicatedGroup:
         self.durable_store = durable_store
         # applied past the mark before a crash: those entries apply again (the
         # stream rebuilds its dedupe table from the store afterwards)
-        index = restore_to_mark(store, raft_dir, group_id) if durable_store else 0
+        index = 0
+        if durable_store:
+            snap_mark = read_snapshot_mark(raft_dir, group_id)
+            index = restore_to_mark(store, raft_dir, group_id, snap_mark)
         self.rfsm = ReplicatedStreamFSM(fsm, index)
         self._marked = index
+        self._hole_event = trio.Event()
+        self.rfsm.on_hole = self._hole_event.set
+        self._rng = random.Random(rng.random())
+        self.catchup = CatchupLink(
+            group_id,
+            links,
+            store,
+            read_in_thread=durable_store,
+            can_serve=lambda: self.rfsm.hole is None,
+            rng=self._rng,
+        )
         config = RaftConfig(
             commit_notify_s_max=COMMIT_NOTIFY_S_MAX,
             entry_bytes_max=ENTRY_BYTES_MAX,
-            log_compaction_entries_min=NO_COMPACTION,
-            log_compaction_s_min=float(NO_COMPACTION),
+            log_compaction_entries_min=journal_entries_max,
+            log_compaction_bytes_min=journal_bytes_max,
+            log_compaction_s_min=JOURNAL_AGE_S_MAX,
         )
         self.raft = RaftGroup(
             group_id,
@@ -282,9 +453,11 @@ class ReplicatedGroup:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.catchup.run)
             await nursery.start(self.raft.run)
             nursery.start_soon(self._watch_leadership)
             nursery.start_soon(self._mark_loop)
+            nursery.start_soon(self._catchup_loop)
             task_status.started()
 
     async def propose(self, op: Any) -> Any:
@@ -363,8 +536,8 @@ class ReplicatedGroup:
         while True:
             await trio.sleep(MARK_INTERVAL_S)
             index = self.rfsm.applied
-            if index == self._marked or not self.durable_store:
-                continue
+            if index == self._marked or not self.durable_store or self.rfsm.hole is not None:
+                continue  # a store with a hole is not at its applied index
             st = self.store.state()
             # in the store's owner thread: the Raft driver appends to the store in
             # this one, and a sync in a worker thread racing an append loses that
@@ -373,5 +546,96 @@ class ReplicatedGroup:
             await trio.to_thread.run_sync(write_mark, self.raft_dir, index, st.last_seq, st.msgs)
             self._marked = index
 
+    async def _catchup_loop(self) -> None:
+        """Fill the store's hole whenever one opens (see the module doc)."""
+        while True:
+            if self.rfsm.hole is None:
+                await self._hole_event.wait()
+            self._hole_event = trio.Event()
+            self.rfsm.on_hole = self._hole_event.set
+            rs = self.rfsm.hole
+            if rs is not None:
+                await self._fill(rs)
+
+    def _source(self) -> str | None:
+        """Whom to fetch from: the leader if known, else any other member."""
+        lid = self.raft.leader_id
+        if lid is not None and lid != self.node_id:
+            return lid
+        others = [p for p in self.members if p != self.node_id]
+        return self._rng.choice(others) if others else None
+
+    async def _fill(self, rs: ReplicaState) -> None:
+        """Bring the store to ``rs``'s shape from peers' stores, batch by batch,
+        then let the held entries apply.  Returns early if another snapshot
+        is installed meanwhile (the loop starts over with it)."""
+        store = self.store
+        stats = self.catchup.stats
+        t0 = trio.current_time()
+        end = rs.shape.last_seq
+        nxt = reconcile(store, rs.shape)
+        fetched = 0
+        delay = CATCHUP_RETRY_S
+        while nxt <= end:
+            src = self._source()
+            if src is None:
+                await trio.sleep(delay)
+                continue
+            try:
+                msgs, after = await self.catchup.fetch(src, nxt, end)
+            except (CatchupUnavailable, ValueError) as e:
+                stats.retries += 1
+                log.info("event=catchup_retry group=%s source=%s reason=%r", self.group_id, src, e)
+                await trio.sleep(delay * (1 + self._rng.random()))
+                delay = min(delay * 2, 1.0)
+                continue
+            delay = CATCHUP_RETRY_S
+            if self.rfsm.hole is not rs:
+                return
+            if msgs and msgs[0].seq < nxt:
+                msgs = [m for m in msgs if m.seq >= nxt]
+            n = install_batch(store, msgs, end)
+            fetched += n
+            stats.batches += 1
+            stats.fetched_msgs += n
+            stats.fetched_bytes += sum(len(m.payload) + len(m.headers) for m in msgs)
+            stats.sources[src] = stats.sources.get(src, 0) + 1
+            nxt = after
+            await trio.lowlevel.checkpoint()
+        if self.rfsm.hole is not rs:
+            return
+        finish(store, rs.shape)
+        store.sync()
+        if self.rfsm.hole_filled(rs):
+            stats.catchups += 1
+            stats.last_s = trio.current_time() - t0
+            st = store.state()
+            log.info(
+                "event=catchup_done group=%s index=%d msgs_fetched=%d seconds=%.3f "
+                "store=%d..%d/%d want=%d..%d/%d",
+                self.group_id,
+                rs.index,
+                fetched,
+                stats.last_s,
+                st.first_seq,
+                st.last_seq,
+                st.msgs,
+                rs.shape.first_seq,
+                rs.shape.last_seq,
+                rs.shape.msgs,
+            )
+            self.raft.kick()
+
     def status(self) -> dict[str, Any]:
-        return self.raft.status()
+        doc = self.raft.status()
+        c = self.catchup.stats
+        doc["catchup"] = {
+            "hole": self.rfsm.hole is not None,
+            "catchups": c.catchups,
+            "fetched_msgs": c.fetched_msgs,
+            "batches": c.batches,
+            "served_batches": c.served_batches,
+            "retries": c.retries,
+            "last_s": round(c.last_s, 3),
+        }
+        return doc

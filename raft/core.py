@@ -110,6 +110,9 @@ class RaftConfig:
     payload_bytes_max: int = 2 * 1024 * 1024  # per frame payload (< frame_bytes_max)
     log_compaction_entries_min: int = 100_000
     log_compaction_s_min: float = 24 * 3600.0
+    #: compact once the journal's commands hold more than this (None: by
+    #: entries and time only)
+    log_compaction_bytes_min: int | None = None
     snapshot_chunk_bytes: int = 256 * 1024
     forward_proposals: bool = True
     # a leader's append-entries leave before its own fsync (safe: see Ready)
@@ -491,6 +494,7 @@ class RaftCore:
                 self._submit_admin()
             if self._pending:
                 self._submit_pending()
+            self._gate()
             obj.doTick(0)
         self._defer_apply = False
         ready = Ready(self)
@@ -511,6 +515,24 @@ class RaftCore:
             )
         )
         return ready
+
+    def _gate(self) -> None:
+        """What the state machine and the journal's size ask of this tick.
+
+        A state machine whose ``may_lead`` is False (a replica with a hole:
+        it holds less than it applied) never campaigns: its election deadline
+        is pushed on every cycle, after the inbound messages (a leader's
+        ``timeout_now`` included) and before the tick.  A journal holding more
+        than ``log_compaction_bytes_min`` asks pysyncobj for a compaction.
+        """
+        obj = self.obj
+        if not getattr(self.fsm, "may_lead", True) and obj._SyncObj__raftState != STATE_LEADER:
+            due = self.now() + self.config.election_timeout_s_max
+            if obj._SyncObj__raftElectionDeadline < due:
+                obj._SyncObj__raftElectionDeadline = due
+        bound = self.config.log_compaction_bytes_min
+        if bound is not None and self.journal.entry_bytes > bound:
+            obj._SyncObj__forceLogCompaction = True
 
     def _encode_outbox(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
         """(early, late): a leader's append-entries may go before the fsync."""
@@ -640,6 +662,8 @@ class RaftCore:
             "fsyncs": self.journal.fsyncs,
             "snapshots_taken": self.snapshots.taken,
             "snapshots_installed": self.snapshots.installed,
+            "journal_entries": len(self.journal),
+            "journal_bytes": self.journal.entry_bytes,
             "removed": self.removed,
         }
 

@@ -40,6 +40,7 @@ The driver never holds the core across an ``await`` other than the fsync.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 import trio
@@ -90,6 +91,30 @@ class RaftDriver:
         self._kicked = True
         self._wake.set()
 
+    def _offload(
+        self, job: Callable[[], None], on_done: Callable[[BaseException | None], None]
+    ) -> None:
+        """Run a snapshot's write in a thread of its own (snapshots are rare);
+        ``on_done`` comes back on the trio thread, and a cycle follows."""
+        token = trio.lowlevel.current_trio_token()
+
+        def back(error: BaseException | None) -> None:
+            on_done(error)
+            self.kick()
+
+        def run() -> None:
+            error: BaseException | None = None
+            try:
+                job()
+            except BaseException as e:  # handed back to the owner
+                error = e
+            try:
+                token.run_sync_soon(back, error)
+            except trio.RunFinishedError:
+                pass
+
+        threading.Thread(target=run, name=f"raft-snap-{self.core.group_id}", daemon=True).start()
+
     async def wait_cycle(self) -> None:
         """Wait until the next cycle has completed."""
         await self._cycle_done.wait()
@@ -104,6 +129,8 @@ class RaftDriver:
         gid = core.group_id
         self.links.register(gid, self._on_frame)
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
+        if self.fsync_in_thread:
+            core.snapshots.offload = self._offload
         try:
             task_status.started()
             while True:

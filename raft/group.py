@@ -361,6 +361,12 @@ class RaftGroup:
             return {"group": self.group_id, "node": self.node_id, "state": "stopped"}
         return self._core.status()
 
+    def kick(self) -> None:
+        """Ask for a cycle now (e.g. a state machine that held its applies
+        lets them go).  A no-op before ``run``."""
+        if self._driver is not None:
+            self._driver.kick()
+
     def force_log_compaction(self) -> None:
         """Take a snapshot and compact the journal at the next cycle."""
         core, driver = self._need()

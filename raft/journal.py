@@ -24,6 +24,9 @@ vanish at power loss. :class:`DurableJournal` replaces it.
   whole file atomically (temp file, fsync, rename, directory fsync); pending
   records are folded into the rewrite.
 
+``entry_bytes`` is the size of the commands held (a group compacts by it as well
+as by entry count).
+
 ``changed_from`` records the lowest Raft index touched since the last
 :meth:`take_changed_from` (used by the simulator's incremental safety checks).
 """
@@ -83,7 +86,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._must_sync = False
         self.changed_from: int | None = None
         self.fsyncs = 0
+        #: the commands' bytes held (compaction by size reads it)
+        self.entry_bytes = 0
         self._replay()
+        self.entry_bytes = sum(len(e[0]) for e in self._entries)
 
     # ------------------------------------------------------------ replay
 
@@ -180,6 +186,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if type(command) is not bytes:
             command = bytes(command)
         self._entries.append((command, idx, term))
+        self.entry_bytes += len(command)
         self._buf += _entry_rec(command, idx, term)
         self._must_sync = True
         self._mark(idx)
@@ -188,6 +195,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if self._entries:
             self._mark(self._entries[0][1])
         self._entries = []
+        self.entry_bytes = 0
         self._buf += _record(bytes((_K_CLEAR,)))
         self._must_sync = True
 
@@ -195,6 +203,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if entryFrom >= len(self._entries):
             return
         idx = self._entries[entryFrom][1]
+        self.entry_bytes -= sum(len(e[0]) for e in self._entries[entryFrom:])
         del self._entries[entryFrom:]
         self._buf += _record(bytes((_K_TRUNCATE,)) + _Q.pack(idx))
         self._must_sync = True
@@ -203,6 +212,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def deleteEntriesTo(self, entryTo: int) -> None:
         if entryTo <= 0:
             return
+        self.entry_bytes -= sum(len(e[0]) for e in self._entries[:entryTo])
         self._entries = self._entries[entryTo:]
         self.rewrite()
 

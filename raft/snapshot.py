@@ -25,7 +25,11 @@ verifies the checksum before installing. A broken transfer is dropped; the
 leader restarts it after the follower's next reset response.
 
 The write is durable (atomic replace + fsync) *before* pysyncobj deletes the
-compacted journal prefix.
+compacted journal prefix.  With an ``offload`` (the trio driver sets one), the
+state machine's bytes are taken at once, on the driver's task (they must be
+the state as of the snapshot's index), and the encoding and the durable write
+run in a thread: pysyncobj hears "serializing" until the write is done, and
+only then deletes the prefix.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import io
 import logging
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +49,11 @@ from raft.fsm import StateMachine
 from raft.journal import JournalEntry
 from raft.storage import Disk
 
-__all__ = ["ChunkedSerializer", "Snapshot", "SnapshotStore"]
+__all__ = ["ChunkedSerializer", "Offload", "Snapshot", "SnapshotStore"]
+
+#: offload(job, on_done): run ``job`` off the event loop, then call
+#: ``on_done(error)`` back on the owner's task (error: what job raised, or None)
+Offload = Callable[[Callable[[], None], Callable[[BaseException | None], None]], None]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +63,7 @@ _CHUNK = struct.Struct(">QQQ")
 
 # pysyncobj.config.SERIALIZER_STATE
 _NOT_SERIALIZING = 0
+_SERIALIZING = 1
 _SUCCESS = 2
 _FAILED = 3
 
@@ -108,17 +118,26 @@ class SnapshotStore:
         self.fsm = fsm
         self.taken = 0
         self.installed = 0
+        #: where the write of a snapshot runs (None: at once, on the caller's task)
+        self.offload: Offload | None = None
 
-    def write_hook(self, file_name: str, data: Any) -> None:
-        """pysyncobj ``serializer`` hook: ``data`` = (last_entry, prev_entry, cluster nodes)."""
+    def make(self, data: Any) -> Snapshot:
+        """The snapshot of now: ``data`` = (last_entry, prev_entry, cluster nodes)."""
         last, prev, cluster = data
-        snap = Snapshot(
+        return Snapshot(
             _entry(last),
             _entry(prev),
             tuple(sorted(str(n.id) for n in cluster)),
             self.fsm.snapshot(),
         )
+
+    def write(self, file_name: str, snap: Snapshot) -> None:
+        """Encode and write ``snap`` durably (blocking: the offload's job)."""
         self.disk.write_atomic(file_name, encode_snapshot(snap))
+
+    def write_hook(self, file_name: str, data: Any) -> None:
+        """pysyncobj ``serializer`` hook: ``data`` = (last_entry, prev_entry, cluster nodes)."""
+        self.write(file_name, self.make(data))
         self.taken += 1
 
     def read_hook(self, file_name: str) -> tuple[JournalEntry, JournalEntry, list[Node]]:
@@ -157,10 +176,13 @@ class ChunkedSerializer:
         self._in_id = -1
         self._in_total = 0
         self._blob_cache: tuple[bytes, int] | None = None
+        self._busy = False
 
     # -- log compaction
 
     def checkSerializing(self) -> tuple[int, int | None]:
+        if self._busy:
+            return _SERIALIZING, None
         if self._done_id is not None:
             i, self._done_id = self._done_id, None
             if self._failed:
@@ -170,13 +192,36 @@ class ChunkedSerializer:
         return _NOT_SERIALIZING, None
 
     def serialize(self, data: Any, id: int) -> None:
+        store = self.store
         try:
-            self.store.write_hook(self.store.name, data[1:])
+            snap = store.make(data[1:])
         except Exception:
-            log.exception("event=snapshot_write_failed file=%s", self.store.name)
-            self._failed = True
-        self._blob_cache = None
-        self._done_id = id
+            log.exception("event=snapshot_failed file=%s", store.name)
+            self._failed, self._done_id = True, id
+            return
+        if store.offload is None:
+            try:
+                store.write(store.name, snap)
+                store.taken += 1
+            except Exception:
+                log.exception("event=snapshot_write_failed file=%s", store.name)
+                self._failed = True
+            self._blob_cache = None
+            self._done_id = id
+            return
+
+        def done(error: BaseException | None) -> None:
+            self._busy = False
+            if error is not None:
+                log.error("event=snapshot_write_failed file=%s error=%r", store.name, error)
+                self._failed = True
+            else:
+                store.taken += 1
+            self._blob_cache = None
+            self._done_id = id
+
+        self._busy = True
+        store.offload(lambda: store.write(store.name, snap), done)
 
     def deserialize(self) -> tuple[None, JournalEntry, JournalEntry, list[Node]]:
         return (None, *self.store.read_hook(self.store.name))

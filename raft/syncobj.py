@@ -264,7 +264,13 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
     # -- apply and commit notification
 
     def _pysyncobj_apply(self) -> bool:
-        """pysyncobj's apply step: every committed entry; True if any."""
+        """pysyncobj's apply step: every committed entry; True if any.
+
+        Nothing is applied while the state machine's ``apply_held`` is True
+        (a replica filling a hole first): the entries wait, committed.
+        """
+        if getattr(self._trijet.fsm, "apply_held", False):
+            return False
         return bool(_so.SyncObj._SyncObj__applyLogEntries(self))
 
     def _SyncObj__applyLogEntries(self) -> bool:

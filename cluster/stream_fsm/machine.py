@@ -520,6 +520,64 @@ class StreamStateMachine(SourcingApply):
         self._last_msg_id = last_id
         self._dedupe = dedupe
 
+    # ------------------------------------------------------------------ replica state
+
+    def replica_state(self) -> dict[str, Any]:
+        """The machine's own state without the store (a stream group's state
+        snapshot: the store's shape travels beside it, its messages never):
+        ``{"policy", "last_msg_id", "dedupe", "interest"}``, cbor-ready."""
+        return {
+            "policy": encode_policy(self._policy),
+            "last_msg_id": _id_bytes(self._last_msg_id),
+            "dedupe": [[_id_bytes(k), s, t] for k, (s, t) in self._dedupe.items()],
+            "interest": None if self._interest is None else list(self._interest),
+        }
+
+    def install_replica_state(self, doc: object) -> None:
+        """Take ``replica_state``'s document (the store is the caller's: it is
+        brought to the snapshot's shape separately).
+
+        Raises:
+            StreamSnapshotError: malformed (nothing changed).
+        """
+        keys = {"policy", "last_msg_id", "dedupe", "interest"}
+        if type(doc) is not dict or set(doc) != keys:
+            raise StreamSnapshotError("replica state must be a map with " + ", ".join(sorted(keys)))
+        try:
+            policy = decode_policy(doc["policy"])
+        except OpError as e:
+            raise StreamSnapshotError(f"bad policy: {e}") from e
+        last_id = _id_str(doc["last_msg_id"])
+        dedupe = _decode_dedupe(doc["dedupe"])
+        interest = doc["interest"]
+        if interest is not None and (
+            type(interest) is not list or not all(type(f) is str for f in interest)
+        ):
+            raise StreamSnapshotError("interest must be null or an array of filters")
+        if self._store.limits != store_limits(policy):
+            self._store.update_limits(store_limits(policy))
+        self._policy = policy
+        self._last_msg_id = last_id
+        self._dedupe = dedupe
+        if interest is None:
+            self._interest = self._interest_match = None
+        else:
+            self._apply_interest(Interest(tuple(interest)))
+
+
+def _decode_dedupe(items: object) -> dict[str, tuple[int, int]]:
+    if type(items) is not list:
+        raise StreamSnapshotError("dedupe must be an array")
+    dedupe: dict[str, tuple[int, int]] = {}
+    for item in items:
+        if type(item) is not list or len(item) != 3:
+            raise StreamSnapshotError("dedupe entry must be [id, seq, ts]")
+        k, seq, ts = item
+        if type(seq) is not int or type(ts) is not int or seq < 1 or ts < 0:
+            raise StreamSnapshotError("bad dedupe entry")
+        dedupe[_id_str(k)] = (seq, ts)
+    return dedupe
+
 
 def _id_bytes(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
@@ -548,16 +606,7 @@ def _decode_snapshot(
     except OpError as e:
         raise StreamSnapshotError(f"bad policy: {e}") from e
     last_id = _id_str(doc["last_msg_id"])
-    if type(doc["dedupe"]) is not list:
-        raise StreamSnapshotError("dedupe must be an array")
-    dedupe: dict[str, tuple[int, int]] = {}
-    for item in doc["dedupe"]:
-        if type(item) is not list or len(item) != 3:
-            raise StreamSnapshotError("dedupe entry must be [id, seq, ts]")
-        k, seq, ts = item
-        if type(seq) is not int or type(ts) is not int or seq < 1 or ts < 0:
-            raise StreamSnapshotError("bad dedupe entry")
-        dedupe[_id_str(k)] = (seq, ts)
+    dedupe = _decode_dedupe(doc["dedupe"])
     if type(doc["store"]) is not bytes:
         raise StreamSnapshotError("store must be bytes")
     return policy, last_id, dedupe, doc["store"]
