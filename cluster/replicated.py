@@ -542,8 +542,14 @@ class ReplicatedGroup:
             # in the store's owner thread: the Raft driver appends to the store in
             # this one, and a sync in a worker thread racing an append loses that
             # record (the write buffer is swapped under it)
-            self.store.sync()
-            await trio.to_thread.run_sync(write_mark, self.raft_dir, index, st.last_seq, st.msgs)
+            try:
+                self.store.sync()
+                await trio.to_thread.run_sync(
+                    write_mark, self.raft_dir, index, st.last_seq, st.msgs
+                )
+            except OSError as e:  # a full disk: the mark stays behind, tried again
+                log.error("event=applied_mark_failed group=%s error=%r", self.group_id, e)
+                continue
             self._marked = index
 
     async def _catchup_loop(self) -> None:
@@ -555,7 +561,12 @@ class ReplicatedGroup:
             self.rfsm.on_hole = self._hole_event.set
             rs = self.rfsm.hole
             if rs is not None:
-                await self._fill(rs)
+                try:
+                    await self._fill(rs)
+                except OSError as e:  # a full disk: the hole stays, filled again later
+                    log.error("event=catchup_failed group=%s error=%r", self.group_id, e)
+                    self._hole_event.set()
+                    await trio.sleep(1.0)
 
     def _source(self) -> str | None:
         """Whom to fetch from: the leader if known, else any other member."""

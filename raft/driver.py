@@ -14,8 +14,11 @@ heartbeat for a leader), then runs one cycle:
    fsynced once (in the driver's own :class:`~raft.syncer.SyncThread` if
    ``fsync_in_thread``, a hand-over several times cheaper than
    ``trio.to_thread``; the driver awaits it, nothing else touches the core
-   meanwhile). An fsync error propagates and ends the driver: nothing of that
-   cycle was sent, so the member stops voting and acknowledging.
+   meanwhile). A failed write (ENOSPC, EIO) is cut back off the file and
+   tried again, backing off, until it succeeds: nothing of that cycle but a
+   leader's early append-entries was sent and nothing is applied meanwhile,
+   so the member neither votes nor acknowledges on a record that is not
+   durable, and resumes by itself when the disk has room again.
    A leader's append-entries (``ready.early_outbox``) are sent before the
    fsync, overlapping the follower's disk write with ours: Raft requires
    persistence before answering, not before replicating, and the leader only
@@ -51,6 +54,10 @@ from raft.syncer import SyncThread
 
 __all__ = ["RaftDriver"]
 
+#: a failed journal write is tried again after this long, doubling up to the max
+WRITE_RETRY_S_MIN = 0.05
+WRITE_RETRY_S_MAX = 1.0
+
 log = logging.getLogger(__name__)
 
 
@@ -80,6 +87,8 @@ class RaftDriver:
         self._kicked = True
         self._cycle_done = trio.Event()
         self.cycles = 0
+        #: journal writes that failed (and were tried again)
+        self.write_failures = 0
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -90,6 +99,39 @@ class RaftDriver:
         self.core.receive(peer_id, payload)
         self._kicked = True
         self._wake.set()
+
+    async def _write_journal(self, syncer: SyncThread | None) -> None:
+        """Append and fsync the journal's pending records; until that succeeds
+        (a full disk, an I/O error) nothing of this cycle leaves the node and
+        nothing is applied: the write is tried again (backing off) with the
+        records put back, so the member resumes by itself when space returns.
+
+        Cancellation: the records stay pending (the group is closing anyway).
+        """
+        journal = self.core.journal
+        delay = WRITE_RETRY_S_MIN
+        while True:
+            data = journal.take_pending()
+            try:
+                if syncer is not None:
+                    await syncer.run(journal.write_pending, data)
+                else:
+                    journal.write_pending(data)
+            except OSError as e:
+                journal.untake_pending(data)
+                self.write_failures += 1
+                log.error(
+                    "event=journal_write_failed group=%s error=%r retry_s=%.2f",
+                    self.core.group_id,
+                    e,
+                    delay,
+                )
+                await trio.sleep(delay)
+                delay = min(delay * 2, WRITE_RETRY_S_MAX)
+                continue
+            if delay != WRITE_RETRY_S_MIN:
+                log.warning("event=journal_write_resumed group=%s", self.core.group_id)
+            return
 
     def _offload(
         self, job: Callable[[], None], on_done: Callable[[BaseException | None], None]
@@ -147,11 +189,7 @@ class RaftDriver:
                     send(peer, gid, payload)  # a leader's append-entries
                 journal = core.journal
                 if journal.dirty:
-                    data = journal.take_pending()
-                    if syncer is not None:
-                        await syncer.run(journal.write_pending, data)
-                    else:
-                        journal.write_pending(data)
+                    await self._write_journal(syncer)
                 for peer, payload in ready.outbox:
                     send(peer, gid, payload)
                 ready.apply()

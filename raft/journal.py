@@ -161,11 +161,34 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return data
 
     def write_pending(self, data: bytes) -> None:
-        """Append and fsync records taken by :meth:`take_pending` (may run in a thread)."""
-        if data:
+        """Append and fsync records taken by :meth:`take_pending` (may run in a thread).
+
+        Raises:
+            OSError: the append or the fsync failed (ENOSPC, EIO).  What the
+                append wrote is cut off again first (so a later append never
+                follows a torn record); the caller hands ``data`` back with
+                :meth:`untake_pending` and tries again later.
+        """
+        if not data:
+            return
+        size = self._disk.size(self._name)
+        try:
             self._disk.append(self._name, data)
             self._disk.sync(self._name)
-            self.fsyncs += 1
+        except OSError:
+            try:
+                self._disk.truncate(self._name, size)
+            except OSError:
+                log.exception("event=journal_cut_failed file=%s size=%d", self._name, size)
+            raise
+        self.fsyncs += 1
+
+    def untake_pending(self, data: bytes) -> None:
+        """Put records back that :meth:`write_pending` failed to write, before
+        any recorded since (they are written again, in order, by the next flush)."""
+        if data:
+            self._buf[:0] = data
+            self._must_sync = True
 
     def flush(self) -> None:
         """Make every mutation so far durable (one append + one fsync; no-op if clean)."""
@@ -221,9 +244,15 @@ class DurableJournal(Journal):  # type: ignore[misc]
         parts = [_state_rec(self._term, self._voted_for)]
         parts.append(_record(bytes((_K_COMMIT,)) + _Q.pack(self._commit)))
         parts.extend(_entry_rec(c, i, t) for c, i, t in self._entries)
+        try:
+            self._disk.write_atomic(self._name, b"".join(parts))
+        except OSError as e:
+            # the file keeps its old contents (a longer log, still valid) and the
+            # pending records stay pending: the next flush appends them to it
+            log.error("event=journal_rewrite_failed file=%s error=%r", self._name, e)
+            return
         self._buf.clear()
         self._must_sync = False
-        self._disk.write_atomic(self._name, b"".join(parts))
         self.fsyncs += 1
 
     def __getitem__(self, item: Any) -> Any:

@@ -296,7 +296,11 @@ class ChunkedSerializer:
         if local is not None and local.last[1] >= incoming.last[1]:
             # never replace a newer local snapshot (its journal was compacted to it)
             return True
-        self.store.disk.write_atomic(self.store.name, blob)
+        try:
+            self.store.disk.write_atomic(self.store.name, blob)
+        except OSError as e:  # ENOSPC: dropped; the leader sends it again
+            log.error("event=snapshot_install_write_failed file=%s error=%r", self.store.name, e)
+            return False
         self._blob_cache = None
         self.store.installed += 1
         return True

@@ -42,6 +42,9 @@ class Disk(Protocol):
     def truncate(self, name: str, size: int) -> None:
         """Cut the file to ``size`` bytes, durably."""
 
+    def size(self, name: str) -> int:
+        """The file's length in bytes (0 if it does not exist)."""
+
     def write_atomic(self, name: str, data: bytes) -> None:
         """Replace the file's contents atomically and durably."""
 
@@ -90,6 +93,15 @@ class OsDisk:
 
     def sync(self, name: str) -> None:
         os.fsync(self._fd(name))
+
+    def size(self, name: str) -> int:
+        fd = self._fds.get(name)
+        if fd is not None:
+            return os.fstat(fd).st_size
+        try:
+            return os.path.getsize(self._path(name))
+        except FileNotFoundError:
+            return 0
 
     def truncate(self, name: str, size: int) -> None:
         fd = self._fd(name)
@@ -155,6 +167,9 @@ class MemoryDisk:
         p = self.pending.pop(name, None)
         if p is not None:
             d.extend(p)
+
+    def size(self, name: str) -> int:
+        return len(self.durable.get(name, b"")) + len(self.pending.get(name, b""))
 
     def truncate(self, name: str, size: int) -> None:
         whole = self.read(name) or b""

@@ -181,7 +181,13 @@ class Segment:
         self.wbuf += rec
         self.end += len(rec)
         if len(self.wbuf) >= WBUF_BYTES_MAX:
-            self.flush()
+            try:
+                self.flush()
+            except OSError:
+                # the record is taken (the caller indexes it); a full disk fails
+                # the next sync instead, which the owner retries (flush rewrites
+                # the whole buffer at the same offset)
+                pass
         return off
 
     def add_entry(self, off: int, size: int, sid: int, live: bool) -> None:
