@@ -22,7 +22,10 @@ vanish at power loss. :class:`DurableJournal` replaces it.
   tail from a crash during a write). The cut is logged with the byte count.
 * Compaction (``deleteEntriesTo``, after a durable snapshot) rewrites the
   whole file atomically (temp file, fsync, rename, directory fsync); pending
-  records are folded into the rewrite.
+  records are folded into the rewrite.  The rewrite is the next flush's job
+  (``take_pending`` hands over the whole new file, ``write_pending`` replaces
+  the file with it), so the trio driver does it in its sync thread, off the
+  event loop; until then the file holds the longer, still valid, log.
 
 ``entry_bytes`` is the size of the commands held (a group compacts by it as well
 as by entry count).
@@ -67,6 +70,10 @@ def _entry_rec(cmd: bytes, idx: int, term: int) -> bytes:
     return _record(bytes((_K_ENTRY,)) + _QQ.pack(idx, term) + cmd)
 
 
+class _Rewrite(bytes):
+    """Pending data that is the whole new file (a compaction), not records to append."""
+
+
 def _state_rec(term: int, voted_for: str | None) -> bytes:
     vf = b"\x00" if voted_for is None else b"\x01" + voted_for.encode("utf-8")
     return _record(bytes((_K_STATE,)) + _Q.pack(term) + vf)
@@ -84,6 +91,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._commit = 1
         self._buf = bytearray()
         self._must_sync = False
+        self._rewrite = False
         self.changed_from: int | None = None
         self.fsyncs = 0
         #: the commands' bytes held (compaction by size reads it)
@@ -154,8 +162,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return self._must_sync
 
     def take_pending(self) -> bytes:
-        """Hand the pending records to the caller, who must append+sync them in order."""
-        data = bytes(self._buf)
+        """Hand the pending records to the caller, who must write them with
+        :meth:`write_pending` (in order); after a compaction, the whole new file."""
+        if self._rewrite:
+            self._rewrite = False
+            data: bytes = _Rewrite(self._contents())
+        else:
+            data = bytes(self._buf)
         self._buf.clear()
         self._must_sync = False
         return data
@@ -170,6 +183,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 :meth:`untake_pending` and tries again later.
         """
         if not data:
+            return
+        if isinstance(data, _Rewrite):
+            self._disk.write_atomic(self._name, data)  # the old file stays if this fails
+            self.fsyncs += 1
             return
         size = self._disk.size(self._name)
         try:
@@ -186,7 +203,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def untake_pending(self, data: bytes) -> None:
         """Put records back that :meth:`write_pending` failed to write, before
         any recorded since (they are written again, in order, by the next flush)."""
-        if data:
+        if isinstance(data, _Rewrite):
+            self._rewrite = True  # made again from memory: it holds everything since
+            self._must_sync = True
+        elif data:
             self._buf[:0] = data
             self._must_sync = True
 
@@ -240,20 +260,16 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self.rewrite()
 
     def rewrite(self) -> None:
-        """Rewrite the whole file atomically from memory (compaction)."""
+        """Rewrite the whole file from memory (compaction) at the next flush."""
+        self._rewrite = True
+        self._must_sync = True
+        self._buf.clear()
+
+    def _contents(self) -> bytes:
         parts = [_state_rec(self._term, self._voted_for)]
         parts.append(_record(bytes((_K_COMMIT,)) + _Q.pack(self._commit)))
         parts.extend(_entry_rec(c, i, t) for c, i, t in self._entries)
-        try:
-            self._disk.write_atomic(self._name, b"".join(parts))
-        except OSError as e:
-            # the file keeps its old contents (a longer log, still valid) and the
-            # pending records stay pending: the next flush appends them to it
-            log.error("event=journal_rewrite_failed file=%s error=%r", self._name, e)
-            return
-        self._buf.clear()
-        self._must_sync = False
-        self.fsyncs += 1
+        return b"".join(parts)
 
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]
