@@ -58,8 +58,9 @@ BATCH_MSGS_MAX = 2048
 BATCH_BYTES_MAX = 1024 * 1024
 #: an unanswered request is sent again after this long
 REQUEST_TIMEOUT_S = 2.0
-#: messages read from the store at a time while a batch is made
-READ_RUN_MSGS = 32
+#: messages read from the store at a time while a batch is made (fewer when
+#: they are large: a run never holds much more than the batch's bytes)
+READ_RUN_MSGS = 256
 
 OK, BUSY, REFUSED = 0, 1, 2
 _REQ, _ANS = 0, 1
@@ -79,8 +80,9 @@ def read_batch(
     out: list[StoredMsg] = []
     size = 0
     seq = start
+    run_n = 8
     while len(out) < msgs_max:
-        run = store.load_run(seq, min(READ_RUN_MSGS, msgs_max - len(out)))
+        run = store.load_run(seq, min(run_n, msgs_max - len(out)))
         if not run:
             return out, end + 1
         for m in run:
@@ -94,6 +96,10 @@ def read_batch(
             seq = m.seq + 1
             if size >= bytes_max or len(out) >= msgs_max:
                 return out, seq
+        # grow the run while the messages are small against what is left
+        left = bytes_max - size
+        avg = max(1, size // len(out))
+        run_n = max(1, min(READ_RUN_MSGS, left // avg))
     return out, seq
 
 
@@ -106,16 +112,19 @@ def _decode_msgs(items: object) -> list[StoredMsg]:
         raise ValueError("messages must be an array")
     out = []
     prev = 0
-    for it in items:
-        if type(it) is not list or len(it) != 5:
-            raise ValueError("a message must be [seq, subject, headers, payload, ts]")
-        seq, subj, hdr, payload, ts = it
-        if type(seq) is not int or seq <= prev or type(subj) is not str or not subj:
-            raise ValueError("bad message sequence or subject")
-        if type(hdr) is not bytes or type(payload) is not bytes or type(ts) is not int:
-            raise ValueError("bad message headers, payload or time")
-        out.append(StoredMsg(seq, subj, hdr, payload, ts))
-        prev = seq
+    try:
+        for seq, subj, hdr, payload, ts in items:
+            if seq <= prev or not subj:
+                raise ValueError("sequences must ascend, subjects be non-empty")
+            out.append(StoredMsg(seq, subj, hdr, payload, ts))
+            prev = seq
+    except TypeError as e:
+        raise ValueError(f"a message must be [seq, subject, headers, payload, ts]: {e}") from e
+    for m in (out[0], out[-1]) if out else ():
+        if type(m.seq) is not int or type(m.subject) is not str or type(m.ts_ns) is not int:
+            raise ValueError("bad message fields")
+    if not all(type(m.headers) is bytes and type(m.payload) is bytes for m in out):
+        raise ValueError("bad message headers or payload")
     return out
 
 

@@ -236,20 +236,22 @@ def install_batch(store: StreamStore, msgs: Sequence[StoredMsg], upto: int) -> i
     """Store fetched messages (ascending, above the store's ``last_seq``, at
     most ``upto``) with their sequences; the number stored."""
     n = 0
+    last = store.state().last_seq
+    append, skip = store.append, store.skip
     for m in msgs:
-        if m.seq > upto:
+        seq = m.seq
+        if seq > upto:
             break
-        last = store.state().last_seq
-        if m.seq <= last:
+        if seq <= last:
             continue
-        if m.seq > last + 1:
-            store.skip(m.seq - 1)
+        if seq > last + 1:
+            skip(seq - 1)
         try:
-            store.append(m.subject, m.headers, m.payload, m.ts_ns, seq=m.seq)
+            append(m.subject, m.headers, m.payload, m.ts_ns, seq=seq)
         except StoreError as e:  # refused by limits: the replica would diverge; say so
-            log.error("event=catchup_store_refused seq=%d error=%r", m.seq, e)
-            store.skip(m.seq)
-            continue
+            log.error("event=catchup_store_refused seq=%d error=%r", seq, e)
+            skip(seq)
+        last = seq
         n += 1
     return n
 

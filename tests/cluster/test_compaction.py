@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import cbor2
 import pytest
 import trio
 import trio.testing
@@ -387,3 +388,20 @@ async def test_restart_from_snapshot_and_journal_applies_nothing_twice(
         nursery.cancel_scope.cancel()
     for s in t.stores.values():
         s.close()
+
+
+def test_catch_up_answers_round_trip_and_malformed_ones_are_refused() -> None:
+    from cluster.catchup import _decode_msgs, _encode_msgs
+
+    src = _source(80, 10)
+    msgs, _ = read_batch(src, 1, 80, 100, 1 << 20)
+    assert _decode_msgs(cbor2.loads(cbor2.dumps(_encode_msgs(msgs)))) == msgs
+    for bad in (
+        [[2, "s", b"", b"", 1], [2, "s", b"", b"", 1]],  # not ascending
+        [[1, "", b"", b"", 1]],  # empty subject
+        [[1, "s", "text", b"", 1]],  # headers not bytes
+        [[1, "s", b""]],  # short
+        "nope",
+    ):
+        with pytest.raises(ValueError):
+            _decode_msgs(bad)
