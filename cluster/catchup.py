@@ -120,11 +120,15 @@ def _decode_msgs(items: object) -> list[StoredMsg]:
             prev = seq
     except TypeError as e:
         raise ValueError(f"a message must be [seq, subject, headers, payload, ts]: {e}") from e
-    for m in (out[0], out[-1]) if out else ():
-        if type(m.seq) is not int or type(m.subject) is not str or type(m.ts_ns) is not int:
-            raise ValueError("bad message fields")
-    if not all(type(m.headers) is bytes and type(m.payload) is bytes for m in out):
-        raise ValueError("bad message headers or payload")
+    if not all(
+        type(m.seq) is int
+        and type(m.subject) is str
+        and type(m.headers) is bytes
+        and type(m.payload) is bytes
+        and type(m.ts_ns) is int
+        for m in out
+    ):
+        raise ValueError("bad message fields")
     return out
 
 
