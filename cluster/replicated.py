@@ -92,7 +92,7 @@ from raft.group import RaftGroup
 from raft.links import PeerLinks
 from raft.snapshot import SnapshotStore
 from raft.storage import OsDisk
-from store.api import StreamStore
+from store.api import StoredMsg, StreamStore
 
 log = logging.getLogger(__name__)
 
@@ -568,6 +568,37 @@ class ReplicatedGroup:
                     self._hole_event.set()
                     await trio.sleep(1.0)
 
+    async def _fetcher(
+        self,
+        rs: ReplicaState,
+        nxt: int,
+        end: int,
+        send: trio.MemorySendChannel[tuple[list[StoredMsg], str]],
+    ) -> None:
+        """Fetch ``[nxt, end]`` batch by batch into ``send`` (retrying, backing
+        off) while ``rs`` is the hole to fill."""
+        stats = self.catchup.stats
+        delay = CATCHUP_RETRY_S
+        async with send:
+            while nxt <= end and self.rfsm.hole is rs:
+                src = self._source()
+                if src is None:
+                    await trio.sleep(delay)
+                    continue
+                try:
+                    msgs, after = await self.catchup.fetch(src, nxt, end)
+                except (CatchupUnavailable, ValueError) as e:
+                    stats.retries += 1
+                    log.info(
+                        "event=catchup_retry group=%s source=%s reason=%r", self.group_id, src, e
+                    )
+                    await trio.sleep(delay * (1 + self._rng.random()))
+                    delay = min(delay * 2, 1.0)
+                    continue
+                delay = CATCHUP_RETRY_S
+                await send.send(([m for m in msgs if m.seq >= nxt], src))
+                nxt = after
+
     def _source(self) -> str | None:
         """Whom to fetch from: the leader if known, else any other member."""
         lid = self.raft.leader_id
@@ -579,40 +610,29 @@ class ReplicatedGroup:
     async def _fill(self, rs: ReplicaState) -> None:
         """Bring the store to ``rs``'s shape from peers' stores, batch by batch,
         then let the held entries apply.  Returns early if another snapshot
-        is installed meanwhile (the loop starts over with it)."""
+        is installed meanwhile (the loop starts over with it).  The next batch
+        is fetched while one is stored (at most three batches in memory)."""
         store = self.store
         stats = self.catchup.stats
         t0 = trio.current_time()
         end = rs.shape.last_seq
         nxt = reconcile(store, rs.shape)
         fetched = 0
-        delay = CATCHUP_RETRY_S
-        while nxt <= end:
-            src = self._source()
-            if src is None:
-                await trio.sleep(delay)
-                continue
-            try:
-                msgs, after = await self.catchup.fetch(src, nxt, end)
-            except (CatchupUnavailable, ValueError) as e:
-                stats.retries += 1
-                log.info("event=catchup_retry group=%s source=%s reason=%r", self.group_id, src, e)
-                await trio.sleep(delay * (1 + self._rng.random()))
-                delay = min(delay * 2, 1.0)
-                continue
-            delay = CATCHUP_RETRY_S
-            if self.rfsm.hole is not rs:
-                return
-            if msgs and msgs[0].seq < nxt:
-                msgs = [m for m in msgs if m.seq >= nxt]
-            n = install_batch(store, msgs, end)
-            fetched += n
-            stats.batches += 1
-            stats.fetched_msgs += n
-            stats.fetched_bytes += sum(len(m.payload) + len(m.headers) for m in msgs)
-            stats.sources[src] = stats.sources.get(src, 0) + 1
-            nxt = after
-            await trio.lowlevel.checkpoint()
+        send, recv = trio.open_memory_channel[tuple[list[StoredMsg], str]](1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._fetcher, rs, nxt, end, send)
+            async with recv:
+                async for msgs, src in recv:
+                    if self.rfsm.hole is not rs:
+                        nursery.cancel_scope.cancel()
+                        return
+                    n = install_batch(store, msgs, end)
+                    fetched += n
+                    stats.batches += 1
+                    stats.fetched_msgs += n
+                    stats.fetched_bytes += sum(len(m.payload) + len(m.headers) for m in msgs)
+                    stats.sources[src] = stats.sources.get(src, 0) + 1
+                    await trio.lowlevel.checkpoint()
         if self.rfsm.hole is not rs:
             return
         finish(store, rs.shape)

@@ -24,7 +24,7 @@ from tests.integration.test_cluster_r3 import _local_state, _wait_replicas_equal
 from tests.support.aio import noop_cb, run
 from tests.support.cluster import Cluster, start_cluster
 
-REQUEST_TIMEOUT_S = 2.0
+REQUEST_TIMEOUT_S = 5.0  # a loaded machine
 JOURNAL_ENTRIES_MAX = 100
 PUBLISHED_WHILE_DOWN = 5 * JOURNAL_ENTRIES_MAX
 
@@ -49,10 +49,14 @@ def _contents(store_dir: Path) -> list[tuple[int, str, bytes]]:
         store.close()
 
 
-def _msgs_dir(c: Cluster, i: int, stream: str) -> Path:
+def _stream_dir(c: Cluster, i: int, stream: str) -> Path:
     found = sorted(c.specs[i].workdir.glob(f"**/streams/{stream}"))
     assert found, f"no store of {stream} under {c.specs[i].workdir}"
-    d = found[0]
+    return found[0]
+
+
+def _msgs_dir(c: Cluster, i: int, stream: str) -> Path:
+    d = _stream_dir(c, i, stream)
     subdirs = [p for p in d.iterdir() if p.is_dir() and p.name != "raft"]
     return subdirs[0] if len(subdirs) == 1 and not list(d.glob("*.seg")) else d
 
@@ -137,6 +141,12 @@ def test_a_follower_behind_the_compacted_journal_catches_up_through_the_store(
             await nc.close()
 
     assert run(consumer_after, timeout=30) == cstate
+
+    def synced(c: Cluster) -> bool:  # every store synced through the last message (the mark)
+        marks = [_stream_dir(c, i, "CU") / "raft" / "applied.json" for i in range(3)]
+        return all(m.exists() and json.loads(m.read_text())["last_seq"] == total for m in marks)
+
+    cluster.wait_until(synced, timeout=30, what="every replica's applied mark at the last message")
     cluster.stop()
     contents = [_contents(_msgs_dir(cluster, i, "CU")) for i in range(3)]
     assert len(contents[fi]) == total
