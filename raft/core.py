@@ -287,6 +287,7 @@ class RaftCore:
         stem = safe_file_stem(group_id)
         self.journal = DurableJournal(disk, stem + ".journal")
         self.snapshots = SnapshotStore(disk, stem + ".snap", fsm)
+        self.snapshots.clock = now
         self.transport = OutboxTransport(self.config.send_bytes_per_cycle_max)
         self._inbound: deque[tuple[str, list[dict[str, Any]]]] = deque()
         self._inbound_count = 0

@@ -62,6 +62,9 @@ _HDR = struct.Struct(">QI")
 _CHUNK = struct.Struct(">QQQ")
 
 # pysyncobj.config.SERIALIZER_STATE
+#: after a failed snapshot, compaction waits this long before trying again
+FAILED_RETRY_S = 1.0
+
 _NOT_SERIALIZING = 0
 _SERIALIZING = 1
 _SUCCESS = 2
@@ -120,6 +123,9 @@ class SnapshotStore:
         self.installed = 0
         #: where the write of a snapshot runs (None: at once, on the caller's task)
         self.offload: Offload | None = None
+        #: the group's clock (a failed snapshot is not tried again for
+        #: ``FAILED_RETRY_S``: a full disk is not hammered every cycle)
+        self.clock: Callable[[], float] | None = None
 
     def make(self, data: Any) -> Snapshot:
         """The snapshot of now: ``data`` = (last_entry, prev_entry, cluster nodes)."""
@@ -177,12 +183,16 @@ class ChunkedSerializer:
         self._in_total = 0
         self._blob_cache: tuple[bytes, int] | None = None
         self._busy = False
+        self._retry_at = 0.0
 
     # -- log compaction
 
     def checkSerializing(self) -> tuple[int, int | None]:
         if self._busy:
             return _SERIALIZING, None
+        clock = self.store.clock
+        if self._done_id is None and clock is not None and clock() < self._retry_at:
+            return _SERIALIZING, None  # cooling down after a failure: nothing is started
         if self._done_id is not None:
             i, self._done_id = self._done_id, None
             if self._failed:
@@ -191,33 +201,46 @@ class ChunkedSerializer:
             return _SUCCESS, i
         return _NOT_SERIALIZING, None
 
+    def _fail(self, id: int) -> None:
+        self._failed, self._done_id = True, id
+        if self.store.clock is not None:
+            self._retry_at = self.store.clock() + FAILED_RETRY_S
+
     def serialize(self, data: Any, id: int) -> None:
         store = self.store
+        if store.clock is not None and store.clock() < self._retry_at:
+            self._failed, self._done_id = True, id  # cooling down after a failure
+            return
         try:
             snap = store.make(data[1:])
+        except OSError as e:  # a full disk (the state machine syncs its store)
+            log.error("event=snapshot_failed file=%s error=%r", store.name, e)
+            self._fail(id)
+            return
         except Exception:
             log.exception("event=snapshot_failed file=%s", store.name)
-            self._failed, self._done_id = True, id
+            self._fail(id)
             return
         if store.offload is None:
             try:
                 store.write(store.name, snap)
                 store.taken += 1
-            except Exception:
-                log.exception("event=snapshot_write_failed file=%s", store.name)
-                self._failed = True
+            except Exception as e:
+                log.error("event=snapshot_write_failed file=%s error=%r", store.name, e)
+                self._fail(id)
+                return
             self._blob_cache = None
             self._done_id = id
             return
 
         def done(error: BaseException | None) -> None:
             self._busy = False
+            self._blob_cache = None
             if error is not None:
                 log.error("event=snapshot_write_failed file=%s error=%r", store.name, error)
-                self._failed = True
-            else:
-                store.taken += 1
-            self._blob_cache = None
+                self._fail(id)
+                return
+            store.taken += 1
             self._done_id = id
 
         self._busy = True

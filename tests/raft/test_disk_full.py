@@ -91,3 +91,28 @@ async def test_a_member_with_a_full_disk_resumes_and_catches_up(
             DurableJournal(victim.disk, "g1.journal").last_index == victim.g.core.journal.last_index
         )
         nursery.cancel_scope.cancel()
+
+
+def test_a_failed_snapshot_cools_down_before_the_next_try() -> None:
+    from chaos.toyfsm import ToyStateMachine
+    from raft.snapshot import FAILED_RETRY_S, ChunkedSerializer, SnapshotStore
+
+    now = [100.0]
+    disk = FullDisk()
+    store = SnapshotStore(disk, "g.snap", ToyStateMachine())
+    store.clock = lambda: now[0]
+    calls: list[int] = []
+
+    def failing_write(name: str, snap: object) -> None:
+        calls.append(1)
+        raise OSError(errno.ENOSPC, "no space left on device")
+
+    store.write = failing_write  # type: ignore[method-assign]
+    ser = ChunkedSerializer(store, 1024)
+    data = (None, (b"\x00a", 2, 1), (b"\x00b", 1, 1), [])
+    ser.serialize(data, 1)
+    assert ser.checkSerializing() == (3, 1)  # FAILED, once
+    assert ser.checkSerializing()[0] == 1  # then "serializing" while cooling down
+    now[0] += FAILED_RETRY_S + 0.01
+    assert ser.checkSerializing() == (0, None)  # free to try again
+    assert calls == [1]
