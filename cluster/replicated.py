@@ -106,7 +106,7 @@ ENTRY_BYTES_MAX = 4 * 1024 * 1024
 COMMIT_NOTIFY_S_MAX = 0.02
 #: the journal's bounds: a state snapshot cuts it past any of them
 JOURNAL_ENTRIES_MAX = int(os.environ.get("TRIJET_STREAM_JOURNAL_ENTRIES_MAX", 8192))
-JOURNAL_BYTES_MAX = int(os.environ.get("TRIJET_STREAM_JOURNAL_BYTES_MAX", 64 * 1024 * 1024))
+JOURNAL_BYTES_MAX = int(os.environ.get("TRIJET_STREAM_JOURNAL_BYTES_MAX", 8 * 1024 * 1024))
 JOURNAL_AGE_S_MAX = 600.0
 #: a catch-up that found no peer to answer tries again after this long (and more, jittered)
 CATCHUP_RETRY_S = 0.05
