@@ -131,6 +131,10 @@ class ReplicatedStreamFSM:
         self._hole_doc = b""
         #: told (synchronously) when a hole opens
         self.on_hole: Callable[[], None] | None = None
+        #: the store failed under an apply (see ``apply_at``)
+        self.damaged = False
+        #: told (synchronously) when the store fails under an apply
+        self.on_damaged: Callable[[], None] | None = None
 
     @property
     def apply_held(self) -> bool:
@@ -139,8 +143,8 @@ class ReplicatedStreamFSM:
 
     @property
     def may_lead(self) -> bool:
-        """A replica with a hole never campaigns (``raft.core``)."""
-        return self.hole is None
+        """A replica with a hole (or a damaged store) never campaigns (``raft.core``)."""
+        return self.hole is None and not self.damaged
 
     def apply_at(self, entry: bytes, index: int) -> object:
         op = decode_any(entry)
@@ -149,7 +153,19 @@ class ReplicatedStreamFSM:
             return self.consumers.apply(op)  # type: ignore[arg-type]
         if index <= self.skip_through:
             return None  # already in the store (re-applied from the journal at start)
-        outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
+        try:
+            outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
+        except OSError as e:
+            # the store failed under an apply (a full disk while a segment rolls):
+            # what it holds is no longer the state of an index; the replica stops
+            # leading, serving, marking and snapshotting, so nothing trusts it and
+            # a restart rebuilds it from its mark, the journal and its peers
+            if not self.damaged:
+                log.error("event=stream_store_failed index=%d error=%r", index, e)
+                self.damaged = True
+                if self.on_damaged is not None:
+                    self.on_damaged()
+            raise
         self.applied = index
         return outcome
 
@@ -165,6 +181,8 @@ class ReplicatedStreamFSM:
         """
         if self.hole is not None:
             return self._hole_doc
+        if self.damaged:
+            raise InvariantViolation("no snapshot of a damaged store")
         store = self.fsm.store
         store.sync()
         rs = ReplicaState(
@@ -413,13 +431,15 @@ class ReplicatedGroup:
         self._marked = index
         self._hole_event = trio.Event()
         self.rfsm.on_hole = self._hole_event.set
+        self.rfsm.on_damaged = self._on_damaged
+        self._nursery: trio.Nursery | None = None
         self._rng = random.Random(rng.random())
         self.catchup = CatchupLink(
             group_id,
             links,
             store,
             read_in_thread=durable_store,
-            can_serve=lambda: self.rfsm.hole is None,
+            can_serve=lambda: self.rfsm.may_lead,
             rng=self._rng,
         )
         config = RaftConfig(
@@ -453,6 +473,7 @@ class ReplicatedGroup:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self.catchup.run)
             await nursery.start(self.raft.run)
             nursery.start_soon(self._watch_leadership)
@@ -536,8 +557,8 @@ class ReplicatedGroup:
         while True:
             await trio.sleep(MARK_INTERVAL_S)
             index = self.rfsm.applied
-            if index == self._marked or not self.durable_store or self.rfsm.hole is not None:
-                continue  # a store with a hole is not at its applied index
+            if index == self._marked or not self.durable_store or not self.rfsm.may_lead:
+                continue  # a store with a hole (or damaged) is not at its applied index
             st = self.store.state()
             # in the store's owner thread: the Raft driver appends to the store in
             # this one, and a sync in a worker thread racing an append loses that
@@ -551,6 +572,11 @@ class ReplicatedGroup:
                 log.error("event=applied_mark_failed group=%s error=%r", self.group_id, e)
                 continue
             self._marked = index
+
+    def _on_damaged(self) -> None:
+        """The store failed under an apply: a leader hands the lead over."""
+        if self._nursery is not None and self.is_leader:
+            self._nursery.start_soon(self.step_down)
 
     async def _catchup_loop(self) -> None:
         """Fill the store's hole whenever one opens (see the module doc)."""

@@ -405,3 +405,29 @@ def test_catch_up_answers_round_trip_and_malformed_ones_are_refused() -> None:
     ):
         with pytest.raises(ValueError):
             _decode_msgs(bad)
+
+
+def test_a_store_failing_under_an_apply_marks_the_replica_damaged() -> None:
+    import errno
+
+    class FailingStore(MemoryStreamStore):
+        full = False
+
+        def append(self, *a: Any, **kw: Any) -> Any:
+            if self.full:
+                raise OSError(errno.ENOSPC, "no space left on device")
+            return super().append(*a, **kw)
+
+    store = FailingStore(StreamLimits())
+    rfsm = ReplicatedStreamFSM(StreamStateMachine(store, WINDOW), 0)
+    told: list[int] = []
+    rfsm.on_damaged = lambda: told.append(1)
+    rfsm.apply_at(encode_op(StreamMsg((_pub(1),))), 1)
+    assert rfsm.may_lead
+    store.full = True
+    with pytest.raises(OSError):
+        rfsm.apply_at(encode_op(StreamMsg((_pub(2),))), 2)
+    assert rfsm.damaged and not rfsm.may_lead and told == [1]
+    assert rfsm.applied == 1  # the mark never passes the failed entry
+    with pytest.raises(Exception, match="damaged"):
+        rfsm.snapshot()  # and no snapshot describes the damaged store
