@@ -18,7 +18,9 @@ heartbeat for a leader), then runs one cycle:
    tried again, backing off, until it succeeds: nothing of that cycle but a
    leader's early append-entries was sent and nothing is applied meanwhile,
    so the member neither votes nor acknowledges on a record that is not
-   durable, and resumes by itself when the disk has room again.
+   durable, and resumes by itself when the disk has room again.  A leader
+   steps down at the first failure (and says so), so nothing on its node
+   answers as the leader (reads, captures) while the others elect another.
    A leader's append-entries (``ready.early_outbox``) are sent before the
    fsync, overlapping the follower's disk write with ours: Raft requires
    persistence before answering, not before replicating, and the leader only
@@ -120,6 +122,9 @@ class RaftDriver:
             except OSError as e:
                 journal.untake_pending(data)
                 self.write_failures += 1
+                state = self.core.step_down_now()  # a leader that cannot write stops leading
+                if state is not None and self.on_leadership is not None:
+                    self.on_leadership(state)
                 log.error(
                     "event=journal_write_failed group=%s error=%r retry_s=%.2f",
                     self.core.group_id,
