@@ -161,11 +161,28 @@ def run_pubs(cmds: list[list[str]], timeout: float) -> dict[str, Any]:
 # -- phases ----------------------------------------------------------------------
 
 
-def phase_pubsub(s: ServerProc, args: argparse.Namespace, paced: bool) -> dict[str, Any]:
+def phase_pubsub(
+    s: ServerProc, args: argparse.Namespace, paced: bool, nsubjects: int = 0
+) -> dict[str, Any]:
+    """Publisher(s) to one subscriber; with ``nsubjects`` the publisher rotates
+    over that many subjects (``bench.core.rot.<i>``) and the subscriber takes
+    ``bench.core.rot.>`` (C load generator only)."""
     lg = args.loadgen
     subj = "bench.core.paced" if paced else "bench.core.pubsub"
     n = args.msgs
     timeout = max(120.0, n / 5000)
+    if nsubjects:
+        if lg is None:
+            raise RuntimeError("rotating subjects need the C load generator")
+        subj = "bench.core.rot"
+        sub = start_waiting(
+            lg_cmd(lg, "sub", s.port, s=subj + ".>", n=n, z=args.size, t=args.idle_s)
+        )
+        pub = run_pubs(
+            [lg_cmd(lg, "pub", s.port, s=subj, n=n, z=args.size, b=args.batch_bytes, S=nsubjects)],
+            timeout,
+        )
+        return {"sub": finish(sub, timeout), "pub": pub}
     sub = start_waiting(lg_cmd(lg, "sub", s.port, s=subj, n=n, z=args.size, t=args.idle_s))
     npub = 1 if lg is not None else args.py_pubs
     counts = [n // npub + (1 if i < n % npub else 0) for i in range(npub)]
@@ -220,6 +237,8 @@ def run_phase(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) -> 
             res = phase_pubsub(s, args, paced=False)
         elif phase == "pubsub_paced":
             res = phase_pubsub(s, args, paced=True)
+        elif phase.startswith("pubsub_subj"):
+            res = phase_pubsub(s, args, paced=False, nsubjects=int(phase[len("pubsub_subj") :]))
         elif phase == "reqrep_seq":
             res = phase_reqrep(s, args, 1)
         else:
@@ -314,7 +333,9 @@ def metric_values(samples: list[Sample]) -> dict[str, dict[str, list[float]]]:
         cores = sm.cpu_s / sm.wall_s if sm.wall_s else 0.0
         if sm.phase.startswith("pubsub"):
             sub, pub = r.get("sub", {}), r.get("pub", {})
-            key = "pubsub_128B" if sm.phase == "pubsub" else "pubsub_128B_paced"
+            key = {"pubsub": "pubsub_128B", "pubsub_paced": "pubsub_128B_paced"}.get(
+                sm.phase, sm.phase + "_128B"
+            )
             if sub.get("ok"):
                 out[key][sm.server].append(float(sub["msgs_per_s"]))
                 out[key + "_srv_us_per_msg"][sm.server].append(1e6 * sm.cpu_s / sub["msgs"])
@@ -353,6 +374,15 @@ def label(key: str) -> str:
         return "  p50 round-trip latency us (lower=better)"
     if key.endswith("_p99_us"):
         return "  p99 round-trip latency us (lower=better)"
+    if key.startswith("pubsub_subj"):
+        n = key.removeprefix("pubsub_subj").split("_", 1)[0]
+        rest = key.split("_128B", 1)[1]
+        return {
+            "": f"pub->sub over {int(n):,} subjects msgs/s",
+            "_pub": "  publisher msgs/s",
+            "_srv_us_per_msg": "  server CPU us per msg (lower=better)",
+            "_srv_cores": "  server CPU cores used",
+        }.get(rest, key)
     if key.startswith("reqrep_pipe"):
         return f"req/rep {key.removeprefix('reqrep_pipe')} in flight round trips/s"
     return key
@@ -420,7 +450,14 @@ def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
     if not args.loadgen:
         print("WARNING: Python load generator: the reference figures, so the ratios, are capped")
     print()
-    for key in ("pubsub_128B", "pubsub_128B_paced", "reqrep_seq", f"reqrep_pipe{args.inflight}"):
+    for key in (
+        "pubsub_128B",
+        "pubsub_128B_paced",
+        "pubsub_subj1000_128B",
+        "pubsub_subj10000_128B",
+        "reqrep_seq",
+        f"reqrep_pipe{args.inflight}",
+    ):
         if key not in summary:
             continue
         e = summary[key]
@@ -439,7 +476,14 @@ def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
 
 # -- main ----------------------------------------------------------------------------
 
-PHASES = ("pubsub", "pubsub_paced", "reqrep_seq", "reqrep_pipe")
+PHASES = (
+    "pubsub",
+    "pubsub_paced",
+    "pubsub_subj1000",
+    "pubsub_subj10000",
+    "reqrep_seq",
+    "reqrep_pipe",
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -26,7 +26,11 @@ stream ``BENCH`` (subjects ``bench.>``) is created, and:
   published (C client, async) to the two others, and the follower is restarted.
   Figure: seconds from the restart command until the follower's own ``/jsz``
   (its local store) holds every message; also from its ports file (process
-  ready) to caught up.
+  ready) to caught up.  ``--trijet-journal-entries-max`` lowers trijet's stream
+  journal bound (``jetstream.raft_journal_entries_max``) so the follower comes
+  back behind the leader's state snapshot and catches up by streaming the
+  leader's store (its ``/raftz`` catch-up counters are printed); by default the
+  20,000 messages fit in the journal and it catches up from the log.
 
 ``ratio`` is trijet / reference; for the failover gap and catch-up lower is
 better.  The machine is shared (2 cores): the 1-minute load average is printed
@@ -336,6 +340,16 @@ async def phase_catchup(c: Cluster, run: Run, args: argparse.Namespace) -> None:
     t1 = time.monotonic()
     run.figures["catchup_s"] = t1 - t0
     run.figures["catchup_from_ready_s"] = t1 - t_ready
+    if run.server != "ref":
+        doc = get_json(f"{c.monitoring_urls[fi]}/raftz?acc=$G") or {}
+        for g in (doc.get("$G") or {}).values():
+            cu = g.get("catchup") or {}
+            print(
+                f"  {run.server} follower catch-up path: snapshots_installed="
+                f"{g.get('snapshots_installed')} store_batches={cu.get('batches')}"
+                f" store_msgs={cu.get('msgs')}",
+                flush=True,
+            )
     print(
         f"  {run.server} catch-up of {args.catchup_msgs} msgs ({total} held): {t1 - t0:.2f}s"
         f" from restart, {t1 - t_ready:.2f}s from ready (load={load1():.2f})",
@@ -387,7 +401,12 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
     c: Cluster | None = None
     try:
         with trijet_from(path):
-            c = start_cluster(kind, sync_always=(sync == "always"), workdir=workdir)
+            js_conf = ""
+            if kind == "trijet" and args.trijet_journal_entries_max:
+                js_conf = f"  raft_journal_entries_max: {args.trijet_journal_entries_max}"
+            c = start_cluster(
+                kind, sync_always=(sync == "always"), workdir=workdir, jetstream_conf=js_conf
+            )
             asyncio.run(run_phases(c, run, args))
     except Exception as exc:  # a server that cannot do it gets n/a, the run goes on
         run.na = run.na or f"n/a ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
@@ -488,6 +507,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--try-timeout", type=float, default=0.25, help="failover: per-publish timeout")
     p.add_argument("--failover-lead-s", type=float, default=0.3, help="publishing before a kill")
     p.add_argument("--catchup-msgs", type=int, default=20000)
+    p.add_argument(
+        "--trijet-journal-entries-max",
+        type=int,
+        default=0,
+        help="trijet's stream journal bound (0: its default); low: catch-up via the store",
+    )
     p.add_argument("--quick", action="store_true", help="500,5000 msgs, 3 rounds, 5000 behind")
     p.add_argument("--store-parent", default=None, help="where the temp cluster dirs go")
     p.add_argument("--keep", action="store_true", help="keep logs and stores")

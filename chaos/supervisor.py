@@ -35,6 +35,10 @@ TARGETS: tuple[Target, ...] = ("nats-server", "trijet")
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
+
+# Nodes compile their modules once and reuse the bytecode, as an installed
+# server does (an inherited PYTHONDONTWRITEBYTECODE recompiles at every start).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

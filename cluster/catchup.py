@@ -1,295 +1,189 @@
-"""Catch-up by streaming a peer's store: bounded batches over the peer links.
+"""Catch-up by streaming the store: a replica fills the hole a snapshot left.
 
 Theory of operation
 -------------------
-A stream group's snapshots hold no messages (``cluster.replica_state``), so
-a replica that installs one while its store holds less (a follower behind
-the leader's compacted journal, a brand-new empty replica, a restart whose
-store was lost) fetches the missing messages from a peer's store: from the
-leader if one is known, else from any other member.
+A stream group's snapshot (``cluster.stream_snapshot``) holds the stream's
+state, never its messages.  A replica that installs one while its store is
+behind (a follower the leader compacted past, a restart whose store was
+rebuilt, a brand-new empty peer) has a *hole*: its store ends before the
+snapshot's ``last_seq``.  Until the hole is filled the replica applies no
+entry, never stands for election and answers no reads
+(``cluster.replicated``).  It fills it by asking the leader's store for the
+missing messages in batches.
 
-The exchange rides the node's ``PeerLinks`` under its own id (the group's
-name + ``CATCHUP_SUFFIX``), one request and one answer per batch:
+The protocol rides the server's peer links under the group's catch-up
+channel (``<group>~cu``).  A request ``[req_id, from_seq, to_seq]`` asks for
+the live messages in ``[from_seq, to_seq]``; the answer
+``[req_id, through, msgs]`` carries at most ``BATCH_MSGS_MAX`` messages and
+about ``BATCH_BYTES_MAX`` bytes (one message more than the bound only when a
+single message is larger), and ``through``: every sequence up to it is
+covered (the gaps are messages the stream no longer has).  The requester
+asks again from ``through + 1``; one request is outstanding at a time, so
+memory is bounded by one batch on either side whatever the stream's size.
+A lost request or answer is asked again after a timeout.
 
-    request  [0, rid, from_seq, to_seq, msgs_max, bytes_max]
-    answer   [1, rid, status, [[seq, subject, headers, payload, ts], ...], next_seq]
-
-``status`` is ``OK``, ``BUSY`` (one batch is served per group at a time: the
-memory a catch-up costs is one batch per side) or ``REFUSED`` (the peer has
-a hole of its own).  ``next_seq`` is where the next request starts;
-``next_seq > to_seq`` ends the range.  A batch holds at least one message
-and stops at ``msgs_max`` messages or once ``bytes_max`` bytes are reached,
-so a 1 GB stream crosses in as many batches, never whole.  The source reads
-its store in a worker thread when the store is on disk (as a consumer's
-start selection does); the fetcher stores each batch in the owner's thread,
-between the group's applies (which are held while the hole lasts).  A lost
-frame is a request that times out and is sent again: every request is
-idempotent (a range).
+``reconcile`` prepares a store for a snapshot (removes what the stream had
+removed by then), ``serve_batch`` reads one batch (leader) and
+``install_batch`` writes one (the replica catching up): pure functions over
+a ``StreamStore``; the shell (``cluster.replicated``) does the I/O.
 """
 
 from __future__ import annotations
 
-import logging
-import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import Any
 
 import cbor2
-import trio
 
-from raft.links import PeerLinks
+from cluster.stream_snapshot import GroupSnapshot
 from store.api import StoredMsg, StreamStore
-
-log = logging.getLogger(__name__)
+from store.errors import MsgNotFound, StoreEOF
 
 __all__ = [
     "BATCH_BYTES_MAX",
     "BATCH_MSGS_MAX",
-    "CATCHUP_SUFFIX",
-    "CatchupLink",
-    "CatchupUnavailable",
-    "read_batch",
+    "channel",
+    "decode_reply",
+    "decode_request",
+    "encode_reply",
+    "encode_request",
+    "install_batch",
+    "reconcile",
+    "serve_batch",
 ]
 
-CATCHUP_SUFFIX = "#catchup"
-#: one batch: at most this many messages ...
-BATCH_MSGS_MAX = 2048
-#: ... and about this many bytes (at least one message, whatever its size)
+#: one catch-up batch: messages and bytes (payload + headers + subject)
+BATCH_MSGS_MAX = 4096
 BATCH_BYTES_MAX = 1024 * 1024
-#: an unanswered request is sent again after this long
-REQUEST_TIMEOUT_S = 2.0
-#: messages read from the store at a time while a batch is made (fewer when
-#: they are large: a run never holds much more than the batch's bytes)
-READ_RUN_MSGS = 256
-
-OK, BUSY, REFUSED = 0, 1, 2
-_REQ, _ANS = 0, 1
-#: bytes a message costs in a batch besides its subject, headers and payload
-MSG_OVERHEAD_BYTES = 32
+#: messages read from the store per step while filling a batch
+_READ_STEP = 512
 
 
-class CatchupUnavailable(Exception):
-    """The peer did not answer in time, is busy, or refused (a hole of its own)."""
+def channel(group_id: str) -> str:
+    """The peer-links channel of a group's catch-up traffic."""
+    return group_id + "~cu"
 
 
-def read_batch(
-    store: StreamStore, start: int, end: int, msgs_max: int, bytes_max: int
-) -> tuple[list[StoredMsg], int]:
-    """The live messages of ``[start, end]`` from ``start`` on, bounded; and
-    where the next batch starts (``end + 1``: the range is done)."""
+def encode_request(req_id: int, from_seq: int, to_seq: int) -> bytes:
+    return cbor2.dumps([req_id, from_seq, to_seq])
+
+
+def decode_request(data: bytes) -> tuple[int, int, int]:
+    """Raises ValueError if malformed."""
+    try:
+        v: Any = cbor2.loads(data)
+        req_id, a, b = v
+    except Exception as e:
+        raise ValueError(f"bad catch-up request: {e}") from e
+    if not all(type(x) is int and x >= 0 for x in (req_id, a, b)):
+        raise ValueError("bad catch-up request fields")
+    return req_id, a, b
+
+
+def encode_reply(req_id: int, through: int, msgs: list[StoredMsg]) -> bytes:
+    return cbor2.dumps([req_id, through, [list(m) for m in msgs]])
+
+
+def decode_reply(data: bytes) -> tuple[int, int, list[StoredMsg]]:
+    """Raises ValueError if malformed."""
+    try:
+        v: Any = cbor2.loads(data)
+        req_id, through, raw = v
+        msgs = [
+            StoredMsg(int(s), str(subj), bytes(h), bytes(p), int(ts)) for s, subj, h, p, ts in raw
+        ]
+    except Exception as e:
+        raise ValueError(f"bad catch-up reply: {e}") from e
+    if type(req_id) is not int or type(through) is not int:
+        raise ValueError("bad catch-up reply fields")
+    prev = 0
+    for m in msgs:
+        if type(m.seq) is not int or m.seq <= prev or m.seq > through:
+            raise ValueError("catch-up reply messages out of order")
+        if type(m.subject) is not str or type(m.payload) is not bytes:
+            raise ValueError("catch-up reply message fields")
+        if type(m.headers) is not bytes or type(m.ts_ns) is not int:
+            raise ValueError("catch-up reply message fields")
+        prev = m.seq
+    return req_id, through, msgs
+
+
+def serve_batch(
+    store: StreamStore,
+    from_seq: int,
+    to_seq: int,
+    *,
+    msgs_max: int = BATCH_MSGS_MAX,
+    bytes_max: int = BATCH_BYTES_MAX,
+) -> tuple[int, list[StoredMsg]]:
+    """One batch of the live messages in ``[from_seq, to_seq]``: ``(through, msgs)``.
+
+    ``through`` is the last sequence the batch covers: the last message's
+    when a bound stopped it, else ``min(to_seq, last_seq)`` of the store
+    (which may be short of ``to_seq`` on a leader that has not applied that
+    far yet; the requester asks again).
+    """
     out: list[StoredMsg] = []
     size = 0
-    seq = start
-    run_n = 8
-    while len(out) < msgs_max:
-        run = store.load_run(seq, min(run_n, msgs_max - len(out)))
+    seq = from_seq
+    while seq <= to_seq and len(out) < msgs_max and size < bytes_max:
+        run = store.load_run(seq, min(_READ_STEP, msgs_max - len(out)))
         if not run:
-            return out, end + 1
+            break
         for m in run:
-            if m.seq > end:
-                return out, end + 1
-            n = len(m.subject) + len(m.headers) + len(m.payload) + MSG_OVERHEAD_BYTES
-            if out and size + n > bytes_max:
-                return out, m.seq
+            if m.seq > to_seq or len(out) >= msgs_max or size >= bytes_max:
+                break
             out.append(m)
-            size += n
-            seq = m.seq + 1
-            if size >= bytes_max or len(out) >= msgs_max:
-                return out, seq
-        # grow the run while the messages are small against what is left
-        left = bytes_max - size
-        avg = max(1, size // len(out))
-        run_n = max(1, min(READ_RUN_MSGS, left // avg))
-    return out, seq
+            size += len(m.payload) + len(m.headers) + len(m.subject)
+        seq = run[-1].seq + 1
+        if run[-1].seq >= to_seq:
+            break
+    if out and (len(out) >= msgs_max or size >= bytes_max):
+        return out[-1].seq, out
+    return max(from_seq - 1, min(to_seq, store.state().last_seq)), out
 
 
-def _encode_msgs(msgs: list[StoredMsg]) -> list[list[object]]:
-    return [[m.seq, m.subject, m.headers, m.payload, m.ts_ns] for m in msgs]
+def install_batch(store: StreamStore, through: int, msgs: list[StoredMsg]) -> None:
+    """Append one batch at its own sequences and cover the gaps up to ``through``.
 
-
-def _decode_msgs(items: object) -> list[StoredMsg]:
-    if type(items) is not list:
-        raise ValueError("messages must be an array")
-    out = []
-    prev = 0
-    try:
-        for seq, subj, hdr, payload, ts in items:
-            if seq <= prev or not subj:
-                raise ValueError("sequences must ascend, subjects be non-empty")
-            out.append(StoredMsg(seq, subj, hdr, payload, ts))
-            prev = seq
-    except TypeError as e:
-        raise ValueError(f"a message must be [seq, subject, headers, payload, ts]: {e}") from e
-    if not all(
-        type(m.seq) is int
-        and type(m.subject) is str
-        and type(m.headers) is bytes
-        and type(m.payload) is bytes
-        and type(m.ts_ns) is int
-        for m in out
-    ):
-        raise ValueError("bad message fields")
-    return out
-
-
-@dataclass
-class CatchupStats:
-    """What this replica fetched and served (``/jsz``-style detail, tests)."""
-
-    catchups: int = 0
-    fetched_msgs: int = 0
-    fetched_bytes: int = 0
-    batches: int = 0
-    served_batches: int = 0
-    served_msgs: int = 0
-    retries: int = 0
-    last_s: float = 0.0
-    sources: dict[str, int] = field(default_factory=dict)
-
-
-class CatchupLink:
-    """One replica's side of catch-up: serves its store, fetches from peers.
-
-    Args:
-        group_id: the stream's group name.
-        links: the node's peer links.
-        store: the replica's store.
-        read_in_thread: read batches in a worker thread (stores on disk).
-        can_serve: False while this replica's own store has a hole.
-        rng: seeds request ids.
+    Messages at or below the store's ``last_seq`` (a repeated answer) are
+    ignored.
     """
+    cur = store.state().last_seq
+    for m in msgs:
+        if m.seq <= cur:
+            continue
+        if m.seq > cur + 1:
+            store.skip(m.seq - 1)
+        store.append(m.subject, m.headers, m.payload, m.ts_ns, seq=m.seq)
+        cur = m.seq
+    if through > cur:
+        store.skip(through)
 
-    def __init__(
-        self,
-        group_id: str,
-        links: PeerLinks,
-        store: StreamStore,
-        *,
-        read_in_thread: bool,
-        can_serve: Callable[[], bool],
-        rng: random.Random,
-    ) -> None:
-        self.link_id = group_id + CATCHUP_SUFFIX
-        self.links = links
-        self.store = store
-        self.read_in_thread = read_in_thread
-        self.can_serve = can_serve
-        self._rng = rng
-        self._nursery: trio.Nursery | None = None
-        self._serving = False
-        self._waiting: dict[int, tuple[trio.Event, list[object]]] = {}
-        self.stats = CatchupStats()
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve requests until cancelled.
+def reconcile(store: StreamStore, snap: GroupSnapshot) -> None:
+    """Bring a store that is to take ``snap`` in line with it, up to where it holds.
 
-        Cancellation: a batch being read is dropped (the fetcher asks again).
-        """
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            self.links.register(self.link_id, self._on_frame)
+    A store past the snapshot's ``last_seq`` is cut back to it (the entries
+    after the snapshot append those messages again); messages below the
+    snapshot's ``first_seq`` or inside its interior deletes are removed (the
+    stream had removed them by then: removals never come back).  What the
+    store lacks is left for catch-up.
+    """
+    st = store.state()
+    if st.last_seq > snap.last_seq:
+        store.truncate(snap.last_seq)
+        st = store.state()
+    if st.first_seq < snap.first_seq:
+        # nothing below first_seq existed any more: an empty store jumps there
+        store.compact(snap.first_seq)
+    st = store.state()
+    if not st.msgs:
+        return
+    for a, b in snap.deleted:
+        if b < st.first_seq or a > st.last_seq:
+            continue
+        for seq in range(max(a, st.first_seq), min(b, st.last_seq) + 1):
             try:
-                task_status.started()
-                await trio.sleep_forever()
-            finally:
-                self.links.unregister(self.link_id)
-                self._nursery = None
-
-    # -- frames
-
-    def _on_frame(self, peer: str, payload: bytes) -> None:
-        try:
-            doc = cbor2.loads(payload)
-            kind = doc[0]
-        except Exception:
-            log.warning("event=catchup_bad_frame link=%s peer=%s", self.link_id, peer)
-            return
-        if kind == _REQ and type(doc) is list and len(doc) == 6:
-            self._on_request(peer, doc)
-        elif kind == _ANS and type(doc) is list and len(doc) == 5:
-            w = self._waiting.pop(doc[1], None) if type(doc[1]) is int else None
-            if w is not None:
-                w[1].append(doc)
-                w[0].set()
-
-    def _answer(self, peer: str, rid: int, status: int, msgs: list[StoredMsg], nxt: int) -> None:
-        body = cbor2.dumps([_ANS, rid, status, _encode_msgs(msgs), nxt])
-        self.links.send(peer, self.link_id, body)
-
-    def _on_request(self, peer: str, doc: list[object]) -> None:
-        _, rid, start, end, n_max, b_max = doc
-        if not all(type(v) is int for v in (rid, start, end, n_max, b_max)):
-            return
-        assert isinstance(rid, int) and isinstance(start, int) and isinstance(end, int)
-        assert isinstance(n_max, int) and isinstance(b_max, int)
-        if not self.can_serve():
-            self._answer(peer, rid, REFUSED, [], start)
-            return
-        if self._serving or self._nursery is None:
-            self._answer(peer, rid, BUSY, [], start)
-            return
-        self._serving = True
-        n_max = max(1, min(n_max, BATCH_MSGS_MAX))
-        b_max = max(1, min(b_max, BATCH_BYTES_MAX))
-        self._nursery.start_soon(self._serve, peer, rid, start, end, n_max, b_max)
-
-    async def _serve(self, peer: str, rid: int, start: int, end: int, n: int, b: int) -> None:
-        try:
-            if self.read_in_thread:
-                msgs, nxt = await trio.to_thread.run_sync(read_batch, self.store, start, end, n, b)
-            else:
-                msgs, nxt = read_batch(self.store, start, end, n, b)
-            self._answer(peer, rid, OK, msgs, nxt)
-            self.stats.served_batches += 1
-            self.stats.served_msgs += len(msgs)
-        except Exception:
-            log.exception(
-                "event=catchup_serve_failed link=%s peer=%s from=%d", self.link_id, peer, start
-            )
-            self._answer(peer, rid, REFUSED, [], start)
-        finally:
-            self._serving = False
-
-    # -- fetching
-
-    async def fetch(
-        self,
-        peer: str,
-        start: int,
-        end: int,
-        *,
-        msgs_max: int = BATCH_MSGS_MAX,
-        bytes_max: int = BATCH_BYTES_MAX,
-        timeout_s: float = REQUEST_TIMEOUT_S,
-    ) -> tuple[list[StoredMsg], int]:
-        """One batch of ``[start, end]`` from ``peer``: its messages and where
-        the next batch starts.
-
-        Raises:
-            CatchupUnavailable: no answer within ``timeout_s``, busy or refused.
-            ValueError: a malformed answer.
-
-        Cancellation: the request is forgotten (a late answer is dropped).
-        """
-        rid = self._rng.getrandbits(62)
-        ev = trio.Event()
-        box: list[object] = []
-        self._waiting[rid] = (ev, box)
-        try:
-            body = cbor2.dumps([_REQ, rid, start, end, msgs_max, bytes_max])
-            self.links.send(peer, self.link_id, body)
-            with trio.move_on_after(timeout_s):
-                await ev.wait()
-        finally:
-            self._waiting.pop(rid, None)
-        if not box:
-            raise CatchupUnavailable(f"{peer}: no answer in {timeout_s} s")
-        doc = box[0]
-        assert isinstance(doc, list)
-        _, _, status, items, nxt = doc
-        if status != OK:
-            raise CatchupUnavailable(f"{peer}: {'busy' if status == BUSY else 'refused'}")
-        msgs = _decode_msgs(items)
-        if type(nxt) is not int or nxt <= start or (msgs and msgs[0].seq < start):
-            raise ValueError("bad catch-up answer range")
-        return msgs, nxt
+                store.remove(seq)
+            except (MsgNotFound, StoreEOF):
+                pass

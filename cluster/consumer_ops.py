@@ -120,12 +120,6 @@ def _dec_cpolicy(v: object) -> ConsumerPolicy:
     return ConsumerPolicy(check_str("ack", ack), wait, tuple(backoff), md, map_, tuple(filters))
 
 
-#: a policy as an op carries it (also inside a stream group's state snapshot)
-encode_consumer_policy = _enc_cpolicy
-#: inverse of ``encode_consumer_policy`` (raises OpError)
-decode_consumer_policy = _dec_cpolicy
-
-
 @dataclass(frozen=True, slots=True)
 class ConsumerCreated:
     """A consumer starts (or restarts with a new policy).

@@ -28,17 +28,12 @@ inside apply: a listener must only note or schedule work.
 A consumer op naming a consumer the table does not hold (removed meanwhile,
 or a proposal made before a removal) is ignored: its result is None.
 
-When the stream group compacts its journal, the table goes into the group's
-state snapshot whole (``snapshot_doc``: every consumer's config, position,
-ack floor, pending and redelivery counts, redelivery queue) and
-``restore_doc`` puts it back exactly, so the entries after the snapshot apply
-to the same state on every replica.
-
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Callable
@@ -47,7 +42,6 @@ from typing import Any
 
 from cluster.consumer_fsm import ConsumerOutcome, ConsumerStateMachine, policy_of
 from cluster.consumer_model import ConsumerConfig
-from cluster.consumer_ops import decode_consumer_policy, encode_consumer_policy
 from cluster.ops import (
     ConsumerAssign,
     ConsumerCreated,
@@ -130,37 +124,41 @@ class ConsumerTable:
         self._tell("updated", name)
         return out
 
-    def snapshot_doc(self) -> list[Any]:
-        """Every consumer's whole state, cbor-ready, in name order."""
-        return [_entry_doc(name, self.entries[name]) for name in sorted(self.entries)]
+    def snapshot(self) -> list[tuple[str, bytes, int, str, bytes]]:
+        """Every consumer as ``(name, config bytes, created_ns, group, fsm snapshot)``."""
+        return [
+            (name, config_bytes(e.cfg), e.created_ns, e.group, e.fsm.snapshot())
+            for name, e in sorted(self.entries.items())
+        ]
 
-    def restore_doc(self, doc: object) -> None:
-        """Replace the table with ``snapshot_doc``'s; listeners hear ``removed``
-        for consumers gone, ``updated`` for those held before (their state
-        machine object stays: its state is replaced in place, so a shell
-        holding it goes on) and ``assigned`` for new ones.
+    def install(self, consumers: list[tuple[str, bytes, int, str, bytes]]) -> None:
+        """Replace the table with ``snapshot()``'s output.  A consumer held
+        already keeps its state machine object (its shell stays), restored
+        in place; listeners hear "removed", "assigned" or "updated".
 
         Raises:
-            OpError: the document is malformed (the table is unchanged).
+            OpError: a config that is not a consumer config.
+            ValueError: a malformed consumer state.
         """
-        if type(doc) is not list:
-            raise _op_error("consumer table must be an array")
-        entries = dict(_entry_from_doc(item) for item in doc)
+        fresh: dict[str, TableEntry] = {}
+        for name, cfg_doc, created_ns, group, state in consumers:
+            cfg = _config(cfg_doc)
+            e = self.entries.get(name)
+            fsm = (
+                e.fsm
+                if e is not None
+                else ConsumerStateMachine(name, MemoryConsumerStore(), save_each_op=False)
+            )
+            fsm.restore(io.BytesIO(state))
+            fsm.policy = policy_of(cfg)
+            fresh[name] = TableEntry(cfg, created_ns, group, fsm)
+        gone = [n for n in self.entries if n not in fresh]
         old = self.entries
-        events: list[tuple[str, str]] = [("removed", n) for n in old if n not in entries]
-        for name, new in entries.items():
-            have = old.get(name)
-            if have is None:
-                events.append(("assigned", name))
-                continue
-            for attr in _FSM_STATE:
-                setattr(have.fsm, attr, getattr(new.fsm, attr))
-            have.cfg, have.created_ns, have.group = new.cfg, new.created_ns, new.group
-            entries[name] = have
-            events.append(("updated", name))
-        self.entries = entries
-        for event, name in events:
-            self._tell(event, name)
+        self.entries = fresh
+        for n in gone:
+            self._tell("removed", n)
+        for n in fresh:
+            self._tell("updated" if n in old else "assigned", n)
 
     def _tell(self, event: str, name: str) -> None:
         for listener in list(self.listeners):
@@ -177,83 +175,6 @@ def _config(doc: bytes) -> ConsumerConfig:
         return ConsumerConfig.from_dict(json.loads(doc))
     except Exception as e:  # any damage: the entry is refused, nothing changes
         raise OpError(f"consumer_assign config: {type(e).__name__}: {e}") from e
-
-
-#: what a consumer's snapshot replaces of its state machine
-_FSM_STATE = (
-    "policy",
-    "dseq",
-    "next_sseq",
-    "floor_dseq",
-    "floor_sseq",
-    "pending",
-    "rdc",
-    "rdq",
-    "lss",
-    "started",
-    "_lss_resume",
-    "last_delivered_ns",
-    "last_ack_ns",
-    "_unsaved",
-)
-
-
-def _op_error(msg: str) -> Exception:
-    from cluster.ops import OpError
-
-    return OpError(msg)
-
-
-def _entry_doc(name: str, e: TableEntry) -> list[Any]:
-    f = e.fsm
-    return [
-        name,
-        config_bytes(e.cfg),
-        e.created_ns,
-        e.group,
-        encode_consumer_policy(f.policy),
-        [f.dseq, f.next_sseq, f.floor_dseq, f.floor_sseq],
-        [[s, p[0], p[1]] for s, p in f.pending.items()],
-        [[s, n] for s, n in f.rdc.items()],
-        list(f.rdq),
-        list(f.lss),
-        [f.started, f._lss_resume, f.last_delivered_ns, f.last_ack_ns],
-    ]
-
-
-def _ints(v: object, n: int | None = None) -> list[int]:
-    if type(v) is not list or (n is not None and len(v) != n):
-        raise _op_error("consumer snapshot: integer array expected")
-    if not all(type(x) is int for x in v):
-        raise _op_error("consumer snapshot: integers expected")
-    return v
-
-
-def _entry_from_doc(item: object) -> tuple[str, TableEntry]:
-    if type(item) is not list or len(item) != 11:
-        raise _op_error("consumer snapshot entry must be an array of 11")
-    name, cfg_b, created, group, pol, pos, pending, rdc, rdq, lss, misc = item
-    if type(name) is not str or type(group) is not str or type(cfg_b) is not bytes:
-        raise _op_error("consumer snapshot: bad name, group or config")
-    if type(created) is not int or type(misc) is not list or len(misc) != 4:
-        raise _op_error("consumer snapshot: bad creation time or flags")
-    cfg = _config(cfg_b)
-    fsm = ConsumerStateMachine(name, MemoryConsumerStore(), save_each_op=False)
-    fsm.policy = decode_consumer_policy(pol)
-    fsm.dseq, fsm.next_sseq, fsm.floor_dseq, fsm.floor_sseq = _ints(pos, 4)
-    if type(pending) is not list or type(rdc) is not list:
-        raise _op_error("consumer snapshot: pending and redeliveries must be arrays")
-    fsm.pending = {s: [d, ts] for s, d, ts in (_ints(p, 3) for p in pending)}
-    fsm.rdc = {s: n for s, n in (_ints(r, 2) for r in rdc)}
-    fsm.rdq = _ints(rdq)
-    fsm.lss = _ints(lss)
-    started, resume, last_deliv, last_ack = misc
-    if type(started) is not bool:
-        raise _op_error("consumer snapshot: started must be a bool")
-    fsm.started = started
-    fsm._lss_resume, fsm.last_delivered_ns, fsm.last_ack_ns = _ints([resume, last_deliv, last_ack])
-    fsm._unsaved = True
-    return name, TableEntry(cfg, created, group, fsm)
 
 
 def config_bytes(cfg: ConsumerConfig) -> bytes:

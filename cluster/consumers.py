@@ -86,7 +86,6 @@ from cluster.consumer_fsm import (
     ConsumerOutcome,
     ConsumerStateMachine,
     Delivery,
-    count_matching,
     count_pending,
     next_messages,
     policy_of,
@@ -115,7 +114,6 @@ from raft.errors import RaftError
 from store.api import ConsumerState, ConsumerStore, Pending, StoredMsg
 from store.errors import StoreClosed
 from store.memory import MemoryConsumerStore
-from store.subjects import compile_filters
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +218,9 @@ class Consumer:
         #: set while no ack waits to be applied (``deliver`` waits for it)
         self._acks_idle = trio.Event()
         self._acks_idle.set()
+        # an ack other than a plain +ACK (NAK, TERM, in-progress) was queued
+        # since the ack loop was last idle: deliveries wait for it
+        self._acks_special = False
         self._timer_changed = trio.Event()
         #: the ack deadline the timer loop sleeps until (None: no deadline)
         self._timer_due: int | None = None
@@ -455,6 +456,8 @@ class Consumer:
         """Queue an ack (called synchronously by the router); False when full."""
         if self._acks_n >= ACK_QUEUE_MAX:
             return False
+        if item.kind is not AckKind.ACK:
+            self._acks_special = True
         self._acks.append((item, on_done))
         self._queued(1)
         return True
@@ -535,6 +538,7 @@ class Consumer:
                 log.info("event=consumer_acks_dropped consumer=%s reason=%r", self.name, exc)
                 self._first_applied.set()
             if not self._acks:
+                self._acks_special = False
                 self._acks_idle.set()
 
     async def _propose_acks(self, batch: list[tuple[AckItem | None, Any]]) -> None:
@@ -626,9 +630,10 @@ class Consumer:
                 and msgs - c_msgs == last - c_last
                 and (nxt - c_nxt) + (last - c_last) <= PENDING_DELTA_MAX
             ):
-                store, match = self.stream.store, self._filter_match()
-                n = c_n + count_matching(store, match, c_last + 1, last)
-                n -= count_matching(store, match, c_nxt, nxt - 1)
+                store = self.stream.store
+                filters = self._filters()
+                n = c_n + store.count_in_range(filters, c_last + 1, last)
+                n -= store.count_in_range(filters, c_nxt, nxt - 1)
                 self._pending_cache = (nxt, last, msgs, n)
                 return n
         n = count_pending(self.stream.store, self.fsm.policy.filters, nxt)
@@ -638,9 +643,11 @@ class Consumer:
         self._pending_cache = (nxt, last, msgs, n)
         return n
 
-    def _filter_match(self) -> Callable[[str], bool] | None:
+    def _filters(self) -> str | tuple[str, ...]:
         filters = self.fsm.policy.filters
-        return compile_filters(filters) if filters else None
+        if not filters:
+            return ">"
+        return filters[0] if len(filters) == 1 else filters
 
     def peek(self) -> StoredMsg | None:
         """The message ``deliver(1)`` would hand out now (None if nothing)."""
@@ -676,10 +683,15 @@ class Consumer:
             (consumer seq, delivery count), and whether the first candidate
             alone exceeded ``max_bytes`` (nothing delivered then).
         """
-        # acks that arrived before (a -NAK, then the next pull request on the
-        # same connection) are applied first, as nats-server applies them on
-        # receipt
-        while not self._acks_idle.is_set():
+        # acks that change what is picked -- a -NAK, TERM or in-progress, then
+        # the next pull request on the same connection; plain acks when the
+        # consumer is at max_ack_pending -- are applied first, as nats-server
+        # applies them on receipt.  Plain acks otherwise change nothing the
+        # pick reads: their proposals go on alongside this delivery's (one
+        # Raft round for both, not two in a row)
+        while not self._acks_idle.is_set() and (
+            self._acks_special or self.fsm.at_max_ack_pending()
+        ):
             await self._acks_idle.wait()
         if not self.ready.is_set():  # a new leader's catch-up first
             await self.ready.wait()

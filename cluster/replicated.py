@@ -27,30 +27,29 @@ A store that holds less than the mark says, or reports damage, or lost a
 message past the mark that a cut cannot bring back (``restore_to_mark``),
 and a mark that cannot be read, are rebuilt: the store is emptied and every
 entry applies again (from the journal, then from the leader).
+Compaction (file stores): when the journal holds more than
+``JOURNAL_ENTRIES_MAX`` entries or ``JOURNAL_BYTES_MAX`` bytes, the mark loop
+asks the group for a snapshot; ``ReplicatedStreamFSM.snapshot`` syncs the
+store (in the trio thread, between two applies) and returns the stream's
+*state* (``cluster.stream_snapshot``: bounds, deletes, dedupe window, every
+consumer's state), never its messages; the driver writes it in its sync
+thread and the journal is cut behind it.  The snapshot carries a valid
+applied mark, so a restart never cuts the store back to a mark whose entries
+are gone.  A memory store keeps the whole journal (after a restart of every
+replica, the journal is the only copy of its messages).
 
-Compaction.  The journal is bounded (``JOURNAL_ENTRIES_MAX`` entries,
-``JOURNAL_BYTES_MAX`` bytes of commands, or ``JOURNAL_AGE_S_MAX``): past a
-bound the group takes a *state snapshot* (``cluster.replica_state``: the
-store's shape, the stream machine's state, the whole consumer table -- never
-the messages) and cuts the journal there.  The store is synced before the
-snapshot's state is taken, so a snapshot is also an applied mark: at start
-the newer of the mark file and the snapshot is the mark.  The snapshot's
-encoding and write run in a thread (``raft.snapshot``).
-
-Holes and catch-up.  A replica that installs a snapshot (from the leader,
-which compacted past what this replica has, or at start) while its store
-holds less than the snapshot's shape has a *hole*: it holds its applies
-(the committed entries wait), never campaigns (``may_lead``, so it never
-leads, never captures and never answers reads), writes no mark, and fetches
-the missing messages from a peer's store in bounded batches
-(``cluster.catchup``); then the entries after the snapshot apply.  A
-brand-new empty replica in a group whose journal was compacted takes the same
-path: a new peer catches up by itself.
+Catch-up: a replica that installs a snapshot (from the leader, or its own
+at start) while its store lacks messages the snapshot covers has a *hole*:
+it applies nothing (``can_apply``), never stands for election or takes a
+transferred lead (``can_lead``), answers no direct get, and fetches the
+missing messages from the leader's store in bounded batches
+(``cluster.catchup``), then writes its mark and resumes from the journal.
+A brand-new empty peer takes the same path: it catches up by itself.
 
 Consumer entries (``cluster.consumer_table``) ride in the same log and are
 applied to the stream's ``ConsumerTable`` on every replica, *always*: the
-table is memory only; it is rebuilt at start from the latest snapshot plus
-the journal after it, so the applied mark does not skip them.
+table is memory only and is rebuilt at start from the whole journal, so the
+applied mark does not skip them.
 
 Leadership: ``leader_listeners`` hear ``True``/``False`` as this replica gains
 or loses the lead (capture, expiry and answers follow it).
@@ -72,27 +71,24 @@ from typing import Any, BinaryIO
 
 import trio
 
-from cluster.catchup import CatchupLink, CatchupUnavailable
+from cluster import catchup
 from cluster.consumer_table import ConsumerTable
 from cluster.ops import CONSUMER_ENTRY_TYPES, decode_any, encode_op
-from cluster.replica_state import (
-    ReplicaState,
-    ReplicaStateError,
-    decode_replica_state,
-    encode_replica_state,
-    finish,
-    install_batch,
-    reconcile,
-    shape_of,
-)
 from cluster.stream_fsm import StreamStateMachine
+from cluster.stream_snapshot import (
+    ConsumerSnap,
+    GroupSnapshot,
+    decode_group_snapshot,
+    encode_group_snapshot,
+    ranges,
+)
 from raft.core import Proposal, RaftConfig, safe_file_stem
 from raft.errors import ApplyFailed, InvariantViolation, RaftError
 from raft.group import RaftGroup
 from raft.links import PeerLinks
-from raft.snapshot import SnapshotStore
+from raft.snapshot import decode_snapshot
 from raft.storage import OsDisk
-from store.api import StoredMsg, StreamStore
+from store.api import StreamStore
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +100,15 @@ ENTRY_BYTES_MAX = 4 * 1024 * 1024
 #: followers learn a commit index with the next entries, or this much later
 #: (one message, wake-up and cycle less per follower and entry)
 COMMIT_NOTIFY_S_MAX = 0.02
-#: the journal's bounds: a state snapshot cuts it past any of them
-JOURNAL_ENTRIES_MAX = int(os.environ.get("TRIJET_STREAM_JOURNAL_ENTRIES_MAX", 8192))
-JOURNAL_BYTES_MAX = int(os.environ.get("TRIJET_STREAM_JOURNAL_BYTES_MAX", 8 * 1024 * 1024))
-JOURNAL_AGE_S_MAX = 600.0
-#: a catch-up that found no peer to answer tries again after this long (and more, jittered)
-CATCHUP_RETRY_S = 0.05
+#: pysyncobj's own compaction triggers are off: the mark loop decides
+NO_COMPACTION = 2**62
+#: the journal of a stream group (file store) is compacted past these bounds
+JOURNAL_ENTRIES_MAX = 50_000
+JOURNAL_BYTES_MAX = 64 * 1024 * 1024
+#: a catch-up request unanswered this long is asked again
+CATCHUP_TIMEOUT_S = 2.0
+#: no leader to ask: look again this much later
+CATCHUP_RETRY_S = 0.1
 
 
 class ReplicatedStreamFSM:
@@ -123,49 +122,45 @@ class ReplicatedStreamFSM:
     def __init__(self, fsm: StreamStateMachine, skip_through: int) -> None:
         self.fsm = fsm
         self.skip_through = skip_through
+        #: the Raft index the store's state is at (the applied mark's)
         self.applied = skip_through
-        #: the stream's consumers (memory only: snapshot + journal)
+        #: the last entry index handed to apply_at (any kind)
+        self.last_index = 0
+        #: the stream's consumers (memory only: rebuilt from snapshot + journal)
         self.consumers = ConsumerTable()
-        #: the snapshot installed while the store holds less than its shape
-        self.hole: ReplicaState | None = None
-        self._hole_doc = b""
-        #: told (synchronously) when a hole opens
+        #: an installed snapshot whose messages the store still lacks (a hole)
+        self.target: GroupSnapshot | None = None
+        self._target_doc = b""
+        #: called (synchronously) when a hole appears
         self.on_hole: Callable[[], None] | None = None
-        #: the store failed under an apply (see ``apply_at``)
-        self.damaged = False
-        #: told (synchronously) when the store fails under an apply
-        self.on_damaged: Callable[[], None] | None = None
+        #: called before a snapshot is taken (the group syncs the store)
+        self.before_snapshot: Callable[[], None] | None = None
+        self.installs = 0
+
+    # -- gates read by raft.core every cycle
+
+    def can_apply(self) -> bool:
+        """False while the store has a hole: entries after the snapshot wait."""
+        return self.target is None
+
+    def can_lead(self) -> bool:
+        """A replica with a hole never leads."""
+        return self.target is None
 
     @property
-    def apply_held(self) -> bool:
-        """Committed entries wait while the store has a hole (``raft.syncobj``)."""
-        return self.hole is not None
-
-    @property
-    def may_lead(self) -> bool:
-        """A replica with a hole (or a damaged store) never campaigns (``raft.core``)."""
-        return self.hole is None and not self.damaged
+    def current(self) -> bool:
+        """The store holds everything this replica has applied or installed."""
+        return self.target is None
 
     def apply_at(self, entry: bytes, index: int) -> object:
+        if index > self.last_index:
+            self.last_index = index
         op = decode_any(entry)
         if isinstance(op, CONSUMER_ENTRY_TYPES):  # never skipped (see the module doc)
-            self.applied = max(self.applied, index)
             return self.consumers.apply(op)  # type: ignore[arg-type]
         if index <= self.skip_through:
             return None  # already in the store (re-applied from the journal at start)
-        try:
-            outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
-        except OSError as e:
-            # the store failed under an apply (a full disk while a segment rolls):
-            # what it holds is no longer the state of an index; the replica stops
-            # leading, serving, marking and snapshotting, so nothing trusts it and
-            # a restart rebuilds it from its mark, the journal and its peers
-            if not self.damaged:
-                log.error("event=stream_store_failed index=%d error=%r", index, e)
-                self.damaged = True
-                if self.on_damaged is not None:
-                    self.on_damaged()
-            raise
+        outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
         self.applied = index
         return outcome
 
@@ -173,92 +168,98 @@ class ReplicatedStreamFSM:
         raise InvariantViolation("a stream group applies through apply_at")
 
     def snapshot(self) -> bytes:
-        """The state after the last applied entry, without the messages.
+        """The stream's state at the last applied entry (``cluster.stream_snapshot``).
 
-        The store is synced first: the snapshot is an applied mark too.  A
-        replica with a hole gives the snapshot it installed (its state is that
-        one's; its store is being filled).
-        """
-        if self.hole is not None:
-            return self._hole_doc
-        if self.damaged:
-            raise InvariantViolation("no snapshot of a damaged store")
-        store = self.fsm.store
-        store.sync()
-        rs = ReplicaState(
-            self.applied,
-            shape_of(store),
-            self.fsm.replica_state(),
-            self.consumers.snapshot_doc(),
-        )
-        return encode_replica_state(rs)
-
-    def restore(self, reader: BinaryIO) -> None:
-        """Install a state snapshot (at start, or sent by the leader).
-
-        The consumer table is replaced.  A store already at or past the
-        snapshot (the mark is not older) keeps its stream state; otherwise
-        the stream's state is the snapshot's and entries after its index apply
-        again; a store that holds less than its shape opens a hole.
+        The store is synced first (``before_snapshot``), so the snapshot's
+        ``(index, last_seq, msgs)`` is a valid applied mark.
 
         Raises:
-            ReplicaStateError, OpError, StreamSnapshotError: malformed.
+            InvariantViolation: the journal is still being replayed into a
+                store that is ahead of it (a snapshot now would describe a
+                later state than its index); pysyncobj retries later.
         """
-        data = reader.read()
-        rs = decode_replica_state(data)
-        self.consumers.restore_doc(rs.consumers)
-        store = self.fsm.store
-        st = store.state()
-        if self.hole is None and self.skip_through >= rs.index and st.last_seq >= rs.shape.last_seq:
-            # a restart whose store is at or past the snapshot: the policy is the
-            # stream's config (newer), the dedupe ids recovered from the store
-            # join the snapshot's, the interest filters are the snapshot's
-            self.fsm.install_replica_state(_merged(self.fsm.replica_state(), rs.stream))
-            self.applied = max(self.applied, rs.index)
-            return
-        self.fsm.install_replica_state(rs.stream)
-        self.skip_through = rs.index
-        self.applied = rs.index
-        sh = rs.shape
-        if (st.first_seq, st.last_seq, st.msgs) == (sh.first_seq, sh.last_seq, sh.msgs):
-            self.hole = None
-            return
-        log.info(
-            "event=stream_hole index=%d have=%d..%d/%d want=%d..%d/%d",
-            rs.index,
-            st.first_seq,
-            st.last_seq,
-            st.msgs,
-            sh.first_seq,
-            sh.last_seq,
-            sh.msgs,
+        if self.target is not None:
+            return self._target_doc  # nothing applied since it was installed
+        if self.last_index < self.skip_through:
+            raise InvariantViolation(
+                f"snapshot while replaying ({self.last_index} < {self.skip_through})"
+            )
+        if self.before_snapshot is not None:
+            self.before_snapshot()
+        st = self.fsm.store.state(deleted_details=True)
+        snap = GroupSnapshot(
+            index=max(self.last_index, self.applied),
+            first_seq=st.first_seq,
+            last_seq=st.last_seq,
+            last_ts=st.last_ts,
+            msgs=st.msgs,
+            bytes=st.bytes,
+            deleted=ranges(st.deleted or ()),
+            last_msg_id=self.fsm.last_msg_id,
+            dedupe=tuple(self.fsm.dedupe_entries()),
+            consumers=tuple(ConsumerSnap(*c) for c in self.consumers.snapshot()),
+            interest=self.fsm.interest,
         )
-        self.hole, self._hole_doc = rs, data
-        if self.on_hole is not None:
-            self.on_hole()
+        return encode_group_snapshot(snap)
 
-    def hole_filled(self, rs: ReplicaState) -> bool:
-        """The store now holds ``rs``'s shape; False if another snapshot was
-        installed meanwhile (its hole stays)."""
-        if self.hole is not rs:
-            return False
-        self.hole, self._hole_doc = None, b""
-        return True
+    def restore(self, reader: BinaryIO) -> None:
+        """Install a snapshot (this replica's own at start, or the leader's).
+
+        The consumer table always comes from it.  A store that already holds
+        the snapshot's state (its mark is at or past it) keeps its own; one
+        that is behind is reconciled with it (``cluster.catchup.reconcile``),
+        takes its dedupe window, and if messages are missing gets a hole.
+
+        Raises:
+            StreamSnapshotError: malformed (nothing changed).
+        """
+        doc = reader.read()
+        snap = decode_group_snapshot(doc)
+        self.consumers.install(
+            [(c.name, c.config, c.created_ns, c.group, c.state) for c in snap.consumers]
+        )
+        store = self.fsm.store
+        self.last_index = max(self.last_index, snap.index)
+        if snap.index <= self.skip_through and store.state().last_seq >= snap.last_seq:
+            return  # the store is at or past the snapshot (a restart)
+        catchup.reconcile(store, snap)
+        self.fsm.install_dedupe(snap.last_msg_id, iter(snap.dedupe))
+        self.fsm.install_interest(snap.interest)
+        self.skip_through = max(self.skip_through, snap.index)
+        self.installs += 1
+        if store.state().last_seq < snap.last_seq:
+            self.target, self._target_doc = snap, doc
+            log.warning(
+                "event=stream_snapshot_hole index=%d have=%d need=%d",
+                snap.index,
+                store.state().last_seq,
+                snap.last_seq,
+            )
+            if self.on_hole is not None:
+                self.on_hole()
+        else:
+            self.applied = snap.index
+
+    def filled(self) -> None:
+        """The hole is filled: entries after the snapshot may apply."""
+        if self.target is not None:
+            self.applied = self.target.index
+            self.target = None
+            self._target_doc = b""
 
 
-def _merged(cur: dict[str, Any], snap: object) -> dict[str, Any]:
-    """The stream state of a store past its snapshot: ``cur`` (rebuilt from the
-    store and the config) over the snapshot's ``snap``."""
-    if not isinstance(snap, dict):
-        return cur
-    dedupe = {bytes(d[0]): d for d in snap.get("dedupe", []) if isinstance(d, list) and d}
-    dedupe.update({d[0]: d for d in cur["dedupe"]})
-    return {
-        "policy": cur["policy"],
-        "last_msg_id": cur["last_msg_id"] or snap.get("last_msg_id", b""),
-        "dedupe": sorted(dedupe.values(), key=lambda d: (d[1], d[0])),
-        "interest": cur["interest"] if cur["interest"] is not None else snap.get("interest"),
-    }
+def snapshot_mark(raft_dir: Path, group_id: str) -> tuple[int, int, int]:
+    """The applied mark a group's snapshot file carries (``(0, 0, 0)`` if none)."""
+    path = raft_dir / (safe_file_stem(group_id) + ".snap")
+    try:
+        snap = decode_snapshot(path.read_bytes())
+        g = decode_group_snapshot(snap.fsm_bytes)
+    except FileNotFoundError:
+        return 0, 0, 0
+    except Exception as exc:  # unreadable: the raft layer will say so too
+        log.error("event=snapshot_mark_unreadable path=%s reason=%r", path, exc)
+        return 0, 0, 0
+    return g.index, g.last_seq, g.msgs
 
 
 def read_mark(raft_dir: Path) -> tuple[int, int, int]:
@@ -286,29 +287,11 @@ def write_mark(raft_dir: Path, index: int, last_seq: int, msgs: int) -> None:
     os.replace(tmp, raft_dir / MARK_FILE)
 
 
-def read_snapshot_mark(raft_dir: Path, group_id: str) -> tuple[int, int, int] | None:
-    """``(index, last_seq, msgs)`` of the group's state snapshot on disk (the
-    store was synced at it), or None."""
-    disk = OsDisk(raft_dir)
-    try:
-        snap = SnapshotStore(disk, safe_file_stem(group_id) + ".snap", None).load()  # type: ignore[arg-type]
-    finally:
-        disk.close()
-    if snap is None:
-        return None
-    try:
-        rs = decode_replica_state(snap.fsm_bytes)
-    except ReplicaStateError as e:
-        log.error("event=stream_snapshot_unreadable group=%s reason=%r", group_id, e)
-        return None
-    return rs.index, rs.shape.last_seq, rs.shape.msgs
-
-
 def restore_to_mark(
     store: StreamStore,
     raft_dir: Path,
     group_id: str,
-    snapshot_mark: tuple[int, int, int] | None = None,
+    floor: tuple[int, int, int] = (0, 0, 0),
 ) -> int:
     """Bring a durable store back to its applied mark; the Raft index to skip
     through (0: rebuild, every entry applies again).
@@ -322,25 +305,31 @@ def restore_to_mark(
     than the other replicas did, so the store is rebuilt instead.  So is one
     that holds less than the mark says (a damaged or cut file), or reports
     damage: skipping to the mark would leave a hole that is never repaired.
-    The journal keeps every entry after the latest snapshot (and the leader
-    sends what it lost).
-
-    A state snapshot newer than the mark file (``snapshot_mark``) is the mark;
-    a store that holds less than it says is left as it is (0 is returned): the
-    snapshot's install finds the hole and fills it from a peer, keeping what
-    the store holds.
+    The journal keeps every entry after the newest snapshot (and the leader
+    sends what it lost); ``floor`` is that snapshot's own mark, used when it
+    is newer than the mark file (a crash right after a compaction).
     """
     index, last_seq, msgs = read_mark(raft_dir)
-    if snapshot_mark is not None and snapshot_mark[0] >= index:
-        index, last_seq, msgs = snapshot_mark
-        if store.state().last_seq < last_seq:
-            return 0
+    if floor[0] > index:
+        index, last_seq, msgs = floor
     st = store.state()
     why = None
-    if st.last_seq < last_seq:
-        why = "short"
-    elif not store.recovery_report.clean:
+    if not store.recovery_report.clean:
         why = "damaged"
+    elif st.last_seq < last_seq:
+        why = "short"
+        if floor[0] > 0 and st.last_seq <= floor[1]:
+            # behind the snapshot itself (a crash during catch-up): the store is
+            # some state before the snapshot's; installing it reconciles the
+            # store and fetches the rest from the leader (nothing to throw away)
+            log.warning(
+                "event=stream_store_behind_snapshot group=%s last_seq=%d snapshot=%d/%d",
+                group_id,
+                st.last_seq,
+                floor[0],
+                floor[1],
+            )
+            return 0
     else:
         if st.last_seq > last_seq:
             store.truncate(last_seq)
@@ -372,6 +361,7 @@ class ReplicaSpec:
         peers: every member's server name.
         links: the server's peer links.
         seed: seeds the group's election timeouts.
+        journal_entries_max, journal_bytes_max: compaction bounds.
     """
 
     group_id: str
@@ -379,6 +369,8 @@ class ReplicaSpec:
     peers: tuple[str, ...]
     links: PeerLinks
     seed: int = 0
+    journal_entries_max: int = JOURNAL_ENTRIES_MAX
+    journal_bytes_max: int = JOURNAL_BYTES_MAX
 
 
 class ReplicatedGroup:
@@ -394,11 +386,13 @@ class ReplicatedGroup:
         raft_dir: where the journal and the applied mark live.
         rng: seeds election timeouts.
         durable_store: False for a memory store (no mark: it starts empty).
-        journal_entries_max, journal_bytes_max: the journal's bounds.
     """
 
     sync_each_batch = True  # durability is the journal's (majority)
     idle = False  # no inline batches: every batch goes through the stream's task
+    #: compaction bounds (instances may lower them: tests)
+    journal_entries_max = JOURNAL_ENTRIES_MAX
+    journal_bytes_max = JOURNAL_BYTES_MAX
 
     def __init__(
         self,
@@ -412,8 +406,6 @@ class ReplicatedGroup:
         rng: random.Random,
         *,
         durable_store: bool = True,
-        journal_entries_max: int = JOURNAL_ENTRIES_MAX,
-        journal_bytes_max: int = JOURNAL_BYTES_MAX,
     ) -> None:
         self.group_id = group_id
         self.node_id = node_id
@@ -423,31 +415,31 @@ class ReplicatedGroup:
         self.durable_store = durable_store
         # applied past the mark before a crash: those entries apply again (the
         # stream rebuilds its dedupe table from the store afterwards)
-        index = 0
-        if durable_store:
-            snap_mark = read_snapshot_mark(raft_dir, group_id)
-            index = restore_to_mark(store, raft_dir, group_id, snap_mark)
-        self.rfsm = ReplicatedStreamFSM(fsm, index)
-        self._marked = index
-        self._hole_event = trio.Event()
-        self.rfsm.on_hole = self._hole_event.set
-        self.rfsm.on_damaged = self._on_damaged
-        self._nursery: trio.Nursery | None = None
-        self._rng = random.Random(rng.random())
-        self.catchup = CatchupLink(
-            group_id,
-            links,
-            store,
-            read_in_thread=durable_store,
-            can_serve=lambda: self.rfsm.may_lead,
-            rng=self._rng,
+        index = (
+            restore_to_mark(store, raft_dir, group_id, snapshot_mark(raft_dir, group_id))
+            if durable_store
+            else 0
         )
+        self.rfsm = ReplicatedStreamFSM(fsm, index)
+        self.rfsm.before_snapshot = store.sync
+        self._marked = index
+        self.links = links
+        self._hole = trio.Event()
+        self.rfsm.on_hole = self._hole.set
+        self._replies_send, self._replies = trio.open_memory_channel[bytes](4)
+        self._serve_send, self._serve = trio.open_memory_channel[tuple[str, bytes]](8)
+        self._req_id = 0
+        #: catch-up counters (``status()["catchup"]``)
+        self.catchup_batches = 0
+        self.catchup_msgs = 0
+        self.catchups_done = 0
+        self.served_batches = 0
+        self.compactions_asked = 0
         config = RaftConfig(
             commit_notify_s_max=COMMIT_NOTIFY_S_MAX,
             entry_bytes_max=ENTRY_BYTES_MAX,
-            log_compaction_entries_min=journal_entries_max,
-            log_compaction_bytes_min=journal_bytes_max,
-            log_compaction_s_min=JOURNAL_AGE_S_MAX,
+            log_compaction_entries_min=NO_COMPACTION,
+            log_compaction_s_min=float(NO_COMPACTION),
         )
         self.raft = RaftGroup(
             group_id,
@@ -471,15 +463,148 @@ class ReplicatedGroup:
     def leader_id(self) -> str | None:
         return self.raft.leader_id
 
+    @property
+    def current(self) -> bool:
+        """False while this replica's store has a hole or its journal writes fail
+        (it falls behind): it answers no reads then."""
+        return self.rfsm.current and not self.raft.write_failing
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            await nursery.start(self.catchup.run)
-            await nursery.start(self.raft.run)
-            nursery.start_soon(self._watch_leadership)
-            nursery.start_soon(self._mark_loop)
-            nursery.start_soon(self._catchup_loop)
-            task_status.started()
+        ch = catchup.channel(self.group_id)
+        self.links.register(ch, self._on_catchup_frame)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.raft.run)
+                nursery.start_soon(self._watch_leadership)
+                nursery.start_soon(self._mark_loop)
+                nursery.start_soon(self._catchup_loop)
+                nursery.start_soon(self._serve_loop)
+                task_status.started()
+        finally:
+            self.links.unregister(ch)
+
+    # -- catch-up (cluster.catchup) ------------------------------------------------
+
+    def _on_catchup_frame(self, peer_id: str, payload: bytes) -> None:
+        """From the links (synchronous): a request to serve or an answer."""
+        kind, body = payload[:1], payload[1:]
+        try:
+            if kind == b"Q" and self.rfsm.current:
+                self._serve_send.send_nowait((peer_id, body))
+            elif kind == b"A":
+                self._replies_send.send_nowait(body)
+        except trio.WouldBlock:
+            pass  # the requester asks again after its timeout
+
+    async def _serve_loop(self) -> None:
+        """Answer catch-up requests from this replica's store, one bounded batch each."""
+        ch = catchup.channel(self.group_id)
+        async for peer, body in self._serve:
+            try:
+                rid, a, b = catchup.decode_request(body)
+            except ValueError as exc:
+                log.warning(
+                    "event=catchup_bad_request group=%s peer=%s reason=%s", self.group_id, peer, exc
+                )
+                continue
+            if not self.rfsm.current:
+                continue
+            through, msgs = catchup.serve_batch(self.store, a, b)
+            self.links.send(peer, ch, b"A" + catchup.encode_reply(rid, through, msgs))
+            self.served_batches += 1
+            await trio.lowlevel.checkpoint()
+
+    async def _catchup_loop(self) -> None:
+        while True:
+            await self._hole.wait()
+            self._hole = trio.Event()
+            self.rfsm.on_hole = self._hole.set
+            target = self.rfsm.target
+            if target is not None:
+                await self._fill(target)
+
+    async def _fill(self, snap: GroupSnapshot) -> None:
+        """Fetch ``(store's last_seq, snap.last_seq]`` from the leader, batch by
+        batch, then mark and let entries apply again.
+
+        The next batch is asked for as soon as an answer arrives, before that
+        answer is written: the leader reads the next batch while this replica
+        writes the last one (at most one request outstanding, two batches in
+        memory).
+        """
+        t0 = trio.current_time()
+        n0 = self.catchup_msgs
+        pending: int | None = None  # the outstanding request's id
+        while self.rfsm.target is snap:  # a newer install replaces it: the loop goes on
+            have = self.store.state().last_seq
+            if have >= snap.last_seq:
+                break
+            if pending is None:
+                pending = self._ask(have + 1, snap.last_seq)
+                if pending is None:
+                    await trio.sleep(CATCHUP_RETRY_S)  # no leader to ask
+                    continue
+            reply = await self._reply(pending)
+            pending = None
+            if reply is None:
+                continue  # lost or unanswered: asked again
+            through, msgs = reply
+            if through < have + 1 and not msgs:
+                await trio.sleep(CATCHUP_RETRY_S)  # the leader has not applied that far yet
+                continue
+            if through < snap.last_seq:
+                pending = self._ask(through + 1, snap.last_seq)  # overlaps the write below
+            catchup.install_batch(self.store, through, msgs)
+            self.catchup_batches += 1
+            self.catchup_msgs += len(msgs)
+            await trio.lowlevel.checkpoint()
+        if self.rfsm.target is not snap:
+            return  # a newer snapshot was installed meanwhile: its hole comes next
+        self.store.sync()
+        st = self.store.state()
+        if self.durable_store:
+            await trio.to_thread.run_sync(
+                write_mark, self.raft_dir, snap.index, st.last_seq, st.msgs
+            )
+        if self.rfsm.target is not snap:
+            return
+        self._marked = snap.index
+        self.rfsm.filled()
+        self.catchups_done += 1
+        log.info(
+            "event=catchup_done group=%s node=%s index=%d last_seq=%d msgs=%d secs=%.3f",
+            self.group_id,
+            self.node_id,
+            snap.index,
+            st.last_seq,
+            self.catchup_msgs - n0,
+            trio.current_time() - t0,
+        )
+        self.raft.kick()
+
+    def _ask(self, from_seq: int, to_seq: int) -> int | None:
+        """Send a catch-up request to the leader; its id (None: no leader to ask)."""
+        leader = self.raft.leader_id
+        if leader is None or leader == self.node_id:
+            return None
+        self._req_id += 1
+        body = b"Q" + catchup.encode_request(self._req_id, from_seq, to_seq)
+        self.links.send(leader, catchup.channel(self.group_id), body)
+        return self._req_id
+
+    async def _reply(self, rid: int) -> tuple[int, list[Any]] | None:
+        """The answer to request ``rid`` (``(through, msgs)``), None after the timeout."""
+        with trio.move_on_after(CATCHUP_TIMEOUT_S):
+            while True:
+                body = await self._replies.receive()
+                try:
+                    got, through, msgs = catchup.decode_reply(body)
+                except ValueError as exc:
+                    log.warning("event=catchup_bad_reply group=%s reason=%s", self.group_id, exc)
+                    continue
+                if got == rid:
+                    return through, msgs
+        return None
 
     async def propose(self, op: Any) -> Any:
         """Replicate ``op``; its ``ApplyOutcome`` once committed and applied here.
@@ -557,8 +682,11 @@ class ReplicatedGroup:
         while True:
             await trio.sleep(MARK_INTERVAL_S)
             index = self.rfsm.applied
-            if index == self._marked or not self.durable_store or not self.rfsm.may_lead:
-                continue  # a store with a hole (or damaged) is not at its applied index
+            if not self.durable_store or not self.rfsm.current:
+                continue
+            if index == self._marked:
+                self._maybe_compact()
+                continue
             st = self.store.state()
             # in the store's owner thread: the Raft driver appends to the store in
             # this one, and a sync in a worker thread racing an append loses that
@@ -568,131 +696,32 @@ class ReplicatedGroup:
                 await trio.to_thread.run_sync(
                     write_mark, self.raft_dir, index, st.last_seq, st.msgs
                 )
-            except OSError as e:  # a full disk: the mark stays behind, tried again
-                log.error("event=applied_mark_failed group=%s error=%r", self.group_id, e)
+            except OSError as exc:  # ENOSPC …: the mark stays; tried again next time
+                log.error("event=mark_write_failed group=%s error=%r", self.group_id, exc)
                 continue
             self._marked = index
+            self._maybe_compact()
 
-    def _on_damaged(self) -> None:
-        """The store failed under an apply: a leader hands the lead over."""
-        if self._nursery is not None and self.is_leader:
-            self._nursery.start_soon(self.step_down)
-
-    async def _catchup_loop(self) -> None:
-        """Fill the store's hole whenever one opens (see the module doc)."""
-        while True:
-            if self.rfsm.hole is None:
-                await self._hole_event.wait()
-            self._hole_event = trio.Event()
-            self.rfsm.on_hole = self._hole_event.set
-            rs = self.rfsm.hole
-            if rs is not None:
+    def _maybe_compact(self) -> None:
+        """Ask for a snapshot when the journal passed its bounds (file stores)."""
+        st = self.raft.status()
+        entries, nbytes = st.get("journal_entries", 0), st.get("journal_bytes", 0)
+        if entries > self.journal_entries_max or nbytes > self.journal_bytes_max:
+            if st.get("applied", 0) - st.get("first_index", 0) >= 2:
                 try:
-                    await self._fill(rs)
-                except OSError as e:  # a full disk: the hole stays, filled again later
-                    log.error("event=catchup_failed group=%s error=%r", self.group_id, e)
-                    self._hole_event.set()
-                    await trio.sleep(1.0)
-
-    async def _fetcher(
-        self,
-        rs: ReplicaState,
-        nxt: int,
-        end: int,
-        send: trio.MemorySendChannel[tuple[list[StoredMsg], str]],
-    ) -> None:
-        """Fetch ``[nxt, end]`` batch by batch into ``send`` (retrying, backing
-        off) while ``rs`` is the hole to fill."""
-        stats = self.catchup.stats
-        delay = CATCHUP_RETRY_S
-        async with send:
-            while nxt <= end and self.rfsm.hole is rs:
-                src = self._source()
-                if src is None:
-                    await trio.sleep(delay)
-                    continue
-                try:
-                    msgs, after = await self.catchup.fetch(src, nxt, end)
-                except (CatchupUnavailable, ValueError) as e:
-                    stats.retries += 1
-                    log.info(
-                        "event=catchup_retry group=%s source=%s reason=%r", self.group_id, src, e
-                    )
-                    await trio.sleep(delay * (1 + self._rng.random()))
-                    delay = min(delay * 2, 1.0)
-                    continue
-                delay = CATCHUP_RETRY_S
-                await send.send(([m for m in msgs if m.seq >= nxt], src))
-                nxt = after
-
-    def _source(self) -> str | None:
-        """Whom to fetch from: the leader if known, else any other member."""
-        lid = self.raft.leader_id
-        if lid is not None and lid != self.node_id:
-            return lid
-        others = [p for p in self.members if p != self.node_id]
-        return self._rng.choice(others) if others else None
-
-    async def _fill(self, rs: ReplicaState) -> None:
-        """Bring the store to ``rs``'s shape from peers' stores, batch by batch,
-        then let the held entries apply.  Returns early if another snapshot
-        is installed meanwhile (the loop starts over with it).  The next batch
-        is fetched while one is stored (at most three batches in memory)."""
-        store = self.store
-        stats = self.catchup.stats
-        t0 = trio.current_time()
-        end = rs.shape.last_seq
-        nxt = reconcile(store, rs.shape)
-        fetched = 0
-        send, recv = trio.open_memory_channel[tuple[list[StoredMsg], str]](1)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._fetcher, rs, nxt, end, send)
-            async with recv:
-                async for msgs, src in recv:
-                    if self.rfsm.hole is not rs:
-                        nursery.cancel_scope.cancel()
-                        return
-                    n = install_batch(store, msgs, end)
-                    fetched += n
-                    stats.batches += 1
-                    stats.fetched_msgs += n
-                    stats.fetched_bytes += sum(len(m.payload) + len(m.headers) for m in msgs)
-                    stats.sources[src] = stats.sources.get(src, 0) + 1
-                    await trio.lowlevel.checkpoint()
-        if self.rfsm.hole is not rs:
-            return
-        finish(store, rs.shape)
-        store.sync()
-        if self.rfsm.hole_filled(rs):
-            stats.catchups += 1
-            stats.last_s = trio.current_time() - t0
-            st = store.state()
-            log.info(
-                "event=catchup_done group=%s index=%d msgs_fetched=%d seconds=%.3f "
-                "store=%d..%d/%d want=%d..%d/%d",
-                self.group_id,
-                rs.index,
-                fetched,
-                stats.last_s,
-                st.first_seq,
-                st.last_seq,
-                st.msgs,
-                rs.shape.first_seq,
-                rs.shape.last_seq,
-                rs.shape.msgs,
-            )
-            self.raft.kick()
+                    self.raft.force_log_compaction()
+                except RaftError:  # the group is closing (cancelled with its owner)
+                    return
+                self.compactions_asked += 1
 
     def status(self) -> dict[str, Any]:
-        doc = self.raft.status()
-        c = self.catchup.stats
-        doc["catchup"] = {
-            "hole": self.rfsm.hole is not None,
-            "catchups": c.catchups,
-            "fetched_msgs": c.fetched_msgs,
-            "batches": c.batches,
-            "served_batches": c.served_batches,
-            "retries": c.retries,
-            "last_s": round(c.last_s, 3),
+        st = self.raft.status()
+        st["catchup"] = {
+            "current": self.rfsm.current,
+            "installs": self.rfsm.installs,
+            "batches": self.catchup_batches,
+            "msgs": self.catchup_msgs,
+            "done": self.catchups_done,
+            "served_batches": self.served_batches,
         }
-        return doc
+        return st

@@ -611,7 +611,7 @@ class StreamRegistry:
         raft_dir = self._stream_dir(cfg.name) / "raft"
 
         def make(fsm: StreamStateMachine, store: StreamStore) -> ReplicatedGroup:
-            return ReplicatedGroup(
+            g = ReplicatedGroup(
                 replica.group_id,
                 replica.node_id,
                 list(replica.peers),
@@ -622,6 +622,9 @@ class StreamRegistry:
                 random.Random(replica.seed),
                 durable_store=cfg.storage is Storage.FILE,
             )
+            g.journal_entries_max = replica.journal_entries_max
+            g.journal_bytes_max = replica.journal_bytes_max
+            return g
 
         return make
 

@@ -118,6 +118,10 @@ class JetStreamConfig:
     strict: bool = True
     max_ha_assets: int = 0
     limits: dict[str, Any] = field(default_factory=dict)
+    #: trijet extension: a replicated stream's Raft journal is compacted by a
+    #: state snapshot past this many entries or bytes (file storage)
+    raft_journal_entries_max: int = 50_000
+    raft_journal_bytes_max: int = 64 * 1024 * 1024
 
     @property
     def jetstream_dir(self) -> str:

@@ -692,6 +692,10 @@ class _Builder:
                     js.unique_tag = self.string(k, mv).strip().lower()
                 elif k == "limits":
                     self.js_limits(mv)
+                elif k == "raft_journal_entries_max":  # trijet extension
+                    js.raft_journal_entries_max = max(self.integer(k, mv), 2)
+                elif k == "raft_journal_bytes_max":  # trijet extension
+                    js.raft_journal_bytes_max = max(self.size(k, mv), 1)
                 else:
                     self.unknown(key, mv, _IGNORED_JS)
             except _Skip:

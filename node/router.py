@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from node.jsdelivery import JS_ACK_PREFIX, JetStreamDelivery, split_js_ack
@@ -30,9 +31,16 @@ if TYPE_CHECKING:
     from node.session import Subscription
 
 CRLF = b"\r\n"
-PLANS_MAX = 4096
+PLANS_MAX = 32768
+"""Delivery plans kept (one per literal subject); the oldest quarter goes when full."""
 REPLIES_MAX = 4096
 """Reply subjects remembered for their answers (``Router._once``); cleared when full."""
+
+
+def _drop_oldest(cache: dict[Any, Any]) -> None:
+    """Forget the oldest quarter of a full cache (insertion order)."""
+    for key in list(islice(cache, max(1, len(cache) // 4))):
+        del cache[key]
 
 
 PubFn = Callable[[bytes, bytes | None, bytes], None]
@@ -262,6 +270,30 @@ class Router(JetStreamDelivery):
             self.ack_run(src, subjects, payload, each)
 
         return pub, pub_run, pubs
+
+    def fast_mixed(self, src: Any) -> Callable[[list[bytes], list[bytes]], None]:
+        """The ``on_mixed`` handler for ``fast_publisher``'s client: reply-less
+        messages each to its own subject, delivered along their plans in one
+        loop (a subject without a current plan takes ``_one``).  Same contract
+        as ``fast_publisher``'s handlers."""
+        echo = src.echo
+        one, deliver, plans = self._one, self._deliver_one, self._plans
+
+        def mixed(subjects: list[bytes], payloads: list[bytes]) -> None:
+            src.in_msgs += len(subjects)
+            src.in_bytes += sum(map(len, payloads))
+            if not echo:
+                for subject, payload in zip(subjects, payloads, strict=True):
+                    self.publish(src, subject, None, None, payload)
+                return
+            for subject, payload in zip(subjects, payloads, strict=True):
+                plan = plans.get(subject)
+                if plan is None or plan[0] != self.gen:
+                    one(src, subject, None, payload, True)
+                elif plan[1] or plan[2]:
+                    deliver(subject, plan[1], plan[2], None, payload)
+
+        return mixed
 
     def fast_routed(self, route: Any) -> tuple[PubFn, PubRunFn]:
         """Handlers for plain messages arriving on ``route`` (no queues, no headers).
@@ -530,7 +562,7 @@ class Router(JetStreamDelivery):
         if self.route_sublist.count and self.route_sublist.has_interest(subject):
             return
         if len(self._internal) >= PLANS_MAX:
-            self._internal.clear()
+            _drop_oldest(self._internal)
         self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
 
     def _to_internal(
@@ -578,7 +610,7 @@ class Router(JetStreamDelivery):
             routes = tuple(dict.fromkeys(rs.route for rs in rr.psubs))
         plans = self._plans
         if len(plans) >= PLANS_MAX:
-            plans.clear()
+            _drop_oldest(plans)
         plans[subject] = (self.gen, tuple(targets), routes)
 
     def _to_routes(

@@ -211,6 +211,7 @@ class ClientSession(Outbound):
         # PUB handler: the checking one until CONNECT says no checks are needed
         self._pub_handler: Any = self._on_pub
         self._pub_run_handler: Any = None
+        self._mixed_handler: Any = None
         self._pubs_handler: Any = None
         self._first_pong_sent = False
         self.nonce: str | None = server.make_nonce() if server.authenticator.needs_nonce else None
@@ -515,6 +516,7 @@ class ClientSession(Outbound):
                     self._on_event,
                     self._pub_run_handler,
                     self._pubs_handler,
+                    self._mixed_handler,
                 )
                 self._flush()
             except Exception:
@@ -651,8 +653,10 @@ class ClientSession(Outbound):
             self._pub_handler, self._pub_run_handler, self._pubs_handler = (
                 server.router.fast_publisher(self)
             )
+            self._mixed_handler = server.router.fast_mixed(self)
         else:
             self._pub_handler, self._pub_run_handler, self._pubs_handler = self._on_pub, None, None
+            self._mixed_handler = None
         self._auth_deadline = float("inf")
         self._needs_auth = False
         if self.verbose:

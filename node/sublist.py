@@ -8,12 +8,15 @@ merged by queue name (a message goes to one member of each queue group, as
 nats-server does across all matching patterns).
 
 Results are cached per literal subject in a dict bounded by
-``cache_entries_max``; when full, the oldest half is dropped.  Subjects used
+``cache_entries_max`` (sized for tens of thousands of subjects); when full,
+the oldest quarter (insertion order) is dropped.  Subjects used
 once (reply inboxes) take ``match_once`` instead: no entry of their own, but
 a result shared by their family (same tokens but the last) when the last
 token cannot change it; any insert or remove drops those.  Inserting or
 removing a literal subscription invalidates only that subject's entry; a
-wildcard subscription invalidates the cached subjects it matches.  Results are
+wildcard subscription invalidates the cached subjects it matches (a cache
+bigger than ``SWEEP_MAX`` is cleared instead: one C-level clear, not a match
+per entry).  Results are
 shared: callers must not mutate them.
 
 Interest watches (``watch``) call a function whenever a subscription whose
@@ -29,9 +32,15 @@ Pure: imports neither trio nor socket.  Items stored need ``subject`` and
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import Any, Generic, Protocol, TypeVar
 
 from node.subjects import has_wildcard, match
+
+CACHE_MAX = 32768
+"""Cached match results (literal subjects); the oldest quarter goes when full."""
+SWEEP_MAX = 2048
+"""Above this many cached results a wildcard change clears the cache."""
 
 
 class SubLike(Protocol):
@@ -77,7 +86,7 @@ class _Node(Generic[S]):
 class Sublist(Generic[S]):
     """The subject trie.  Not thread-safe; one owner (the server's router)."""
 
-    def __init__(self, cache_entries_max: int = 1024, cache_enabled: bool = True) -> None:
+    def __init__(self, cache_entries_max: int = CACHE_MAX, cache_enabled: bool = True) -> None:
         self._root: _Node[S] = _Node()
         self._cache: dict[bytes, SublistResult[S]] = {}
         # subject minus its last token -> the match of its family (match_once)
@@ -206,6 +215,9 @@ class Sublist(Generic[S]):
         if not cache:
             return
         if has_wildcard(pattern):
+            if len(cache) > SWEEP_MAX:
+                cache.clear()
+                return
             for subj in [s for s in cache if match(pattern, s)]:
                 del cache[subj]
         else:
@@ -228,7 +240,7 @@ class Sublist(Generic[S]):
         if self.cache_enabled:
             cache = self._cache
             if len(cache) >= self.cache_entries_max:
-                for key in list(cache)[: self.cache_entries_max // 2]:
+                for key in list(islice(cache, max(1, self.cache_entries_max // 4))):
                     del cache[key]
             cache[subject] = result
         return result

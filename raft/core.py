@@ -20,6 +20,12 @@ lacks it::
 ``cycle(defer_apply=True)`` (the trio driver) leaves the committed entries to
 ``ready.apply()``, called after the outbox is sent and before ``release``.
 
+Two optional state-machine gates (``raft.fsm``): ``can_apply()`` False holds
+committed entries back (a replica installing a snapshot whose data it is
+still fetching), ``can_lead()`` False keeps this member from standing for
+election or taking a transferred lead (a replica with a hole never leads):
+its election deadline is pushed forward every cycle, so it only ever votes.
+
 ``cycle`` never blocks and never does network I/O. Nothing but a leader's
 append-entries leaves the node before ``sync`` (Raft requires persistence
 before answering an RPC, not before replicating; the leader counts acks in a
@@ -73,7 +79,6 @@ from raft.syncobj import (
     CMD_MEMBERSHIP,
     CMD_REGULAR,
     PATCHES,
-    STATE_FOLLOWER,
     STATE_LEADER,
     TrijetSyncObj,
 )
@@ -111,9 +116,6 @@ class RaftConfig:
     payload_bytes_max: int = 2 * 1024 * 1024  # per frame payload (< frame_bytes_max)
     log_compaction_entries_min: int = 100_000
     log_compaction_s_min: float = 24 * 3600.0
-    #: compact once the journal's commands hold more than this (None: by
-    #: entries and time only)
-    log_compaction_bytes_min: int | None = None
     snapshot_chunk_bytes: int = 256 * 1024
     forward_proposals: bool = True
     # a leader's append-entries leave before its own fsync (safe: see Ready)
@@ -288,7 +290,6 @@ class RaftCore:
         stem = safe_file_stem(group_id)
         self.journal = DurableJournal(disk, stem + ".journal")
         self.snapshots = SnapshotStore(disk, stem + ".snap", fsm)
-        self.snapshots.clock = now
         self.transport = OutboxTransport(self.config.send_bytes_per_cycle_max)
         self._inbound: deque[tuple[str, list[dict[str, Any]]]] = deque()
         self._inbound_count = 0
@@ -496,7 +497,11 @@ class RaftCore:
                 self._submit_admin()
             if self._pending:
                 self._submit_pending()
-            self._gate()
+            if not self.may_lead() and obj._SyncObj__raftState != STATE_LEADER:
+                # a replica with a hole never stands for election
+                later = self.now() + self.config.election_timeout_s_max
+                if obj._SyncObj__raftElectionDeadline < later:
+                    obj._SyncObj__raftElectionDeadline = later
             obj.doTick(0)
         self._defer_apply = False
         ready = Ready(self)
@@ -517,24 +522,6 @@ class RaftCore:
             )
         )
         return ready
-
-    def _gate(self) -> None:
-        """What the state machine and the journal's size ask of this tick.
-
-        A state machine whose ``may_lead`` is False (a replica with a hole:
-        it holds less than it applied) never campaigns: its election deadline
-        is pushed on every cycle, after the inbound messages (a leader's
-        ``timeout_now`` included) and before the tick.  A journal holding more
-        than ``log_compaction_bytes_min`` asks pysyncobj for a compaction.
-        """
-        obj = self.obj
-        if not getattr(self.fsm, "may_lead", True) and obj._SyncObj__raftState != STATE_LEADER:
-            due = self.now() + self.config.election_timeout_s_max
-            if obj._SyncObj__raftElectionDeadline < due:
-                obj._SyncObj__raftElectionDeadline = due
-        bound = self.config.log_compaction_bytes_min
-        if bound is not None and self.journal.entry_bytes > bound:
-            obj._SyncObj__forceLogCompaction = True
 
     def _encode_outbox(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
         """(early, late): a leader's append-entries may go before the fsync."""
@@ -573,9 +560,18 @@ class RaftCore:
 
     # ------------------------------------------------------------ apply (called by pysyncobj)
 
+    def may_lead(self) -> bool:
+        """False while the state machine says it must not lead (``can_lead``)."""
+        can_lead = getattr(self.fsm, "can_lead", None)
+        return can_lead is None or bool(can_lead())
+
     def _apply_committed(self) -> None:
-        """Apply every committed, unapplied entry (pysyncobj's own apply step)."""
+        """Apply every committed, unapplied entry (pysyncobj's own apply step),
+        unless the state machine holds applies back (``can_apply``)."""
         obj = self.obj
+        can_apply = getattr(self.fsm, "can_apply", None)
+        if can_apply is not None and not can_apply():
+            return
         if obj._SyncObj__raftCommitIndex > obj._SyncObj__raftLastApplied:
             with clock.bound(self.now, self.rng):
                 TrijetSyncObj._pysyncobj_apply(obj)
@@ -659,33 +655,18 @@ class RaftCore:
             "applied": self.last_applied,
             "last_index": self.journal.last_index,
             "first_index": self.journal.first_index,
+            "journal_entries": len(self.journal),
+            "journal_bytes": self.journal.entry_bytes,
             "pending_proposals": len(self._pending),
             "peers": peers,
             "fsyncs": self.journal.fsyncs,
             "snapshots_taken": self.snapshots.taken,
             "snapshots_installed": self.snapshots.installed,
-            "journal_entries": len(self.journal),
-            "journal_bytes": self.journal.entry_bytes,
             "removed": self.removed,
         }
 
     def force_log_compaction(self) -> None:
         self.obj.forceLogCompaction()
-
-    def step_down_now(self) -> LeaderState | None:
-        """Stop leading at once, as pysyncobj's own leader fallback does (its
-        journal cannot be written: nobody may read from it as the leader
-        meanwhile); the new state, or None if it was not leading."""
-        obj = self.obj
-        if obj._SyncObj__raftState != STATE_LEADER:
-            return None
-        with clock.bound(self.now, self.rng):
-            obj._SyncObj__setState(STATE_FOLLOWER)
-            obj._SyncObj__raftLeader = None
-            obj._SyncObj__raftElectionDeadline = self.now() + self.config.election_timeout_s_max
-        state = self.leader_state()
-        self._last_leader = state
-        return state
 
     def fail_all(self, error: RaftError) -> None:
         """Fail every queued proposal (group closing)."""

@@ -14,13 +14,11 @@ heartbeat for a leader), then runs one cycle:
    fsynced once (in the driver's own :class:`~raft.syncer.SyncThread` if
    ``fsync_in_thread``, a hand-over several times cheaper than
    ``trio.to_thread``; the driver awaits it, nothing else touches the core
-   meanwhile). A failed write (ENOSPC, EIO) is cut back off the file and
-   tried again, backing off, until it succeeds: nothing of that cycle but a
-   leader's early append-entries was sent and nothing is applied meanwhile,
-   so the member neither votes nor acknowledges on a record that is not
-   durable, and resumes by itself when the disk has room again.  A leader
-   steps down at the first failure (and says so), so nothing on its node
-   answers as the leader (reads, captures) while the others elect another.
+   meanwhile). A failed write (ENOSPC, EIO) is cut back by the journal and
+   retried with the same records, with a growing pause (``WRITE_RETRY_S_*``),
+   until it succeeds: nothing of that cycle but a leader's append-entries
+   leaves the node meanwhile (no vote, no acknowledgement, no apply), and the
+   member resumes by itself when space returns.
    A leader's append-entries (``ready.early_outbox``) are sent before the
    fsync, overlapping the follower's disk write with ours: Raft requires
    persistence before answering, not before replicating, and the leader only
@@ -39,13 +37,18 @@ cycle's entry, so batching grows with load by itself. No fixed tick: an idle
 follower only wakes for heartbeats (each heartbeat is a message) or its
 election deadline.
 
-The driver never holds the core across an ``await`` other than the fsync.
+Snapshots (log compaction) are captured inside the cycle but written by the
+driver in its sync thread after the journal's fsync (``SnapshotStore.take_write``),
+and the journal's rewrite after compaction is the next cycle's "fsync" (a
+whole-file replace): neither blocks the event loop.
+
+The driver never holds the core across an ``await`` other than the fsync and
+the snapshot write.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 import trio
@@ -56,11 +59,11 @@ from raft.syncer import SyncThread
 
 __all__ = ["RaftDriver"]
 
-#: a failed journal write is tried again after this long, doubling up to the max
+log = logging.getLogger(__name__)
+
+#: a failed journal write is retried after this pause, doubling up to the max
 WRITE_RETRY_S_MIN = 0.05
 WRITE_RETRY_S_MAX = 1.0
-
-log = logging.getLogger(__name__)
 
 
 class RaftDriver:
@@ -89,8 +92,8 @@ class RaftDriver:
         self._kicked = True
         self._cycle_done = trio.Event()
         self.cycles = 0
-        #: journal writes that failed (and were tried again)
-        self.write_failures = 0
+        #: True while a journal write keeps failing (this member falls behind)
+        self.write_failing = False
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -102,69 +105,59 @@ class RaftDriver:
         self._kicked = True
         self._wake.set()
 
-    async def _write_journal(self, syncer: SyncThread | None) -> None:
-        """Append and fsync the journal's pending records; until that succeeds
-        (a full disk, an I/O error) nothing of this cycle leaves the node and
-        nothing is applied: the write is tried again (backing off) with the
-        records put back, so the member resumes by itself when space returns.
+    async def wait_cycle(self) -> None:
+        """Wait until the next cycle has completed."""
+        await self._cycle_done.wait()
 
-        Cancellation: the records stay pending (the group is closing anyway).
+    async def _write_journal(self, syncer: SyncThread | None, data: bytes) -> None:
+        """Append + fsync this cycle's records; retried until it succeeds.
+
+        Cancellation: the records of a write that never succeeded are lost
+        with the member (nothing depending on them was sent).
         """
         journal = self.core.journal
-        delay = WRITE_RETRY_S_MIN
+        pause = WRITE_RETRY_S_MIN
+        failed_at = None
         while True:
-            data = journal.take_pending()
             try:
                 if syncer is not None:
                     await syncer.run(journal.write_pending, data)
                 else:
                     journal.write_pending(data)
-            except OSError as e:
-                journal.untake_pending(data)
-                self.write_failures += 1
-                state = self.core.step_down_now()  # a leader that cannot write stops leading
-                if state is not None and self.on_leadership is not None:
-                    self.on_leadership(state)
-                log.error(
-                    "event=journal_write_failed group=%s error=%r retry_s=%.2f",
-                    self.core.group_id,
-                    e,
-                    delay,
-                )
-                await trio.sleep(delay)
-                delay = min(delay * 2, WRITE_RETRY_S_MAX)
+            except OSError as exc:
+                self.write_failing = True
+                if failed_at is None:
+                    failed_at = trio.current_time()
+                    log.error(
+                        "event=journal_write_failed group=%s error=%r retry=until_written",
+                        self.core.group_id,
+                        exc,
+                    )
+                await trio.sleep(pause)
+                pause = min(pause * 2, WRITE_RETRY_S_MAX)
                 continue
-            if delay != WRITE_RETRY_S_MIN:
-                log.warning("event=journal_write_resumed group=%s", self.core.group_id)
+            self.write_failing = False
+            if failed_at is not None:
+                log.warning(
+                    "event=journal_write_resumed group=%s after_s=%.3f",
+                    self.core.group_id,
+                    trio.current_time() - failed_at,
+                )
             return
 
-    def _offload(
-        self, job: Callable[[], None], on_done: Callable[[BaseException | None], None]
-    ) -> None:
-        """Run a snapshot's write in a thread of its own (snapshots are rare);
-        ``on_done`` comes back on the trio thread, and a cycle follows."""
-        token = trio.lowlevel.current_trio_token()
-
-        def back(error: BaseException | None) -> None:
-            on_done(error)
-            self.kick()
-
-        def run() -> None:
-            error: BaseException | None = None
-            try:
-                job()
-            except BaseException as e:  # handed back to the owner
-                error = e
-            try:
-                token.run_sync_soon(back, error)
-            except trio.RunFinishedError:
-                pass
-
-        threading.Thread(target=run, name=f"raft-snap-{self.core.group_id}", daemon=True).start()
-
-    async def wait_cycle(self) -> None:
-        """Wait until the next cycle has completed."""
-        await self._cycle_done.wait()
+    async def _write_snapshot(self, syncer: SyncThread | None, name: str, blob: bytes) -> None:
+        store = self.core.snapshots
+        try:
+            if syncer is not None:
+                await syncer.run(store.write_blob, name, blob)
+            else:
+                store.write_blob(name, blob)
+        except OSError as exc:  # the journal stays whole: compaction waits for the next try
+            log.warning("event=snapshot_write_failed group=%s error=%r", self.core.group_id, exc)
+            store.write_done(False)
+        else:
+            store.write_done(True)
+        self._kicked = True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Drive the core until cancelled.
@@ -176,8 +169,9 @@ class RaftDriver:
         gid = core.group_id
         self.links.register(gid, self._on_frame)
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
-        if self.fsync_in_thread:
-            core.snapshots.offload = self._offload
+        if syncer is not None:
+            core.snapshots.defer_writes = True
+            core.journal.defer_rewrite = True
         try:
             task_status.started()
             while True:
@@ -194,9 +188,12 @@ class RaftDriver:
                     send(peer, gid, payload)  # a leader's append-entries
                 journal = core.journal
                 if journal.dirty:
-                    await self._write_journal(syncer)
+                    await self._write_journal(syncer, journal.take_pending())
                 for peer, payload in ready.outbox:
                     send(peer, gid, payload)
+                snap = core.snapshots.take_write()
+                if snap is not None:
+                    await self._write_snapshot(syncer, *snap)
                 ready.apply()
                 ready.release()
                 if ready.leadership is not None and self.on_leadership is not None:

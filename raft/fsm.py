@@ -17,6 +17,11 @@ calls it instead of ``apply`` with the Raft index of the entry (the items of
 one batch share an index).  A machine whose state lives in a durable store of
 its own uses it to skip entries that store already holds after a restart.
 
+Optional gates, read by :class:`raft.core.RaftCore` every cycle:
+``can_apply()`` (False: committed entries wait; e.g. while a snapshot's data
+is still being fetched) and ``can_lead()`` (False: this member never stands
+for election nor takes a transferred lead; a replica with a hole).
+
 Results are returned to the proposer on the member where the proposal was
 made (other replicas drop them). ``apply`` should report failures as result
 values; an exception is logged, turned into :class:`raft.errors.ApplyFailed`

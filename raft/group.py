@@ -361,9 +361,13 @@ class RaftGroup:
             return {"group": self.group_id, "node": self.node_id, "state": "stopped"}
         return self._core.status()
 
+    @property
+    def write_failing(self) -> bool:
+        """True while this member's journal writes fail (disk full …): it is behind."""
+        return self._driver is not None and self._driver.write_failing
+
     def kick(self) -> None:
-        """Ask for a cycle now (e.g. a state machine that held its applies
-        lets them go).  A no-op before ``run``."""
+        """Ask for a cycle now (e.g. a state machine that held applies back is ready)."""
         if self._driver is not None:
             self._driver.kick()
 

@@ -22,13 +22,19 @@ vanish at power loss. :class:`DurableJournal` replaces it.
   tail from a crash during a write). The cut is logged with the byte count.
 * Compaction (``deleteEntriesTo``, after a durable snapshot) rewrites the
   whole file atomically (temp file, fsync, rename, directory fsync); pending
-  records are folded into the rewrite.  The rewrite is the next flush's job
-  (``take_pending`` hands over the whole new file, ``write_pending`` replaces
-  the file with it), so the trio driver does it in its sync thread, off the
-  event loop; until then the file holds the longer, still valid, log.
-
-``entry_bytes`` is the size of the commands held (a group compacts by it as well
-as by entry count).
+  records are folded into the rewrite.  With ``defer_rewrite`` (the trio
+  driver) the rewrite is not done at once: the journal becomes dirty and the
+  next :meth:`take_pending` hands out the whole new file, which
+  :meth:`write_pending` then writes atomically (in the driver's sync thread,
+  off the event loop).  Until then the file holds the old, longer log: a
+  crash in between keeps a superset, which is harmless.
+* A failed append (ENOSPC, EIO) is cut back: the file is truncated to its
+  length before the append (a torn record in the middle would end the replay
+  there and lose what follows), and the same records are written again by the
+  next :meth:`write_pending` (the driver retries with the data it took); if the
+  cut itself fails it is retried first.
+* ``entry_bytes`` counts the commands held (the bound a stream group's
+  compaction watches: the journal must not become a second copy of a stream).
 
 ``changed_from`` records the lowest Raft index touched since the last
 :meth:`take_changed_from` (used by the simulator's incremental safety checks).
@@ -70,10 +76,6 @@ def _entry_rec(cmd: bytes, idx: int, term: int) -> bytes:
     return _record(bytes((_K_ENTRY,)) + _QQ.pack(idx, term) + cmd)
 
 
-class _Rewrite(bytes):
-    """Pending data that is the whole new file (a compaction), not records to append."""
-
-
 def _state_rec(term: int, voted_for: str | None) -> bytes:
     vf = b"\x00" if voted_for is None else b"\x01" + voted_for.encode("utf-8")
     return _record(bytes((_K_STATE,)) + _Q.pack(term) + vf)
@@ -91,10 +93,16 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._commit = 1
         self._buf = bytearray()
         self._must_sync = False
-        self._rewrite = False
         self.changed_from: int | None = None
         self.fsyncs = 0
-        #: the commands' bytes held (compaction by size reads it)
+        #: compaction rewrites are handed to the next take_pending/write_pending
+        self.defer_rewrite = False
+        self._rewrite_due = False
+        self._pending_is_rewrite = False
+        #: a failed append left bytes past this length: cut them before writing
+        self._cut_to: int | None = None
+        self.write_failures = 0
+        #: bytes of the commands held in memory (and in the file)
         self.entry_bytes = 0
         self._replay()
         self.entry_bytes = sum(len(e[0]) for e in self._entries)
@@ -162,11 +170,14 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return self._must_sync
 
     def take_pending(self) -> bytes:
-        """Hand the pending records to the caller, who must write them with
-        :meth:`write_pending` (in order); after a compaction, the whole new file."""
-        if self._rewrite:
-            self._rewrite = False
-            data: bytes = _Rewrite(self._contents())
+        """Hand the pending records to the caller, who must append+sync them in order
+        (with :meth:`write_pending`, before the next ``take_pending``).  After a
+        deferred compaction these are the whole new file, which
+        ``write_pending`` writes atomically instead of appending."""
+        if self._rewrite_due:
+            self._rewrite_due = False
+            self._pending_is_rewrite = True
+            data = self._whole_file()
         else:
             data = bytes(self._buf)
         self._buf.clear()
@@ -174,41 +185,36 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return data
 
     def write_pending(self, data: bytes) -> None:
-        """Append and fsync records taken by :meth:`take_pending` (may run in a thread).
+        """Append and fsync records taken by :meth:`take_pending`, or replace the
+        file with them after a compaction (may run in a thread).
 
         Raises:
-            OSError: the append or the fsync failed (ENOSPC, EIO).  What the
-                append wrote is cut off again first (so a later append never
-                follows a torn record); the caller hands ``data`` back with
-                :meth:`untake_pending` and tries again later.
+            OSError: the write failed (ENOSPC …); the caller decides what of
+                the cycle may still leave the node (nothing).
         """
-        if not data:
-            return
-        if isinstance(data, _Rewrite):
-            self._disk.write_atomic(self._name, data)  # the old file stays if this fails
+        if self._pending_is_rewrite:
+            self._disk.write_atomic(self._name, data)
+            self._pending_is_rewrite = False  # only now: a failed rewrite is retried
             self.fsyncs += 1
             return
-        size = self._disk.size(self._name)
-        try:
-            self._disk.append(self._name, data)
-            self._disk.sync(self._name)
-        except OSError:
+        if self._cut_to is not None:
+            self._disk.truncate(self._name, self._cut_to)
+            self._cut_to = None
+        if data:
+            before = self._disk.size(self._name)
             try:
-                self._disk.truncate(self._name, size)
+                self._disk.append(self._name, data)
+                self._disk.sync(self._name)
             except OSError:
-                log.exception("event=journal_cut_failed file=%s size=%d", self._name, size)
-            raise
-        self.fsyncs += 1
-
-    def untake_pending(self, data: bytes) -> None:
-        """Put records back that :meth:`write_pending` failed to write, before
-        any recorded since (they are written again, in order, by the next flush)."""
-        if isinstance(data, _Rewrite):
-            self._rewrite = True  # made again from memory: it holds everything since
-            self._must_sync = True
-        elif data:
-            self._buf[:0] = data
-            self._must_sync = True
+                self.write_failures += 1
+                self._cut_to = before
+                try:
+                    self._disk.truncate(self._name, before)
+                    self._cut_to = None
+                except OSError:
+                    pass  # cut before the next write
+                raise
+            self.fsyncs += 1
 
     def flush(self) -> None:
         """Make every mutation so far durable (one append + one fsync; no-op if clean)."""
@@ -257,19 +263,26 @@ class DurableJournal(Journal):  # type: ignore[misc]
             return
         self.entry_bytes -= sum(len(e[0]) for e in self._entries[:entryTo])
         self._entries = self._entries[entryTo:]
+        if self.defer_rewrite:
+            self._rewrite_due = True
+            self._must_sync = True
+            self._buf.clear()
+            return
         self.rewrite()
 
-    def rewrite(self) -> None:
-        """Rewrite the whole file from memory (compaction) at the next flush."""
-        self._rewrite = True
-        self._must_sync = True
-        self._buf.clear()
-
-    def _contents(self) -> bytes:
+    def _whole_file(self) -> bytes:
         parts = [_state_rec(self._term, self._voted_for)]
         parts.append(_record(bytes((_K_COMMIT,)) + _Q.pack(self._commit)))
         parts.extend(_entry_rec(c, i, t) for c, i, t in self._entries)
         return b"".join(parts)
+
+    def rewrite(self) -> None:
+        """Rewrite the whole file atomically from memory (compaction)."""
+        self._buf.clear()
+        self._must_sync = False
+        self._rewrite_due = False
+        self._disk.write_atomic(self._name, self._whole_file())
+        self.fsyncs += 1
 
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]

@@ -25,11 +25,11 @@ verifies the checksum before installing. A broken transfer is dropped; the
 leader restarts it after the follower's next reset response.
 
 The write is durable (atomic replace + fsync) *before* pysyncobj deletes the
-compacted journal prefix.  With an ``offload`` (the trio driver sets one), the
-state machine's bytes are taken at once, on the driver's task (they must be
-the state as of the snapshot's index), and the encoding and the durable write
-run in a thread: pysyncobj hears "serializing" until the write is done, and
-only then deletes the prefix.
+compacted journal prefix.  With ``SnapshotStore.defer_writes`` (the trio
+driver) the state is captured at once (``fsm.snapshot()``, between two
+applies) but the file is written by the driver in its sync thread, off the
+event loop (:meth:`SnapshotStore.take_write`, :meth:`SnapshotStore.write_done`);
+pysyncobj sees "serializing" meanwhile and compacts only once it is done.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import io
 import logging
 import struct
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +48,7 @@ from raft.fsm import StateMachine
 from raft.journal import JournalEntry
 from raft.storage import Disk
 
-__all__ = ["ChunkedSerializer", "Offload", "Snapshot", "SnapshotStore"]
-
-#: offload(job, on_done): run ``job`` off the event loop, then call
-#: ``on_done(error)`` back on the owner's task (error: what job raised, or None)
-Offload = Callable[[Callable[[], None], Callable[[BaseException | None], None]], None]
+__all__ = ["ChunkedSerializer", "Snapshot", "SnapshotStore"]
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +57,6 @@ _HDR = struct.Struct(">QI")
 _CHUNK = struct.Struct(">QQQ")
 
 # pysyncobj.config.SERIALIZER_STATE
-#: after a failed snapshot, compaction waits this long before trying again
-FAILED_RETRY_S = 1.0
-
 _NOT_SERIALIZING = 0
 _SERIALIZING = 1
 _SUCCESS = 2
@@ -121,30 +113,46 @@ class SnapshotStore:
         self.fsm = fsm
         self.taken = 0
         self.installed = 0
-        #: where the write of a snapshot runs (None: at once, on the caller's task)
-        self.offload: Offload | None = None
-        #: the group's clock (a failed snapshot is not tried again for
-        #: ``FAILED_RETRY_S``: a full disk is not hammered every cycle)
-        self.clock: Callable[[], float] | None = None
+        #: hand snapshot file writes to the owner (take_write / write_done)
+        self.defer_writes = False
+        #: a captured snapshot waiting to be written (deferred mode)
+        self.pending_write: tuple[str, bytes] | None = None
+        #: None: no deferred write in progress; else its outcome once known
+        self.write_outcome: bool | None = None
+        self.writing = False
 
-    def make(self, data: Any) -> Snapshot:
-        """The snapshot of now: ``data`` = (last_entry, prev_entry, cluster nodes)."""
+    def write_hook(self, file_name: str, data: Any) -> None:
+        """pysyncobj ``serializer`` hook: ``data`` = (last_entry, prev_entry, cluster nodes)."""
         last, prev, cluster = data
-        return Snapshot(
+        snap = Snapshot(
             _entry(last),
             _entry(prev),
             tuple(sorted(str(n.id) for n in cluster)),
             self.fsm.snapshot(),
         )
-
-    def write(self, file_name: str, snap: Snapshot) -> None:
-        """Encode and write ``snap`` durably (blocking: the offload's job)."""
-        self.disk.write_atomic(file_name, encode_snapshot(snap))
-
-    def write_hook(self, file_name: str, data: Any) -> None:
-        """pysyncobj ``serializer`` hook: ``data`` = (last_entry, prev_entry, cluster nodes)."""
-        self.write(file_name, self.make(data))
+        blob = encode_snapshot(snap)
+        if self.defer_writes:
+            self.pending_write = (file_name, blob)
+            self.writing = True
+            self.write_outcome = None
+            return
+        self.disk.write_atomic(file_name, blob)
         self.taken += 1
+
+    def take_write(self) -> tuple[str, bytes] | None:
+        """The captured snapshot the owner must write now (deferred mode), once."""
+        job, self.pending_write = self.pending_write, None
+        return job
+
+    def write_blob(self, name: str, blob: bytes) -> None:
+        """Write a taken snapshot durably (any thread; the owner waits for it)."""
+        self.disk.write_atomic(name, blob)
+
+    def write_done(self, ok: bool) -> None:
+        """The owner wrote (or failed to write) the taken snapshot."""
+        self.write_outcome = ok
+        if ok:
+            self.taken += 1
 
     def read_hook(self, file_name: str) -> tuple[JournalEntry, JournalEntry, list[Node]]:
         """pysyncobj ``deserializer`` hook: restores the fsm, returns (last, prev, members)."""
@@ -182,17 +190,17 @@ class ChunkedSerializer:
         self._in_id = -1
         self._in_total = 0
         self._blob_cache: tuple[bytes, int] | None = None
-        self._busy = False
-        self._retry_at = 0.0
 
     # -- log compaction
 
     def checkSerializing(self) -> tuple[int, int | None]:
-        if self._busy:
-            return _SERIALIZING, None
-        clock = self.store.clock
-        if self._done_id is None and clock is not None and clock() < self._retry_at:
-            return _SERIALIZING, None  # cooling down after a failure: nothing is started
+        st = self.store
+        if st.writing:
+            if st.write_outcome is None:
+                return _SERIALIZING, None
+            st.writing = False
+            self._failed = not st.write_outcome
+            self._blob_cache = None
         if self._done_id is not None:
             i, self._done_id = self._done_id, None
             if self._failed:
@@ -201,50 +209,14 @@ class ChunkedSerializer:
             return _SUCCESS, i
         return _NOT_SERIALIZING, None
 
-    def _fail(self, id: int) -> None:
-        self._failed, self._done_id = True, id
-        if self.store.clock is not None:
-            self._retry_at = self.store.clock() + FAILED_RETRY_S
-
     def serialize(self, data: Any, id: int) -> None:
-        store = self.store
-        if store.clock is not None and store.clock() < self._retry_at:
-            self._failed, self._done_id = True, id  # cooling down after a failure
-            return
         try:
-            snap = store.make(data[1:])
-        except OSError as e:  # a full disk (the state machine syncs its store)
-            log.error("event=snapshot_failed file=%s error=%r", store.name, e)
-            self._fail(id)
-            return
+            self.store.write_hook(self.store.name, data[1:])
         except Exception:
-            log.exception("event=snapshot_failed file=%s", store.name)
-            self._fail(id)
-            return
-        if store.offload is None:
-            try:
-                store.write(store.name, snap)
-                store.taken += 1
-            except Exception as e:
-                log.error("event=snapshot_write_failed file=%s error=%r", store.name, e)
-                self._fail(id)
-                return
-            self._blob_cache = None
-            self._done_id = id
-            return
-
-        def done(error: BaseException | None) -> None:
-            self._busy = False
-            self._blob_cache = None
-            if error is not None:
-                log.error("event=snapshot_write_failed file=%s error=%r", store.name, error)
-                self._fail(id)
-                return
-            store.taken += 1
-            self._done_id = id
-
-        self._busy = True
-        store.offload(lambda: store.write(store.name, snap), done)
+            log.exception("event=snapshot_write_failed file=%s", self.store.name)
+            self._failed = True
+        self._blob_cache = None
+        self._done_id = id
 
     def deserialize(self) -> tuple[None, JournalEntry, JournalEntry, list[Node]]:
         return (None, *self.store.read_hook(self.store.name))
@@ -319,11 +291,7 @@ class ChunkedSerializer:
         if local is not None and local.last[1] >= incoming.last[1]:
             # never replace a newer local snapshot (its journal was compacted to it)
             return True
-        try:
-            self.store.disk.write_atomic(self.store.name, blob)
-        except OSError as e:  # ENOSPC: dropped; the leader sends it again
-            log.error("event=snapshot_install_write_failed file=%s error=%r", self.store.name, e)
-            return False
+        self.store.disk.write_atomic(self.store.name, blob)
         self._blob_cache = None
         self.store.installed += 1
         return True

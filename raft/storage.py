@@ -43,7 +43,7 @@ class Disk(Protocol):
         """Cut the file to ``size`` bytes, durably."""
 
     def size(self, name: str) -> int:
-        """The file's length in bytes (0 if it does not exist)."""
+        """Current length in bytes (durable + pending), 0 if the file does not exist."""
 
     def write_atomic(self, name: str, data: bytes) -> None:
         """Replace the file's contents atomically and durably."""
@@ -95,11 +95,8 @@ class OsDisk:
         os.fsync(self._fd(name))
 
     def size(self, name: str) -> int:
-        fd = self._fds.get(name)
-        if fd is not None:
-            return os.fstat(fd).st_size
         try:
-            return os.path.getsize(self._path(name))
+            return os.stat(self._path(name)).st_size
         except FileNotFoundError:
             return 0
 

@@ -201,6 +201,8 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
             elif "snapshot_keep" in patches and "serialized" in message:
                 self._snapshot_message(node, message)
                 return
+        elif t == "timeout_now" and not self._trijet.may_lead():
+            return  # a replica with a hole never takes a transferred lead
         elif t == "response_vote" and "vote_dedupe" in patches:
             term, voters = self._votes
             if term != self.raftCurrentTerm:
@@ -264,13 +266,7 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
     # -- apply and commit notification
 
     def _pysyncobj_apply(self) -> bool:
-        """pysyncobj's apply step: every committed entry; True if any.
-
-        Nothing is applied while the state machine's ``apply_held`` is True
-        (a replica filling a hole first): the entries wait, committed.
-        """
-        if getattr(self._trijet.fsm, "apply_held", False):
-            return False
+        """pysyncobj's apply step: every committed entry; True if any."""
         return bool(_so.SyncObj._SyncObj__applyLogEntries(self))
 
     def _SyncObj__applyLogEntries(self) -> bool:

@@ -285,6 +285,29 @@ class StreamStore(Protocol):
         """
         ...
 
+    def load_next_run(self, filters: Filters, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """The live messages with ``seq >= start_seq`` matching any filter, in
+        order, at most ``max_msgs`` of them.  Equivalent to ``load_next`` in a
+        loop, but one call: the filters are resolved once, each subject's next
+        position is found from its own index (cost in the messages returned
+        and skipped over, never in the stream's length), and a filter that
+        matches every subject the stream holds reads like ``load_run``.
+
+        Raises:
+            CorruptionError: a stored record fails its checksum.
+            StoreClosed: the store is closed.
+        """
+        ...
+
+    def count_in_range(self, filters: Filters, lo: int, hi: int) -> int:
+        """Live messages with ``lo <= seq <= hi`` matching any filter, counted
+        from the index (no message is read).
+
+        Raises:
+            StoreClosed: the store is closed.
+        """
+        ...
+
     def load_next(self, filters: Filters, start_seq: int) -> StoredMsg | None:
         """First live message with ``seq >= start_seq`` matching any filter.
 
@@ -407,6 +430,20 @@ class StreamStore(Protocol):
 
     def subject_state(self, filter: str = ">") -> dict[str, SubjectState]:
         """Per-subject count and first/last live sequence for matching subjects.
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
+    def msg_ids_since(self, ts_floor_ns: int) -> list[tuple[str, int, int]]:
+        """``(Nats-Msg-Id, seq, ts_ns)`` of every live message carrying the
+        header with a timestamp at or after ``ts_floor_ns``, in sequence order.
+
+        What a state machine needs to rebuild its duplicate window after a
+        restart.  Its cost follows the messages that carry an id inside the
+        window, not the stream's length: the file store keeps the ids with each
+        segment's index.
 
         Raises:
             StoreClosed.

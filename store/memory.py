@@ -48,6 +48,7 @@ from store.limits import (
     over_limits,
     over_subject_limit,
 )
+from store.msgids import msg_id_of
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all, literal_filters
 from store.ttl import TtlIndex
@@ -386,6 +387,22 @@ class MemoryStreamStore:
 
     # ------------------------------------------------------------------ reads
 
+    def msg_ids_since(self, ts_floor_ns: int) -> list[tuple[str, int, int]]:
+        """See ``StreamStore.msg_ids_since``: a walk back from the newest
+        message (a memory store is never reopened, so this runs only when a
+        state machine is built over a store that already holds messages)."""
+        self._check_open()
+        out: list[tuple[str, int, int]] = []
+        for m in reversed(self._msgs.values()):
+            if m.ts_ns < ts_floor_ns:
+                break
+            if m.headers:
+                mid = msg_id_of(m.headers)
+                if mid:
+                    out.append((mid, m.seq, m.ts_ns))
+        out.reverse()
+        return out
+
     def load(self, seq: int) -> StoredMsg:
         """See ``StreamStore.load``."""
         self._check_open()
@@ -426,6 +443,47 @@ class MemoryStreamStore:
             if match is None or match(m.subject):
                 return m
         return None
+
+    def load_next_run(self, filters: Filters, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """See ``StreamStore.load_next_run``: literal subjects few enough to
+        walk are read from their own sequence lists, anything else by a
+        forward walk from ``start_seq`` (what it skips, it skips once)."""
+        self._check_open()
+        out: list[StoredMsg] = []
+        if max_msgs <= 0 or not self._msgs:
+            return out
+        lits = literal_filters(filters)
+        if lits is not None:
+            queues = [q for q in (self._subj.get(x) for x in set(lits)) if q]
+            if sum(map(len, queues)) <= self._last_seq - start_seq + 1:
+                seqs = sorted(s for q in queues for s in q if s >= start_seq)
+                return [self._msgs[s] for s in seqs[:max_msgs]]
+        match = compile_filters(filters)
+        for m in self._iter_from(start_seq):
+            if match is None or match(m.subject):
+                out.append(m)
+                if len(out) >= max_msgs:
+                    break
+        return out
+
+    def count_in_range(self, filters: Filters, lo: int, hi: int) -> int:
+        """See ``StreamStore.count_in_range``."""
+        self._check_open()
+        if lo > hi or not self._msgs:
+            return 0
+        lits = literal_filters(filters)
+        if lits is not None:
+            queues = [q for q in (self._subj.get(x) for x in set(lits)) if q]
+            if sum(map(len, queues)) <= hi - lo + 1:
+                return sum(1 for q in queues for s in q if lo <= s <= hi)
+        match = compile_filters(filters)
+        n = 0
+        for m in self._iter_from(lo):
+            if m.seq > hi:
+                break
+            if match is None or match(m.subject):
+                n += 1
+        return n
 
     def load_last(self, filters: Filters) -> StoredMsg:
         """See ``StreamStore.load_last``."""

@@ -176,9 +176,12 @@ class TtlIndex:
             ts_ns: Its timestamp.
             honour_ttl: Positive TTLs count (``StreamLimits.msg_ttl``).
         """
+        self.note_ttl(seq, msg_ttl_s(headers), ts_ns, honour_ttl=honour_ttl)
+
+    def note_ttl(self, seq: int, ttl: int, ts_ns: int, *, honour_ttl: bool) -> None:
+        """``note`` with the TTL already read (``msg_ttl_s``) from the headers."""
         self._deadline.pop(seq, None)
         self._never.discard(seq)
-        ttl = msg_ttl_s(headers)
         if ttl == NEVER:
             self._never.add(seq)
         elif ttl > 0 and honour_ttl:

@@ -11,6 +11,7 @@ On failure the server logs are printed (pytest shows captured output).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from tests.support.servers import KINDS, ServerProcess, reference_binary
 from tests.support.servers import start_server as _start
 
 StartServer = Callable[..., ServerProcess]
+
+# Server processes started from here compile their modules once and reuse the
+# bytecode, as an installed server does: a PYTHONDONTWRITEBYTECODE inherited
+# from the calling shell would make every start recompile trijet (~0.35 s).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 @pytest.fixture

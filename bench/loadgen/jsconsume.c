@@ -54,6 +54,8 @@ static long long expires_ns = 5000000000LL;
 static int do_ack = 1, mode_pull = 1;
 static const char *stream_name, *consumer_name;
 static double t_first, t_last;
+static double t_request; /* when the last pull request went out */
+static long n_lost;      /* pull requests given up as lost (no answer past their expiry) */
 
 static double now_s(void) {
     struct timespec ts;
@@ -106,6 +108,7 @@ static void request_next(void) {
     wput("\r\n", 2);
     n_requests++;
     outstanding++;
+    t_request = now_s();
 }
 
 static void ack(const char *reply, size_t rl, const char *body, size_t bl) {
@@ -292,14 +295,21 @@ int main(int argc, char **argv) {
             last_progress = now_s();
         } else if (now_s() - last_progress > idle_s) {
             break;
+        } else if (mode_pull && outstanding &&
+                   now_s() - (t_request > last_progress ? t_request : last_progress) >
+                       (double)expires_ns / 1e9 + 1.0) {
+            /* neither messages nor a 408 past the expiry: the request was lost
+               (a leader change drops waiting requests); ask again, as clients do */
+            n_lost += outstanding;
+            outstanding = 0;
         }
     }
     wput("PING\r\n", 6);
     wflush();
     double el = t_last - t_first;
     printf("{\"mode\":\"%s\",\"ok\":%s,\"msgs\":%ld,\"elapsed_s\":%.6f,\"msgs_per_s\":%.1f,"
-           "\"requests\":%ld,\"statuses\":%ld,\"flow_control\":%ld}\n",
+           "\"requests\":%ld,\"statuses\":%ld,\"flow_control\":%ld,\"lost_requests\":%ld}\n",
            mode_pull ? "pull" : "push", n_msgs >= n_target ? "true" : "false", n_msgs, el,
-           el > 0 ? (double)n_msgs / el : 0.0, n_requests, n_statuses, n_fc);
+           el > 0 ? (double)n_msgs / el : 0.0, n_requests, n_statuses, n_fc, n_lost);
     return n_msgs >= n_target ? 0 : 1;
 }

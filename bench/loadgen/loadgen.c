@@ -309,13 +309,15 @@ typedef struct {
     long max_out;
     long inflight;
     double timeout_s;
+    long nsubjects;  /* pub: > 0 rotates over <subject>.<i mod n>, fixed width */
+    long keys; /* req/jspub: > 0 appends ".<key>" to the subject, key spread over 0..keys-1 */
 } opts_t;
 
 static void usage(void) {
     fprintf(stderr,
             "usage: loadgen pub|sub|req|rep|jspub [-H host] [-P port] [-s subject] [-n count]\n"
             "               [-z size] [-b batch_bytes] [-i ping_every] [-w max_pings_out]\n"
-            "               [-k inflight] [-t idle_timeout_s]\n");
+            "               [-k inflight] [-t idle_timeout_s] [-S nsubjects] [-K keys]\n");
     exit(2);
 }
 
@@ -334,7 +336,18 @@ static int mode_pub(const opts_t *o) {
         return 1;
     }
     char hdr[512];
-    int hl = snprintf(hdr, sizeof(hdr), "PUB %s %zu\r\n", o->subject, o->size);
+    int width = 0; /* digits of the rotating subject's last token */
+    for (long v = o->nsubjects > 1 ? o->nsubjects - 1 : 0; o->nsubjects > 0; v /= 10) {
+        width++;
+        if (v < 10) break;
+    }
+    int hl;
+    if (o->nsubjects > 0)
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s.%0*d %zu\r\n", o->subject, width, 0, o->size);
+    else
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s %zu\r\n", o->subject, o->size);
+    size_t digits_at = 4 + strlen(o->subject) + 1; /* "PUB " subject "." */
+    long rot = 0;
     size_t rec = (size_t)hl + o->size + 2;
     size_t per_batch = o->batch_bytes / rec;
     if (per_batch < 1) per_batch = 1;
@@ -354,6 +367,14 @@ static int mode_pub(const opts_t *o) {
         long n = (long)per_batch;
         if (n > o->count - sent) n = o->count - sent;
         if (next_ping > 0 && sent + n > next_ping) n = next_ping - sent;
+        if (o->nsubjects > 0) { /* the next n subjects of the rotation, in place */
+            for (long i = 0; i < n; i++) {
+                char *d = block + (size_t)i * rec + digits_at;
+                long v = rot;
+                for (int k = width - 1; k >= 0; k--) { d[k] = (char)('0' + v % 10); v /= 10; }
+                if (++rot == o->nsubjects) rot = 0;
+            }
+        }
         write_all(c.fd, block, (size_t)n * rec);
         sent += n;
         if (sent == next_ping) {
@@ -484,8 +505,14 @@ static const opts_t *g_o;
 static char *g_payload;
 
 static void req_issue(conn_t *c, long i) {
-    char hdr[600];
-    int hl = snprintf(hdr, sizeof(hdr), "PUB %s _INBOX.lg.%ld %zu\r\n", g_o->subject, i,
+    char hdr[640];
+    int hl;
+    if (g_o->keys > 0) /* a stride coprime with most key counts: keys visited spread out */
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s.%ld _INBOX.lg.%ld %zu\r\n", g_o->subject,
+                      (long)(((unsigned long)i * 7919UL) % (unsigned long)g_o->keys), i,
+                      g_o->size);
+    else
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s _INBOX.lg.%ld %zu\r\n", g_o->subject, i,
                       g_o->size);
     wb_append(c, hdr, (size_t)hl);
     wb_append(c, g_payload, g_o->size);
@@ -595,10 +622,10 @@ static int mode_req(const opts_t *o) {
 int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *mode = argv[1];
-    opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0};
+    opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0, 0, 0};
     int ch;
     optind = 2;
-    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:")) != -1) {
+    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:")) != -1) {
         switch (ch) {
         case 'H': o.host = optarg; break;
         case 'P': o.port = optarg; break;
@@ -610,6 +637,8 @@ int main(int argc, char **argv) {
         case 'w': o.max_out = atol(optarg); break;
         case 'k': o.inflight = atol(optarg); break;
         case 't': o.timeout_s = atof(optarg); break;
+        case 'S': o.nsubjects = atol(optarg); break;
+        case 'K': o.keys = atol(optarg); break;
         default: usage();
         }
     }

@@ -51,7 +51,6 @@ from cluster.consumer_fsm.machine import (
     Terminated,
 )
 from cluster.consumer_fsm.select import (
-    count_matching,
     count_pending,
     next_messages,
     policy_of,
@@ -67,7 +66,6 @@ __all__ = [
     "MaxDeliveries",
     "Nakked",
     "Terminated",
-    "count_matching",
     "count_pending",
     "next_messages",
     "policy_of",

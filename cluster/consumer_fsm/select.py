@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from cluster.consumer_fsm.machine import ConsumerStateMachine
 from cluster.consumer_model import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -20,7 +20,6 @@ from store.api import StoredMsg, StreamStore
 from store.errors import MsgNotFound, StoreEOF
 
 __all__ = [
-    "count_matching",
     "count_pending",
     "next_messages",
     "policy_of",
@@ -67,7 +66,9 @@ def policy_of(cfg: ConsumerConfig) -> ConsumerPolicy:
 
 
 def _filters(cfg_filters: tuple[str, ...]) -> str | tuple[str, ...]:
-    return cfg_filters if cfg_filters else ">"
+    if not cfg_filters:
+        return ">"
+    return cfg_filters[0] if len(cfg_filters) == 1 else cfg_filters
 
 
 def select_start(cfg: ConsumerConfig, store: StreamStore) -> tuple[int, tuple[int, ...]]:
@@ -141,21 +142,13 @@ def next_messages(
         return
     filters = _filters(fsm.policy.filters)
     seq = fsm.next_sseq
-    if filters != ">":
-        while not _full(fsm, taken):
-            nxt = store.load_next(filters, seq)
-            if nxt is None:
-                return
-            yield nxt
-            taken += 1
-            seq = nxt.seq + 1
-        return
-    # no filter: the stream read forward in runs (``load_run``: one store
-    # call per run, cheaper per message than a ``load`` each), never more
-    # than ``max_ack_pending`` leaves room for.  A caller takes what it needs
-    # and drops the generator, so a run may read messages never taken (read
-    # again next time); a run is what the caller still wants (``want``, a
-    # pull batch) or, not knowing, doubles from ``RUN_MIN``; at most ``RUN_MAX``.
+    # the stream read forward in runs (one store call per run: ``load_run``
+    # without a filter, ``load_next_run`` with one, which resolves the filter
+    # once and finds each subject's next position from its own index), never
+    # more than ``max_ack_pending`` leaves room for.  A caller takes what it
+    # needs and drops the generator, so a run may read messages never taken
+    # (read again next time); a run is what the caller still wants (``want``,
+    # a pull batch) or, not knowing, doubles from ``RUN_MIN``; at most ``RUN_MAX``.
     run = min(max(left - taken, 1), RUN_MAX) if want > 0 else RUN_MIN
     cap = fsm.policy.max_ack_pending if fsm.policy.ack != "none" else 0  # as _full
     while True:
@@ -164,13 +157,16 @@ def next_messages(
             n = min(n, cap - len(fsm.pending) - taken)
             if n <= 0:
                 return
-        msgs = store.load_run(seq, n)
+        if filters == ">":
+            msgs = store.load_run(seq, n)
+        else:
+            msgs = store.load_next_run(filters, seq, n)
         for m in msgs:
             if cap > 0 and len(fsm.pending) + taken >= cap:
                 return
             taken += 1  # before the yield: a caller stops right after its last one
             yield m
-        if len(msgs) < n:  # the end of the stream
+        if len(msgs) < n:  # the end of the stream (of what matches)
             return
         seq = msgs[-1].seq + 1
         run = min(max(left - taken, 1) if want > 0 else run * 2, RUN_MAX)
@@ -182,12 +178,8 @@ def _full(fsm: ConsumerStateMachine, extra: int) -> bool:
 
 
 def count_pending(store: StreamStore, filters: tuple[str, ...], start_seq: int) -> int:
-    """Live messages matching ``filters`` with ``seq >= start_seq`` (``num_pending``).
-
-    Subjects wholly at or after ``start_seq`` count from the store's subject
-    state; the subjects straddling it are counted in one forward walk from
-    ``start_seq`` (O(remaining messages), never a walk per subject).
-    """
+    """Live messages matching ``filters`` with ``seq >= start_seq`` (``num_pending``),
+    counted from the store's index (``count_in_range``), no message read."""
     st = store.state()
     if start_seq > st.last_seq or not st.msgs:
         return 0
@@ -196,31 +188,5 @@ def count_pending(store: StreamStore, filters: tuple[str, ...], start_seq: int) 
             return st.msgs
         if not st.num_deleted:
             return st.last_seq - start_seq + 1
-        return count_matching(store, None, start_seq, st.last_seq)
-    total = 0
-    straddling: set[str] = set()
-    for f in filters:
-        for subject, ss in store.subject_state(f).items():
-            if ss.first_seq >= start_seq:
-                total += ss.msgs
-            elif ss.last_seq >= start_seq:
-                straddling.add(subject)
-    if straddling:
-        total += count_matching(store, straddling.__contains__, start_seq, st.last_seq)
-    return total
-
-
-def count_matching(
-    store: StreamStore, match: Callable[[str], bool] | None, lo: int, hi: int
-) -> int:
-    """Live messages with ``lo <= seq <= hi`` whose subject ``match``es (None: all)."""
-    n = 0
-    seq = lo
-    while seq <= hi:
-        m = store.load_next(">", seq)
-        if m is None or m.seq > hi:
-            break
-        if match is None or match(m.subject):
-            n += 1
-        seq = m.seq + 1
-    return n
+        return store.count_in_range(">", start_seq, st.last_seq)
+    return store.count_in_range(_filters(filters), start_seq, st.last_seq)

@@ -148,6 +148,22 @@ class StreamStateMachine(SourcingApply):
         """``Nats-Msg-Id`` of the last message stored ("" if none)."""
         return self._last_msg_id
 
+    @property
+    def interest(self) -> tuple[str, ...] | None:
+        """Interest retention's filters as the log set them (None: store everything)."""
+        return self._interest
+
+    def install_interest(self, filters: tuple[str, ...] | None) -> None:
+        """Set the interest filters (a replicated group installing a state snapshot)."""
+        self._interest = filters
+        self._interest_match = compile_filters(filters) if filters else None
+
+    def install_dedupe(self, last_msg_id: str, entries: Iterator[tuple[str, int, int]]) -> None:
+        """Replace the dedupe table and last msg id (a replicated stream's
+        group installing a state snapshot whose messages its store lacks)."""
+        self._last_msg_id = last_msg_id
+        self._dedupe = {k: (seq, ts) for k, seq, ts in entries}
+
     def dedupe_entries(self) -> Iterator[tuple[str, int, int]]:
         """The dedupe table as ``(msg_id, seq, ts_ns)`` in insertion order."""
         for k, (seq, ts) in self._dedupe.items():
@@ -287,37 +303,39 @@ class StreamStateMachine(SourcingApply):
         """Rebuild the dedupe table and last msg id from the store's messages.
 
         For a state machine opened over a store that already holds messages
-        (a restart without a snapshot): walks back from the last message while
-        it is inside the duplicate window, as nats-server rebuilds its dedupe
-        map.  Deterministic: every replica rebuilds the same table from the
-        same log.  Returns the number of ids recovered.
+        (a restart without a snapshot): the ids of the messages inside the
+        duplicate window of the last message's timestamp, newest first, as
+        nats-server rebuilds its dedupe map.  The store keeps the ids beside
+        its index, so this reads one message and the ids, never the stream.
+        Deterministic: every replica rebuilds the same table from the same
+        log.  Returns the number of ids recovered.
         """
         st = self._store.state()
         if st.msgs == 0:
             return 0
-        window = self._policy.duplicate_window_ns
-        found: list[tuple[str, int, int]] = []
-        seen: set[str] = set()
-        first = True
+        last = None
         seq = st.last_seq
-        while seq >= st.first_seq:
+        while last is None and seq >= st.first_seq:  # the newest live message
             try:
-                m = self._store.load(seq)
+                last = self._store.load(seq)
             except MsgNotFound:
                 seq -= 1
-                continue
-            mid = (parse_headers(m.headers, strict=False).get(MSG_ID) or "") if m.headers else ""
-            if first:
-                self._last_msg_id = mid
-                first = False
-            if window <= 0 or st.last_ts - m.ts_ns >= window:
-                break
-            if mid and mid not in seen:
-                seen.add(mid)
-                found.append((mid, m.seq, m.ts_ns))
-            seq -= 1
-        for mid, s_, ts in reversed(found):
-            self._dedupe[mid] = (s_, ts)
+        if last is not None:
+            self._last_msg_id = (
+                (parse_headers(last.headers, strict=False).get(MSG_ID) or "")
+                if last.headers
+                else ""
+            )
+        window = self._policy.duplicate_window_ns
+        if window <= 0:
+            return 0
+        floor = st.last_ts - window + 1  # strictly inside the window
+        found: dict[str, tuple[int, int]] = {}
+        for mid, seq, ts in reversed(self._store.msg_ids_since(floor)):
+            if mid not in found:  # the newest message with an id wins
+                found[mid] = (seq, ts)
+        for mid, (seq, ts) in sorted(found.items(), key=lambda kv: kv[1][0]):
+            self._dedupe[mid] = (seq, ts)
         return len(found)
 
     def _check_headers(self, h: Headers, m: Publish, msg_id: str) -> Result | None:
@@ -520,64 +538,6 @@ class StreamStateMachine(SourcingApply):
         self._last_msg_id = last_id
         self._dedupe = dedupe
 
-    # ------------------------------------------------------------------ replica state
-
-    def replica_state(self) -> dict[str, Any]:
-        """The machine's own state without the store (a stream group's state
-        snapshot: the store's shape travels beside it, its messages never):
-        ``{"policy", "last_msg_id", "dedupe", "interest"}``, cbor-ready."""
-        return {
-            "policy": encode_policy(self._policy),
-            "last_msg_id": _id_bytes(self._last_msg_id),
-            "dedupe": [[_id_bytes(k), s, t] for k, (s, t) in self._dedupe.items()],
-            "interest": None if self._interest is None else list(self._interest),
-        }
-
-    def install_replica_state(self, doc: object) -> None:
-        """Take ``replica_state``'s document (the store is the caller's: it is
-        brought to the snapshot's shape separately).
-
-        Raises:
-            StreamSnapshotError: malformed (nothing changed).
-        """
-        keys = {"policy", "last_msg_id", "dedupe", "interest"}
-        if type(doc) is not dict or set(doc) != keys:
-            raise StreamSnapshotError("replica state must be a map with " + ", ".join(sorted(keys)))
-        try:
-            policy = decode_policy(doc["policy"])
-        except OpError as e:
-            raise StreamSnapshotError(f"bad policy: {e}") from e
-        last_id = _id_str(doc["last_msg_id"])
-        dedupe = _decode_dedupe(doc["dedupe"])
-        interest = doc["interest"]
-        if interest is not None and (
-            type(interest) is not list or not all(type(f) is str for f in interest)
-        ):
-            raise StreamSnapshotError("interest must be null or an array of filters")
-        if self._store.limits != store_limits(policy):
-            self._store.update_limits(store_limits(policy))
-        self._policy = policy
-        self._last_msg_id = last_id
-        self._dedupe = dedupe
-        if interest is None:
-            self._interest = self._interest_match = None
-        else:
-            self._apply_interest(Interest(tuple(interest)))
-
-
-def _decode_dedupe(items: object) -> dict[str, tuple[int, int]]:
-    if type(items) is not list:
-        raise StreamSnapshotError("dedupe must be an array")
-    dedupe: dict[str, tuple[int, int]] = {}
-    for item in items:
-        if type(item) is not list or len(item) != 3:
-            raise StreamSnapshotError("dedupe entry must be [id, seq, ts]")
-        k, seq, ts = item
-        if type(seq) is not int or type(ts) is not int or seq < 1 or ts < 0:
-            raise StreamSnapshotError("bad dedupe entry")
-        dedupe[_id_str(k)] = (seq, ts)
-    return dedupe
-
 
 def _id_bytes(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
@@ -606,7 +566,16 @@ def _decode_snapshot(
     except OpError as e:
         raise StreamSnapshotError(f"bad policy: {e}") from e
     last_id = _id_str(doc["last_msg_id"])
-    dedupe = _decode_dedupe(doc["dedupe"])
+    if type(doc["dedupe"]) is not list:
+        raise StreamSnapshotError("dedupe must be an array")
+    dedupe: dict[str, tuple[int, int]] = {}
+    for item in doc["dedupe"]:
+        if type(item) is not list or len(item) != 3:
+            raise StreamSnapshotError("dedupe entry must be [id, seq, ts]")
+        k, seq, ts = item
+        if type(seq) is not int or type(ts) is not int or seq < 1 or ts < 0:
+            raise StreamSnapshotError("bad dedupe entry")
+        dedupe[_id_str(k)] = (seq, ts)
     if type(doc["store"]) is not bytes:
         raise StreamSnapshotError("store must be bytes")
     return policy, last_id, dedupe, doc["store"]

@@ -44,8 +44,10 @@ from node.jsapi.godecode import (
     new_ctx,
     scan_go,
 )
+from node.jsapi.streamrequest import PLACEMENT
 
 __all__ = [
+    "LEADER_STEPDOWN",
     "MSG_DELETE",
     "MSG_GET",
     "PURGE",
@@ -167,6 +169,7 @@ STREAM_INFO = Request(
     "JSApiStreamInfoRequest",
     {**_PAGED, "deleted_details": d_bool, "subjects_filter": d_str},
 )
+LEADER_STEPDOWN = Request("JSApiLeaderStepdownRequest", {"placement": PLACEMENT})
 STREAM_NAMES = Request("JSApiStreamNamesRequest", {**_PAGED, "subject": d_str})
 STREAM_LIST = Request("JSApiStreamListRequest", {**_PAGED, "subject": d_str})
 PURGE = Request("JSApiStreamPurgeRequest", {"seq": UINT64, "filter": d_str, "keep": UINT64})

@@ -106,17 +106,25 @@ def info_dict(svc: JetStreamService, c: Consumer, *, versioned: bool = True) -> 
 
 def cluster_block(svc: JetStreamService, c: Consumer) -> dict[str, Any] | None:
     """ConsumerInfo ``cluster`` of a consumer of a replicated stream (its
-    leader is the stream's): the stream's block under the consumer's group
-    name; an R1 consumer shows only the cluster's name and its leader."""
-    if svc.meta is None or c.stream.replicated is None:
+    leader is the stream's; an R1 stream's consumer: its host): the stream's block under the consumer's group
+    name; an R1 consumer shows only the cluster's name and its leader, one
+    with fewer replicas than its stream that many peers (the leader and the
+    first others by name: its state rides in the stream's group on every
+    stream peer all the same)."""
+    if svc.meta is None:
         return None
+    if c.stream.replicated is None:  # an R1 stream's consumer: on its one host
+        return svc.cluster_block(c.stream)
     block = svc.meta.replicated_block(c.stream)
-    if consumer_replicas(c.stream, c.cfg) <= 1:
+    replicas = consumer_replicas(c.stream, c.cfg)
+    if replicas <= 1:
         out = {"name": block["name"]}
         if "leader" in block:
             out["leader"] = block["leader"]
         return out
     block["raft_group"] = c.group_name
+    if "leader" in block and isinstance(block.get("replicas"), list):
+        block["replicas"] = block["replicas"][: replicas - 1]
     return block
 
 
@@ -185,12 +193,9 @@ async def leader_stepdown(svc: JetStreamService, req: ApiRequest) -> str:
     stream's, so the stream's lead moves (same placement body and errors as
     STREAM.LEADER.STEPDOWN); an R1 consumer or stream answers success and
     nothing changes, as nats-server."""
-    from node.jetstream.common import json_object
-    from node.jetstream.streams_api import step_down
+    from node.jetstream.streams_api import step_down, stepdown_request
 
-    body: dict[str, Any] = {}
-    if req.body.strip():
-        body = json_object(req.body, STEPDOWN_RESPONSE)
+    body = stepdown_request(req.body, STEPDOWN_RESPONSE)
     c = _consumer(svc, req.op[3], req.op[4], STEPDOWN_RESPONSE)
     if consumer_replicas(c.stream, c.cfg) <= 1 or c.stream.replicated is None:
         return dumps({"type": STEPDOWN_RESPONSE, "success": True})

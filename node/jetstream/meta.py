@@ -199,6 +199,9 @@ class MetaLayer:
         self.name = server.server_name
         self.tags = tuple(server.cfg.server_tags)
         self.unique_tag = server.cfg.jetstream.unique_tag or ""
+        js = server.cfg.jetstream
+        #: compaction bounds of this server's replicated stream groups
+        self.journal_bounds = (js.raft_journal_entries_max, js.raft_journal_bytes_max)
         self.machine = MetaMachine()
         self.group: RaftGroup | None = None
         self.links = TcpPeerLinks(
@@ -343,8 +346,15 @@ class MetaLayer:
         """This server's place in ``sa``'s Raft group (None for R1)."""
         if len(sa.peers) < 2:
             return None
+        js = self.journal_bounds
         return ReplicaSpec(
-            sa.group, self.name, tuple(sa.peers), self.links, seed=self.rng.getrandbits(63)
+            sa.group,
+            self.name,
+            tuple(sa.peers),
+            self.links,
+            seed=self.rng.getrandbits(63),
+            journal_entries_max=js[0],
+            journal_bytes_max=js[1],
         )
 
     def specs(self, names: list[str]) -> list[PeerSpec]:
@@ -584,37 +594,24 @@ class MetaLayer:
         group = self.group
         if group is None:
             return {}
-        st = group.status()
-        leader = st.get("leader")
         members = sorted(set(group.members) | {self.name})
-        doc: dict[str, Any] = {
-            "id": peer_id(self.name),
-            "state": str(st.get("state", "")).upper(),
-            "size": len(members),
-            "quorum_needed": len(members) // 2 + 1,
-            "committed": st.get("commit_index", 0),
-            "applied": st.get("applied", 0),
-        }
-        if leader:
-            doc["leader"] = peer_id(leader)
+        doc = raftz_entry(self.name, group.status(), members, system=True)
         doc["ever_had_leader"] = self._ever_had_leader
-        doc["term"] = st.get("term", 0)
-        voted = st.get("voted_for")
-        if voted:
-            doc["voted_for"] = peer_id(str(voted))
-        doc["pindex"] = st.get("last_index", 0)
-        doc["system_account"] = True
-        doc["traffic_account"] = "$SYS"
-        peers = {}
-        for name, p in sorted((st.get("peers") or {}).items()):
-            entry: dict[str, Any] = {"name": name, "known": True}
-            if p.get("match_index") is not None:
-                entry["last_replicated_index"] = p["match_index"]
-            ago = p.get("last_seen_s_ago")
-            if ago is not None:
-                entry["last_seen"] = f"{ago * 1000:g}ms"
-            peers[peer_id(name)] = entry
-        doc["peers"] = peers
+        return doc
+
+    def stream_raftz(self, stream: Any) -> dict[str, Any]:
+        """A replicated stream's group entry of ``/raftz``; trijet adds its
+        journal bounds and ``catchup`` counters (compaction and store catch-up)."""
+        rg = stream.replicated
+        st = rg.status()
+        doc = raftz_entry(self.name, st, rg.members, system=False)
+        doc["ever_had_leader"] = st.get("leader") is not None or rg.leader_since_ns > 0
+        doc["first_index"] = st.get("first_index", 0)
+        doc["journal_entries"] = st.get("journal_entries", 0)
+        doc["journal_bytes"] = st.get("journal_bytes", 0)
+        doc["snapshots_taken"] = st.get("snapshots_taken", 0)
+        doc["snapshots_installed"] = st.get("snapshots_installed", 0)
+        doc["catchup"] = st.get("catchup", {})
         return doc
 
     def health(self) -> tuple[int, str] | None:
@@ -624,6 +621,43 @@ class MetaLayer:
         if self.leader is None:
             return 503, "JetStream has not established contact with a meta leader"
         return None
+
+
+def raftz_entry(
+    self_name: str, st: dict[str, Any], members: list[str], *, system: bool
+) -> dict[str, Any]:
+    """One group's ``/raftz`` entry (RaftzGroup) from its ``status()``."""
+    leader = st.get("leader")
+    doc: dict[str, Any] = {
+        "id": peer_id(self_name),
+        "state": str(st.get("state", "")).upper(),
+        "size": len(members),
+        "quorum_needed": len(members) // 2 + 1,
+        "committed": st.get("commit_index", 0),
+        "applied": st.get("applied", 0),
+    }
+    if leader:
+        doc["leader"] = peer_id(leader)
+    doc["ever_had_leader"] = bool(leader)
+    doc["term"] = st.get("term", 0)
+    voted = st.get("voted_for")
+    if voted:
+        doc["voted_for"] = peer_id(str(voted))
+    doc["pindex"] = st.get("last_index", 0)
+    if system:
+        doc["system_account"] = True
+        doc["traffic_account"] = "$SYS"
+    peers = {}
+    for name, p in sorted((st.get("peers") or {}).items()):
+        entry: dict[str, Any] = {"name": name, "known": True}
+        if p.get("match_index") is not None:
+            entry["last_replicated_index"] = p["match_index"]
+        ago = p.get("last_seen_s_ago")
+        if ago is not None:
+            entry["last_seen"] = f"{ago * 1000:g}ms"
+        peers[peer_id(name)] = entry
+    doc["peers"] = peers
+    return doc
 
 
 def _rfc3339(ts_ns: int) -> str:

@@ -100,6 +100,9 @@ async def get(svc: JetStreamService, req: ApiRequest) -> None:
         stream = svc.api.stream(req.op[3])
     except StreamNotFound:
         raise error(type_, JSApiError(STREAM_NOT_FOUND)) from None
+    rg = stream.replicated
+    if rg is not None and not rg.current:
+        return  # a replica with a hole answers no reads until it caught up
     store = stream.store
     if start is not None:
         seq = seq_from_time(store, start)
@@ -213,6 +216,9 @@ async def direct_get(svc: JetStreamService, req: ApiRequest) -> None:
         stream = svc.api.stream(req.op[2])
     except StreamNotFound:
         return  # deleted since the request arrived: its subscription is gone too
+    rg = stream.replicated
+    if rg is not None and not rg.current:
+        return  # a replica with a hole answers no reads until it caught up
     name = stream.cfg.name
     out = _Replies(svc, req.reply)
     if len(req.op) == 3:

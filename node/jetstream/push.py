@@ -36,7 +36,8 @@ A ``PushDispatcher`` drives one push consumer (a consumer with a
   ``rate_limit_bps`` is a token bucket (``bps/8`` bytes a second, burst =
   the stream's ``max_msg_size`` or the server's ``max_payload``).  Paced
   consumers deliver one message at a time; the others up to
-  ``PUSH_BATCH_MAX`` per proposal, cut to the flow-control window, and
+  ``PUSH_BATCH_MAX`` per proposal, cut to ``PUSH_BATCH_BYTES_MAX`` and the
+  flow-control window, and
   written as runs (one joined buffer per subscriber) split only where a
   flow-control request goes between two messages.
 
@@ -74,8 +75,13 @@ FC_WINDOW_BYTES_MAX = 32 * 1024 * 1024
 """Largest flow-control window (nats-server ``JsFlowControlMaxPending``)."""
 FC_WINDOW_BYTES_START = FC_WINDOW_BYTES_MAX // 16
 """The window a consumer starts with; each answered request doubles it."""
-PUSH_BATCH_MAX = 256
-"""Most messages proposed as one delivery by an unpaced push consumer."""
+PUSH_BATCH_MAX = 1024
+"""Most messages proposed as one delivery by an unpaced push consumer (one
+Raft round each on a replicated stream: bigger batches, fewer rounds)."""
+PUSH_BATCH_BYTES_MAX = 1024 * 1024
+"""An unpaced batch stops once its messages passed this many bytes (the
+flow-control window, when smaller, cuts it first); the first message always
+goes, whatever its size."""
 REPLAY_GAP_NS_MIN = 1_000_000
 """``replay_policy: original`` does not wait for gaps up to this."""
 FC_TOKEN_ALPHABET = string.digits + string.ascii_uppercase + string.ascii_lowercase
@@ -350,7 +356,9 @@ class PushDispatcher:
                 return False
             if c.closed or not self.active:
                 return True  # re-evaluate
-        budget = self.fc_window - self.pbytes if self.fc_window else -1
+        budget = PUSH_BATCH_BYTES_MAX
+        if self.fc_window:
+            budget = min(budget, self.fc_window - self.pbytes)
         to = self.cfg.deliver_subject.encode()
         got, _ = await c.deliver(
             1 if paced else PUSH_BATCH_MAX,

@@ -33,7 +33,6 @@ from node.jetstream.common import (
     checked_off_loop,
     dumps,
     error,
-    json_object,
 )
 from node.jsapi import render
 from node.jsapi.errors import (
@@ -327,11 +326,21 @@ async def leader_stepdown(svc: JetStreamService, req: ApiRequest) -> str:
     or a peer matching ``placement`` when given) and answers at once, before
     the election ends, as nats-server does; an R1 stream answers success and
     nothing changes."""
-    body: dict[str, Any] = {}
-    if req.body.strip():
-        body = json_object(req.body, STEPDOWN_RESPONSE)
+    body = stepdown_request(req.body, STEPDOWN_RESPONSE)
     stream = stream_of(svc, req.op[3], STEPDOWN_RESPONSE)
     return step_down(svc, stream, body, STEPDOWN_RESPONSE)
+
+
+def stepdown_request(body: bytes, type_: str) -> dict[str, Any]:
+    """A leader stepdown body as nats-server reads it: decoded strictly
+    (10025 with Go's message) when it starts as a JSON object or array,
+    anything else (``null``, text) is no body."""
+    if not apireq.is_json_object_or_array(body):
+        return {}
+    try:
+        return apireq.decode(body, apireq.LEADER_STEPDOWN)
+    except JSApiError as err:
+        raise error(type_, err) from None
 
 
 def step_down(svc: JetStreamService, stream: Stream, body: dict[str, Any], type_: str) -> str:

@@ -124,6 +124,13 @@ def _typed_struct(schema: Schema, gotype: str) -> Decoder:
     return dec
 
 
+PLACEMENT = _typed_struct(
+    Schema("Placement", {"cluster": d_str, "tags": d_list(d_str, "[]string"), "preferred": d_str}),
+    "server.Placement",
+)
+"""A ``server.Placement`` (stream config, leader stepdown requests)."""
+
+
 _STREAM_REQUEST = Schema(
     "server.StreamConfigRequest",
     {
@@ -144,13 +151,7 @@ _STREAM_REQUEST = Schema(
         "num_replicas": INT,
         "no_ack": d_bool,
         "duplicate_window": DURATION,
-        "placement": _typed_struct(
-            Schema(
-                "Placement",
-                {"cluster": d_str, "tags": d_list(d_str, "[]string"), "preferred": d_str},
-            ),
-            "server.Placement",
-        ),
+        "placement": PLACEMENT,
         "mirror": _typed_struct(_SOURCE, "server.StreamSource"),
         "sources": d_list(_typed_struct(_SOURCE, "server.StreamSource"), "[]*server.StreamSource"),
         "compression": d_compression,

@@ -584,12 +584,25 @@ def raftz(server: Any, query: Query | None = None) -> dict[str, Any]:
 
     Without ``acc`` only the system account's groups (the meta group
     ``_meta_``, shown under ``$SYS``); ``group=`` filters by name; an unknown
-    account is ``{}``.  Stream groups appear here once streams replicate.
+    account is ``{}``.  A user account (``acc=$G`` …) lists the groups of
+    its replicated streams (with trijet's compaction and catch-up counters).
     """
     q = query or Query()
     acc = q.get("acc") or "$SYS"
     group = q.get("group")
-    meta = getattr(getattr(server, "jetstream", None), "meta", None)
+    js = getattr(server, "jetstream", None)
+    meta = getattr(js, "meta", None)
+    if meta is not None and acc != "$SYS":
+        api = getattr(js, "api", None)
+        groups: dict[str, Any] = {}
+        for stream in list(api.streams.values()) if api is not None else []:
+            rg = getattr(stream, "replicated", None)
+            if rg is None or (group and group != rg.group_id):
+                continue
+            if getattr(stream.cfg, "account", acc) not in (acc, None):
+                continue
+            groups[rg.group_id] = meta.stream_raftz(stream)
+        return {acc: groups} if groups else {}
     if meta is None or acc != "$SYS" or (group and group != "_meta_"):
         return {}
     doc = meta.raftz()

@@ -113,6 +113,18 @@ def _hand_run(
     payloads.clear()
 
 
+def _hand_mixed(
+    on_mixed: Callable[[list[bytes], list[bytes]], object] | None,
+    subjects: list[bytes],
+    payloads: list[bytes],
+) -> None:
+    """Hand over reply-less singles to changing subjects, then empty the lists."""
+    assert on_mixed is not None
+    on_mixed(subjects, payloads)
+    subjects.clear()
+    payloads.clear()
+
+
 def _many_subjects(buf: bytes, pos: int, payload: bytes, longest: int) -> list[bytes] | None:
     """The subjects of a run of ``PUB <subject> <size>\r\n<payload>\r\n``
     ops (single spaces, no reply, this payload) at ``pos``: each op of it that
@@ -237,6 +249,7 @@ class ProtocolConnection:
         on_event: Callable[[Event | ProtocolViolation], object],
         on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object] | None = None,
         on_pubs: Callable[[list[bytes], bytes], object] | None = None,
+        on_mixed: Callable[[list[bytes], list[bytes]], object] | None = None,
     ) -> None:
         """Feed bytes; call back for every operation they complete, in order.
 
@@ -253,7 +266,10 @@ class ProtocolConnection:
         one small payload (at most ``MANY_PAYLOAD_MAX`` bytes) to differing
         subjects — a client's JetStream acks — arrive as one call
         ``on_pubs(subjects, payload)`` (at least two; the list is the
-        callback's to keep).  A callback may call ``halt()``;
+        callback's to keep).  With ``on_mixed`` (server role, with
+        ``on_pub_run``), consecutive reply-less PUBs each to a subject other than
+        the next one's arrive as one call ``on_mixed(subjects, payloads)`` (the
+        lists are reused after the call returns).  A callback may call ``halt()``;
         parsing stops right after it.  A fatal error is reported to
         ``on_event`` as a ``ProtocolViolation``, after which nothing more is
         parsed, ever.
@@ -299,7 +315,7 @@ class ProtocolConnection:
                 continue
             if fast_match is not None and fast_match(buf, pos) is not None:
                 # fastest path: well-formed PUB (or plain RMSG) lines
-                pos = self._fast_runs(buf, pos, fast_match, on_pub, on_pub_run, on_pubs)
+                pos = self._fast_runs(buf, pos, fast_match, on_pub, on_pub_run, on_pubs, on_mixed)
                 if self._dead:
                     return
                 if pos >= n:
@@ -387,6 +403,7 @@ class ProtocolConnection:
         on_pub: Callable[[bytes, bytes | None, bytes], object],
         on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object] | None,
         on_pubs: Callable[[list[bytes], bytes], object] | None = None,
+        on_mixed: Callable[[list[bytes], list[bytes]], object] | None = None,
     ) -> int:
         """Consume complete well-formed messages from ``pos``; return the new position.
 
@@ -404,6 +421,9 @@ class ProtocolConnection:
         run_subject = b""
         replies: list[bytes | None] = []
         payloads: list[bytes] = []
+        # reply-less singles to changing subjects, handed over together
+        mixed_s: list[bytes] = []
+        mixed_p: list[bytes] = []
         m = match(buf, pos)
         while m is not None:
             start = m.end()
@@ -435,6 +455,10 @@ class ProtocolConnection:
                     payload = buf[start:end]
                     subjects = _many_subjects(buf, pos, payload, limit - 7 - len(size_tok))
                     if subjects is not None:
+                        if mixed_s:
+                            _hand_mixed(on_mixed, mixed_s, mixed_p)
+                            if self._dead:
+                                return pos
                         if payloads:
                             _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
                             run_subject = b""
@@ -447,13 +471,34 @@ class ProtocolConnection:
                             return pos
                         m = match(buf, pos)
                         continue
+                line = buf[pos:start]
+                if (
+                    on_mixed is not None
+                    and reply is None
+                    and subject != run_subject
+                    and not buf.startswith(line, end + 2)
+                ):
+                    # a single to its subject (the next op differs): batched
+                    if payloads:
+                        _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
+                        run_subject = b""
+                        if self._dead:
+                            return pos
+                    mixed_s.append(subject)
+                    mixed_p.append(buf[start:end])
+                    pos = end + 2
+                    m = match(buf, pos)
+                    continue
+                if mixed_s:
+                    _hand_mixed(on_mixed, mixed_s, mixed_p)
+                    if self._dead:
+                        return pos
                 if subject != run_subject:
                     if payloads:
                         _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
                         if self._dead:
                             return pos
                     run_subject = subject
-                line = buf[pos:start]
                 line_len = start - pos
                 while True:
                     replies.append(reply)
@@ -466,7 +511,9 @@ class ProtocolConnection:
                     if end + 2 > n or buf[end] != 13 or buf[end + 1] != 10:
                         break
             m = match(buf, pos)
-        if payloads and on_pub_run is not None:
+        if mixed_s:
+            _hand_mixed(on_mixed, mixed_s, mixed_p)
+        elif payloads and on_pub_run is not None:
             _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
         return pos
 

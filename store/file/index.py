@@ -43,7 +43,7 @@ from itertools import compress
 from store.api import Filters
 from store.errors import InvariantViolation
 from store.file.segment import Segment
-from store.subjects import compile_filters
+from store.subjects import compile_filters, literal_filters
 
 __all__ = ["StreamIndex"]
 
@@ -288,13 +288,21 @@ class StreamIndex:
     # ================================================================== queries
 
     def _matching_sids(self, filters: Filters) -> list[int] | None:
-        """Subject ids with live messages matching; ``None`` = everything."""
+        """Subject ids with live messages matching; ``None`` = everything.
+
+        Literal filters are looked up (cost in the filters, not the subjects);
+        wildcards match against every subject the stream has held.
+        """
+        if isinstance(filters, str) and filters in self._sid_of:  # one literal
+            sid = self._sid_of[filters]
+            return [sid] if self._scount[sid] else []
+        lits = literal_filters(filters)
+        if lits is not None:
+            got = {self._sid_of.get(f, -1) for f in lits}
+            return sorted(sid for sid in got if sid >= 0 and self._scount[sid])
         match = compile_filters(filters)
         if match is None:
             return None
-        if isinstance(filters, str) and filters in self._sid_of and match(filters):
-            sid = self._sid_of[filters]
-            return [sid] if self._scount[sid] else []
         return [sid for sid, s in enumerate(self._subjects) if self._scount[sid] > 0 and match(s)]
 
     def _iter_matching(self, msids: set[int], start: int) -> Iterator[int]:

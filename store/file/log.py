@@ -52,6 +52,7 @@ import os
 import shutil
 import zlib
 from array import array
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from store.api import DamagedRange, RecoveryReport, StoredMsg
@@ -69,8 +70,10 @@ from store.file.format import (
 from store.file.index import StreamIndex
 from store.file.readcache import ReadCache
 from store.file.recovery import add_gap, open_segment
-from store.file.segment import Segment, fsync_dir
+from store.file.segment import Segment, fsync_dir, read_file_crc
 from store.limits import Accounting, msg_size_raw
+from store.msgids import msg_id_of
+from store.ttl import msg_ttl_s
 
 __all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
 
@@ -79,6 +82,12 @@ log = logging.getLogger(__name__)
 RESTORE_DIR = "restore.tmp"
 RESTORE_MARKER = "RESTORE.ready"
 SEG_SUFFIX = ".tjs"
+CRC_THREADS = 2
+"""Threads computing sealed segments' CRCs at open."""
+
+
+def _whole_file_crc(path: Path) -> int:
+    return read_file_crc(path, path.stat().st_size)
 
 
 class StreamLog(StreamIndex):
@@ -144,14 +153,32 @@ class StreamLog(StreamIndex):
         report = RecoveryReport()
         names = sorted(p.name for p in self._dir.glob("seg-*" + SEG_SUFFIX))
         pend = []
-        for k, name in enumerate(names):
-            scan = open_segment(
-                self._dir,
-                name,
-                is_last=k == len(names) - 1,
-                intern=self._intern_b,
-                verify=self._verify,
-            )
+        # sealed segments are verified against their checkpoints' CRCs; the
+        # CRCs are computed ahead by a few threads (zlib releases the GIL), so
+        # reading and checking them overlaps the (GIL-bound) index loading
+        pool = None
+        crcs: dict[str, Future[int]] = {}
+        if self._verify and len(names) > 2:
+            pool = ThreadPoolExecutor(max_workers=CRC_THREADS, thread_name_prefix="seg-crc")
+            for name in names[:-1]:
+                path = self._dir / name
+                crcs[name] = pool.submit(_whole_file_crc, path)
+        try:
+            scans = [
+                open_segment(
+                    self._dir,
+                    name,
+                    is_last=k == len(names) - 1,
+                    intern=self._intern_b,
+                    verify=self._verify,
+                    file_crc=crcs[name].result if name in crcs else None,
+                )
+                for k, name in enumerate(names)
+            ]
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        for k, (name, scan) in enumerate(zip(names, scans, strict=True)):
             if scan is None:
                 base = int(name[4:24])
                 nxt = int(names[k + 1][4:24]) if k + 1 < len(names) else base
@@ -242,6 +269,13 @@ class StreamLog(StreamIndex):
         seg.add_entry(off, size, sid, True)
         seg.last_ts = ts
         seg.idx_dirty = True
+        if headers:
+            mid = msg_id_of(headers)
+            if mid and seg.mids is not None:
+                seg.mids.append((mid, seq, ts))
+            ttl = msg_ttl_s(headers)
+            if ttl and seg.ttls is not None:
+                seg.ttls.append((seq, ts, ttl))
         self._msgs += 1
         self._bytes += size
         self._last_seq = seq
@@ -316,6 +350,10 @@ class StreamLog(StreamIndex):
             self._cache.clear()
         if not old.damaged:
             old.checkpoint(self._subjects)
+            old.n_mids = len(old.mids) if old.mids is not None else None
+            old.mids = None  # kept by the checkpoint from now on
+            if not old.ttls_lost:
+                old.ttls = None
         old.close_fd()
         self._fd_last = None
         nb = self._last_seq + 1 if base is None else base

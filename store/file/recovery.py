@@ -27,6 +27,7 @@ import zlib
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ from store.file.format import (
 )
 from store.file.segment import Segment, load_checkpoint, read_file_crc
 from store.limits import Accounting, msg_size_raw
+from store.msgids import msg_id_of
+from store.ttl import msg_ttl_s
 
 __all__ = ["PendingDamage", "SegmentScan", "open_segment"]
 
@@ -103,6 +106,14 @@ def _apply_record(
         size = msg_size_raw(slen, hlen, plen, Accounting.FILE)
         seg.add_entry(loff, size, sid, kind == KIND_MSG)
         seg.last_ts = ts
+        if hlen and kind == KIND_MSG:
+            hdrs = bytes(buf[o + slen : o + slen + hlen])
+            mid = msg_id_of(hdrs)
+            if mid and seg.mids is not None:
+                seg.mids.append((mid, seq, ts))
+            ttl = msg_ttl_s(hdrs)
+            if ttl and seg.ttls is not None:
+                seg.ttls.append((seq, ts, ttl))
     elif kind == KIND_TOMB:
         o = pos + REC_HDR.size + slen + hlen
         seg.tombs.frombytes(bytes(buf[o : pos + total - 4]))
@@ -263,15 +274,26 @@ def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
     seg.ch_rlen.frombytes(ch[2])
     seg.ch_clen.frombytes(ch[3])
     seg.stats = {mapping[int(k)]: [int(x) for x in v] for k, v in ck["stats"].items()}
+    seg.mids = None  # on disk with the checkpoint (see ``Segment.disk_mids``)
+    got = ck.get("mids")
+    seg.n_mids = len(got) if isinstance(got, list) else None
+    seg.ttls = Segment.disk_ttls_of(ck)  # handed to the store's TTL index at open
+    seg.ttls_lost = seg.ttls is None
     seg.nlive = seg.live.count(1)
-    seg.lbytes = sum(v for v, alive in zip(seg.sizes, seg.live, strict=True) if alive)
     n = len(seg.offs)
     if not (len(seg.sizes) == len(seg.sids) == len(seg.live) == n):
         raise ValueError("checkpoint arrays disagree")
+    # C-level sums (a generator over zip cost ~0.12 s per million entries)
+    seg.lbytes = sum(seg.sizes) if seg.nlive == n else sum(compress(seg.sizes, seg.live))
 
 
 def _checkpoint_usable(
-    ck: dict[str, Any] | None, seg: Segment, size: int, is_last: bool, verify: bool
+    ck: dict[str, Any] | None,
+    seg: Segment,
+    size: int,
+    is_last: bool,
+    verify: bool,
+    file_crc: Callable[[], int] | None = None,
 ) -> bool:
     if ck is None:
         return False
@@ -282,6 +304,8 @@ def _checkpoint_usable(
         if ck_size > size or ((seg.compressed or not is_last) and ck_size != size):
             return False
         if verify or is_last:
+            if file_crc is not None and ck_size == size:
+                return file_crc() == int(ck["file_crc"])
             return read_file_crc(seg.path, ck_size) == int(ck["file_crc"])
         return True
     except (KeyError, TypeError, ValueError):
@@ -289,10 +313,18 @@ def _checkpoint_usable(
 
 
 def open_segment(
-    directory: Path, name: str, *, is_last: bool, intern: Intern, verify: bool
+    directory: Path,
+    name: str,
+    *,
+    is_last: bool,
+    intern: Intern,
+    verify: bool,
+    file_crc: Callable[[], int] | None = None,
 ) -> SegmentScan | None:
     """Open one segment: checkpoint if usable, scan the rest.
 
+    ``file_crc``, if given, returns the CRC of the whole file (computed ahead,
+    in parallel with the other segments' by the caller).
     Returns ``None`` if the segment header itself is unreadable.
     """
     path = directory / name
@@ -309,10 +341,12 @@ def open_segment(
     torn = 0
     used: dict[str, Any] | None = None
     scanned = False
-    if ck is not None and _checkpoint_usable(ck, seg, size, is_last, verify):
+    if ck is not None and _checkpoint_usable(ck, seg, size, is_last, verify, file_crc):
         try:
             _from_checkpoint(seg, ck, intern)
             used = ck
+            if is_last:  # the active segment keeps its ids in memory
+                seg.mids = seg.disk_mids_of(ck)
         except (KeyError, TypeError, ValueError):
             seg = Segment(directory, hdr.base_seq, hdr.prev_last_ts, hdr.floor)
             seg.compressed = bool(hdr.flags & FLAG_COMPRESSED)

@@ -125,6 +125,18 @@ class Segment:
         self.idx_dirty = True
         self.stats: SubjectStats | None = None
         self.gen = 0
+        #: ``(msg id, seq, ts)`` of the messages carrying ``Nats-Msg-Id``, in
+        #: append order (a sequence re-used after a truncate appears again,
+        #: later); ``None`` once sealed: then they live in the checkpoint.
+        self.mids: list[tuple[str, int, int]] | None = []
+        #: how many ``mids`` the checkpoint holds while they are not in memory
+        #: (``None``: unknown), so a segment without any is never read for them
+        self.n_mids: int | None = 0
+        #: ``(seq, ts, ttl seconds or NEVER)`` of the messages carrying a valid
+        #: ``Nats-TTL``, kept like ``mids``; ``ttls_lost``: the checkpoint it
+        #: was opened from predates them (read the messages instead).
+        self.ttls: list[tuple[int, int, int]] | None = []
+        self.ttls_lost = False
 
     # ------------------------------------------------------------------ basics
 
@@ -181,13 +193,7 @@ class Segment:
         self.wbuf += rec
         self.end += len(rec)
         if len(self.wbuf) >= WBUF_BYTES_MAX:
-            try:
-                self.flush()
-            except OSError:
-                # the record is taken (the caller indexes it); a full disk fails
-                # the next sync instead, which the owner retries (flush rewrites
-                # the whole buffer at the same offset)
-                pass
+            self.flush()
         return off
 
     def add_entry(self, off: int, size: int, sid: int, live: bool) -> None:
@@ -558,6 +564,8 @@ class Segment:
             "tombs": self.tombs.tobytes(),
             "stats": {k: v for k, v in stats.items()},
             "ch": [a.tobytes() for a in (self.ch_lstart, self.ch_foff, self.ch_rlen, self.ch_clen)],
+            "mids": self._mids_for_checkpoint(),
+            "ttls": self._ttls_for_checkpoint(),
         }
         body = cbor2.dumps(d)
         data = IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
@@ -566,6 +574,60 @@ class Segment:
             f.write(data)
         os.replace(tmp, self.idx_path)
         self.idx_dirty = False
+
+    def _mids_for_checkpoint(self) -> list[list[Any]] | None:
+        """The msg ids to write: those in memory, else the current
+        checkpoint's (a sealed segment), else ``None`` (unknown: a reader
+        scans the segment's messages instead)."""
+        if self.mids is not None:
+            return [[m.encode("utf-8", "surrogateescape"), q, t] for m, q, t in self.mids]
+        if self.n_mids == 0:
+            return []
+        ck = load_checkpoint(self.idx_path)
+        got = ck.get("mids") if ck is not None else None
+        return got if isinstance(got, list) else None
+
+    def _ttls_for_checkpoint(self) -> list[list[int]] | None:
+        if self.ttls is not None:
+            return [list(e) for e in self.ttls]
+        if self.ttls_lost:
+            return None
+        ck = load_checkpoint(self.idx_path)
+        got = ck.get("ttls") if ck is not None else None
+        return got if isinstance(got, list) else None
+
+    @staticmethod
+    def disk_ttls_of(ck: dict[str, Any] | None) -> list[tuple[int, int, int]] | None:
+        """The TTL facts a checkpoint holds (``None``: it holds none)."""
+        got = ck.get("ttls") if ck is not None else None
+        if not isinstance(got, list):
+            return None
+        try:
+            return [(int(q), int(t), int(ttl)) for q, t, ttl in got]
+        except (TypeError, ValueError):
+            return None
+
+    def disk_mids(self) -> list[tuple[str, int, int]] | None:
+        """The msg ids of this segment: in memory, else read from its
+        checkpoint; ``None`` when the checkpoint is missing or predates them."""
+        if self.mids is not None:
+            return self.mids
+        if self.n_mids == 0:
+            return []
+        return self.disk_mids_of(load_checkpoint(self.idx_path))
+
+    @staticmethod
+    def disk_mids_of(ck: dict[str, Any] | None) -> list[tuple[str, int, int]] | None:
+        """The msg ids a checkpoint holds (``None``: it holds none)."""
+        got = ck.get("mids") if ck is not None else None
+        if not isinstance(got, list):
+            return None
+        try:
+            return [
+                (bytes(m).decode("utf-8", "surrogateescape"), int(q), int(t)) for m, q, t in got
+            ]
+        except (TypeError, ValueError):
+            return None
 
     def drop_checkpoint(self) -> None:
         """Remove a checkpoint that no longer matches the file."""

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import compress, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -58,7 +60,7 @@ from store.file.format import (
     encode_record,
 )
 from store.file.log import RESTORE_DIR, RESTORE_MARKER, StreamLog
-from store.file.segment import fsync_dir
+from store.file.segment import fsync_dir, load_checkpoint
 from store.limits import (
     Accounting,
     StreamLimits,
@@ -69,6 +71,7 @@ from store.limits import (
     over_limits,
     over_subject_limit,
 )
+from store.msgids import msg_id_of
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all
 from store.ttl import NEVER, TtlIndex, msg_ttl_s
@@ -138,9 +141,29 @@ class FileStreamStore(StreamLog):
         self._ageing = None
         if not self._limits.msg_ttl:
             return
-        for m in self.iter_live():
-            if m.headers:
-                self._ttls.note(m.seq, m.headers, m.ts_ns, honour_ttl=True)
+        # each segment's TTL facts (kept beside its index, like its msg ids),
+        # not its messages; a segment whose checkpoint predates them is read
+        active = self._active if self._segs else None
+        for seg in list(self._segs):
+            if not seg.nlive:
+                continue
+            facts = seg.ttls
+            if facts is None and not seg.ttls_lost:
+                facts = seg.disk_ttls_of(load_checkpoint(seg.idx_path))
+            if facts is None:
+                j = seg.live.find(1)
+                while j >= 0:
+                    m = self._read(seg, j)
+                    if m.headers:
+                        self._ttls.note(m.seq, m.headers, m.ts_ns, honour_ttl=True)
+                    j = seg.live.find(1, j + 1)
+                continue
+            base, live, n = seg.base, seg.live, len(seg.live)
+            for seq, ts, ttl in facts:
+                if 0 <= seq - base < n and live[seq - base]:
+                    self._ttls.note_ttl(seq, ttl, ts, honour_ttl=True)
+            if seg is not active and seg.sealed and not seg.idx_dirty and not seg.ttls_lost:
+                seg.ttls = None  # on disk with its checkpoint
 
     def _live(self, seq: int) -> bool:
         loc = self._locate(seq)
@@ -486,6 +509,59 @@ class FileStreamStore(StreamLog):
             return self._read(*self._loc_or_fail(s))
         return None
 
+    def load_next_run(self, filters: Filters, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """See ``StreamStore.load_next_run``."""
+        self._check_open()
+        if not self._msgs or max_msgs <= 0:
+            return []
+        start = max(start_seq, self._first)
+        msids = self._matching_sids(filters)
+        if msids is None or len(msids) == self._nsubj:  # every subject held
+            return self.load_run(start, max_msgs)
+        cands = [sid for sid in msids if self._resolve_last(sid) >= start]
+        if not cands:
+            return []
+        start = max(start, min(self._resolve_first(sid) for sid in cands))
+        seqs = list(islice(self._iter_matching(set(cands), start), max_msgs))
+        return [self._read(*self._loc_or_fail(q)) for q in seqs]
+
+    def count_in_range(self, filters: Filters, lo: int, hi: int) -> int:
+        """See ``StreamStore.count_in_range``: per segment, a C-level count
+        over the slice of its subject ids (live ones only)."""
+        self._check_open()
+        lo, hi = max(lo, self._first), min(hi, self._last_seq)
+        if not self._msgs or lo > hi:
+            return 0
+        msids = self._matching_sids(filters)
+        if msids is not None and len(msids) == self._nsubj:
+            msids = None
+        if msids is not None and not msids:
+            return 0
+        wanted = None if msids is None else set(msids)
+        n = 0
+        k = max(0, bisect_right(self._bases, lo) - 1)
+        for seg in self._segs[k:]:
+            if seg.base > hi:
+                break
+            if not seg.nlive:
+                continue
+            a = max(lo - seg.base, 0)
+            b = min(hi - seg.base + 1, len(seg.sids))
+            if a >= b:
+                continue
+            if wanted is None:
+                n += seg.live.count(1, a, b)
+                continue
+            if a == 0 and b == len(seg.sids) and seg.nlive == len(seg.sids):
+                ids = seg.sids
+            else:
+                ids = array("I", compress(seg.sids[a:b], seg.live[a:b]))
+            if len(wanted) <= 4:
+                n += sum(ids.count(sid) for sid in wanted)
+            else:
+                n += sum(1 for sid in ids if sid in wanted)
+        return n
+
     def load_last(self, filters: Filters) -> StoredMsg:
         """See ``StreamStore.load_last``."""
         self._check_open()
@@ -538,6 +614,46 @@ class FileStreamStore(StreamLog):
             )
             for sid in msids
         }
+
+    def msg_ids_since(self, ts_floor_ns: int) -> list[tuple[str, int, int]]:
+        """See ``StreamStore.msg_ids_since``.
+
+        Segments newest first, until one ends before the floor: each gives its
+        ids from memory (the active one) or its checkpoint (sealed ones); a
+        segment whose checkpoint lacks them (written before they were kept, or
+        lost) has its live messages read instead.
+        """
+        self._check_open()
+        out: list[tuple[str, int, int]] = []
+        for seg in reversed(list(self._segs)):
+            if not seg.offs:
+                continue
+            if seg.last_ts < ts_floor_ns:
+                break
+            if not seg.nlive:
+                continue
+            got = seg.disk_mids()
+            if got is None:
+                got = []
+                j = seg.live.find(1)
+                while j >= 0:
+                    m = self._read(seg, j)
+                    if m.headers:
+                        mid = msg_id_of(m.headers)
+                        if mid:
+                            got.append((mid, m.seq, m.ts_ns))
+                    j = seg.live.find(1, j + 1)
+            found: dict[int, tuple[str, int, int]] = {}
+            for e in got:  # a sequence re-used after a truncate: the later entry
+                found[e[1]] = e
+            base, live, n = seg.base, seg.live, len(seg.live)
+            part = [
+                e
+                for q, e in sorted(found.items())
+                if e[2] >= ts_floor_ns and 0 <= q - base < n and live[q - base]
+            ]
+            out[:0] = part
+        return out
 
     def iter_live(self) -> Iterator[StoredMsg]:
         """Every live message in sequence order (verified as read)."""

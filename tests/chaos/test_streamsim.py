@@ -1,47 +1,54 @@
-"""CI run of a stream group's real state machine under the deterministic simulator.
-
-200 seeds of ``chaos.streamsim`` (crashes with torn journals, wiped stores, partitions,
-leader changes, compaction by state snapshots, catch-up from peers' stores): no Raft or
-stream safety violation (no acknowledged message lost, replicas equal at equal applied
-index, no sequence assigned twice).  Longer: ``python -m chaos.sim --workload stream
---seeds 2000 --jobs 2``.
-"""
+"""The replicated stream's real state machine under the deterministic simulator
+(``chaos.streamsim``): 200 seeds with crashes (torn journals), partitions, leader changes,
+compaction by state snapshot, lost stores and catch-up through the leader's store -- no
+acknowledged message lost, no sequence assigned twice, replicas equal at equal index."""
 
 from __future__ import annotations
 
 import pytest
 
-from chaos.sim import SimConfig, run_seeds
-from chaos.streamsim import StreamSimulation
+from chaos.sim import SimConfig, main, run_seed, run_seeds
+from cluster.replicated import ReplicatedStreamFSM
 
 SEEDS = 200
-CFG = SimConfig(workload="stream")
+STREAM = SimConfig(workload="stream")
 
 
-@pytest.mark.timeout(300)
-def test_200_seeds_of_a_stream_group_no_violations() -> None:
-    results = run_seeds(range(SEEDS), CFG, jobs=2)
+@pytest.mark.timeout(400)
+def test_200_seeds_no_violations() -> None:
+    results = run_seeds(range(SEEDS), STREAM, jobs=2)
     bad = [(r.seed, r.violations) for r in results if r.violations]
     for seed, v in bad:
-        print(
-            f"seed {seed}: {v[:3]} -- replay: python -m chaos.sim --workload stream --seed {seed}"
-        )
+        print(f"seed {seed}: {v[:3]} -- replay: {run_seed(seed, STREAM).replay(STREAM)}")
     assert not bad
-    assert sum(r.acked for r in results) > SEEDS * 30  # publishes were acknowledged
+    assert sum(r.acked for r in results) > SEEDS * 50  # publishes were acknowledged
     assert sum(r.crashes for r in results) > SEEDS  # faults happened
-    assert sum(r.snapshots for r in results) > SEEDS  # the journal was compacted
-    assert sum(r.catchups for r in results) > SEEDS // 10  # and holes were filled
+    # the paths under test were taken: snapshots installed over stores that lacked
+    # messages, holes filled through the catch-up protocol, stores lost and rebuilt
+    assert sum(r.counts["installs"] for r in results) > SEEDS // 4
+    assert sum(r.counts["catchups"] for r in results) > SEEDS // 4
+    assert sum(r.counts["store_losses"] for r in results) > 5
 
 
-def test_the_checks_catch_a_catch_up_that_drops_messages() -> None:
-    class Lossy(StreamSimulation):
-        lossy_catchup = True
+def test_checker_catches_applying_over_a_hole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calibration: with the apply gate removed (entries after a snapshot applied over a
+    store still missing its messages), replicas diverge and the checks say so."""
+    monkeypatch.setattr(ReplicatedStreamFSM, "can_apply", lambda self: True)
+    assert any(run_seed(s, STREAM).violations for s in range(30))
 
-    found = []
-    for seed in range(40):
-        sim = Lossy(seed, CFG)
-        r = sim.run()
-        if r.catchups and r.violations:
-            found.append(seed)
-            break
-    assert found, "a lossy catch-up went unnoticed"
+
+def test_replay_is_deterministic() -> None:
+    a, b = run_seed(17, STREAM), run_seed(17, STREAM)
+    assert (a.steps, a.acked, a.elections, a.crashes, a.counts) == (
+        b.steps,
+        b.acked,
+        b.elections,
+        b.crashes,
+        b.counts,
+    )
+    assert a.replay(STREAM) == "python -m chaos.sim --seed 17 --workload stream"
+
+
+def test_cli_runs_the_stream_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--workload", "stream", "--seeds", "2", "--start", "500"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "2 seeds, 0 violations"

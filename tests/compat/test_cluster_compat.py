@@ -313,3 +313,127 @@ def test_account_info_counts_every_api_request_once(pair: Pair) -> None:
     # includes an internal request), so totals may differ by one
     assert ref[1] == tj[1] == 1
     assert tj[0] == 5 and ref[0] in (5, 6)
+
+
+# ------------------------------------------------------------- consumers (reference §3, §4.1)
+
+
+def consumer(stream: str, name: str | None = None, **cfg: Any) -> Req:
+    """CONSUMER.CREATE (durable when ``name``, else ephemeral) with ``cfg``."""
+    config = {"ack_policy": "explicit", **cfg}
+    if name is not None:
+        config["durable_name"] = name
+        return Req(
+            f"$JS.API.CONSUMER.CREATE.{stream}.{name}",
+            json.dumps({"stream_name": stream, "config": config}),
+        )
+    return Req(
+        f"$JS.API.CONSUMER.CREATE.{stream}", json.dumps({"stream_name": stream, "config": config})
+    )
+
+
+def made(pair: Pair, req: Req) -> None:
+    """Both clusters answer ``req`` once, without an error (cluster views differ)."""
+    r, t = pair.ask(0, req)
+    assert len(r) == 1 and len(t) == 1, (req.subject, render(r), render(t))
+    assert "error" not in r[0].json() and "error" not in t[0].json(), (render(r), render(t))
+
+
+def _consumer_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """What must agree in a consumer create/info answer: keys in order, the
+    config (names of ephemerals and version metadata aside) and the cluster
+    block's shape (group-name prefix, replica count, keys in order)."""
+    if "error" in doc:
+        return doc
+    cfg = {k: v for k, v in doc["config"].items() if k not in ("name", "metadata")}
+    cl = dict(doc.get("cluster") or {})
+    view: dict[str, Any] = {"keys": list(doc), "config": cfg, "cluster_keys": list(cl)}
+    if "raft_group" in cl:
+        view["group"] = cl["raft_group"][:6]
+        view["replicas"] = len(cl["replicas"])
+        view["replica_keys"] = [sorted(set(r) - {"lag"}) for r in cl["replicas"]]
+    return view
+
+
+def test_consumer_replicas_and_storage(pair: Pair) -> None:
+    made(pair, create("CR3", num_replicas=3))
+    made(pair, create("CR3M", num_replicas=3, storage="memory"))
+    pair.one(0, create("CR1"))
+    cases = [
+        consumer("CR3", "D0"),
+        consumer("CR3", "D1", num_replicas=1),
+        consumer("CR3", "D2", num_replicas=2),
+        consumer("CR3", "D5", num_replicas=5),
+        consumer("CR3", "DM", mem_storage=True),
+        consumer("CR3", "DM1", mem_storage=True, num_replicas=1),
+        consumer("CR3"),
+        consumer("CR3", num_replicas=3),
+        consumer("CR3", num_replicas=3, mem_storage=True),
+        consumer("CR3M", "MD"),
+        consumer("CR3M", "MD1", num_replicas=1),
+        consumer("CR1", "X3", num_replicas=3),
+        consumer("CR1", "X0"),
+    ]
+    for req in cases:
+        r, t = pair.ask(1, req)
+        assert len(r) == 1 and len(t) == 1, (req.subject, render(r), render(t))
+        rv, tv = _consumer_view(r[0].json()), _consumer_view(t[0].json())
+        assert tv == rv, f"{req.subject} {req.body}"
+    for name in ("D0", "D1", "DM", "DM1"):  # INFO from another node: the same view
+        r, t = pair.ask(2, Req(f"$JS.API.CONSUMER.INFO.CR3.{name}"))
+        assert len(r) == 1 and len(t) == 1, (name, render(r), render(t))
+        assert _consumer_view(t[0].json()) == _consumer_view(r[0].json()), name
+
+
+def test_consumer_info_and_stepdown_errors(pair: Pair) -> None:
+    made(pair, create("CS", num_replicas=3))
+    pair.one(0, create("CS1"))
+    made(pair, consumer("CS", "D"))
+    made(pair, consumer("CS", "R1", num_replicas=1))
+    made(pair, consumer("CS1", "D"))
+    pair.one(1, Req("$JS.API.CONSUMER.INFO.CS.NOPE"))
+    pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.NOPE"))
+    pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.NOPE.D"))
+    for bad in ("{nope", "[1]", '{"x":1}', '{"placement":1}', '{"placement":{"tags":"a"}}'):
+        pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D", bad))
+        pair.one(1, Req("$JS.API.STREAM.LEADER.STEPDOWN.CS", bad))
+    body = json.dumps({"placement": {"preferred": "n9"}})
+    pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D", body))
+    pair.one(2, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.R1"))  # R1: success, nothing moves
+    pair.one(2, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS1.D"))
+    for side in (pair.ref, pair.tj):  # preferred = the current leader: each side's own
+        info = side.ask(0, Req("$JS.API.CONSUMER.INFO.CS.D"))[0].json()
+        leader = info["cluster"]["leader"]
+        body = json.dumps({"placement": {"preferred": leader}})
+        got = side.ask(0, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D", body))
+        assert len(got) == 1
+        assert got[0].json()["error"] == {
+            "code": 400,
+            "err_code": 10005,
+            "description": f'preferred server "{leader}" is already leader',
+        }, side.cluster.kind
+    r, _ = pair.one(0, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D"))
+    assert r["success"] is True
+
+
+def test_consumer_scale_down_to_r1(pair: Pair) -> None:
+    made(pair, create("SC", num_replicas=3))
+    made(pair, consumer("SC", "D"))
+    r, t = pair.ask(1, consumer("SC", "D", num_replicas=1))
+    assert len(r) == 1 and len(t) == 1
+    rd, td = r[0].json(), t[0].json()
+    print("reference update:", json.dumps(rd.get("cluster")))
+    print("trijet update:", json.dumps(td.get("cluster")))
+    assert td["config"]["num_replicas"] == rd["config"]["num_replicas"] == 1
+
+    def settled(side: Side) -> dict[str, Any]:
+        deadline = time.monotonic() + 20
+        while True:
+            doc = side.ask(1, Req("$JS.API.CONSUMER.INFO.SC.D"))[0].json()
+            if "desired" not in (doc.get("cluster") or {}) or time.monotonic() > deadline:
+                return doc
+            time.sleep(0.1)  # the reference reshapes the group in the background
+
+    rv, tv = _consumer_view(settled(pair.ref)), _consumer_view(settled(pair.tj))
+    assert tv == rv
+    assert rv["cluster_keys"] == ["name", "leader"]

@@ -431,3 +431,12 @@ def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:
     text = "authorization { users: [{user: a, password: b}] }\nno_auth_user: a\n"
     c = load(["-c", write(tmp_path, text)])
     assert c.auth.no_auth_user == "a"
+
+
+def test_raft_journal_bounds_are_a_trijet_extension(tmp_path: Path) -> None:
+    conf = "jetstream { store_dir: /tmp/x, raft_journal_entries_max: 500, raft_journal_bytes_max: 8MB }\n"
+    c = load(["-c", write(tmp_path, conf)])
+    assert c.jetstream.raft_journal_entries_max == 500
+    assert c.jetstream.raft_journal_bytes_max == 8 * 1024 * 1024
+    d = load(["-c", write(tmp_path, "jetstream { store_dir: /tmp/x }\n")])
+    assert d.jetstream.raft_journal_entries_max == 50_000

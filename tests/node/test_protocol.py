@@ -424,3 +424,67 @@ def test_many_subject_run_respects_the_control_line_limit() -> None:
         results.append(got)
     assert results[0] == results[1]
     assert type(results[1][-1]) is ProtocolViolation
+
+
+mixed_like = st.lists(
+    st.one_of(
+        st.builds(
+            lambda s, r, p: Pub(s, r, p),
+            st.sampled_from([b"rot.%d" % i for i in range(6)] + [b"$JS.ACK.S.C.1.2.3.4.0"]),
+            st.one_of(st.none(), st.none(), st.none(), st.just(b"_INBOX.9")),
+            st.sampled_from([b"x" * 16, b"y" * 16, b"+ACK", b"", b"z" * 40, b"PUB a 1\r\n"]),
+        ),
+        st.just(PING),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(mixed_like, st.lists(st.integers(1, 400), min_size=1, max_size=20), st.booleans())
+def test_mixed_subject_batches_preserve_every_message(
+    stream: list[object], cuts: list[int], with_pubs: bool
+) -> None:
+    """With ``on_mixed``, reply-less singles to changing subjects arrive as
+    lists beside runs, acks and other ops: every message once, in order."""
+    data = b"".join(serialize(e) for e in stream)  # type: ignore[arg-type]
+    conn = ProtocolConnection(Role.SERVER)
+    got: list[object] = []
+    sink = _Sink(got)
+
+    def on_mixed(subjects: list[bytes], payloads: list[bytes]) -> None:
+        assert subjects and len(subjects) == len(payloads)
+        got.extend(Pub(s, None, p) for s, p in zip(subjects, payloads, strict=True))
+
+    pos = 0
+    i = 0
+    while pos < len(data):
+        step = cuts[i % len(cuts)]
+        conn.feed(
+            data[pos : pos + step],
+            sink.one,
+            got.append,
+            sink.run,
+            sink.many if with_pubs else None,
+            on_mixed,
+        )
+        pos += step
+        i += 1
+    assert got == stream
+    assert not conn.dead
+
+
+def test_mixed_batch_is_one_call_and_halt_stops_after_it() -> None:
+    subjects = [b"rot.%d" % (i % 7) for i in range(40)]
+    data = b"".join(b"PUB %s 3\r\nabc\r\n" % s for s in subjects) + b"PUB x 1\r\ny\r\n"
+    conn = ProtocolConnection(Role.SERVER)
+    calls: list[tuple[str, object]] = []
+    conn.feed(
+        data,
+        lambda s, r, p: calls.append(("one", s)),
+        lambda e: calls.append(("ev", e)),
+        lambda s, rs, ps: calls.append(("run", s)),
+        None,
+        lambda subs, ps: (calls.append(("mixed", list(subs))), conn.halt()),
+    )
+    assert calls == [("mixed", [*subjects, b"x"])]

@@ -1,4 +1,4 @@
-"""A member whose state machine says ``may_lead = False`` (a replica with a hole) never
+"""A member whose state machine says ``can_lead() -> False`` (a replica with a hole) never
 campaigns: not on its election timeout, not when asked to take over (``timeout_now``)."""
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ IDS = ["a", "b", "c"]
 
 class HoledFSM(ToyStateMachine):
     may_lead = True
+
+    def can_lead(self) -> bool:
+        return self.may_lead
 
 
 async def test_a_member_that_may_not_lead_never_leads(mock_clock: trio.testing.MockClock) -> None:

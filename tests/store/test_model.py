@@ -9,6 +9,7 @@ observable is equal.
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,7 +24,8 @@ from store.limits import Accounting, Discard, StreamLimits
 from store.memory import MemoryStreamStore
 
 SUBJECTS = ["a.1", "a.2", "b.1", "b.x.y", "c"]
-FILTERS = [">", "a.*", "a.1", "b.>", "*.1", "c", "zz", "*.x.*"]
+FILTERS: list[str | tuple[str, ...]] = [">", "a.*", "a.1", "b.>", "*.1", "c", "zz", "*.x.*"]
+FILTERS += [("a.1", "c"), ("a.*", "c"), ("a.1", "a.2", "b.1", "b.x.y", "c"), ("zz", "a.2")]
 
 limits_st = st.builds(
     StreamLimits,
@@ -34,6 +36,7 @@ limits_st = st.builds(
     max_msg_size=st.sampled_from([-1, -1, 40]),
     discard=st.sampled_from([Discard.OLD, Discard.NEW]),
     discard_new_per_subject=st.booleans(),
+    msg_ttl=st.booleans(),
 )
 
 
@@ -80,7 +83,8 @@ class FileVsMemory(RuleBasedStateMachine):
     )
     def append(self, subj: str, hdr: bool, n: int, dt: int) -> None:
         self.now += dt
-        h = b"NATS/1.0\r\nK: v\r\n\r\n" if hdr else b""
+        ttl = ("", "Nats-TTL: 1\r\n", "Nats-TTL: never\r\n", "Nats-TTL: 40\r\n")[n % 4]
+        h = f"NATS/1.0\r\nK: v\r\n{ttl}Nats-Msg-Id: m{n % 7}\r\n\r\n".encode() if hdr else b""
         p = bytes([65 + n % 26]) * n
         self.both(lambda s: s.append(subj, h, p, self.now))
 
@@ -172,6 +176,33 @@ class FileVsMemory(RuleBasedStateMachine):
         start = self.model.state().last_seq - back
         self.both(lambda s: s.load_run(start, k))
 
+    @rule(filt=st.sampled_from(FILTERS), back=st.integers(-3, 60), k=st.integers(0, 40))
+    def load_next_run(self, filt: str | tuple[str, ...], back: int, k: int) -> None:
+        """A filtered batch read equals ``load_next`` in a loop, on both stores."""
+        start = self.model.state().last_seq - back
+        want = []
+        seq = start
+        while len(want) < k:
+            m = self.model.load_next(filt, seq)
+            if m is None:
+                break
+            want.append(m)
+            seq = m.seq + 1
+        got = self.both(lambda s: s.load_next_run(filt, start, k))
+        assert got == ("ok", want)
+
+    @rule(filt=st.sampled_from(FILTERS), back=st.integers(-3, 60), width=st.integers(-2, 60))
+    def count_in_range(self, filt: str | tuple[str, ...], back: int, width: int) -> None:
+        lo = self.model.state().last_seq - back
+        hi = lo + width
+        want = len(self.model.load_next_run(filt, lo, 10_000)) if hi >= lo else 0
+        want -= len(self.model.load_next_run(filt, hi + 1, 10_000)) if hi >= lo else 0
+        assert self.both(lambda s: s.count_in_range(filt, lo, hi)) == ("ok", want)
+
+    @rule(back_ns=st.integers(0, 200))
+    def msg_ids_since(self, back_ns: int) -> None:
+        self.both(lambda s: s.msg_ids_since(self.now - back_ns))
+
     @invariant()
     def same_state(self) -> None:
         if self.file is None:
@@ -200,7 +231,7 @@ class FileVsMemory(RuleBasedStateMachine):
 
 
 FileVsMemory.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=int(os.environ.get("STORE_MODEL_EXAMPLES", "60")),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -129,6 +129,7 @@ def node_config(
     unique_tag: str | None = None,
     sync_always: bool = False,
     extra_conf: str = "",
+    jetstream_conf: str = "",
 ) -> str:
     """The nats-server-format conf text of one node.
 
@@ -142,6 +143,7 @@ def node_config(
         unique_tag: ``jetstream.unique_tag``.
         sync_always: ``jetstream.sync_interval: always``.
         extra_conf: appended verbatim.
+        jetstream_conf: lines added inside the ``jetstream`` block verbatim.
     """
     client, cluster, http = ports
     js = [f"  store_dir: {json.dumps(str(store_dir))}"]
@@ -151,6 +153,8 @@ def node_config(
         js.append(f"  unique_tag: {json.dumps(unique_tag)}")
     if sync_always:
         js.append("  sync_interval: always")
+    if jetstream_conf:
+        js.append(jetstream_conf)
     routes = ", ".join(f"nats-route://{HOST}:{p}" for p in route_ports)
     lines = [
         f"server_name: {name}",
@@ -360,6 +364,7 @@ def plan_cluster(
     unique_tag: str | None = None,
     sync_always: bool = False,
     extra_conf: str = "",
+    jetstream_conf: str = "",
 ) -> list[NodeSpec]:
     """The node specs (conf texts included) for ``n`` nodes on ``3n`` given ports."""
     route_ports = list(ports[n : 2 * n])
@@ -379,6 +384,7 @@ def plan_cluster(
             unique_tag=unique_tag,
             sync_always=sync_always,
             extra_conf=extra_conf,
+            jetstream_conf=jetstream_conf,
         )
         specs.append(NodeSpec(name, *trio_ports, wd, store, conf))
     return specs
@@ -394,6 +400,7 @@ def start_cluster(
     sync_always: bool = False,
     workdir: Path | str | None = None,
     extra_conf: str = "",
+    jetstream_conf: str = "",
     ready: Ready | None = None,
     form_timeout: float = FORM_TIMEOUT_S,
 ) -> Cluster:
@@ -409,6 +416,7 @@ def start_cluster(
         workdir: parent of the nodes' directories (``<workdir>/n1`` holds conf,
             log, ports file and ``store``); a new temp dir if None.
         extra_conf: appended to every node's conf.
+        jetstream_conf: added inside every node's ``jetstream`` block.
         ready: the "formed" predicate; ``DEFAULT_READY[kind]`` if None.
         form_timeout: bound on waiting for ``ready``.
 
@@ -433,6 +441,7 @@ def start_cluster(
             unique_tag=unique_tag,
             sync_always=sync_always,
             extra_conf=extra_conf,
+            jetstream_conf=jetstream_conf,
         )
         c = Cluster(kind, specs, ready or DEFAULT_READY[kind], [None] * n)
         for s in held:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,85 @@ def error_message(observed: Any) -> str:
     err = error_of(observed)
     assert err is not None, f"expected an error, got {observed!r}"
     return str(err["message"])
+
+
+class InteractiveScenario:
+    """A scenario that stops half-way for the test (``tests/js/cluster.mjs``).
+
+    The script prints ``{"ready": {...}}`` and waits for a line ``go`` on its
+    stdin; in between, the test does what it must (kill a server, ...).  Use
+    as a context manager: the process is killed on exit if still running.
+
+    Args:
+        script: file name inside ``tests/js``.
+        url: the server's client URL.
+        scenario: the scenario's name in that script.
+        timeout: bound on each phase in seconds.
+    """
+
+    def __init__(
+        self, script: str, url: str, scenario: str, *, timeout: float = SCENARIO_TIMEOUT_S
+    ) -> None:
+        node = node_binary()
+        if node is None:
+            raise NodeScenarioError("node is not installed")
+        self.name = f"{script} {scenario}"
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            [node, str(JS_PROJECT / script), url, scenario],
+            cwd=str(JS_PROJECT),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def ready(self) -> dict[str, Any]:
+        """Wait (bounded) for the ready line; returns what it carries."""
+        assert self.proc.stdout is not None
+        holder: list[bytes] = []
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            holder.append(self.proc.stdout.readline())
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(self.timeout)
+        line = holder[0] if holder else b""
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise NodeScenarioError(
+                f"{self.name}: no ready line: {line!r}\n{err.decode(errors='replace')}"
+            ) from None
+        if not isinstance(doc, dict) or "ready" not in doc:
+            raise NodeScenarioError(f"{self.name}: not a ready line: {line!r}")
+        return dict(doc["ready"])
+
+    def go(self) -> dict[str, Any]:
+        """Let the scenario finish; returns its observations."""
+        try:
+            out, err = self.proc.communicate(b"go\n", timeout=self.timeout)
+        except subprocess.TimeoutExpired as exc:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise NodeScenarioError(f"{self.name}: no result in {self.timeout}s\n{err!r}") from exc
+        text = out.decode(errors="replace")
+        if self.proc.returncode != 0:
+            raise NodeScenarioError(f"{self.name}: exit {self.proc.returncode}\n{err!r}{text}")
+        lines = [x for x in text.splitlines() if x.strip()]
+        try:
+            result = json.loads(lines[-1])
+        except (IndexError, json.JSONDecodeError) as exc:
+            raise NodeScenarioError(f"{self.name}: no JSON result\n{text}\n{err!r}") from exc
+        return dict(result)
+
+    def __enter__(self) -> InteractiveScenario:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
