@@ -136,6 +136,10 @@ class ReplicatedStreamFSM:
         #: called before a snapshot is taken (the group syncs the store)
         self.before_snapshot: Callable[[], None] | None = None
         self.installs = 0
+        #: the store failed under an apply (see ``apply_at``)
+        self.damaged = False
+        #: called (synchronously) when the store fails under an apply
+        self.on_damaged: Callable[[], None] | None = None
 
     # -- gates read by raft.core every cycle
 
@@ -144,13 +148,13 @@ class ReplicatedStreamFSM:
         return self.target is None
 
     def can_lead(self) -> bool:
-        """A replica with a hole never leads."""
-        return self.target is None
+        """A replica with a hole (or a damaged store) never leads."""
+        return self.target is None and not self.damaged
 
     @property
     def current(self) -> bool:
         """The store holds everything this replica has applied or installed."""
-        return self.target is None
+        return self.target is None and not self.damaged
 
     def apply_at(self, entry: bytes, index: int) -> object:
         if index > self.last_index:
@@ -160,7 +164,20 @@ class ReplicatedStreamFSM:
             return self.consumers.apply(op)  # type: ignore[arg-type]
         if index <= self.skip_through:
             return None  # already in the store (re-applied from the journal at start)
-        outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
+        try:
+            outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
+        except OSError as exc:
+            # the store failed under an apply (a full disk while a segment rolls):
+            # it no longer holds the state of an index.  The replica stops
+            # leading, serving reads and catch-up, marking and snapshotting, so
+            # nothing trusts it; a restart rebuilds it from its mark, the journal
+            # and its peers
+            if not self.damaged:
+                log.error("event=stream_store_failed index=%d error=%r", index, exc)
+                self.damaged = True
+                if self.on_damaged is not None:
+                    self.on_damaged()
+            raise
         self.applied = index
         return outcome
 
@@ -180,6 +197,8 @@ class ReplicatedStreamFSM:
         """
         if self.target is not None:
             return self._target_doc  # nothing applied since it was installed
+        if self.damaged:
+            raise InvariantViolation("no snapshot of a damaged store")
         if self.last_index < self.skip_through:
             raise InvariantViolation(
                 f"snapshot while replaying ({self.last_index} < {self.skip_through})"
@@ -426,6 +445,8 @@ class ReplicatedGroup:
         self.links = links
         self._hole = trio.Event()
         self.rfsm.on_hole = self._hole.set
+        self.rfsm.on_damaged = self._on_damaged
+        self._nursery: trio.Nursery | None = None
         self._replies_send, self._replies = trio.open_memory_channel[bytes](4)
         self._serve_send, self._serve = trio.open_memory_channel[tuple[str, bytes]](8)
         self._req_id = 0
@@ -476,6 +497,7 @@ class ReplicatedGroup:
         self.links.register(ch, self._on_catchup_frame)
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 await nursery.start(self.raft.run)
                 nursery.start_soon(self._watch_leadership)
                 nursery.start_soon(self._mark_loop)
@@ -484,6 +506,11 @@ class ReplicatedGroup:
                 task_status.started()
         finally:
             self.links.unregister(ch)
+
+    def _on_damaged(self) -> None:
+        """The store failed under an apply: a leader hands the lead over."""
+        if self._nursery is not None and self.is_leader:
+            self._nursery.start_soon(self.step_down)
 
     # -- catch-up (cluster.catchup) ------------------------------------------------
 

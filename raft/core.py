@@ -79,6 +79,7 @@ from raft.syncobj import (
     CMD_MEMBERSHIP,
     CMD_REGULAR,
     PATCHES,
+    STATE_FOLLOWER,
     STATE_LEADER,
     TrijetSyncObj,
 )
@@ -673,6 +674,20 @@ class RaftCore:
 
     def force_log_compaction(self) -> None:
         self.obj.forceLogCompaction()
+
+    def step_down_now(self) -> LeaderState | None:
+        """Stop leading at once, as pysyncobj's own leader fallback does (its
+        journal cannot be written); the new state, or None if not leading."""
+        obj = self.obj
+        if obj._SyncObj__raftState != STATE_LEADER:
+            return None
+        with clock.bound(self.now, self.rng):
+            obj._SyncObj__setState(STATE_FOLLOWER)
+            obj._SyncObj__raftLeader = None
+            obj._SyncObj__raftElectionDeadline = self.now() + self.config.election_timeout_s_max
+        state = self.leader_state()
+        self._last_leader = state
+        return state
 
     def fail_all(self, error: RaftError) -> None:
         """Fail every queued proposal (group closing)."""

@@ -128,6 +128,12 @@ class RaftDriver:
                 self.write_failing = True
                 if failed_at is None:
                     failed_at = trio.current_time()
+                    # a leader that cannot write stops leading at once and says so:
+                    # its node releases the stream's capture, so publishes go to
+                    # the leader the others elect instead of waiting here
+                    state = self.core.step_down_now()
+                    if state is not None and self.on_leadership is not None:
+                        self.on_leadership(state)
                     log.error(
                         "event=journal_write_failed group=%s error=%r retry=until_written",
                         self.core.group_id,

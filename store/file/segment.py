@@ -193,7 +193,13 @@ class Segment:
         self.wbuf += rec
         self.end += len(rec)
         if len(self.wbuf) >= WBUF_BYTES_MAX:
-            self.flush()
+            try:
+                self.flush()
+            except OSError:
+                # the record is taken (the caller indexes it next): a full disk
+                # fails the owner's next sync instead, which is retried (a flush
+                # writes the whole buffer again at the same offset)
+                pass
         return off
 
     def add_entry(self, off: int, size: int, sid: int, live: bool) -> None:

@@ -101,3 +101,31 @@ async def test_member_with_a_full_disk_acknowledges_nothing_and_resumes(
         assert values[0] == values[1] == values[2]
         assert values[0] == [b"v%d" % i for i in range(40)]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_leader_whose_disk_is_full_steps_down_at_once(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Its node then stops answering as the leader (capture, reads) while the others elect."""
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, ["a", "b", "c"])
+        for m in c.members.values():
+            m.disk = FullDisk()
+        await c.start()
+        with trio.fail_after(30):
+            leader = await c.wait_leader()
+            await leader.g.propose(b"0")
+            disk = leader.disk
+            assert isinstance(disk, FullDisk)
+            heard = leader.g.subscribe_leadership()
+            assert (await heard.receive()).is_leader
+            disk.full = True
+            with trio.move_on_after(1.0):
+                await leader.g.propose(b"1")  # its own write fails: not acknowledged here
+            assert not leader.g.is_leader  # it stepped down and said so
+            assert not (await heard.receive()).is_leader
+            other = await c.wait_leader(exclude={leader.node_id})
+            await other.g.propose(b"2")  # the others go on
+            disk.full = False
+            await c.wait_applied(2)
+        nursery.cancel_scope.cancel()
