@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from trijet_cli.main import VERBS
 
-    if cmd in VERBS:
+    if cmd in VERBS or cmd.startswith("-"):  # natscli's connection flags may come first
         from trijet_cli.main import main as client_main
 
         return client_main(args)
