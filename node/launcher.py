@@ -92,6 +92,9 @@ def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
                     [sys.executable, "-m", "node", "-c", str(conf), *extra_args],
                     stdout=log,
                     stderr=log,
+                    # the nodes must not inherit the launcher's blocked SIGINT/SIGTERM
+                    # (blocked for sigwait): they would ignore the SIGTERM that stops them
+                    preexec_fn=_unblock_signals,
                 )
             )
         for p in plans:
@@ -109,6 +112,10 @@ def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
     return 0
+
+
+def _unblock_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def block_signals() -> None:

@@ -1,0 +1,42 @@
+"""``trijet cluster``: Ctrl-C stops every node gracefully (not by SIGKILL after a wait)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = "import sys; from node.cli import main; sys.exit(main(sys.argv[1:]))"
+STOP_S_MAX = 20.0  # bounded wait for the launcher (it waits up to 10 s per node itself)
+
+
+def test_ctrl_c_stops_every_node_gracefully(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "cluster", "--nodes", "3", "--dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env=env,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # the launcher prints its nodes, then this line
+            lines.append(line)
+            if line.startswith("Ctrl-C stops the cluster."):
+                break
+        assert len(lines) == 4, lines
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=STOP_S_MAX)
+        for n in ("n1", "n2", "n3"):
+            log = (tmp_path / f"{n}.log").read_text()
+            assert "Server Exiting" in log, (n, log[-500:])  # SIGTERM honoured, not SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
