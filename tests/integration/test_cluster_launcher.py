@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = "import sys; from node.cli import main; sys.exit(main(sys.argv[1:]))"
+READY_S_MAX = 30.0
 STOP_S_MAX = 20.0  # bounded wait for the launcher (it waits up to 10 s per node itself)
 
 
@@ -31,6 +34,16 @@ def test_ctrl_c_stops_every_node_gracefully(tmp_path: Path) -> None:
             if line.startswith("Ctrl-C stops the cluster."):
                 break
         assert len(lines) == 4, lines
+        for line in lines[:3]:  # every node serving before the Ctrl-C
+            port = int(line.split(",")[0].rsplit(":", 1)[1])
+            deadline = time.monotonic() + READY_S_MAX
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, line
+                    time.sleep(0.05)  # bounded poll: a port has no event to wait on
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=STOP_S_MAX)
         for n in ("n1", "n2", "n3"):
