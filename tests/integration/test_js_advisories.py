@@ -282,21 +282,45 @@ def test_stream_delete_announces_its_consumers_first(kind: Any, tmp_path: Path) 
     server = start_server(kind, ["-js", "-sd", str(tmp_path / "store")], workdir=tmp_path / "srv")
 
     async def main(nc: Any) -> None:
+        # one subscription, flowing before the scenario (nats-server may drop the
+        # first advisories while a new subscription's interest reaches it)
         advs = Advisories()
-        await nc.subscribe("$JS.EVENT.ADVISORY.*.DELETED.>", cb=advs.cb)
-        await nc.flush()
+        await nc.subscribe("$JS.EVENT.ADVISORY.>", cb=advs.cb)
+        await advs.until_flowing(nc)
         js = nc.jetstream(timeout=WAIT_S)
         await js.add_stream(name="SD", subjects=["sd"])
         await js.add_consumer("SD", durable_name="D1")
         await js.add_consumer("SD", durable_name="D2")
         await js.delete_stream("SD")
-        got = await advs.take(3)
-        assert [s for s, _, _ in got] == [
+
+        def deleted() -> list[tuple[str, dict[str, Any], str]]:
+            return [a for a in advs.got[advs.base :] if ".DELETED." in a[0]]
+
+        stream_deleted = "$JS.EVENT.ADVISORY.STREAM.DELETED.SD"
+
+        def done() -> bool:
+            subjects = [a[0] for a in deleted()]
+            # nats-server 2.15.1 was seen (once in ~10 runs) not to deliver its consumers'
+            # advisories within the wait; trijet must send all three, consumers first
+            return len(subjects) >= 3 or (kind == "reference" and stream_deleted in subjects)
+
+        async with advs._cond:
+            await asyncio.wait_for(advs._cond.wait_for(done), WAIT_S)
+        order = [a[0] for a in deleted()]
+        assert order[-1] == stream_deleted, order  # the consumers' come first
+        got = sorted(deleted(), key=lambda a: a[0])
+        want = [
             "$JS.EVENT.ADVISORY.CONSUMER.DELETED.SD.D1",
             "$JS.EVENT.ADVISORY.CONSUMER.DELETED.SD.D2",
-            "$JS.EVENT.ADVISORY.STREAM.DELETED.SD",
+            stream_deleted,
         ]
-        for _, doc, _ in got[:2]:
+        if kind == "reference":
+            assert set(a[0] for a in got) <= set(want), got
+        else:
+            assert [s for s, _, _ in got] == want
+        for subject, doc, _ in got:
+            if ".CONSUMER." not in subject:
+                continue
             assert list(doc) == ["type", "id", "timestamp", "stream", "consumer", "action"]
             assert doc["action"] == "delete"
 
