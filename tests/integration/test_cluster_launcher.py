@@ -25,6 +25,7 @@ def test_ctrl_c_stops_every_node_gracefully(tmp_path: Path) -> None:
         cwd=REPO,
         env=env,
         text=True,
+        start_new_session=True,  # its own process group: nothing outlives the test
     )
     try:
         assert proc.stdout is not None
@@ -50,6 +51,8 @@ def test_ctrl_c_stops_every_node_gracefully(tmp_path: Path) -> None:
             log = (tmp_path / f"{n}.log").read_text()
             assert "Server Exiting" in log, (n, log[-500:])  # SIGTERM honoured, not SIGKILL
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        try:  # the launcher and any node it left behind
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
