@@ -188,6 +188,8 @@ class StreamAssigned:
     assignment: StreamAssignment
     reply: str
     created: bool
+    #: the request's subject, body and client (``origin_doc``), for the answer's audit
+    origin: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +199,7 @@ class StreamUpdated:
     assignment: StreamAssignment
     old: Mapping[str, Any]
     reply: str
+    origin: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +249,7 @@ def add_stream_entry(
     online: Iterable[str],
     unique_tag: str,
     reply: str,
+    origin: Mapping[str, Any] | None = None,
 ) -> bytes:
     """Create a stream: placement happens in apply.
 
@@ -257,24 +261,30 @@ def add_stream_entry(
         online: servers the proposer sees as up (others are excluded).
         unique_tag: the proposer's ``unique_tag`` setting ("" for none).
         reply: the client's reply subject (answered by the stream's host).
+        origin: the request (``origin_doc``), which the host's answer audits.
     """
-    return _dump(
-        MetaOp.ADD_STREAM,
-        {
-            "config": dict(config),
-            "group": group,
-            "created": created_ns,
-            "seed": seed,
-            "online": sorted(online),
-            "unique_tag": unique_tag,
-            "reply": reply,
-        },
-    )
+    body = {
+        "config": dict(config),
+        "group": group,
+        "created": created_ns,
+        "seed": seed,
+        "online": sorted(online),
+        "unique_tag": unique_tag,
+        "reply": reply,
+    }
+    if origin:
+        body["origin"] = dict(origin)
+    return _dump(MetaOp.ADD_STREAM, body)
 
 
-def update_stream_entry(config: Mapping[str, Any], *, reply: str) -> bytes:
+def update_stream_entry(
+    config: Mapping[str, Any], *, reply: str, origin: Mapping[str, Any] | None = None
+) -> bytes:
     """Replace a stream's config (validated by the proposer against the state)."""
-    return _dump(MetaOp.UPDATE_STREAM, {"config": dict(config), "reply": reply})
+    body: dict[str, Any] = {"config": dict(config), "reply": reply}
+    if origin:
+        body["origin"] = dict(origin)
+    return _dump(MetaOp.UPDATE_STREAM, body)
 
 
 def delete_stream_entry(name: str, *, reply: str) -> bytes:
@@ -362,6 +372,24 @@ def _map(d: Mapping[str, Any], k: str) -> dict[str, Any]:
     return v
 
 
+def origin_doc(subject: str, request: bytes, client: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a host needs to audit its answer to a request it did not receive
+    (nats-server's assignments carry the client, subject and request too)."""
+    doc: dict[str, Any] = {"subject": subject, "request": request.decode(errors="replace")}
+    if client is not None:
+        doc["client"] = dict(client)
+    return doc
+
+
+def _origin(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    v = d.get("origin")
+    if v is None:
+        return {}
+    if not isinstance(v, dict) or not isinstance(v.get("subject"), str):
+        raise EntryError("origin: not a request")
+    return v
+
+
 def decode_entry(raw: bytes) -> tuple[MetaOp, dict[str, Any]]:
     """``(op, body)`` of an entry.
 
@@ -395,11 +423,15 @@ class MetaMachine:
         peers: servers known to placement, by name.
         streams: stream assignments, by name.
         listener: receives effects as entries apply (None: none emitted).
+        solo: a standalone server's name: the machine of a cluster of one,
+            which places every stream on that server without consulting
+            ``placement`` (nats-server ignores it without a cluster).
     """
 
     peers: dict[str, PeerRecord] = field(default_factory=dict)
     streams: dict[str, StreamAssignment] = field(default_factory=dict)
     listener: Callable[[Effect], None] | None = None
+    solo: str | None = None
 
     # -- queries ----------------------------------------------------------
 
@@ -448,18 +480,19 @@ class MetaMachine:
         name = _s(config, "name")
         reply = _s(d, "reply")
         group, created_ns = _s(d, "group"), _i(d, "created")
+        origin = _origin(d)
         existing = self.streams.get(name)
         if existing is not None:
             if dict(existing.config) != config:
                 return NAME_IN_USE
-            self._emit(StreamAssigned(existing, reply, created=False))
+            self._emit(StreamAssigned(existing, reply, created=False, origin=origin))
             return Assigned(existing, created=False)
         chosen = self._place(config, d)
         if isinstance(chosen, NoPlacement):
             return MetaError(400, 10005, chosen.description)
         sa = StreamAssignment(name, config, group, chosen, created_ns)
         self.streams[name] = sa
-        self._emit(StreamAssigned(sa, reply, created=True))
+        self._emit(StreamAssigned(sa, reply, created=True, origin=origin))
         return Assigned(sa, created=True)
 
     def _place(
@@ -469,6 +502,8 @@ class MetaMachine:
         keep: Sequence[str] = (),
         exclude: str | None = None,
     ) -> tuple[str, ...] | NoPlacement:
+        if self.solo is not None:
+            return (self.solo,)
         online = set(_strs(d, "online"))
         load = self.load()
         specs = [
@@ -524,6 +559,7 @@ class MetaMachine:
         config = _map(d, "config")
         name = _s(config, "name")
         reply = _s(d, "reply")  # every field checked before the state changes
+        origin = _origin(d)
         old = self.streams.get(name)
         if old is None:
             return STREAM_NOT_FOUND
@@ -533,7 +569,7 @@ class MetaMachine:
             return REPLICAS_NOT_UPDATABLE
         sa = StreamAssignment(name, config, old.group, old.peers, old.created_ns)
         self.streams[name] = sa
-        self._emit(StreamUpdated(sa, old.config, reply))
+        self._emit(StreamUpdated(sa, old.config, reply, origin))
         return Assigned(sa, created=False)
 
     def _delete_stream(self, d: Mapping[str, Any]) -> Removed | MetaError:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from node.jetstream.common import dumps
@@ -160,13 +161,26 @@ class Advisories:
         """
         if not self.interested(API_AUDIT_SUBJECT):
             return
+        client = None if req.client is None else client_info(self.svc.server, req.client)
+        self._audit("$JS.API." + ".".join(req.op), req.body, client, response)
+
+    def origin_audit(self, origin: Mapping[str, Any], response: str | bytes) -> None:
+        """The same for a request answered by a meta effect: its ``origin``
+        (``cluster.meta.origin_doc``) came with the meta entry."""
+        if not self.interested(API_AUDIT_SUBJECT):
+            return
+        request = str(origin.get("request") or "").encode()
+        client = origin.get("client")
+        self._audit(str(origin.get("subject")), request, client, response)
+
+    def _audit(self, subject: str, request: bytes, client: Any, response: str | bytes) -> None:
         svc = self.svc
         body = self._head(API_AUDIT_TYPE)
         body["server"] = svc.server.server_name
-        body["client"] = None if req.client is None else client_info(svc.server, req.client)
-        body["subject"] = "$JS.API." + ".".join(req.op)
-        if req.body:
-            body["request"] = req.body.decode(errors="replace")
+        body["client"] = client
+        body["subject"] = subject
+        if request:
+            body["request"] = request.decode(errors="replace")
         body["response"] = (
             response.decode(errors="replace") if isinstance(response, bytes) else response
         )

@@ -21,14 +21,21 @@ stepping-down leader lacks quorum and its group is older than 5 s; a
 graceful stepdown (the followers were heard moments ago) sends nothing.
 Only the server concerned publishes, so each advisory goes out once
 cluster-wide.
+
+A server that becomes the meta leader announces
+``$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED`` in the system account, as the
+reference does: ``leader`` is its peer id, ``replicas`` every member of
+``_meta_`` (itself included), then the cluster's name and the domain.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cluster.naming import peer_id
+from node.jetstream.common import dumps
 from node.jetstream.replicated_consumers import consumer_replicas
 
 if TYPE_CHECKING:
@@ -39,6 +46,8 @@ if TYPE_CHECKING:
 STREAM_QUORUM_LOST_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST."
 CONSUMER_LEADER_ELECTED_SUBJECT = "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED."
 CONSUMER_QUORUM_LOST_SUBJECT = "$JS.EVENT.ADVISORY.CONSUMER.QUORUM_LOST."
+DOMAIN_LEADER_ELECTED_SUBJECT = b"$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED"
+DOMAIN_LEADER_ELECTED_TYPE = "io.nats.jetstream.advisory.v1.domain_leader_elected"
 #: a group younger than this sends no quorum-lost advisory (as the reference)
 QUORUM_LOST_GROUP_AGE_S = 5.0
 
@@ -114,3 +123,20 @@ def quorum_lost(svc: JetStreamService, stream: Stream) -> None:
             "consumer_quorum_lost",
             {"stream": name, "consumer": c.name, "replicas": mine + others},
         )
+
+
+def domain_leader_elected(svc: JetStreamService, publish: Callable[[bytes, bytes], None]) -> None:
+    """``DOMAIN.LEADER_ELECTED`` from the new meta leader (this server), through
+    ``publish(subject, payload)`` in the system account."""
+    meta = svc.meta
+    assert meta is not None
+    info = meta.cluster_info()
+    me = svc.server.server_name
+    head = {"name": me, "current": True, "active": 0, "peer": peer_id(me)}
+    body = svc.advisories._head(DOMAIN_LEADER_ELECTED_TYPE)
+    body["leader"] = peer_id(me)
+    body["replicas"] = [head, *info["replicas"]]
+    body["cluster"] = meta.cluster_name
+    if svc.domain:
+        body["domain"] = svc.domain
+    publish(DOMAIN_LEADER_ELECTED_SUBJECT, dumps(body).encode())

@@ -1,20 +1,20 @@
-"""Cluster-wide stream requests, handled on the meta leader.
+"""Stream create, update and delete through the meta state machine.
 
-Theory of operation: in a cluster only the meta leader handles STREAM.CREATE,
-UPDATE, DELETE, NAMES and LIST (``node.jetstream.meta.MetaLayer.answers``).
-It checks a request against the cluster's configs (the meta state), in the
-same order and with the same errors as a single server, then proposes the
-change to the meta group with the client's reply subject; the server that
-hosts the stream answers creates and updates once the change is real on it
-(``node.jetstream.meta_effects``), and the proposer answers deletes.  A
-refusal decided in apply (placement, a racing create with another config)
-is answered by the proposer.  Replicated streams (R>1) are not run yet and
-are refused with 10074, but a create the cluster could not place anyway is
-refused as the reference refuses it, 10005 with the placement reason (a dry
-run of placement over the meta state; whether placement fails does not
-depend on its random tie-breaks).  A proposal that cannot be committed (no
-quorum, leadership lost) gets no answer, as nats-server leaves it: the client
-times out and retries.
+Theory of operation: STREAM.CREATE, UPDATE and DELETE go through the meta
+layer on every server — the ``_meta_`` Raft group in a cluster
+(``node.jetstream.meta.MetaLayer``), a group of one on a standalone server
+(``node.jetstream.solo_meta.SoloMeta``), ``svc.assignments`` either way.  In a
+cluster only the meta leader handles them (``MetaLayer.answers``).  A request
+is checked against the meta state's configs, in the same order and with the
+same errors as nats-server, then proposed as a meta entry with the client's
+reply subject; the server that hosts the stream answers creates and updates
+once the change is real on it (``node.jetstream.meta_effects``), and the
+proposer answers deletes.  A refusal decided in apply (placement, a racing
+create with another config) is answered by the proposer.  A create the
+cluster could not place is refused as the reference refuses it, 10005 with
+the placement reason.  A proposal that cannot be committed (no quorum,
+leadership lost) gets no answer, as nats-server leaves it: the client times
+out and retries.
 
 LIST needs the state of streams hosted elsewhere: the meta leader asks each
 host on ``$JSC.SI.<stream>`` (answered by the host from its store) and
@@ -33,6 +33,7 @@ from cluster.meta import (
     MetaError,
     add_stream_entry,
     delete_stream_entry,
+    origin_doc,
     update_stream_entry,
 )
 from cluster.model import Storage, StreamConfig
@@ -67,27 +68,34 @@ def _refusal(type_: str, err: MetaError) -> ApiAnswer:
     return ApiAnswer(dumps({"type": type_, "error": body}))
 
 
+def _origin(svc: JetStreamService, req: ApiRequest) -> dict[str, Any]:
+    """The request, for the audit advisory of the host's answer."""
+    from node.jetstream.advisories import client_info
+
+    client = None if req.client is None else client_info(svc.server, req.client)
+    return origin_doc("$JS.API." + ".".join(req.op), req.body, client)
+
+
 async def _propose(svc: JetStreamService, entry: bytes) -> object | None:
     """The meta result, or None when the proposal could not be committed
     (then nobody answers: nats-server leaves such requests unanswered)."""
-    assert svc.meta is not None
     try:
-        return await svc.meta.propose(entry)
+        return await svc.assignments.propose(entry)
     except RaftError as e:
         log.warning("event=meta_proposal_failed reason=%r", e)
         return None
 
 
 async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
-    """STREAM.CREATE in a cluster (the meta leader)."""
-    meta = svc.meta
-    assert meta is not None
+    """STREAM.CREATE (in a cluster, on the meta leader)."""
+    meta = svc.assignments
     type_ = render.STREAM_CREATE_RESPONSE
     existing = meta.configs()
+    clustered = svc.clustered
     try:
         cfg = await checked_off_loop(
             req.body,
-            lambda: parse_create(req.op[2], req.body, clustered=True, lookup=existing.get),
+            lambda: parse_create(req.op[2], req.body, clustered=clustered, lookup=existing.get),
         )
         sa = meta.assignment(cfg.name)
         if sa is not None:
@@ -95,6 +103,8 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
             config: dict[str, Any] = dict(sa.config)  # identical: its host answers again
         else:
             svc.limits.check_create(cfg, existing.values())
+            if not clustered:  # a cluster's reservations are per server (not checked yet)
+                svc.resources.check_create(cfg, existing.values())
             await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
             config = cfg.to_dict()
     except JSApiError as err:
@@ -107,6 +117,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
         online=meta.online(),
         unique_tag=meta.unique_tag,
         reply=req.reply.decode(),
+        origin=_origin(svc, req),
     )
     result = await _propose(svc, entry)
     if isinstance(result, MetaError):
@@ -115,9 +126,8 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
 
 
 async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
-    """STREAM.UPDATE in a cluster (the meta leader)."""
-    meta = svc.meta
-    assert meta is not None
+    """STREAM.UPDATE (in a cluster, on the meta leader)."""
+    meta = svc.assignments
     type_ = render.STREAM_UPDATE_RESPONSE
     existing = meta.configs()
     try:
@@ -127,23 +137,25 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
         old = existing.get(new.name)
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
-        cfg = check_update(old, new, clustered=True)
+        cfg = check_update(old, new, clustered=svc.clustered)
         if cfg.num_replicas != old.num_replicas:  # scaling is not built yet
             raise JSApiError(STREAM_REPLICAS_NOT_UPDATABLE)
         svc.limits.check_update(old, cfg, existing.values())
+        if not svc.clustered:
+            svc.resources.check_update(old, cfg, existing.values())
         await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:
         raise error(type_, err) from None
-    result = await _propose(svc, update_stream_entry(cfg.to_dict(), reply=req.reply.decode()))
+    entry = update_stream_entry(cfg.to_dict(), reply=req.reply.decode(), origin=_origin(svc, req))
+    result = await _propose(svc, entry)
     if isinstance(result, MetaError):
         raise _refusal(type_, result)
     return None  # the host answers
 
 
 async def delete(svc: JetStreamService, req: ApiRequest) -> str | None:
-    """STREAM.DELETE in a cluster (the meta leader answers once applied)."""
-    meta = svc.meta
-    assert meta is not None
+    """STREAM.DELETE (in a cluster, the meta leader answers once applied)."""
+    meta = svc.assignments
     if meta.assignment(req.op[2]) is None:
         raise error(DELETE_RESPONSE, JSApiError(STREAM_NOT_FOUND))
     result = await _propose(svc, delete_stream_entry(req.op[2], reply=""))
@@ -187,7 +199,7 @@ async def gather_infos(
         else:
             remote.append(n)
     if remote:
-        inbox = f"_INBOX.jsc.{svc.meta.rng.getrandbits(64):016x}"  # type: ignore[union-attr]
+        inbox = f"_INBOX.jsc.{svc.assignments.rng.getrandbits(64):016x}"
         done = trio.Event()
 
         def on_reply(sub: Any, subject: bytes, reply: Any, hdr: Any, body: bytes) -> None:

@@ -111,7 +111,7 @@ def cluster_block(svc: JetStreamService, c: Consumer) -> dict[str, Any] | None:
     with fewer replicas than its stream that many peers (the leader and the
     first others by name: its state rides in the stream's group on every
     stream peer all the same)."""
-    if svc.meta is None:
+    if svc.meta is None:  # a standalone server's consumers have no cluster block
         return None
     if c.stream.replicated is None:  # an R1 stream's consumer: on its one host
         return svc.cluster_block(c.stream)
@@ -139,7 +139,7 @@ def _consumer(svc: JetStreamService, stream: str, name: str, type_: str) -> Cons
 async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
     type_ = cr.CONSUMER_CREATE_RESPONSE
     try:
-        clustered = svc.meta is not None
+        clustered = svc.clustered
         creq = await checked_off_loop(
             req.body, lambda: parse_create(req.op, req.body, clustered=clustered)
         )

@@ -226,6 +226,7 @@ class MetaLayer:
         self._ever_had_leader = False
         self._leaderless_since: float | None = trio.current_time()
         self._nursery: trio.Nursery | None = None
+        self._sys_client: Any = None  # publishes the meta advisories (system account)
 
     # -- routes -------------------------------------------------------------
 
@@ -495,8 +496,12 @@ class MetaLayer:
         """Track when the meta group lost its leader (for parking and 10008)."""
         assert self.group is not None
         leadership = self.group.subscribe_leadership()
+        was: str | None = None
         async with leadership:
             async for state in leadership:
+                if state.leader_id == self.name and was != self.name:
+                    self._announce_leader()
+                was = state.leader_id
                 if state.leader_id is None:
                     if self._leaderless_since is None:
                         self._leaderless_since = trio.current_time()
@@ -505,6 +510,20 @@ class MetaLayer:
                     self._ever_had_leader = True
                     self._parked_wake.set()
                 self.kick()
+
+    def _announce_leader(self) -> None:
+        """``DOMAIN.LEADER_ELECTED`` in the system account (this server leads now)."""
+        from node.internal import InternalClient
+        from node.jetstream.cluster_advisories import domain_leader_elected
+
+        if self._sys_client is None:
+            server = self.svc.server
+            self._sys_client = InternalClient(server, "jetstream-meta", server.accounts.system)
+        client = self._sys_client
+        try:
+            domain_leader_elected(self.svc, lambda subj, body: client.publish(subj, body))
+        except Exception:
+            log.exception("event=meta_leader_advisory_failed")
 
     def step_down_soon(self, target: str | None) -> None:
         """Hand the meta lead over (to ``target``; None: any current member) in the

@@ -32,8 +32,16 @@ log = logging.getLogger(__name__)
 LEADER_WAIT_S = 5.0
 
 
+#: ``ensure_local``'s ``saved`` when the caller has not read the disk
+_UNREAD = object()
+
+
 async def ensure_local(
-    svc: JetStreamService, sa: StreamAssignment, *, join: tuple[str, ...] | None = None
+    svc: JetStreamService,
+    sa: StreamAssignment,
+    *,
+    join: tuple[str, ...] | None = None,
+    saved: object = _UNREAD,
 ) -> Stream | None:
     """Run ``sa`` on this server: reopen it from disk or create it.
 
@@ -42,18 +50,20 @@ async def ensure_local(
         join: a newcomer's first view of its group's members (the members so
             far and itself: it joins a running group, PEER.REMOVE); None: the
             assignment's peers.
+        saved: what ``svc.api.saved_stream`` said (when the caller asked it).
 
     Returns the stream, or None when the data on disk belongs to a newer
     incarnation of the name (``sa`` is a stale entry being re-applied while
     this server catches up; a later entry assigns the newer one).
     """
-    assert svc.meta is not None
     cfg = StreamConfig.from_dict(sa.config)
-    replica = svc.meta.replica_spec(sa, members=join)
-    try:
-        saved = await svc.api.saved_stream(sa.name)
-    except SavedConfigDamaged as exc:
-        saved = _damaged(sa, replica, exc)
+    replica = svc.assignments.replica_spec(sa, members=join)
+    if saved is _UNREAD:
+        try:
+            saved = await svc.api.saved_stream(sa.name)
+        except SavedConfigDamaged as exc:
+            saved = _damaged(sa, replica, exc)
+    assert saved is None or isinstance(saved, tuple)
     if saved is not None and saved[1] == sa.created_ns:
         stream = await svc.api.open_stream(cfg, sa.created_ns, replica=replica)
         await svc.consumers.recover_stream(stream)
@@ -105,8 +115,7 @@ async def answering(svc: JetStreamService, stream: Stream) -> bool:
 def _current(svc: JetStreamService, sa: StreamAssignment) -> bool:
     """Whether ``sa`` is still the stream's assignment (effects are handled
     after their entry applied; a later entry may have replaced it)."""
-    assert svc.meta is not None
-    return svc.meta.assignment(sa.name) is sa
+    return svc.assignments.assignment(sa.name) is sa
 
 
 async def assigned(svc: JetStreamService, effect: StreamAssigned) -> None:
@@ -119,22 +128,27 @@ async def assigned(svc: JetStreamService, effect: StreamAssigned) -> None:
     stream = svc.api.streams.get(sa.name)
     fresh = stream is None and effect.created
     if stream is None:
-        on_disk = await svc.api.saved_stream(sa.name)
+        try:
+            on_disk = await svc.api.saved_stream(sa.name)
+        except SavedConfigDamaged:
+            on_disk = _UNREAD  # ensure_local reads it again and decides
         fresh = fresh and on_disk is None
-        stream = await ensure_local(svc, sa)
+        stream = await ensure_local(svc, sa, saved=on_disk)
         if stream is None:
             return
     if not await answering(svc, stream):
         return
-    if fresh:
-        svc.advisories.stream_action("create", sa.name, stream.cfg)
-    if effect.reply:
+    if effect.reply or effect.origin:  # a request: answered (or, without a reply, counted)
         # the other servers know the new capture interest before the client
         # hears of the stream, so its first publish from any node lands
         await svc.server.routes_barrier()
         info = info_dict(svc, stream)
-        body = render.stream_create_response(info, did_create=fresh)
-        svc.answer(effect.reply.encode(), body)
+        # nats-server says did_create on every create answer of a single
+        # server; a cluster's leaves it out when the stream was already there
+        body = render.stream_create_response(info, did_create=fresh or not svc.clustered)
+        svc.answer(effect.reply.encode(), body, effect.origin)
+    if fresh:  # after the answer's audit, as nats-server
+        svc.advisories.stream_action("create", sa.name, stream.cfg)
 
 
 async def updated(svc: JetStreamService, effect: StreamUpdated) -> None:
@@ -159,19 +173,21 @@ async def updated(svc: JetStreamService, effect: StreamUpdated) -> None:
             return
     if not await answering(svc, stream):
         return
-    if effect.reply:
+    if effect.reply or effect.origin:
         await svc.server.routes_barrier()
-        svc.answer(effect.reply.encode(), render.stream_update_response(info_dict(svc, stream)))
+        body = render.stream_update_response(info_dict(svc, stream))
+        svc.answer(effect.reply.encode(), body, effect.origin)
+    # after the answer's audit, changed or not, as nats-server
+    svc.advisories.stream_action("modify", sa.name, cfg)
 
 
 async def removed(svc: JetStreamService, effect: StreamRemoved) -> None:
     """A stream this server runs was deleted (the proposer answers)."""
     from node.jetstream.streams_api import remove_local
 
-    assert svc.meta is not None
     sa = effect.assignment
     local = svc.api.streams.get(sa.name)
-    current = svc.meta.assignment(sa.name)
+    current = svc.assignments.assignment(sa.name)
     if local is None or local.created_ns != sa.created_ns:
         return  # another incarnation runs here
     if current is not None and current.created_ns == local.created_ns:

@@ -26,7 +26,7 @@ domains talk to their origins through the same internal client
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ from node.jetstream.delivery import ConsumerManager
 from node.jetstream.membership import Membership
 from node.jetstream.meta import MetaLayer
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
+from node.jetstream.solo_meta import SoloMeta
 from node.jsapi import render
 from node.jsapi.versioning import demands_higher_level
 from node.monitor.endpoints import js_store_limits
@@ -181,10 +182,17 @@ class JetStreamService:
         self.api_total = 0
         self.api_errors = 0
         self.api_inflight = 0  # queued or being handled
-        #: the meta layer in cluster mode (one JetStream per cluster), else None
+        #: whether this server is one of a cluster's (routes, the ``_meta_`` group)
+        self.clustered = server.cfg.cluster is not None
+        #: the ``_meta_`` Raft group's member in cluster mode, else None
         self.meta: MetaLayer | None = None
-        if server.cfg.cluster is not None:
-            self.meta = MetaLayer(self)
+        #: the meta layer that decides stream creates, updates and deletes: the
+        #: ``_meta_`` group in a cluster, a group of one on a standalone server
+        self.assignments: MetaLayer | SoloMeta
+        if self.clustered:
+            self.meta = self.assignments = MetaLayer(self)
+        else:
+            self.assignments = SoloMeta(self)
         self.membership = Membership(self)
         #: directories set aside at start because they could not be recovered
         self.quarantined: list[Quarantined] = []
@@ -202,10 +210,12 @@ class JetStreamService:
             self.api.on_stream_started.append(self._capture)
             self.api.on_stream_started.append(self._attach_republish)
             self.consumers = ConsumerManager(self, nursery)
-            self.api.sourcing.clustered = self.meta is not None
-            if self.meta is None:
+            self.api.sourcing.clustered = self.clustered
+            if isinstance(self.assignments, SoloMeta):  # its streams are on its disk
                 await self.api.recover()
                 await self.consumers.recover()
+                for stream in list(self.api.streams.values()):
+                    self.assignments.adopt(stream)
             self.quarantined = await trio.to_thread.run_sync(self.api.quarantined)
             self.client.subscribe(b"$JS.API.>", self._on_api)
             if self.domain:
@@ -473,11 +483,17 @@ class JetStreamService:
             self.client.publish(req.reply, answer.encode() if isinstance(answer, str) else answer)
         self.advisories.api_audit(req, answer)
 
-    def answer(self, reply: bytes, body: str | bytes) -> None:
+    def answer(
+        self, reply: bytes, body: str | bytes, origin: Mapping[str, Any] | None = None
+    ) -> None:
         """Publish an API answer decided outside the request's handler (a
-        meta effect on the stream's host)."""
+        meta effect on the stream's host), audited when the request's
+        ``origin`` came with it."""
         self.api_total += 1
-        self.client.publish(reply, body.encode() if isinstance(body, str) else body)
+        if reply:
+            self.client.publish(reply, body.encode() if isinstance(body, str) else body)
+        if origin:
+            self.advisories.origin_audit(origin, body)
 
     def cluster_block(self, stream: Stream | None = None) -> dict[str, Any]:
         """StreamInfo ``cluster`` of a stream this server leads."""
@@ -488,10 +504,8 @@ class JetStreamService:
         return {"leader": self.server.server_name}
 
     def all_configs(self) -> dict[str, Any]:
-        """Every stream's config by name: the cluster's (meta) or this server's."""
-        if self.meta is not None:
-            return self.meta.configs()
-        return self.api.configs()
+        """Every stream's config by name (the meta state's)."""
+        return self.assignments.configs()
 
     def _answer_internal_error(self, req: ApiRequest) -> None:
         """500/10051 for a request whose handling failed unexpectedly."""

@@ -84,6 +84,7 @@ from cluster.stream_archive import (
 )
 from cluster.stream_fsm import StreamSnapshotError
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps, error
+from node.jetstream.solo_meta import SoloMeta
 from node.jetstream.streams_api import stream_of
 from node.jsapi import render
 from node.jsapi.errors import (
@@ -606,6 +607,8 @@ class _RestoreSession:
             check_overlap(cfg, svc.api.configs().values())
             stream = await svc.api.restore_stream(cfg, archive)
             await _restore_consumers(svc, stream, archive.consumers)
+            if isinstance(svc.assignments, SoloMeta):  # its meta state learns of it
+                svc.assignments.adopt(stream)
         except JSApiError as err:
             return render.error_response(render.STREAM_CREATE_RESPONSE, err)
         except StreamExists:

@@ -30,7 +30,6 @@ from node.jetstream.common import (
     TYPE,
     ApiAnswer,
     ApiRequest,
-    checked_off_loop,
     dumps,
     error,
 )
@@ -41,13 +40,6 @@ from node.jsapi.errors import (
     NOT_EMPTY_REQUEST,
     STREAM_NOT_FOUND,
     JSApiError,
-)
-from node.jsapi.streamconfig import (
-    check_overlap,
-    check_recreate,
-    check_update,
-    parse_create,
-    parse_update,
 )
 from node.subjects import overlaps
 from node.version import NATS_VERSION
@@ -99,7 +91,7 @@ def info_dict(
         created_ns=stream.created_ns,
         ts_ns=time.time_ns(),
         consumer_count=svc.consumer_count(stream.cfg.name),
-        cluster=svc.cluster_block(stream) if cluster or svc.meta is not None else None,
+        cluster=svc.cluster_block(stream) if cluster or svc.clustered else None,
         mirror=svc.api.sourcing.mirror_info(stream.cfg.name),
         sources=svc.api.sourcing.sources_info(stream.cfg.name),
         domain=svc.domain,
@@ -109,57 +101,19 @@ def info_dict(
 
 
 async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
-    if svc.meta is not None:
-        return await clustered.create(svc, req)
-    type_ = render.STREAM_CREATE_RESPONSE
-    existing = svc.api.configs()
-    try:
-        cfg = await checked_off_loop(
-            req.body,
-            lambda: parse_create(req.op[2], req.body, clustered=False, lookup=existing.get),
-        )
-        if cfg.name in existing:
-            check_recreate(cfg, existing[cfg.name])
-            return render.stream_create_response(info_dict(svc, svc.api.stream(cfg.name)))
-        svc.limits.check_create(cfg, existing.values())
-        svc.resources.check_create(cfg, existing.values())
-        await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
-    except JSApiError as err:
-        raise error(type_, err) from None
-    stream = await svc.api.create_stream(cfg)
-    svc.advisories.stream_action("create", cfg.name, cfg)
-    return render.stream_create_response(info_dict(svc, stream))
+    return await clustered.create(svc, req)
 
 
 async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
-    if svc.meta is not None:
-        return await clustered.update(svc, req)
-    type_ = render.STREAM_UPDATE_RESPONSE
-    existing = svc.api.configs()
-    try:
-        new, _pedantic = await checked_off_loop(
-            req.body, lambda: parse_update(req.op[2], req.body, lookup=existing.get)
-        )
-        old = existing.get(new.name)
-        if old is None:
-            raise JSApiError(STREAM_NOT_FOUND)
-        cfg = check_update(old, new, clustered=False)
-        svc.limits.check_update(old, cfg, existing.values())
-        svc.resources.check_update(old, cfg, existing.values())
-        await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
-    except JSApiError as err:
-        raise error(type_, err) from None
-    stream = await apply_update(svc, old, cfg)
-    return render.stream_update_response(info_dict(svc, stream))
+    return await clustered.update(svc, req)
 
 
 async def apply_update(svc: JetStreamService, old: StreamConfig, cfg: StreamConfig) -> Stream:
-    """Give the local stream its new (validated) config: capture, advisory."""
+    """Give the local stream its new (validated) config and capture."""
     await svc.api.update_stream(cfg)
     stream = svc.api.stream(cfg.name)
     if cfg.subjects != old.subjects or cfg.allow_direct != old.allow_direct:
         svc.recapture(stream)
-    svc.advisories.stream_action("modify", cfg.name, cfg)
     return stream
 
 
@@ -213,10 +167,7 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str:
     """STREAM.DELETE: the body must be empty (or an empty JSON object)."""
     if not apireq.is_empty_request(req.body):
         raise error(DELETE_RESPONSE, JSApiError(NOT_EMPTY_REQUEST))
-    if svc.meta is not None:
-        return await clustered.delete(svc, req)
-    await remove_local(svc, stream_of(svc, req.op[2], DELETE_RESPONSE))
-    return dumps({"type": DELETE_RESPONSE, "success": True})
+    return await clustered.delete(svc, req)
 
 
 async def remove_local(svc: JetStreamService, stream: Stream) -> None:
@@ -285,11 +236,7 @@ async def list_(svc: JetStreamService, req: ApiRequest) -> str:
     streams = _matching(svc, subject)
     offset = min(offset, len(streams))
     page = streams[offset : offset + LIST_PAGE]
-    if svc.meta is not None:
-        infos, missing = await clustered.gather_infos(svc, [c.name for c in page])
-    else:
-        infos = [info_dict(svc, svc.api.stream(c.name), versioned=False) for c in page]
-        missing = []
+    infos, missing = await clustered.gather_infos(svc, [c.name for c in page])
     return render.stream_list_response(
         infos, total=len(streams), offset=offset, limit=LIST_PAGE, missing=missing
     )

@@ -43,6 +43,7 @@ from cluster.meta.machine import (
     StreamUpdated,
     add_stream_entry,
     delete_stream_entry,
+    origin_doc,
     peer_entry,
     remove_peer_entry,
     remove_server_entry,
@@ -518,3 +519,52 @@ def test_remove_server_replaces_it_where_it_can_and_keeps_the_rest() -> None:
     assert m.snapshot() == snap
     m.apply(_add(_cfg("NEW", subjects=["new"], num_replicas=2)))
     assert victim not in m.streams["NEW"].peers
+
+
+# ---------------------------------------------------------------- a cluster of one
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [None, {"cluster": "elsewhere"}, {"tags": ["nope"]}, {"cluster": "x", "tags": ["a", "b"]}],
+)
+def test_solo_machine_places_every_stream_on_its_server(placement: Any) -> None:
+    # a standalone nats-server ignores placement: the machine of a cluster of one too
+    m = MetaMachine(solo="solo")
+    cfg = _cfg("A") if placement is None else _cfg("A", placement=placement)
+    got = m.apply(_add(cfg, online=["solo"]))
+    assert isinstance(got, Assigned) and got.assignment.peers == ("solo",)
+    assert got.assignment.config == cfg  # reported as asked
+
+
+def test_solo_machine_decides_like_a_cluster() -> None:
+    m = MetaMachine(solo="solo")
+    assert isinstance(m.apply(_add(_cfg("A"))), Assigned)
+    assert m.apply(_add(_cfg("A", subjects=["other"]))) == NAME_IN_USE
+    assert m.apply(update_stream_entry(_cfg("B"), reply="r")) == STREAM_NOT_FOUND
+    assert isinstance(m.apply(delete_stream_entry("A", reply="")), Removed)
+    assert m.streams == {}
+
+
+def test_origin_rides_with_the_effects() -> None:
+    m = _machine()
+    effects: list[object] = []
+    m.listener = effects.append
+    origin = origin_doc("$JS.API.STREAM.CREATE.A", b'{"name":"A"}', {"acc": "$G"})
+    got = m.apply(_add(_cfg("A"), origin=origin))
+    assert isinstance(got, Assigned)
+    assert effects == [StreamAssigned(got.assignment, "_INBOX.r", created=True, origin=origin)]
+    effects.clear()
+    upd = origin_doc("$JS.API.STREAM.UPDATE.A", b"{}", None)
+    m.apply(update_stream_entry(_cfg("A", max_msgs=5), reply="r", origin=upd))
+    (eff,) = effects
+    assert isinstance(eff, StreamUpdated) and eff.origin == upd and "client" not in upd
+
+
+def test_bad_origin_is_a_bad_entry_and_changes_nothing() -> None:
+    m = _machine()
+    before = m.snapshot()
+    raw = _raw(int(MetaOp.ADD_STREAM), config=_cfg("A"), group="g", created=1, seed=1,
+               online=list(SERVERS), unique_tag="", reply="", origin=["not", "a", "map"])  # fmt: skip
+    assert m.apply(raw) == BAD_ENTRY
+    assert m.snapshot() == before

@@ -4,6 +4,7 @@ byte (no reply and no-responders included)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import nats.errors
 import pytest
 
 from tests.support import ServerProcess, reference_binary
-from tests.support.aio import ErrorLog, run
+from tests.support.aio import ErrorLog, noop_cb, run
 from tests.support.cluster import get_json, start_cluster
 
 CONF = """
@@ -187,11 +188,35 @@ def test_meta_operator_requests(kind: str, tmp_path: Path) -> None:
             doc = await request(url, "sys", stepdown, b'{"placement":{"preferred":"zz"}}')
             assert doc["error"]["description"] == 'preferred server "zz" not known'
             assert doc["error"]["err_code"] == 10005
-            doc = await request(url, "sys", stepdown)
-            assert doc == {"type": TYPE + "meta_leader_stepdown_response", "success": True}
+            # the new meta leader announces itself in the system account, once
+            watcher = await nats.connect(url, user="sys", password="sys", error_cb=noop_cb)
+            got: asyncio.Queue[Any] = asyncio.Queue()
 
+            async def on_adv(msg: Any) -> None:
+                await got.put((msg.subject, json.loads(msg.data)))
+
+            await watcher.subscribe("$JS.EVENT.ADVISORY.DOMAIN.>", cb=on_adv)
+            await watcher.flush()
+            try:
+                doc = await request(url, "sys", stepdown)
+                assert doc == {"type": TYPE + "meta_leader_stepdown_response", "success": True}
+                subject, adv = await asyncio.wait_for(got.get(), timeout=15)
+            finally:
+                await watcher.close()
+            assert subject == "$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED"
+            assert list(adv) == ["type", "id", "timestamp", "leader", "replicas", "cluster"]
+            assert adv["type"] == "io.nats.jetstream.advisory.v1.domain_leader_elected"
+            members = {r["name"]: r["peer"] for r in adv["replicas"]}
+            assert set(members) == set(c.names) and adv["cluster"] == "C1"
+            assert adv["leader"] in members.values() and adv["leader"] != members[leader]
+            assert all(list(r)[:3] == ["name", "current", "active"] for r in adv["replicas"])
+            announced.append(adv["leader"])
+
+        announced: list[str] = []
         run(refusals)
-        c.wait_new_meta_leader(leader)
+        new = c.wait_new_meta_leader(leader)
+        jsz = c.jsz(c.index(new))
+        assert jsz is not None and announced == [jsz["meta_cluster"]["peer"]]
         # the meta group is the system account's (named as configured)
         raftz = get_json(f"{c.monitoring_urls[0]}/raftz")
         assert raftz is not None and list(raftz) == ["SYS"] and "_meta_" in raftz["SYS"]
