@@ -250,6 +250,7 @@ def add_stream_entry(
     unique_tag: str,
     reply: str,
     origin: Mapping[str, Any] | None = None,
+    peers: Sequence[str] | None = None,
 ) -> bytes:
     """Create a stream: placement happens in apply.
 
@@ -262,6 +263,9 @@ def add_stream_entry(
         unique_tag: the proposer's ``unique_tag`` setting ("" for none).
         reply: the client's reply subject (answered by the stream's host).
         origin: the request (``origin_doc``), which the host's answer audits.
+        peers: where the stream already is (a restore on the proposer): placed
+            there, not by placement (they must be known servers, as many as
+            the stream's replicas).
     """
     body = {
         "config": dict(config),
@@ -274,6 +278,8 @@ def add_stream_entry(
     }
     if origin:
         body["origin"] = dict(origin)
+    if peers is not None:
+        body["peers"] = list(peers)
     return _dump(MetaOp.ADD_STREAM, body)
 
 
@@ -487,7 +493,7 @@ class MetaMachine:
                 return NAME_IN_USE
             self._emit(StreamAssigned(existing, reply, created=False, origin=origin))
             return Assigned(existing, created=False)
-        chosen = self._place(config, d)
+        chosen = self._pinned(config, d) if "peers" in d else self._place(config, d)
         if isinstance(chosen, NoPlacement):
             return MetaError(400, 10005, chosen.description)
         sa = StreamAssignment(name, config, group, chosen, created_ns)
@@ -529,6 +535,18 @@ class MetaMachine:
         req = PlacementRequest(replicas, cluster, tuple(tags))
         rng = random.Random(_i(d, "seed"))
         return place(req, specs, unique_tag=_s(d, "unique_tag"), rng=rng, keep=kept)
+
+    def _pinned(self, config: Mapping[str, Any], d: Mapping[str, Any]) -> tuple[str, ...]:
+        """The peers an entry names (a restore): known servers, one per replica."""
+        peers = _strs(d, "peers")
+        replicas = config.get("num_replicas") or 1
+        if self.solo is not None:
+            return (self.solo,)
+        if len(set(peers)) != len(peers) or len(peers) != replicas:
+            raise EntryError("peers: not one distinct server per replica")
+        if any(p not in self.peers for p in peers):
+            raise EntryError("peers: unknown server")
+        return tuple(peers)
 
     def _remove_peer(self, d: Mapping[str, Any]) -> PeerReplaced | MetaError:
         """Replace a member by a free server honouring the stream's placement

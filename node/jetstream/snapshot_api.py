@@ -73,7 +73,9 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from cluster.api import StreamExists, StreamNotFound
+from cluster.meta import Assigned, MetaError, add_stream_entry
 from cluster.model import Storage, StreamConfig
+from cluster.naming import group_name
 from cluster.stream_archive import (
     Archive,
     ArchivedConsumer,
@@ -123,6 +125,7 @@ from node.jsapi.streamconfig import check_overlap, check_stream_config
 from node.jsapi.streamrequest import _STREAM_REQUEST, _d_time, _typed_struct, decode_request
 from node.protocol.boundedjson import loads as bounded_loads
 from node.subjects import valid_literal_subject
+from raft.errors import RaftError
 from store.errors import StoreError
 
 if TYPE_CHECKING:
@@ -464,10 +467,10 @@ async def restore(svc: JetStreamService, req: ApiRequest) -> str:
         cfg = check_stream_config(requested, lookup=svc.all_configs().get)
         if name in svc.all_configs():
             raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
-        if svc.meta is not None:
-            # a restored stream must be placed and assigned through the meta
-            # group like a create; not built yet: refused, nothing created
-            raise JSApiError(STREAM_RESTORE, err="not supported in a cluster yet")
+        if svc.meta is not None and cfg.num_replicas > 1:
+            # the upload lands on this server (the meta leader); a replicated
+            # stream's other replicas would need the data too: not built yet
+            raise JSApiError(STREAM_RESTORE, err="replicated restore not supported yet")
         sessions = _sessions.setdefault(svc, set())
         subject = f"{RESTORE_DELIVER_PREFIX}{name}.{_new_id(svc)}"
         if len(sessions) >= RESTORES_MAX:
@@ -602,13 +605,13 @@ class _RestoreSession:
         try:
             if cfg.num_replicas > 1:
                 raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
-            if cfg.name in svc.api.streams:
+            existing = svc.all_configs()
+            if cfg.name in svc.api.streams or cfg.name in existing:
                 raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
-            check_overlap(cfg, svc.api.configs().values())
+            check_overlap(cfg, existing.values())
             stream = await svc.api.restore_stream(cfg, archive)
             await _restore_consumers(svc, stream, archive.consumers)
-            if isinstance(svc.assignments, SoloMeta):  # its meta state learns of it
-                svc.assignments.adopt(stream)
+            await _assign_restored(svc, stream)
         except JSApiError as err:
             return render.error_response(render.STREAM_CREATE_RESPONSE, err)
         except StreamExists:
@@ -668,6 +671,45 @@ async def _restore_consumers(
                 manager.drop_stream(name)
             await svc.api.delete_stream(name)
         raise _ConsumerRestoreError(f"consumer restore failed: {exc}") from exc
+
+
+async def _assign_restored(svc: JetStreamService, stream: Any) -> None:
+    """Make the restored (local) stream an assignment of the meta state, on
+    this server where its data is; if the meta group refuses (a create won
+    the name meanwhile, leadership lost), the stream is removed again.
+
+    Raises:
+        JSApiError: the assignment failed (nothing is left behind).
+    """
+    meta = svc.assignments
+    if isinstance(meta, SoloMeta):
+        meta.adopt(stream)
+        return
+    cfg = stream.cfg
+    entry = add_stream_entry(
+        cfg.to_dict(),
+        group=group_name("S", 1, cfg.storage is Storage.FILE, meta.rng),
+        created_ns=stream.created_ns,
+        seed=meta.rng.getrandbits(63),
+        online=meta.online(),
+        unique_tag=meta.unique_tag,
+        reply="",
+        peers=[svc.server.server_name],
+    )
+    try:
+        result = await meta.propose(entry)
+    except RaftError as exc:
+        result = exc
+    if isinstance(result, Assigned) and result.created:
+        return
+    log.warning("event=restore_assign_failed stream=%s result=%r", cfg.name, result)
+    with trio.CancelScope(shield=True):
+        if svc.consumers is not None:
+            svc.consumers.drop_stream(cfg.name)
+        await svc.api.delete_stream(cfg.name)
+    if isinstance(result, MetaError) and result.err_code == 10058:
+        raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
+    raise JSApiError(STREAM_RESTORE, err=f"stream assignment failed: {result}")
 
 
 def _restore_failed(name: str, reason: str) -> str:

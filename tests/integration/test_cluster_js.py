@@ -282,3 +282,47 @@ def test_kv_objects_sources_and_mirrors_across_nodes(cluster: Cluster) -> None:
                 await c.close()
 
     assert run(body, timeout=60) == (12, 4)
+
+
+def test_restore_of_an_r1_stream_in_a_cluster(cluster: Cluster) -> None:
+    """STREAM.SNAPSHOT of an R1 stream, delete, STREAM.RESTORE through another
+    node: the meta leader takes the upload, the stream is assigned where its
+    data landed, and every node agrees on it; R3 restores are refused."""
+    from tests.integration.test_jetstream_snapshot import restore, take_snapshot
+
+    async def main() -> None:
+        ncs = [await nats.connect(u, error_cb=noop_cb) for u in cluster.urls]
+        try:
+            nc = ncs[0]
+            js = nc.jetstream()
+            await js.add_stream(name="RST", subjects=["rst.>"])
+            for i in range(50):
+                await js.publish(f"rst.{i % 5}", f"m{i}".encode())
+            await js.add_consumer("RST", durable_name="D", ack_policy="explicit")
+            msgs = await js.pull_subscribe("rst.>", durable="D")
+            for m in await msgs.fetch(10, timeout=5):
+                await m.ack_sync()
+            snap = await take_snapshot(nc, "RST")
+            assert "error" not in snap.response, snap.response
+            data, meta = snap.data, snap.meta
+            await js.delete_stream("RST")
+            done = await restore(ncs[1], "RST", meta, data)
+            assert "error" not in done, done
+            assert done["state"]["messages"] == 50
+            again = await restore(ncs[2], "RST", meta, data)
+            assert again["error"]["err_code"] == 10062 or again["error"]["code"] == 400, again
+            for c in ncs:  # every node sees it, one answer each
+                info = await c.jetstream().stream_info("RST")
+                assert info.state.messages == 50 and info.cluster is not None
+                ci = await c.jetstream().consumer_info("RST", "D")
+                assert ci.ack_floor.stream_seq == 10
+            ack = await ncs[2].jetstream().publish("rst.9", b"after")
+            assert ack.seq == 51
+            r3 = dict(meta, config={**meta["config"], "name": "R3R", "num_replicas": 3})
+            refused = await restore(nc, "R3R", r3, b"")
+            assert refused["error"]["err_code"] == 10062, refused
+        finally:
+            for c in ncs:
+                await c.close()
+
+    run(main)
