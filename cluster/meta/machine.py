@@ -225,6 +225,7 @@ Effect = StreamAssigned | StreamUpdated | StreamRemoved | StreamPeersChanged
 
 NAME_IN_USE = MetaError(400, 10058, "stream name already in use with a different configuration")
 STREAM_NOT_FOUND = MetaError(404, 10059, "stream not found")
+SUBJECT_OVERLAP = MetaError(400, 10065, "subjects overlap with an existing stream")
 REPLICAS_NOT_UPDATABLE = MetaError(400, 10061, "Replicas configuration can not be updated")
 BAD_ENTRY = MetaError(500, 10010, "malformed meta entry")
 PEER_NOT_MEMBER = MetaError(400, 10040, "peer not a member")
@@ -432,12 +433,18 @@ class MetaMachine:
         solo: a standalone server's name: the machine of a cluster of one,
             which places every stream on that server without consulting
             ``placement`` (nats-server ignores it without a cluster).
+        overlap: ``overlap(config, others)``: whether a stream's subjects
+            overlap another's (the shell's subject rules; pure).  The proposer
+            checks too, against its view; apply checks again against the
+            state, so two creates decided by successive leaders cannot both
+            capture one subject (None: not checked).
     """
 
     peers: dict[str, PeerRecord] = field(default_factory=dict)
     streams: dict[str, StreamAssignment] = field(default_factory=dict)
     listener: Callable[[Effect], None] | None = None
     solo: str | None = None
+    overlap: Callable[[Mapping[str, Any], Iterable[Mapping[str, Any]]], bool] | None = None
 
     # -- queries ----------------------------------------------------------
 
@@ -493,6 +500,8 @@ class MetaMachine:
                 return NAME_IN_USE
             self._emit(StreamAssigned(existing, reply, created=False, origin=origin))
             return Assigned(existing, created=False)
+        if self._overlaps(config, name):
+            return SUBJECT_OVERLAP
         chosen = self._pinned(config, d) if "peers" in d else self._place(config, d)
         if isinstance(chosen, NoPlacement):
             return MetaError(400, 10005, chosen.description)
@@ -535,6 +544,12 @@ class MetaMachine:
         req = PlacementRequest(replicas, cluster, tuple(tags))
         rng = random.Random(_i(d, "seed"))
         return place(req, specs, unique_tag=_s(d, "unique_tag"), rng=rng, keep=kept)
+
+    def _overlaps(self, config: Mapping[str, Any], name: str) -> bool:
+        if self.overlap is None:
+            return False
+        others = [sa.config for n, sa in self.streams.items() if n != name]
+        return bool(others) and self.overlap(config, others)
 
     def _pinned(self, config: Mapping[str, Any], d: Mapping[str, Any]) -> tuple[str, ...]:
         """The peers an entry names (a restore): known servers, one per replica."""
@@ -585,6 +600,8 @@ class MetaMachine:
             # the peers are the assignment's: scaling needs a membership change
             # (not built), whatever the proposer's view was
             return REPLICAS_NOT_UPDATABLE
+        if config.get("subjects") != old.config.get("subjects") and self._overlaps(config, name):
+            return SUBJECT_OVERLAP
         sa = StreamAssignment(name, config, old.group, old.peers, old.created_ns)
         self.streams[name] = sa
         self._emit(StreamUpdated(sa, old.config, reply, origin))

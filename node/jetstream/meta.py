@@ -62,6 +62,7 @@ from cluster.model import StreamConfig
 from cluster.naming import peer_id
 from cluster.placement import PeerSpec
 from cluster.replicated import ReplicaSpec
+from node.jsapi.streamconfig import configs_overlap
 from node.route import parse_route_url
 from raft.core import RaftConfig
 from raft.errors import RaftError
@@ -206,7 +207,7 @@ class MetaLayer:
         js = server.cfg.jetstream
         #: compaction bounds of this server's replicated stream groups
         self.journal_bounds = (js.raft_journal_entries_max, js.raft_journal_bytes_max)
-        self.machine = MetaMachine()
+        self.machine = MetaMachine(overlap=configs_overlap)
         self.group: RaftGroup | None = None
         self.links = TcpPeerLinks(
             self.name, link_secret(cluster), rng=random.Random(server.rng.random())

@@ -103,6 +103,7 @@ from node.jsapi.errors import (
     STREAM_REPLICAS_NOT_SUPPORTED,
     STREAM_RESTORE,
     STREAM_SNAPSHOT,
+    STREAM_SUBJECT_OVERLAP,
     JSApiError,
 )
 from node.jsapi.godecode import (
@@ -709,6 +710,8 @@ async def _assign_restored(svc: JetStreamService, stream: Any) -> None:
         await svc.api.delete_stream(cfg.name)
     if isinstance(result, MetaError) and result.err_code == 10058:
         raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
+    if isinstance(result, MetaError) and result.err_code == 10065:
+        raise JSApiError(STREAM_SUBJECT_OVERLAP)
     raise JSApiError(STREAM_RESTORE, err=f"stream assignment failed: {result}")
 
 

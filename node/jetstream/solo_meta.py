@@ -42,6 +42,7 @@ from cluster.meta.machine import Effect
 from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
 from cluster.placement import PeerSpec
+from node.jsapi.streamconfig import configs_overlap
 
 if TYPE_CHECKING:
     from cluster.replicated import ReplicaSpec
@@ -68,7 +69,7 @@ class SoloMeta:
         self.name = server.server_name
         self.tags = tuple(server.cfg.server_tags)
         self.unique_tag = server.cfg.jetstream.unique_tag or ""
-        self.machine = MetaMachine(solo=self.name)
+        self.machine = MetaMachine(solo=self.name, overlap=configs_overlap)
         self.rng = random.Random(server.rng.random())
         self._configs: dict[str, tuple[StreamAssignment, StreamConfig]] = {}
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cluster.model import (
@@ -676,6 +676,20 @@ def check_update(old: StreamConfig, new: StreamConfig, *, clustered: bool = Fals
 def subjects_overlap(subjects: Iterable[str], other_subjects: Iterable[str]) -> bool:
     """True when some subject could be captured by both lists (nats-server ``SubjectsCollide``)."""
     return any_overlap([s.encode() for s in subjects], [s.encode() for s in other_subjects])
+
+
+def configs_overlap(config: Mapping[str, Any], others: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a stream config's (dict's) ``subjects`` overlap any of ``others``'
+    (the meta state machine's check in apply)."""
+    mine = config.get("subjects") or []
+    if not isinstance(mine, list) or not mine:
+        return False
+    index = OverlapIndex([str(s).encode() for s in mine])
+    for other in others:
+        subjects = other.get("subjects") or []
+        if isinstance(subjects, list) and any(index.overlapping(str(s).encode()) for s in subjects):
+            return True
+    return False
 
 
 def check_overlap(cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:

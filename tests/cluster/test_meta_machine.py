@@ -568,3 +568,27 @@ def test_bad_origin_is_a_bad_entry_and_changes_nothing() -> None:
                online=list(SERVERS), unique_tag="", reply="", origin=["not", "a", "map"])  # fmt: skip
     assert m.apply(raw) == BAD_ENTRY
     assert m.snapshot() == before
+
+
+def _naive_overlap(config: Any, others: Any) -> bool:
+    """Literal subjects only (enough for the machine's part: when it asks and what it does)."""
+    mine = set(config.get("subjects") or [])
+    return any(mine & set(o.get("subjects") or []) for o in others)
+
+
+def test_apply_refuses_overlapping_subjects_decided_elsewhere() -> None:
+    # two creates each checked by a different leader's view: the second loses in apply
+    m = MetaMachine(overlap=_naive_overlap)
+    for s in SERVERS:
+        m.apply(peer_entry(PeerRecord(s, "C1", ())))
+    assert isinstance(m.apply(_add({"name": "A", "subjects": ["x"]})), Assigned)
+    before = m.snapshot()
+    got = m.apply(_add({"name": "B", "subjects": ["y", "x"]}))
+    assert isinstance(got, MetaError) and (got.code, got.err_code) == (400, 10065)
+    assert m.snapshot() == before
+    # an update that moves onto another's subject too; one that keeps its own is fine
+    assert isinstance(m.apply(_add({"name": "B", "subjects": ["y"]})), Assigned)
+    moved = m.apply(update_stream_entry({"name": "B", "subjects": ["x"]}, reply=""))
+    assert isinstance(moved, MetaError) and moved.err_code == 10065
+    kept = m.apply(update_stream_entry({"name": "B", "subjects": ["y"], "max_msgs": 3}, reply=""))
+    assert isinstance(kept, Assigned)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cluster.model import (
     Discard,
@@ -34,6 +36,7 @@ from node.jsapi.streamconfig import (
     check_overlap,
     check_recreate,
     check_update,
+    configs_overlap,
     decode_request,
     parse_create,
     parse_update,
@@ -434,3 +437,21 @@ def test_pub_ack_and_errors() -> None:
         '{"type":"io.nats.jetstream.api.v1.stream_info_response",'
         '"error":{"code":404,"err_code":10059,"description":"stream not found"}}'
     )
+
+
+_TOKEN = st.sampled_from(["a", "b", "*"])
+_SUBJECT = st.builds(
+    lambda toks, gt: ".".join(toks + ([">"] if gt else [])),
+    st.lists(_TOKEN, min_size=1, max_size=3),
+    st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_SUBJECT, max_size=3), st.lists(st.lists(_SUBJECT, max_size=3), max_size=4))
+def test_configs_overlap_is_subjects_overlap_over_the_others(
+    mine: list[str], others: list[list[str]]
+) -> None:
+    # the meta machine's check in apply agrees with the proposer's rule
+    want = any(subjects_overlap(mine, o) for o in others)
+    assert configs_overlap({"subjects": mine}, [{"subjects": o} for o in others]) == want
