@@ -91,3 +91,47 @@ def test_streams_and_messages_survive_sigkill(tmp_path: Path) -> None:
         assert run(check) == (50, 50, 51, 8, True)
     finally:
         server.stop()
+
+
+def test_a_standalone_server_rebuilds_its_meta_state_from_disk(tmp_path: Path) -> None:
+    """A single server is a cluster of one: its creates, updates and deletes go
+    through the meta state machine, whose state is the streams on its disk."""
+    store = tmp_path / "store"
+    first = _start(store, tmp_path / "a")
+
+    async def before(nc: Any) -> None:
+        js = nc.jetstream()
+        await js.add_stream(name="KEEP", subjects=["keep.>"])
+        await js.add_stream(name="GONE", subjects=["gone"])
+        await js.publish("keep.1", b"x")
+        await js.delete_stream("GONE")
+
+    try:
+        with_client(first, before)
+    finally:
+        first.stop()
+    second = _start(store, tmp_path / "b")
+
+    async def after(nc: Any) -> None:
+        js = nc.jetstream()
+        assert (await js.stream_info("KEEP")).state.messages == 1
+        with pytest.raises(BadRequestError) as exc:  # the name is taken: known to meta
+            await js.add_stream(name="KEEP", subjects=["other"])
+        assert exc.value.err_code == 10058
+        with pytest.raises(BadRequestError) as exc:  # its subjects too
+            await js.add_stream(name="NEW", subjects=["keep.*"])
+        assert exc.value.err_code == 10065
+        again = await js.add_stream(name="KEEP", subjects=["keep.>"])  # identical: fine
+        assert again.state.messages == 1
+        await js.add_stream(name="GONE", subjects=["gone"])  # deleted before: free
+        await js.update_stream(name="KEEP", subjects=["keep.>"], max_msgs=5)
+        names = await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)
+        assert b'"streams":["GONE","KEEP"]' in names.data
+        await js.delete_stream("KEEP")
+        with pytest.raises(NotFoundError):
+            await js.stream_info("KEEP")
+
+    try:
+        with_client(second, after)
+    finally:
+        second.stop()
