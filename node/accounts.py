@@ -4,14 +4,15 @@ Theory of operation: an ``Account`` owns its own sublist, router (core delivery 
 sublist and its peers' interest) and route interest counts, so nothing published in one
 account can match a subscription of another — isolation is structural, not a check on the
 hot path.  A connection is bound to one account when it authenticates (``AuthedUser.account``)
-and from then on publishes into and subscribes in that account only; internal clients (the
-JetStream service) are bound to the account JetStream runs in.  Routes carry the account name
+and from then on publishes into and subscribes in that account only; internal clients (a
+JetStream service) are bound to the account they serve.  Routes carry the account name
 in ``RS+``/``RS-``/``RMSG``/``HMSG`` as nats-server does, and a peer's interest or message for
 an account this server does not know is dropped.
 
 ``$G`` (users of the top-level ``authorization`` block, or everyone when no users are
 configured) and the system account (``$SYS`` unless ``system_account`` names another) always
-exist.  ``Accounts.jetstream`` is the one account JetStream serves (``None``: JetStream is
+exist.  ``Accounts.jetstream_accounts`` are the accounts JetStream serves (one service
+each), ``Accounts.jetstream`` the first of them, the home account (``None``: JetStream is
 off); the single-account server has exactly ``$G`` and ``$SYS``, and ``$G``'s router is the
 server's ``router`` as before, so its path is unchanged.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from node.confaccounts import GLOBAL_ACCOUNT, jetstream_account
+from node.confaccounts import GLOBAL_ACCOUNT, jetstream_accounts
 from node.route import Interest
 from node.router import Router
 from node.sublist import Sublist
@@ -72,11 +73,16 @@ class Accounts:
         self.global_account = self.by_name[GLOBAL_ACCOUNT]
         self.system = self.by_name[cfg.system_account]
         self.system.is_system = True
-        js = jetstream_account(cfg)
-        self.jetstream: Account | None = self.by_name[js] if js is not None else None
-        if self.jetstream is not None:
-            self.jetstream.jetstream = True
-        #: the account the server's own services live in (JetStream's, else ``$G``)
+        #: the accounts JetStream runs in, in configuration order
+        self.jetstream_accounts = [self.by_name[n] for n in jetstream_accounts(cfg)]
+        for acc in self.jetstream_accounts:
+            acc.jetstream = True
+        #: the first of them (None: JetStream is off)
+        self.jetstream: Account | None = (
+            self.jetstream_accounts[0] if self.jetstream_accounts else None
+        )
+        #: the account the server's own services live in (the first JetStream account,
+        #: else ``$G``)
         self.home = self.jetstream or self.global_account
 
     def get(self, name: str) -> Account | None:

@@ -14,8 +14,9 @@ exists and one of its exports of the same kind covers the subject and admits the
 What trijet does not do yet is refused with an error that names it, never ignored (an ignored
 mapping would deliver on the wrong subjects, an ignored limit would let one tenant fill the
 disk): account ``mappings``, per-account JetStream fields other than max_mem, max_file,
-max_streams and max_consumers (``max_ack_pending`` among them), and JetStream enabled in more
-than one account (trijet runs JetStream in one account).
+max_streams and max_consumers (``max_ack_pending`` among them), and, in a cluster, JetStream
+enabled in more than one account (:func:`check_cluster_accounts`: the meta layer keeps one
+account's assignments; a single server runs one JetStream service per account).
 """
 
 from __future__ import annotations
@@ -374,13 +375,6 @@ def check_accounts(b: _Builder, top: dict[str, ConfValue], account_users: list[U
             "or account configuration",
         )
     js_accounts = [a.name for a in cfg.accounts.values() if a.jetstream]
-    if len(js_accounts) > 1:
-        b.err(
-            top["accounts"],
-            "JetStream in more than one account is not supported yet (enabled in "
-            + ", ".join(js_accounts)
-            + "): trijet runs JetStream in one account",
-        )
     if cfg.jetstream.enabled and not js_accounts and user_accounts(cfg):
         b.err(
             top["accounts"],
@@ -395,15 +389,32 @@ def user_accounts(cfg: ServerConfig) -> list[str]:
 
 
 def jetstream_account(cfg: ServerConfig) -> str | None:
-    """The one account JetStream runs in: ``$G`` when no account but the system account is
-    configured (nats-server's global-account-only case), else the account that enables it."""
+    """The home account, the first JetStream runs in (None: JetStream is off)."""
+    accs = jetstream_accounts(cfg)
+    return accs[0] if accs else None
+
+
+def jetstream_accounts(cfg: ServerConfig) -> list[str]:
+    """The accounts JetStream runs in, in configuration order: ``$G`` when no account but
+    the system account is configured (nats-server's global-account-only case), else every
+    account that enables it (never the system account)."""
     if not cfg.jetstream.enabled:
-        return None
+        return []
     if not user_accounts(cfg):
-        return GLOBAL_ACCOUNT
-    for a in cfg.accounts.values():
-        if a.jetstream and a.name != cfg.system_account:
-            return a.name
+        return [GLOBAL_ACCOUNT]
+    return [a.name for a in cfg.accounts.values() if a.jetstream and a.name != cfg.system_account]
+
+
+def check_cluster_accounts(cfg: ServerConfig) -> str | None:
+    """The refusal of what a cluster cannot do yet (JetStream in several accounts: the
+    meta layer keeps one account's assignments), or None."""
+    accs = jetstream_accounts(cfg)
+    if cfg.cluster is not None and len(accs) > 1:
+        return (
+            "JetStream in more than one account is not supported in a cluster yet (enabled in "
+            + ", ".join(accs)
+            + "): trijet's cluster runs JetStream in one account"
+        )
     return None
 
 

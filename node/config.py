@@ -40,6 +40,7 @@ from node.configtypes import (
     TLSConfig,
     UserSpec,
 )
+from node.confaccounts import check_cluster_accounts
 from node.conftree import apply_file, parse_duration
 from node.flags import FLAGS, apply_flags, parse_flags, usage, version_text
 
@@ -113,6 +114,9 @@ def load(argv: list[str], *, env: dict[str, str] | None = None) -> ServerConfig:
     apply_flags(cfg, flags)
     if cfg.cluster is not None and cfg.jetstream.enabled and not cfg.server_name:
         raise ConfigError("jetstream cluster requires `server_name` to be set")
+    refused = check_cluster_accounts(cfg)
+    if refused is not None:
+        raise ConfigError(refused)
     return cfg
 
 

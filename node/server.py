@@ -131,6 +131,8 @@ class Server:
         self.route_listeners: list[Callable[[Route], None]] = []
         self.jetstream_enabled = cfg.jetstream.enabled
         self.jetstream: Any = None  # node.jetstream.service.JetStreamService when enabled
+        #: one JetStream service per account that enables it (the first is ``jetstream``)
+        self.js_services: list[Any] = []
         from node.imports import install_imports
 
         #: the bridges of configured stream and service imports (None: none configured)
@@ -461,7 +463,11 @@ class Server:
 
     def jetstream_view(self) -> Any:
         """JetStream figures for ``/jsz`` (a ``node.monitor.jsz.JetStreamView``), or None."""
-        return self.jetstream.stats() if self.jetstream is not None else None
+        if not self.js_services:
+            return None
+        from node.jetstream.accounts_js import combined_view
+
+        return combined_view(self.js_services)
 
     def internal_error(self, what: str, **where: Any) -> None:
         """Log the exception being handled (once, with where it happened) and
@@ -489,21 +495,25 @@ class Server:
                         "errors": [{"type": "JETSTREAM", "error": text}],
                     }
                 return status, {"status": "unavailable", "error": text}
-        bad = [q for q in getattr(js, "quarantined", ()) if q.kind == "stream"]
+        bad = [
+            (svc.account.name, q)
+            for svc in self.js_services
+            for q in getattr(svc, "quarantined", ())
+            if q.kind == "stream"
+        ]
         if not bad or opts.get("js-enabled-only") or opts.get("js-meta-only"):
             return 200, {"status": "ok"}
-        name = bad[0].name
-        acc = self.accounts.home.name
-        msg = f"JetStream stream '{acc} > {name}' could not be recovered"
+        acc, first = bad[0]
+        msg = f"JetStream stream '{acc} > {first.name}' could not be recovered"
         if opts.get("details"):
             errors = [
                 {
                     "type": "STREAM",
-                    "account": acc,
+                    "account": a,
                     "stream": q.name,
-                    "error": f"JetStream stream '{acc} > {q.name}' could not be recovered",
+                    "error": f"JetStream stream '{a} > {q.name}' could not be recovered",
                 }
-                for q in bad
+                for a, q in bad
             ]
             return 503, {"status": "error", "errors": errors}
         return 503, {"status": "unavailable", "error": msg}
@@ -611,9 +621,15 @@ class Server:
                 if cfg.jetstream.enabled:
                     from node.jetstream.service import JetStreamService
 
-                    self.jetstream = JetStreamService(self)
                     log.info("Starting JetStream")
-                    await nursery.start(self.jetstream.run)
+                    for acc in self.accounts.jetstream_accounts:
+                        svc = JetStreamService(
+                            self, acc, self.jetstream.storage if self.jetstream else None
+                        )
+                        self.js_services.append(svc)
+                        if self.jetstream is None:
+                            self.jetstream = svc
+                        await nursery.start(svc.run)
                     self._serve_accounts_without_jetstream(nursery)
                 self._write_ports_file()
                 log.info("Server is ready")

@@ -140,10 +140,10 @@ class Advisories:
 
     def interested(self, subject: bytes) -> bool:
         """Whether a local subscriber or a route wants ``subject``."""
-        server = self.svc.server
-        if server.sublist.has_interest(subject):
+        router = self.svc.router
+        if router.sublist.has_interest(subject):
             return True
-        remote = server.router.route_sublist
+        remote = router.route_sublist
         return bool(remote.count) and remote.has_interest(subject)
 
     def _publish(self, subject: bytes, body: dict[str, Any]) -> None:

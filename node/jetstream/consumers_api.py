@@ -148,7 +148,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
             raise JSApiError(STREAM_NOT_FOUND)
         existing = {n: c.cfg for n, c in svc.consumers.of(stream.cfg.name).items()}
         # the sublist belongs to the event loop: ask it here, not in a thread
-        has_interest = svc.server.router.sublist.has_interest
+        has_interest = svc.router.sublist.has_interest
         bound = {
             c.deliver_subject: has_interest(c.deliver_subject.encode())
             for c in existing.values()

@@ -227,7 +227,7 @@ class ConsumerManager:
         if cfg.is_pull:
             dispatcher = self.pulls[key] = PullDispatcher(self, consumer)
         else:
-            rng = self.svc.server.router.rng
+            rng = self.svc.router.rng
             dispatcher = self.pushes[key] = PushDispatcher(self, consumer, rng)
         scope = trio.CancelScope()
         self._scopes[key] = scope
@@ -372,7 +372,7 @@ class ConsumerManager:
         first, then the action runs, so the request follows exactly the
         message that made it due.
         """
-        router = self.svc.server.router
+        router = self.svc.router
         pending = c.pending_after_pick
         new_after = sum(1 for _, d in got if d.dc == 1)
         prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()

@@ -121,7 +121,7 @@ class PullDispatcher:
             if not spec.hb_ns:
                 self._send(reply, status(409, "Exceeded MaxWaiting"))
             return
-        router = self.mgr.svc.server.router
+        router = self.mgr.svc.router
         if not router.sublist.has_interest(reply) and not (
             router.route_sublist.count and router.route_sublist.has_interest(reply)
         ):
@@ -179,7 +179,7 @@ class PullDispatcher:
     def _housekeeping(self, now: float) -> float | None:
         """Expire requests, drop those without interest, send heartbeats;
         returns the next deadline."""
-        router = self.mgr.svc.server.router
+        router = self.mgr.svc.router
         sublist, remote = router.sublist, router.route_sublist
         self.last_check = now
         deadline: float | None = None

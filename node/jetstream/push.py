@@ -125,9 +125,9 @@ class PushDispatcher:
         self.mgr = mgr
         self.consumer = consumer
         self.rng = rng
-        self.sublist = mgr.svc.server.router.sublist
+        self.sublist = mgr.svc.router.sublist
         #: interest from other servers counts too (subscribers across a route)
-        self.route_sublist = mgr.svc.server.router.route_sublist
+        self.route_sublist = mgr.svc.router.route_sublist
         self.active = False
         self.unbound_at = trio.current_time()
         self._watched: tuple[bytes, bytes | None] | None = None

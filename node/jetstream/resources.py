@@ -32,8 +32,10 @@ usage of applied batches: publishes already queued behind a batch that
 crosses the limit are still stored (nats-server, checking per message,
 stops at the first) -- an overshoot of at most one batch.
 
-The limits of the account JetStream runs in (``accounts { APP: { jetstream:
-{max_mem, …} } }``) are checked beside these: ``node.jetstream.acclimits``.
+The server's limits count every account's streams (tracked per account and
+name); each account's own limits (``accounts { APP: { jetstream: {max_mem,
+…} } }``, ``node.jetstream.acclimits``) are checked beside these against that
+account's usage (``AccountStorage.used``).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from node.jsapi.errors import (
     JSApiError,
 )
 
-__all__ = ["INSUFFICIENT_RESOURCES", "StorageLimits"]
+__all__ = ["INSUFFICIENT_RESOURCES", "AccountStorage", "StorageLimits", "reserved"]
 
 INSUFFICIENT_RESOURCES = (503, 10023, "insufficient resources")
 """The PubAck error of a publish refused for the server's storage usage."""
@@ -56,6 +58,9 @@ INSUFFICIENT_RESOURCES = (503, 10023, "insufficient resources")
 
 class StorageLimits:
     """Reservation checks and stored-bytes tracking against the server's limits.
+
+    Streams are tracked per ``(account, name)``: the server's limits see every
+    account's bytes, ``used_by(account)`` one account's (for its own limits).
 
     Args:
         max_memory: bytes ``storage: memory`` streams may reserve and use.
@@ -65,21 +70,30 @@ class StorageLimits:
     def __init__(self, max_memory: int, max_storage: int) -> None:
         self.max = {Storage.MEMORY: max_memory, Storage.FILE: max_storage}
         self.used = {Storage.MEMORY: 0, Storage.FILE: 0}
-        self._streams: dict[str, tuple[Stream, int]] = {}
+        self._streams: dict[tuple[str, str], tuple[Stream, int]] = {}
+        self._accounts: dict[str, dict[Storage, int]] = {}
 
     # -- reservations ----------------------------------------------------------------
 
-    def check_create(self, cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:
-        """Whether a new stream ``cfg`` fits beside ``existing``' reservations.
+    def check_create(
+        self, cfg: StreamConfig, existing: Iterable[StreamConfig], account: str = ""
+    ) -> None:
+        """Whether a new stream ``cfg`` fits beside ``existing``' reservations
+        (``account``'s streams) and those of the other accounts' streams.
 
         Raises:
             JSApiError: 10047 (file) or 10028 (memory).
         """
         add = cfg.max_bytes if cfg.max_bytes > 0 else 1
-        self._check(cfg.storage, add, _reserved(cfg.storage, existing))
+        held = reserved(cfg.storage, existing) + self._reserved_except(account, cfg.storage)
+        self._check(cfg.storage, add, held)
 
     def check_update(
-        self, old: StreamConfig, new: StreamConfig, existing: Iterable[StreamConfig]
+        self,
+        old: StreamConfig,
+        new: StreamConfig,
+        existing: Iterable[StreamConfig],
+        account: str = "",
     ) -> None:
         """Whether stream ``old`` may become ``new`` (``existing`` holds ``old``).
 
@@ -87,7 +101,11 @@ class StorageLimits:
             JSApiError: 10047 (file) or 10028 (memory).
         """
         grow = max(new.max_bytes, 0) - max(old.max_bytes, 0)
-        self._check(new.storage, max(grow, 0), _reserved(new.storage, existing))
+        held = reserved(new.storage, existing) + self._reserved_except(account, new.storage)
+        self._check(new.storage, max(grow, 0), held)
+
+    def _reserved_except(self, account: str, storage: Storage) -> int:
+        return reserved(storage, (s.cfg for (a, _), (s, _n) in self._streams.items() if a != account))
 
     def _check(self, storage: Storage, add: int, reserved: int) -> None:
         limit = self.max[storage]
@@ -98,33 +116,81 @@ class StorageLimits:
 
     # -- usage -----------------------------------------------------------------------
 
-    def track(self, stream: Stream) -> None:
+    def track(self, stream: Stream, account: str = "") -> None:
         """Count ``stream``'s stored bytes now and after every op it applies."""
-        name = stream.cfg.name
+        key = (account, stream.cfg.name)
 
         def observe(_outcome: object) -> None:
-            if name in self._streams and self._streams[name][0] is stream:
-                self._set(name, stream)
+            if key in self._streams and self._streams[key][0] is stream:
+                self._set(key, stream)
 
-        self._set(name, stream)
+        self._set(key, stream)
         stream.listeners.append(observe)
 
-    def forget(self, name: str) -> None:
+    def forget(self, name: str, account: str = "") -> None:
         """Stream ``name`` is gone: its bytes no longer count."""
-        old = self._streams.pop(name, None)
+        old = self._streams.pop((account, name), None)
         if old is not None:
-            self.used[old[0].cfg.storage] -= old[1]
+            storage = old[0].cfg.storage
+            self.used[storage] -= old[1]
+            self._accounts[account][storage] -= old[1]
 
-    def _set(self, name: str, stream: Stream) -> None:
-        self.forget(name)
+    def _set(self, key: tuple[str, str], stream: Stream) -> None:
+        self.forget(key[1], key[0])
         nbytes = stream.store.state().bytes
-        self._streams[name] = (stream, nbytes)
+        self._streams[key] = (stream, nbytes)
         self.used[stream.cfg.storage] += nbytes
+        acc = self._accounts.setdefault(key[0], {Storage.MEMORY: 0, Storage.FILE: 0})
+        acc[stream.cfg.storage] += nbytes
+
+    def used_by(self, account: str = "") -> dict[Storage, int]:
+        """``account``'s stored bytes by storage type (a live mapping)."""
+        return self._accounts.setdefault(account, {Storage.MEMORY: 0, Storage.FILE: 0})
 
     def exceeded(self, storage: Storage) -> bool:
         """The stored bytes of ``storage`` are above the limit (publishes refused)."""
         return self.used[storage] > self.max[storage]
 
 
-def _reserved(storage: Storage, configs: Iterable[StreamConfig]) -> int:
+def reserved(storage: Storage, configs: Iterable[StreamConfig]) -> int:
+    """What the streams ``configs`` reserve of ``storage`` (their ``max_bytes``)."""
     return sum(c.max_bytes for c in configs if c.storage is storage and c.max_bytes > 0)
+
+
+class AccountStorage:
+    """One account's view of the server's ``StorageLimits``: the interface a
+    JetStream service uses, with the account filled in; ``used`` is the
+    account's usage (its ``max_mem``/``max_file``), ``exceeded`` the server's.
+
+    Args:
+        server: the server's limits and usage, shared by the accounts.
+        account: the account's name.
+    """
+
+    def __init__(self, server: StorageLimits, account: str) -> None:
+        self.server = server
+        self.account = account
+        #: the account's stored bytes by storage type (live)
+        self.used = server.used_by(account)
+
+    def check_create(self, cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:
+        """``StorageLimits.check_create`` for this account."""
+        self.server.check_create(cfg, existing, self.account)
+
+    def check_update(
+        self, old: StreamConfig, new: StreamConfig, existing: Iterable[StreamConfig]
+    ) -> None:
+        """``StorageLimits.check_update`` for this account."""
+        self.server.check_update(old, new, existing, self.account)
+
+    def track(self, stream: Stream) -> None:
+        """``StorageLimits.track`` for this account."""
+        self.server.track(stream, self.account)
+
+    def forget(self, name: str) -> None:
+        """``StorageLimits.forget`` for this account."""
+        self.server.forget(name, self.account)
+
+    def exceeded(self, storage: Storage) -> bool:
+        """The server's stored bytes of ``storage`` are above its limit."""
+        return self.server.exceeded(storage)

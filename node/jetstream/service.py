@@ -52,12 +52,13 @@ from node.jetstream import (
     streams_api,
 )
 from node.jetstream.acclimits import ACCOUNT_LIMIT_PUB_ERROR, AccountLimits
+from node.jetstream.accounts_js import account_store_dir
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
 from node.jetstream.membership import Membership
 from node.jetstream.meta import MetaLayer
-from node.jetstream.resources import INSUFFICIENT_RESOURCES, StorageLimits
+from node.jetstream.resources import INSUFFICIENT_RESOURCES, AccountStorage, StorageLimits
 from node.jetstream.solo_meta import SoloMeta
 from node.jsapi import render
 from node.jsapi.versioning import demands_higher_level
@@ -156,25 +157,37 @@ def route(op: tuple[str, ...]) -> Handler | None:
 
 
 class JetStreamService:
-    """JetStream for one server (single node, R1 streams).
+    """JetStream of one account on one server.
 
     Args:
-        server: the server (config, router, sublist).
+        server: the server (config, accounts, routes).
+        account: the ``node.accounts.Account`` served (None: the home account,
+            the first that enables JetStream); a service of another account
+            never runs the meta layer (``node.jetstream.accounts_js``).
+        storage: the server's storage limits, shared by the accounts' services
+            (None: this service makes them).
     """
 
-    def __init__(self, server: Server) -> None:
+    def __init__(
+        self, server: Server, account: Any = None, storage: StorageLimits | None = None
+    ) -> None:
         self.server = server
         js = server.cfg.jetstream
         self.domain = js.domain or ""
-        self.store_dir = js.jetstream_dir
-        self.client = InternalClient(server, "jetstream")
+        #: the account served, its router (its subject space) and its directory
+        self.account = account if account is not None else server.accounts.home
+        home = self.account is server.accounts.home
+        self.router = self.account.router
+        self.store_dir = account_store_dir(js.jetstream_dir, self.account.name, home=home)
+        self.client = InternalClient(server, "jetstream", self.account)
         self.api: JetStreamApi = None  # type: ignore[assignment]  # set in run()
         self.consumers: ConsumerManager = None  # type: ignore[assignment]  # set in run()
         self.advisories = Advisories(self)
-        #: the server's storage limits (reservations and usage), resolved at start
-        self.resources = StorageLimits(*js_store_limits(js))
-        #: the account JetStream runs in, and its limits (``node.jetstream.acclimits``)
-        self.account = server.accounts.home
+        #: the server's storage limits (reservations and usage, every account's),
+        #: resolved at start, seen through this account
+        self.storage = storage if storage is not None else StorageLimits(*js_store_limits(js))
+        self.resources = AccountStorage(self.storage, self.account.name)
+        #: the account's JetStream limits (``node.jetstream.acclimits``)
         acc_spec = server.cfg.accounts.get(self.account.name)
         self.limits = AccountLimits.from_config(acc_spec.js_limits if acc_spec else {})
         self._subs: dict[str, list[Subscription]] = {}
@@ -321,7 +334,7 @@ class JetStreamService:
         resources = self.resources
         limits = self.limits
         bytes_limited = limits.max_memory >= 0 or limits.max_storage >= 0
-        defer = self.server.router.defer  # the batch is applied once the chunk is routed
+        defer = self.router.defer  # the batch is applied once the chunk is routed
 
         def on_msg(
             sub: Subscription,
@@ -391,7 +404,7 @@ class JetStreamService:
         src = self.client.sender
         if not reply or src is None or not getattr(src, "no_responders", False):
             return
-        router = self.server.router
+        router = self.router
         r = router.sublist.match(subject)
         if any(s is not sub for s in r.psubs) or r.qsubs:
             return
@@ -430,7 +443,7 @@ class JetStreamService:
         out inside a ``flush()`` (a drained batch), which wakes them all.
         """
         client = self.client
-        router = self.server.router
+        router = self.router
         publish_once = router.publish_once
 
         def publish(reply: bytes, body: bytes) -> None:

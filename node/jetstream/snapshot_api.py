@@ -361,10 +361,10 @@ def _new_id(svc: JetStreamService) -> str:
 
 
 def _interested(svc: JetStreamService, subject: bytes) -> bool:
-    server = svc.server
-    if server.sublist.has_interest(subject):
+    router = svc.router
+    if router.sublist.has_interest(subject):
         return True
-    remote = server.router.route_sublist
+    remote = router.route_sublist
     return bool(remote.count) and remote.has_interest(subject)
 
 

@@ -472,6 +472,20 @@ def test_accounts_defaults_and_global_only(tmp_path: Path) -> None:
     assert jetstream_account(load(["-c", write(tmp_path, text)])) == "$G"
 
 
+def test_jetstream_in_several_accounts(tmp_path: Path) -> None:
+    """On one server every account that enables JetStream gets it (never the system
+    account), in configuration order; the first is the home account."""
+    from node.confaccounts import jetstream_account, jetstream_accounts
+
+    text = "jetstream: enabled\naccounts {\n  B: { jetstream: enabled }\n  C: {}\n"
+    text += "  A: { jetstream: { max_mem: 1M } }\n  SYS: {}\n}\nsystem_account: SYS\n"
+    c = load(["-c", write(tmp_path, text)])
+    assert jetstream_accounts(c) == ["B", "A"]
+    assert jetstream_account(c) == "B"
+    c = load(["-c", write(tmp_path, text.replace("jetstream: enabled\naccounts", "accounts"))])
+    assert jetstream_accounts(c) == [] and jetstream_account(c) is None
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -494,10 +508,6 @@ def test_accounts_defaults_and_global_only(tmp_path: Path) -> None:
             'per-account JetStream field "max_ack_pending" is not supported yet (account "A")',
         ),
         (
-            "jetstream: enabled\naccounts { A: { jetstream: enabled }, B: { jetstream: enabled } }\n",
-            "JetStream in more than one account is not supported yet (enabled in A, B)",
-        ),
-        (
             "jetstream: enabled\naccounts { A: {}, B: {} }\n",
             "JetStream is enabled but no account enables it",
         ),
@@ -511,6 +521,16 @@ def test_accounts_config_errors(tmp_path: Path, text: str, needle: str) -> None:
         load(["-c", path])
     assert needle in str(ei.value), str(ei.value)
     assert str(ei.value).startswith(f"{path}:"), str(ei.value)
+
+
+def test_jetstream_in_several_accounts_refused_in_a_cluster(tmp_path: Path) -> None:
+    text = "server_name: n1\ncluster { name: C, port: -1 }\njetstream: enabled\n"
+    text += "accounts { A: { jetstream: enabled }, B: { jetstream: enabled } }\n"
+    with pytest.raises(ConfigError) as ei:
+        load(["-c", write(tmp_path, text)])
+    want = "JetStream in more than one account is not supported in a cluster yet (enabled in A, B)"
+    assert want in str(ei.value)
+    load(["-c", write(tmp_path, text.replace("server_name: n1\ncluster { name: C, port: -1 }\n", ""))])
 
 
 def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:

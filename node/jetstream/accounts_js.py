@@ -1,0 +1,87 @@
+"""JetStream in several accounts on one server: one service per account, shared limits.
+
+Theory of operation
+-------------------
+Every account that enables JetStream gets its own ``JetStreamService``: its
+own internal client bound to the account (so its ``$JS.API.>`` and
+``$JS.<domain>.API.>`` subscriptions, its streams' capture subscriptions, its
+PubAcks, deliveries and advisories live in that account's sublist and
+nowhere else), its own stream and consumer registries, API counters and
+account limits.  Isolation is therefore structural, as for core NATS
+(``node.accounts``): a client of account A publishes into A's sublist, where
+only A's service listens.
+
+What the services share is the server: its storage limits
+(``jetstream { max_memory_store, max_file_store }``) are checked against the
+usage and reservations of every account (one ``StorageLimits``), while each
+account's own ``max_mem``/``max_file`` limits see that account's usage only
+(``AccountStorage``, each service's view of it).  ``/jsz``, ``/varz`` and ``$SYS.REQ.SERVER.PING.JSZ`` see one
+view summed over the services (:func:`combined_view`).
+
+Files: each account's streams live under ``<store_dir>/jetstream/<account>/``
+(``streams/<name>``, as nats-server lays them out).  A store written before
+accounts had directories (``<store_dir>/jetstream/streams``, ``_meta_``,
+``quarantine`` directly under ``jetstream``) is moved once into the home
+account's directory at start (:func:`account_store_dir`).
+
+In a cluster only one account may enable JetStream (refused at start by
+``node.confaccounts.check_cluster_accounts``): the meta layer keeps one
+account's assignments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from node.monitor.jsz import JetStreamView
+
+if TYPE_CHECKING:
+    from node.jetstream.service import JetStreamService
+
+log = logging.getLogger(__name__)
+
+#: what lay directly under ``<store_dir>/jetstream`` before per-account directories
+_LEGACY_ENTRIES = ("streams", "_meta_", "quarantine")
+
+
+def account_store_dir(jetstream_dir: str, account: str, *, home: bool) -> str:
+    """The JetStream directory of ``account`` (``<jetstream_dir>/<account>``).
+
+    For the home account, a layout written before per-account directories is
+    moved in first (only when the account's directory does not exist yet, so
+    an account literally named ``streams`` is never confused with it).
+    """
+    d = os.path.join(jetstream_dir, account)
+    if home and not os.path.isdir(d):
+        legacy = [e for e in _LEGACY_ENTRIES if os.path.isdir(os.path.join(jetstream_dir, e))]
+        if legacy:
+            os.makedirs(d, exist_ok=True)
+            for e in legacy:
+                os.replace(os.path.join(jetstream_dir, e), os.path.join(d, e))
+            log.info("event=jetstream_layout_migrated account=%s moved=%s", account, legacy)
+    return d
+
+
+def combined_view(services: Sequence[JetStreamService]) -> JetStreamView:
+    """One ``JetStreamView`` over every account's service (the first one's meta)."""
+    views = [svc.stats() for svc in services]
+    first = views[0]
+    if len(views) == 1:
+        return first
+    return JetStreamView(
+        ha_assets=sum(v.ha_assets for v in views),
+        meta=first.meta,
+        leader=first.leader,
+        memory=sum(v.memory for v in views),
+        storage=sum(v.storage for v in views),
+        reserved_memory=sum(v.reserved_memory for v in views),
+        reserved_storage=sum(v.reserved_storage for v in views),
+        api_level=first.api_level,
+        api_total=sum(v.api_total for v in views),
+        api_errors=sum(v.api_errors for v in views),
+        api_inflight=sum(v.api_inflight for v in views),
+        accounts=tuple(a for v in views for a in v.accounts),
+    )
