@@ -298,6 +298,19 @@ _JS_LIMIT_KEYS = {
     "consumers": "max_consumers",
 }
 _JS_SIZES = frozenset({"max_memory", "max_storage"})
+#: per-account JetStream keys nats-server reads and trijet does not enforce yet (refused)
+_JS_UNSUPPORTED_KEYS = frozenset(
+    {
+        "max_bytes_required",
+        "max_stream_bytes",
+        "max_bytes",
+        "mem_max_stream_bytes",
+        "memory_max_stream_bytes",
+        "disk_max_stream_bytes",
+        "store_max_stream_bytes",
+        "max_ack_pending",
+    }
+)
 
 
 def _account_jetstream(b: _Builder, spec: AccountSpec, cv: ConfValue) -> bool:
@@ -327,12 +340,14 @@ def _account_jetstream(b: _Builder, spec: AccountSpec, cv: ConfValue) -> bool:
                     name = _JS_LIMIT_KEYS[k]
                     value = b.size(k, mv) if name in _JS_SIZES else b.integer(k, mv)
                     spec.js_limits[name] = value
-                else:
+                elif k in _JS_UNSUPPORTED_KEYS:
                     b.err(
                         mv,
                         f'per-account JetStream field "{key}" is not supported yet (account '
                         f'"{spec.name}"): trijet would not enforce it',
                     )
+                else:  # nats-server knows no other (tiers come only from account JWTs)
+                    b.err(mv, f'unknown field "{key}"')
             except _Skip:
                 pass
         return enabled

@@ -512,6 +512,13 @@ def test_jetstream_in_several_accounts(tmp_path: Path) -> None:
             "JetStream is enabled but no account enables it",
         ),
         ('accounts { "$G": {} }\n', '"$G" is a reserved account'),
+        # tiered limits come only from account JWTs in nats-server 2.15.1: its config
+        # file knows no tier keys (checked with -t)
+        (
+            "accounts { A: { jetstream: { tiers: { R1: { max_mem: 1M } } } } }\n",
+            'unknown field "tiers"',
+        ),
+        ("accounts { A: { jetstream: { R3: { max_mem: 1M } } } }\n", 'unknown field "R3"'),
     ],
 )
 def test_accounts_config_errors(tmp_path: Path, text: str, needle: str) -> None:
