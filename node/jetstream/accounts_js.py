@@ -33,8 +33,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import trio
 
 from node.monitor.jsz import JetStreamView
 
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: the op of an account purge in a service's API queue (no subject has an empty token)
+PURGE_OP = ("", "ACCOUNT", "PURGE")
 #: what lay directly under ``<store_dir>/jetstream`` before per-account directories
 _LEGACY_ENTRIES = ("streams", "_meta_", "quarantine")
 
@@ -85,3 +90,25 @@ def combined_view(services: Sequence[JetStreamService]) -> JetStreamView:
         api_inflight=sum(v.api_inflight for v in views),
         accounts=tuple(a for v in views for a in v.accounts),
     )
+
+
+async def purge_account(svc: JetStreamService) -> None:
+    """Delete every stream of ``svc``'s account and then its directory (one server).
+
+    As nats-server 2.15.1 does on ``$JS.API.ACCOUNT.PURGE.<account>``: each stream
+    goes as by STREAM.DELETE (its consumers' ``CONSUMER.DELETED`` advisories, then its
+    ``STREAM.DELETED``, in the account), ``<store_dir>/jetstream/<account>`` is removed,
+    and the account's API counters do not count it.
+    """
+    from node.jetstream.streams_api import remove_local
+
+    if svc.meta is not None:  # a cluster deletes through the meta layer (not served yet)
+        return
+    names = sorted(svc.api.streams)
+    for name in names:
+        stream = svc.api.streams.get(name)
+        if stream is not None:
+            await remove_local(svc, stream)
+    if not svc.api.streams and os.path.isdir(svc.store_dir):
+        await trio.to_thread.run_sync(lambda: shutil.rmtree(svc.store_dir, ignore_errors=True))
+    log.info("event=account_purged account=%s streams=%d", svc.account.name, len(names))

@@ -149,8 +149,11 @@ class Advisories:
     def _publish(self, subject: bytes, body: dict[str, Any]) -> None:
         self.svc.client.publish(subject, dumps(body).encode())
 
-    def _head(self, type_: str) -> dict[str, Any]:
+    def head(self, type_: str) -> dict[str, Any]:
+        """An advisory's first fields: ``type``, a fresh ``id``, ``timestamp``."""
         return {"type": type_, "id": self.nuid.next(), "timestamp": rfc3339_ns(time.time_ns())}
+
+    _head = head
 
     def api_audit(self, req: ApiRequest, response: str | bytes) -> None:
         """``$JS.EVENT.ADVISORY.API`` for a request answered through the API layer.

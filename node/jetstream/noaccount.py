@@ -15,7 +15,11 @@ The system account also carries the operator requests ``$JS.API.META.LEADER.STEP
 them, and the meta leader alone answers (``MetaOps``): stepdown hands the ``_meta_`` group's
 lead over (placement ``preferred``/``cluster``/``tags`` as for streams), server remove takes a
 peer out of the ``_meta_`` group.  On a single server, and from any other account, they get no
-reply, as nats-server gives.  Removing the meta leader itself (nats-server: no reply, the
+reply, as nats-server gives.  ``$JS.API.ACCOUNT.PURGE.<account>`` from the system account
+of a single server answers ``{"initiated":true}`` for any account name (the body is ignored)
+and then deletes every stream of that account, if it has JetStream, with their advisories in
+the account, and its directory, as nats-server 2.15.1 does (``accounts_js.purge_account``);
+from any other account, without an account token, or in a cluster, it gets no reply.  Removing the meta leader itself (nats-server: no reply, the
 server leaves the group and another leads): the leader hands the lead over, then publishes the
 request again (marked, without a reply subject) for the next leader to act on.
 """
@@ -23,13 +27,14 @@ request again (marked, without a reply subject) for the next leader to act on.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
 from cluster.naming import peer_id
 from cluster.placement import NoPlacement, stepdown_target
 from node.internal import InternalClient
+from node.jetstream.advisories import API_AUDIT_SUBJECT, API_AUDIT_TYPE, Advisories
 from node.jetstream.common import ApiAnswer, dumps, error, json_object
 from node.jetstream.meta_ops import remap_server
 from node.jsapi.errors import (
@@ -111,6 +116,10 @@ def _doc(type_: str, err: dict[str, Any], extra: dict[str, Any]) -> str:
     return dumps({"type": T + type_, "error": err, **extra})
 
 
+def _doc_ok(type_: str, fields: dict[str, Any]) -> str:
+    return dumps({"type": T + type_, **fields})
+
+
 def not_enabled_answer(op: tuple[str, ...], *, system: bool, clustered: bool) -> str | None:
     """nats-server's answer to API request ``op`` (tokens after ``API``) in an account
     without JetStream: the JSON text, ``NO_RESPONDERS``, ``UNPIN`` (see ``unpin_answer``),
@@ -124,7 +133,9 @@ def not_enabled_answer(op: tuple[str, ...], *, system: bool, clustered: bool) ->
         return _doc("account_info_response", NOT_ENABLED, {})
     if system:
         if op[:2] == ("ACCOUNT", "PURGE"):
-            return None  # an operator request trijet does not serve
+            if len(op) == 3 and not clustered:  # ``AccountPurge`` acts on it
+                return _doc_ok("account_purge_response", {"initiated": True})
+            return None  # no account named, or a cluster (not served there yet)
         return _doc("system_response", NOT_ENABLED, {})
     if any(op[: len(p)] == p for p in _UNIMPORTED):
         return NO_RESPONDERS
@@ -176,6 +187,9 @@ class NotEnabledResponder:
         self.account = account
         self.client = InternalClient(server, f"jetstream-disabled:{account.name}", account)
         self.clustered = server.cfg.cluster is not None
+        #: what ``Advisories`` reads of a service: the account's router, the domain
+        self.router = account.router
+        self.domain = server.cfg.jetstream.domain or ""
         self.client.subscribe(b"$JS.API.>", self._on_api, announce=False)
         domain = server.cfg.jetstream.domain
         if domain:
@@ -193,6 +207,13 @@ class NotEnabledResponder:
         answer = not_enabled_answer(op, system=self.account.is_system, clustered=self.clustered)
         if answer is None:
             return
+        if op[:2] == ("ACCOUNT", "PURGE"):  # answered at once, acted on in the background
+            self.client.publish(reply, answer.encode())
+            self._audit(op, body, answer)
+            svc = next((j for j in self.server.js_services if j.account.name == op[2]), None)
+            if svc is not None:
+                svc.purge_account()
+            return
         if answer == UNPIN:
             answer = unpin_answer(body)
         elif answer == NO_RESPONDERS:
@@ -201,6 +222,24 @@ class NotEnabledResponder:
                 self.account.router.no_responders(src, subject, reply)
             return
         self.client.publish(reply, answer.encode())
+
+
+    def _audit(self, op: tuple[str, ...], body: bytes, answer: str) -> None:
+        """The API audit advisory of an account purge, in the system account, with an
+        empty ``client`` (as nats-server 2.15.1 sends it)."""
+        adv = Advisories(cast(Any, self))
+        if not adv.interested(API_AUDIT_SUBJECT):
+            return
+        doc = adv.head(API_AUDIT_TYPE)
+        doc["server"] = self.server.server_name
+        doc["client"] = {}
+        doc["subject"] = "$JS.API." + ".".join(op)
+        if body:
+            doc["request"] = body.decode(errors="replace")
+        doc["response"] = answer
+        if self.domain:
+            doc["domain"] = self.domain
+        self.client.publish(API_AUDIT_SUBJECT, dumps(doc).encode())
 
 
 class MetaOps:

@@ -52,7 +52,7 @@ from node.jetstream import (
     streams_api,
 )
 from node.jetstream.acclimits import ACCOUNT_LIMIT_PUB_ERROR, AccountLimits
-from node.jetstream.accounts_js import account_store_dir
+from node.jetstream.accounts_js import PURGE_OP, account_store_dir, purge_account
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
@@ -472,7 +472,21 @@ class JetStreamService:
 
     # -- API ------------------------------------------------------------------
 
+    def purge_account(self) -> None:
+        """Delete every stream of the account (``$JS.API.ACCOUNT.PURGE``), in the API
+        task's turn, so no request of the account runs beside it."""
+        req = ApiRequest(b"", PURGE_OP, b"", None, b"", None)
+        try:
+            self._send.send_nowait(req)
+        except trio.WouldBlock:
+            log.warning("event=jsapi_queue_full subject=account_purge")
+        else:
+            self.api_inflight += 1
+
     async def _handle(self, req: ApiRequest) -> None:
+        if req.op == PURGE_OP:
+            await purge_account(self)
+            return
         if req.op == ("INFO",):
             handler: Handler | None = _account_info
         else:

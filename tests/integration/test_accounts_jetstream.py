@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import nats.errors
 import nats.js.errors
 import pytest
 
@@ -199,3 +200,68 @@ def test_jetstream_accounts_survive_restart(start_server: Any, tmp_path: Path) -
 
     assert run(read) == (1, 2)
     assert (js_dir / "A" / "streams" / "S").is_dir() and not (js_dir / "streams").exists()
+
+
+def test_account_purge_from_the_system_account(start_server: Any, server_kind: str) -> None:
+    """``$JS.API.ACCOUNT.PURGE.<account>``: from the system account, ``initiated`` for any
+    account name and every stream of that account deleted (consumer, then stream
+    advisories in it), its directory removed; other accounts untouched; from a normal
+    account (even for itself) or without an account token, no reply and nothing deleted."""
+    sp: ServerProcess = start_server(server_kind, config=JS_ACCOUNTS_CONF)
+    purged = b"io.nats.jetstream.api.v1.account_purge_response"
+
+    async def main() -> dict[str, Any]:
+        a = await connect(sp.url, "a")
+        b = await connect(sp.url, "b")
+        sys_ = await connect(sp.url, "sys")
+        out: dict[str, Any] = {}
+        try:
+            for nc in (a, b):
+                js = nc.jetstream()
+                await js.add_stream(name="S", subjects=["x"])
+                await js.add_stream(name="T", subjects=["y"])
+                await js.publish("x", b"1")
+                await js.add_consumer("S", durable_name="D")
+            b_adv = await b.subscribe("$JS.EVENT.ADVISORY.*.DELETED.>")
+            sys_audit = await sys_.subscribe("$JS.EVENT.ADVISORY.API")
+            await b.flush()
+            await sys_.flush()
+            for nc in (a, b):  # not an operator: no reply
+                with pytest.raises(nats.errors.TimeoutError):
+                    await nc.request("$JS.API.ACCOUNT.PURGE.B", b"", timeout=1)
+            with pytest.raises(nats.errors.TimeoutError):
+                await sys_.request("$JS.API.ACCOUNT.PURGE", b"", timeout=1)
+            out["names_b_before"] = (await api(b, "$JS.API.STREAM.NAMES"))["streams"]
+            for acc in ("B", "C", "NOPE"):
+                msg = await sys_.request(f"$JS.API.ACCOUNT.PURGE.{acc}", b"", timeout=WAIT_S)
+                out[acc] = json.loads(msg.data)
+            deleted = [(await b_adv.next_msg(timeout=WAIT_S)).subject for _ in range(3)]
+            out["deleted"] = sorted(deleted)
+            audit = json.loads((await sys_audit.next_msg(timeout=WAIT_S)).data)
+            out["audit"] = {k: audit[k] for k in ("type", "client", "subject", "response")}
+            out["names_b"] = (await api(b, "$JS.API.STREAM.NAMES"))["streams"]
+            out["names_a"] = (await api(a, "$JS.API.STREAM.NAMES"))["streams"]
+            out["info_b"] = (await api(b, "$JS.API.INFO"))["streams"]
+            # B carries on with JetStream afterwards
+            await b.jetstream().add_stream(name="S", subjects=["x"])
+            out["again"] = (await b.jetstream().publish("x", b"2")).seq
+            return out
+        finally:
+            for nc in (a, b, sys_):
+                await nc.close()
+
+    out = run(main)
+    assert out["names_b_before"] == ["S", "T"]
+    for acc in ("B", "C", "NOPE"):
+        assert out[acc] == {"type": purged.decode(), "initiated": True}, out[acc]
+    assert out["deleted"] == [
+        "$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.D",
+        "$JS.EVENT.ADVISORY.STREAM.DELETED.S",
+        "$JS.EVENT.ADVISORY.STREAM.DELETED.T",
+    ]
+    assert out["audit"]["client"] == {} and out["audit"]["subject"] == "$JS.API.ACCOUNT.PURGE.B"
+    assert out["audit"]["type"] == "io.nats.jetstream.advisory.v1.api_audit"
+    assert out["names_b"] is None and out["info_b"] == 0
+    assert out["names_a"] == ["S", "T"]
+    assert out["again"] == 1
+    assert not (sp.workdir / "js" / "jetstream" / "B" / "streams" / "T").exists()
