@@ -10,16 +10,31 @@ says ``LEAK``.  All publishers run at once; the figure is the messages received 
 subscribers divided by the wall time from the publishers' start to the last subscriber's
 last message.  A second phase (``one-account``) runs the same ten pairs on ten different
 subjects in one account of the same server, so the cost of accounts shows as the ratio of
-the two phases.  Figures are medians over ``--repeat`` runs; the order of servers and of
+the two phases.
+
+JetStream (every account enables it; both servers sync before each PubAck: the reference
+runs with ``sync_interval: always``): ``js-accounts`` creates a file stream ``BENCH`` on
+``bench.js`` in each account (the same name and subject everywhere) and runs one
+``loadgen jspub`` per account at once (``--js-window`` PubAcks in flight each);
+``js-one-account`` creates ten streams ``B0…`` on ``bench.js.<i>`` in one account and runs
+the same ten publishers there.  The figure is the PubAcks of all publishers divided by the
+slowest publisher's time; each stream must hold exactly its publisher's messages, else the
+run says ``FAILED``.  The streams are deleted after each phase.  ``js-accounts`` against
+``js-one-account`` on trijet is the issue's yardstick (JetStream over ten accounts no worse
+than in one).  Figures are medians over ``--repeat`` runs; the order of servers and of
 phases alternates.
 
-Run: ``python -m bench.accounts_bench [--accounts 10] [--msgs 200000] [--repeat 3]``
+Run: ``python -m bench.accounts_bench [--accounts 10] [--msgs 200000] [--js-msgs 20000]
+[--repeat 3] [--phases accounts,one-account,js-accounts,js-one-account]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -39,18 +54,54 @@ from bench.common import (
     stop_server,
 )
 from bench.core_bench import finish, start_waiting
+from bench.js_bench import API_TIMEOUT_S, ApiClient
 
-PHASES = ("accounts", "one-account")
+PHASES = ("accounts", "one-account", "js-accounts", "js-one-account")
+JS_STREAM = "BENCH"
+JS_SUBJECT = "bench.js"
 
 
-def config_text(n: int) -> str:
-    accs = "\n".join(f"  A{i}: {{ users: [{{user: u{i}, password: u{i}}}] }}" for i in range(n))
+def config_text(n: int, store_dir: str) -> str:
+    js = "jetstream: enabled"
+    accs = "\n".join(
+        f"  A{i}: {{ users: [{{user: u{i}, password: u{i}}}], {js} }}" for i in range(n)
+    )
     single = ", ".join(f"{{user: s{i}, password: s{i}}}" for i in range(n))
-    return f"accounts {{\n{accs}\n  ONE: {{ users: [{single}] }}\n}}\n"
+    return (
+        f'jetstream {{\n  store_dir: "{store_dir}"\n  sync_interval: always\n}}\n'
+        f"accounts {{\n{accs}\n  ONE: {{ users: [{single}], {js} }}\n}}\n"
+    )
 
 
-def start(name: str, conf: Path, nats_server: str, tag: str) -> Any:
+class UserApi(ApiClient):
+    """``js_bench.ApiClient`` connected as a user (``password`` the same)."""
+
+    def __init__(self, port: int, user: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=API_TIMEOUT_S)
+        self.buf = b""
+        self.n = 0
+        self._line()  # INFO
+        connect = {
+            "verbose": False,
+            "pedantic": False,
+            "headers": True,
+            "no_responders": True,
+            "protocol": 1,
+            "name": "accounts_bench",
+            "user": user,
+            "pass": user,
+        }
+        self.sock.sendall(
+            b"CONNECT " + json.dumps(connect).encode() + b"\r\nSUB _INBOX.jsb.* 1\r\n"
+        )
+
+
+def start(name: str, nats_server: str, tag: str, args: argparse.Namespace) -> tuple[Any, str]:
+    """Start a server with its own store dir; returns it and the store dir."""
     ports_dir = tempfile.mkdtemp(prefix=f"accounts_bench_{safe_name(name)}_")
+    store_dir = tempfile.mkdtemp(prefix=f"accounts_bench_store_{safe_name(name)}_")
+    conf = Path(ports_dir) / "server.conf"
+    conf.write_text(config_text(args.accounts, store_dir))
     base = ["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", ports_dir, "-c", str(conf)]
     if name == "ref":
         cmd, cwd = [nats_server, *base], REPO_DIR
@@ -58,10 +109,59 @@ def start(name: str, conf: Path, nats_server: str, tag: str) -> Any:
         cwd = Path(name.split("=", 1)[1]) if "=" in name else REPO_DIR
         cmd = [sys.executable, "-m", "node", *base]
     log = OUT_DIR / f"accounts-{safe_name(name)}-{tag}.log"
-    return launch(name, cmd, cwd, ports_dir, log, "accounts_bench")[0]
+    return launch(name, cmd, cwd, ports_dir, log, "accounts_bench")[0], store_dir
+
+
+def run_js_phase(lg: list[str], port: int, phase: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Ten JetStream publishers at once: one per account, or ten streams in one account."""
+    n, k = args.js_msgs // args.accounts, args.accounts
+    if phase == "js-accounts":  # (user, stream, subject): one stream name in every account
+        plan = [(f"u{i}", JS_STREAM, JS_SUBJECT) for i in range(k)]
+    else:
+        plan = [(f"s{i}", f"B{i}", f"{JS_SUBJECT}.{i}") for i in range(k)]
+    # one API connection per account (clients of one account would share the replies
+    # to their common ``_INBOX.jsb.*``)
+    if phase == "js-accounts":
+        apis = [UserApi(port, user) for user, _, _ in plan]
+    else:
+        apis = [UserApi(port, "s0")] * k
+    try:
+        for api, (_, stream, subject) in zip(apis, plan, strict=True):
+            created = api.request(
+                f"$JS.API.STREAM.CREATE.{stream}",
+                {"name": stream, "subjects": [subject], "storage": "file", "num_replicas": 1},
+            )
+            if "error" in created:
+                raise RuntimeError(f"{phase}: stream create failed: {created['error']}")
+        common = ["-H", "127.0.0.1", "-P", str(port), "-n", str(n), "-z", str(args.size)]
+        common += ["-k", str(args.js_window), "-t", str(args.idle_s)]
+        pubs = [
+            subprocess.Popen(
+                [*lg, "jspub", *common, "-u", user, "-s", subject],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for user, _, subject in plan
+        ]
+        timeout = max(120.0, args.js_msgs / 200)
+        res = [finish(p, timeout) for p in pubs]
+        held = []
+        for api, (_, stream, _) in zip(apis, plan, strict=True):
+            info = api.request(f"$JS.API.STREAM.INFO.{stream}")
+            held.append(info.get("state", {}).get("messages"))
+            api.request(f"$JS.API.STREAM.DELETE.{stream}")
+    finally:
+        for api in set(apis):
+            api.close()
+    acks = sum(int(r.get("acks_ok", 0)) for r in res)
+    span = max(float(r.get("elapsed_s", 0.0)) for r in res)
+    ok = all(r.get("ok") for r in res) and all(h == n for h in held)
+    return {"ok": ok, "leak": False, "msgs": acks, "msgs_per_s": acks / span if span else 0.0}
 
 
 def run_phase(lg: list[str], port: int, phase: str, args: argparse.Namespace) -> dict[str, Any]:
+    if phase.startswith("js-"):
+        return run_js_phase(lg, port, phase, args)
     n, k = args.msgs // args.accounts, args.accounts
     common = ["-H", "127.0.0.1", "-P", str(port), "-n", str(n), "-z", str(args.size)]
     pairs = []
@@ -105,6 +205,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="accounts_bench", description=__doc__.splitlines()[0])
     p.add_argument("--accounts", type=int, default=10, help="accounts (one pub/sub pair each)")
     p.add_argument("--msgs", type=int, default=200_000, help="messages in all per phase")
+    p.add_argument("--js-msgs", type=int, default=20_000, help="JetStream messages per phase")
+    p.add_argument("--js-window", type=int, default=64, help="PubAcks in flight per publisher")
+    p.add_argument("--phases", default=",".join(PHASES), help="comma list of phases to run")
     p.add_argument("--size", type=int, default=128, help="payload bytes")
     p.add_argument("--repeat", type=int, default=3, help="repetitions (median reported)")
     p.add_argument("--batch-bytes", type=int, default=65536, help="publisher write size")
@@ -121,16 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("accounts_bench: needs a C compiler for bench/loadgen (accounts need -u)")
     nats_server = args.nats_server or find_nats_server()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    conf = OUT_DIR / "accounts_bench.conf"
-    conf.write_text(config_text(args.accounts))
     servers = comma_list(args.servers)
+    phases = tuple(p for p in PHASES if p in comma_list(args.phases))
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for rep in range(args.repeat):
         order = servers if rep % 2 == 0 else list(reversed(servers))
         for name in order:
-            s = start(name, conf, nats_server, f"r{rep}")
+            s, store_dir = start(name, nats_server, f"r{rep}", args)
             try:
-                for phase in PHASES if rep % 2 == 0 else tuple(reversed(PHASES)):
+                for phase in phases if rep % 2 == 0 else tuple(reversed(phases)):
                     r = run_phase(lg, s.port, phase, args)
                     results.setdefault((name, phase), []).append(r)
                     state = "ok" if r["ok"] else ("LEAK" if r["leak"] else "FAILED")
@@ -141,14 +243,15 @@ def main(argv: list[str] | None = None) -> int:
                     )
             finally:
                 stop_server(s)
+                shutil.rmtree(store_dir, ignore_errors=True)
     print()
     med: dict[tuple[str, str], float] = {}
     for key, rs in results.items():
         good = [r["msgs_per_s"] for r in rs if r["ok"]]
         med[key] = statistics.median(good) if good else float("nan")
-    print(f"{'phase':<14}" + "".join(f"{n:>16}" for n in servers) + "   ratio(x/ref)")
-    for phase in PHASES:
-        row = f"{phase:<14}" + "".join(
+    print(f"{'phase':<16}" + "".join(f"{n:>16}" for n in servers) + "   ratio(x/ref)")
+    for phase in phases:
+        row = f"{phase:<16}" + "".join(
             f"{med.get((n, phase), float('nan')):>16,.0f}" for n in servers
         )
         ref = med.get(("ref", phase))
@@ -159,9 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(row + "   " + " ".join(ratios))
     for n in servers:
-        a, o = med.get((n, "accounts")), med.get((n, "one-account"))
-        if a and o:
-            print(f"{n}: {args.accounts} accounts / one account = {a / o:.3f}")
+        for pre in ("", "js-"):
+            a, o = med.get((n, pre + "accounts")), med.get((n, pre + "one-account"))
+            if a and o:
+                what = "JetStream " if pre else "core "
+                print(f"{n}: {what}{args.accounts} accounts / one account = {a / o:.3f}")
     return 0
 
 

@@ -14,10 +14,10 @@
  *        count MSG ops until N arrived (first-to-last timing).
  *   rep  SUB subj, "READY", answer each MSG on its reply subject with the
  *        same payload; exits after N replies (or when the server closes).
- *   req  SUB _INBOX.lg.*, then send N requests with reply subject
- *        _INBOX.lg.<i>, keeping K in flight (K=1: strictly sequential);
+ *   req  SUB _INBOX.lg<pid>.*, then send N requests with reply subject
+ *        _INBOX.lg<pid>.<i>, keeping K in flight (K=1: strictly sequential);
  *        per-request round-trip latency is recorded.
- *   jspub  JetStream publish: exactly req (reply _INBOX.lg.<i>, K in flight;
+ *   jspub  JetStream publish: exactly req (reply _INBOX.lg<pid>.<i>, K in flight;
  *        K=1 is one publish at a time), and every reply must be a PubAck
  *        ({"stream":...,"seq":N} without "error"); acks that are not are
  *        counted and the first one is reported.  The subject is the stream's.
@@ -515,15 +515,18 @@ static long g_done, g_issued, g_unknown;
 static const opts_t *g_o;
 static char *g_payload;
 
+/* this process's reply prefix: _INBOX.lg<pid> (several requesters may share an account) */
+static char g_inbox[64] = "_INBOX.lg";
+
 static void req_issue(conn_t *c, long i) {
     char hdr[640];
     int hl;
     if (g_o->keys > 0) /* a stride coprime with most key counts: keys visited spread out */
-        hl = snprintf(hdr, sizeof(hdr), "PUB %s.%ld _INBOX.lg.%ld %zu\r\n", g_o->subject,
-                      (long)(((unsigned long)i * 7919UL) % (unsigned long)g_o->keys), i,
-                      g_o->size);
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s.%ld %s.%ld %zu\r\n", g_o->subject,
+                      (long)(((unsigned long)i * 7919UL) % (unsigned long)g_o->keys), g_inbox,
+                      i, g_o->size);
     else
-        hl = snprintf(hdr, sizeof(hdr), "PUB %s _INBOX.lg.%ld %zu\r\n", g_o->subject, i,
+        hl = snprintf(hdr, sizeof(hdr), "PUB %s %s.%ld %zu\r\n", g_o->subject, g_inbox, i,
                       g_o->size);
     wb_append(c, hdr, (size_t)hl);
     wb_append(c, g_payload, g_o->size);
@@ -593,7 +596,10 @@ static int mode_req(const opts_t *o) {
     g_payload = malloc(o->size + 1);
     if (!g_sent_at || !g_lat || !g_payload) die("calloc");
     fill_payload(g_payload, o->size);
-    if (subscribe_ready(&c, "_INBOX.lg.*", o) < 0) return 1;
+    snprintf(g_inbox, sizeof(g_inbox), "_INBOX.lg%ld", (long)getpid());
+    char inbox_sub[80];
+    snprintf(inbox_sub, sizeof(inbox_sub), "%s.*", g_inbox);
+    if (subscribe_ready(&c, inbox_sub, o) < 0) return 1;
     double t0 = now_s();
     long k = o->inflight < 1 ? 1 : o->inflight;
     while (g_issued < k && g_issued < o->count) req_issue(&c, g_issued++);
