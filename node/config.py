@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 
+from node.confaccounts import check_cluster_accounts
 from node.configtypes import (
     EXE,
     AuthConfig,
@@ -40,7 +41,6 @@ from node.configtypes import (
     TLSConfig,
     UserSpec,
 )
-from node.confaccounts import check_cluster_accounts
 from node.conftree import apply_file, parse_duration
 from node.flags import FLAGS, apply_flags, parse_flags, usage, version_text
 

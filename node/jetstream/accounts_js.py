@@ -109,6 +109,6 @@ async def purge_account(svc: JetStreamService) -> None:
         stream = svc.api.streams.get(name)
         if stream is not None:
             await remove_local(svc, stream)
-    if not svc.api.streams and os.path.isdir(svc.store_dir):
+    if not svc.api.streams:
         await trio.to_thread.run_sync(lambda: shutil.rmtree(svc.store_dir, ignore_errors=True))
     log.info("event=account_purged account=%s streams=%d", svc.account.name, len(names))

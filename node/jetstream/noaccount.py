@@ -223,7 +223,6 @@ class NotEnabledResponder:
             return
         self.client.publish(reply, answer.encode())
 
-
     def _audit(self, op: tuple[str, ...], body: bytes, answer: str) -> None:
         """The API audit advisory of an account purge, in the system account, with an
         empty ``client`` (as nats-server 2.15.1 sends it)."""

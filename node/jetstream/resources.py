@@ -105,7 +105,9 @@ class StorageLimits:
         self._check(new.storage, max(grow, 0), held)
 
     def _reserved_except(self, account: str, storage: Storage) -> int:
-        return reserved(storage, (s.cfg for (a, _), (s, _n) in self._streams.items() if a != account))
+        return reserved(
+            storage, (s.cfg for (a, _), (s, _n) in self._streams.items() if a != account)
+        )
 
     def _check(self, storage: Storage, add: int, reserved: int) -> None:
         limit = self.max[storage]

@@ -87,7 +87,7 @@ def test_start_survives_damaged_directories(tmp_path: Path, stream: bool, consum
         finally:
             sp.stop()
         if kind == "trijet":
-            quarantine = store / "jetstream" / "quarantine"
+            quarantine = store / "jetstream" / "$G" / "quarantine"
             moved = sorted(p.relative_to(quarantine).parts[0] for p in quarantine.glob("*/*"))
             assert moved == (["consumers", "streams"] if stream else ["consumers"]), moved
             assert all((p / "config.json").exists() for p in quarantine.glob("*/*"))

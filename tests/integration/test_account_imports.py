@@ -15,7 +15,7 @@ import nats.errors
 import pytest
 
 from node.launcher import plan_cluster
-from tests.integration.test_accounts import WAIT_S, connect, nothing_but_marker
+from tests.integration.test_accounts import WAIT_S, connect, nothing_but_marker, synced
 from tests.integration.test_cluster_core import READY_S, Cluster, wait_interest, wait_mesh
 from tests.support import ServerProcess, reference_binary
 from tests.support.aio import run
@@ -60,13 +60,13 @@ def test_stream_imports(start_server: Any, server_kind: str) -> None:
         try:
             b_all = await b.subscribe(">")
             c_all = await c.subscribe(">")
-            await b.flush()
-            await c.flush()
+            await synced(b)
+            await synced(c)
             await a.publish("ev.x", b"1", reply="rep.a")
             await a.publish("ev.y.z", b"2")
             await a.publish("priv.q", b"3")
             await a.publish("other", b"4")
-            await a.flush()
+            await synced(a)
             got = []
             for _ in range(3):
                 m = await b_all.next_msg(timeout=WAIT_S)
@@ -82,10 +82,10 @@ def test_stream_imports(start_server: Any, server_kind: str) -> None:
             await nothing_but_marker(c, c_all, "marker.c")
             # nothing flows back: B's publishes on the imported subjects stay in B
             a_all = await a.subscribe(">")
-            await a.flush()
+            await synced(a)
             await b.publish("ev.x", b"back")
             await b.publish("froma.ev.x", b"back")
-            await b.flush()
+            await synced(b)
             await nothing_but_marker(a, a_all, "marker.a")
         finally:
             for nc in (a, b, c):
@@ -118,7 +118,7 @@ def test_service_imports(start_server: Any, server_kind: str) -> None:
 
             await a.subscribe("svc.>", cb=respond)
             await a.subscribe("stream.svc", cb=respond_stream)
-            await a.flush()
+            await synced(a)
             assert (await b.request("one", b"?", timeout=WAIT_S)).data == b"ans:svc.one:0"
             assert (await b.request("svc.two", b"?", timeout=WAIT_S)).data == b"ans:svc.two:0"
             assert [s for s, _, _ in seen] == ["svc.one", "svc.two"]
@@ -127,7 +127,7 @@ def test_service_imports(start_server: Any, server_kind: str) -> None:
                 assert info.startswith('{"acc":"B","rtt":')
             inbox = b.new_inbox()
             box = await b.subscribe(inbox)
-            await b.flush()
+            await synced(b)
             await b.publish("one", b"?", reply=inbox)
             assert (await box.next_msg(timeout=WAIT_S)).data == b"ans:svc.one:0"
             await b.publish("svc.three", b"?", reply=inbox)

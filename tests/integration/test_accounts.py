@@ -61,6 +61,23 @@ async def nothing_but_marker(nc: nats.NATS, sub: Any, marker: str) -> None:
     assert msg.subject == marker, f"leaked across accounts: {msg.subject} {msg.data!r}"
 
 
+async def synced(*ncs: nats.NATS) -> None:
+    """Wait until the server has applied everything each client has sent so far.
+
+    ``flush()`` alone does not prove it: nats-py writes its PING straight to the socket
+    while SUB, UNSUB and PUB wait in the client's pending buffer for its flusher task, so
+    the PONG may come back before an earlier SUB reached the server and another client's
+    publish may overtake it (seen as a spurious no-responders in ``test_service_imports``
+    about once in 15 runs under load; the server handles each connection's bytes in
+    order).  So the pending buffer is written out first (nats-py's own forced flush, which
+    waits for its flusher), then the PING follows it.  No message is sent: watchers on
+    ``>`` see nothing of it.
+    """
+    for nc in ncs:
+        await nc._flush_pending(force_flush=True)
+        await nc.flush()
+
+
 def _probe(msg: Any) -> bool:
     return msg.subject.startswith("ready.a") or (
         msg.subject.startswith("_INBOX.") and msg.data == b"ok"
@@ -80,12 +97,12 @@ def test_pubsub_isolated(start_server: Any, server_kind: str) -> None:
             b_all = await b.subscribe(">")
             g_all = await g.subscribe(">")
             a2_foo = await a2.subscribe("foo")
-            await a.flush()
-            await b.flush()
-            await g.flush()
-            await a2.flush()
+            await synced(a)
+            await synced(b)
+            await synced(g)
+            await synced(a2)
             await b.publish("foo", b"from-b")
-            await b.flush()
+            await synced(b)
             assert (await b_all.next_msg(timeout=WAIT_S)).data == b"from-b"
             await nothing_but_marker(a, a_all, "marker.a")
             await nothing_but_marker(g, g_all, "marker.g")
@@ -96,7 +113,7 @@ def test_pubsub_isolated(start_server: Any, server_kind: str) -> None:
             assert (msg.subject, msg.data) == ("foo", b"from-a2")
             await nothing_but_marker(b, b_all, "marker.b")
             await g.publish("foo", b"from-g")
-            await g.flush()
+            await synced(g)
             assert (await g_all.next_msg(timeout=WAIT_S)).data == b"from-g"
             await nothing_but_marker(a, a_all, "marker.a2")
             await nothing_but_marker(b, b_all, "marker.b2")
@@ -116,15 +133,15 @@ def test_queue_groups_isolated(start_server: Any, server_kind: str) -> None:
         try:
             qa = await a.subscribe("work", queue="g")
             qb = await b.subscribe("work", queue="g")
-            await a.flush()
-            await b.flush()
+            await synced(a)
+            await synced(b)
             for i in range(20):
                 await a.publish("work", b"%d" % i)
-            await a.flush()
+            await synced(a)
             got = [(await qa.next_msg(timeout=WAIT_S)).data for _ in range(20)]
             assert got == [b"%d" % i for i in range(20)]
             b_probe = await b.subscribe("probe")
-            await b.flush()
+            await synced(b)
             await b.publish("probe", b"x")
             assert (await b_probe.next_msg(timeout=WAIT_S)).data == b"x"
             assert qb.pending_msgs == 0
@@ -149,7 +166,7 @@ def test_request_reply_isolated(start_server: Any, server_kind: str) -> None:
                 await b.publish(msg.reply, b"b-answer")
 
             await b.subscribe("svc", cb=answer_b)
-            await b.flush()
+            await synced(b)
             # A sees no responder for B's service
             with pytest.raises(nats.errors.NoRespondersError):
                 await a.request("svc", b"?", timeout=WAIT_S)
@@ -158,11 +175,11 @@ def test_request_reply_isolated(start_server: Any, server_kind: str) -> None:
             # A answers into B's inbox and publishes on B's service subject: neither arrives
             b_inbox = await b.subscribe("_INBOX.b.*")
             a_watch = await a.subscribe(">")
-            await b.flush()
-            await a.flush()
+            await synced(b)
+            await synced(a)
             await a.publish("_INBOX.b.1", b"forged")
             await a.publish("svc", b"from-a", reply="_INBOX.b.2")
-            await a.flush()
+            await synced(a)
             msg = await a_watch.next_msg(timeout=WAIT_S)  # A sees its own publishes only
             assert msg.subject == "_INBOX.b.1"
             msg = await a_watch.next_msg(timeout=WAIT_S)
@@ -184,9 +201,9 @@ def test_system_account_isolated(start_server: Any, server_kind: str) -> None:
         a = await connect(sp.url, "a")
         try:
             s_sub = await s.subscribe("app.>")
-            await s.flush()
+            await synced(s)
             await a.publish("app.x", b"x")
-            await a.flush()
+            await synced(a)
             await nothing_but_marker(s, s_sub, "app.marker")
         finally:
             await s.close()
@@ -232,7 +249,7 @@ def test_cluster_pubsub_isolated(acc_cluster: Cluster) -> None:
             # several: the first makes n2's delivery plan, the rest follow it
             for i in range(5):
                 await b2.publish("foo", b"from-b%d" % i)
-            await b2.flush()
+            await synced(b2)
             # b1 got them: n1 has processed the routed messages
             for i in range(5):
                 assert (await b_foo.next_msg(timeout=WAIT_S)).data == b"from-b%d" % i
@@ -247,7 +264,7 @@ def test_cluster_pubsub_isolated(acc_cluster: Cluster) -> None:
                 assert (msg.subject, msg.data) == ("foo", b"from-a%d" % i)
             await wait_interest(a3, a1, "a31b")  # A's n3->n1 traffic is processed
             b_probe = await b1.subscribe("probe.b")
-            await b1.flush()
+            await synced(b1)
             await b1.publish("probe.b", b"p")
             assert (await b_probe.next_msg(timeout=WAIT_S)).data == b"p"
             assert b_foo.pending_msgs == 0
@@ -308,8 +325,8 @@ def test_monitoring_shows_accounts(start_server: Any) -> None:
             await a.subscribe("x")
             await b.subscribe("y")
             await b.subscribe("z")
-            await a.flush()
-            await b.flush()
+            await synced(a)
+            await synced(b)
             doc = get_json(f"{base}/accountz")
             assert doc is not None and doc["system_account"] == "SYS"
             assert set(doc["accounts"]) == {"$G", "A", "B", "SYS"}
@@ -405,11 +422,11 @@ accounts {{
         try:
             a_all = await a.subscribe(">")
             b_all = await b.subscribe(">")
-            await a.flush()
-            await b.flush()
+            await synced(a)
+            await synced(b)
             await b.publish("ok.1", b"b")
             await b.publish("no.1", b"denied")  # permission violation: not delivered
-            await b.flush()
+            await synced(b)
             assert (await b_all.next_msg(timeout=WAIT_S)).subject == "ok.1"
             await nothing_but_marker(a, a_all, "marker.a")
             await b.publish("ok.marker", b"m")

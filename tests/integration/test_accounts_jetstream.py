@@ -18,7 +18,7 @@ import nats.errors
 import nats.js.errors
 import pytest
 
-from tests.integration.test_accounts import WAIT_S, connect, nothing_but_marker
+from tests.integration.test_accounts import WAIT_S, connect, nothing_but_marker, synced
 from tests.support import ServerProcess
 from tests.support.aio import run
 
@@ -60,13 +60,13 @@ def test_jetstream_assets_isolated(start_server: Any, server_kind: str) -> None:
             for js in (ja, jb):
                 await js.add_stream(name="S", subjects=["x"])
             b_watch = await b.subscribe(">")  # B sees nothing A does
-            await b.flush()
+            await synced(b)
             # A's traffic, on the same subjects and API names as B's
             assert (await ja.publish("x", b"a1")).seq == 1
             assert (await ja.publish("x", b"a2")).seq == 2
             await ja.add_consumer("S", durable_name="D")
             await api(a, "$JS.API.STREAM.PURGE.S")
-            await a.flush()
+            await synced(a)
             await nothing_but_marker(b, b_watch, "marker.b")
             await b_watch.unsubscribe()
             info_b = await jb.stream_info("S")
@@ -134,13 +134,19 @@ def test_jetstream_accounts_share_the_server_limits(start_server: Any, server_ki
         b = await connect(sp.url, "b")
         try:
             ra = await api(
-                a, "$JS.API.STREAM.CREATE.R", {"name": "R", "subjects": ["r"], "max_bytes": 7_000_000}
+                a,
+                "$JS.API.STREAM.CREATE.R",
+                {"name": "R", "subjects": ["r"], "max_bytes": 7_000_000},
             )
             too_much = await api(
-                b, "$JS.API.STREAM.CREATE.R", {"name": "R", "subjects": ["r"], "max_bytes": 4_000_000}
+                b,
+                "$JS.API.STREAM.CREATE.R",
+                {"name": "R", "subjects": ["r"], "max_bytes": 4_000_000},
             )
             fits = await api(
-                b, "$JS.API.STREAM.CREATE.R", {"name": "R", "subjects": ["r"], "max_bytes": 3_000_000}
+                b,
+                "$JS.API.STREAM.CREATE.R",
+                {"name": "R", "subjects": ["r"], "max_bytes": 3_000_000},
             )
             return ra, too_much, fits
         finally:
@@ -224,8 +230,8 @@ def test_account_purge_from_the_system_account(start_server: Any, server_kind: s
                 await js.add_consumer("S", durable_name="D")
             b_adv = await b.subscribe("$JS.EVENT.ADVISORY.*.DELETED.>")
             sys_audit = await sys_.subscribe("$JS.EVENT.ADVISORY.API")
-            await b.flush()
-            await sys_.flush()
+            await synced(b)
+            await synced(sys_)
             for nc in (a, b):  # not an operator: no reply
                 with pytest.raises(nats.errors.TimeoutError):
                     await nc.request("$JS.API.ACCOUNT.PURGE.B", b"", timeout=1)

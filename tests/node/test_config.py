@@ -537,7 +537,12 @@ def test_jetstream_in_several_accounts_refused_in_a_cluster(tmp_path: Path) -> N
         load(["-c", write(tmp_path, text)])
     want = "JetStream in more than one account is not supported in a cluster yet (enabled in A, B)"
     assert want in str(ei.value)
-    load(["-c", write(tmp_path, text.replace("server_name: n1\ncluster { name: C, port: -1 }\n", ""))])
+    load(
+        [
+            "-c",
+            write(tmp_path, text.replace("server_name: n1\ncluster { name: C, port: -1 }\n", "")),
+        ]
+    )
 
 
 def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:
