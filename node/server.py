@@ -612,6 +612,7 @@ class Server:
                     "Listening for client connections on %s",
                     _hostport(cfg.host, self.client_port),
                 )
+                nursery.start_soon(self.client_events.run)
                 if cfg.http_port:
                     from node.monitor import serve_monitor
 

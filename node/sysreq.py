@@ -20,8 +20,13 @@ From other accounts ``$SYS.REQ.SERVER.*`` finds no responder, as on nats-server.
 
 Events: ``ClientEvents`` publishes ``$SYS.ACCOUNT.<account>.CONNECT`` and ``.DISCONNECT``
 (nats-server's client_connect / client_disconnect advisories) in the system account, and
-builds them only when the system account (or a route) has interest.  The account
-connection-count events (``…SERVER.CONNS``) and the periodic STATSZ are not published.
+builds them only when the system account (or a route) has interest.  Before each of them,
+for every account but ``$G``, the account's connection count (``account_connections``) on
+``$SYS.SERVER.ACCOUNT.<account>.CONNS`` and ``$SYS.ACCOUNT.<account>.SERVER.CONNS`` (one
+event, one id, both subjects), repeated every ``ACC_CONNS_HB_S`` while the account has
+connections here.  ``ClientEvents.run`` also sends the server's stats
+(``$SYS.SERVER.<id>.STATSZ``, the ``STATSZ`` ping's document) on nats-server's schedule:
+first after 250 ms, the interval doubling up to ``STATSZ_INTERVAL_S``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from node.internal import InternalClient
 from node.monitor import endpoints
@@ -251,6 +258,7 @@ class SystemRequests:
         }
         if v.get("jetstream"):
             out["jetstream"] = v["jetstream"]
+        out["gomaxprocs"] = v["gomaxprocs"]
         return out
 
     # -- every account ----------------------------------------------------------------------------
@@ -322,9 +330,17 @@ def client_event_info(session: Any, *, closed: bool) -> dict[str, Any]:
     return info
 
 
+#: nats-server's statsz heartbeat: the first after 250 ms, then doubling up to 10 s
+STATSZ_FIRST_S = 0.25
+STATSZ_INTERVAL_S = 10.0
+#: nats-server's eventsHBInterval: an account's CONNS again while it has connections
+ACC_CONNS_HB_S = 30.0
+
+
 class ClientEvents:
-    """``$SYS.ACCOUNT.<account>.CONNECT`` / ``.DISCONNECT`` advisories, published in the
-    system account as nats-server publishes them, built only when someone listens.
+    """``$SYS.ACCOUNT.<account>.CONNECT`` / ``.DISCONNECT`` advisories and the account
+    connection counts before them, published in the system account as nats-server
+    publishes them, built only when someone listens; ``run`` sends the periodic ones.
 
     Args:
         requests: the server's ``SystemRequests`` (its envelope and system client).
@@ -333,6 +349,73 @@ class ClientEvents:
     def __init__(self, requests: SystemRequests) -> None:
         self.req = requests
         self.router = requests.server.accounts.system.router
+        #: account name -> when its CONNS heartbeat is due (trio clock), while it has
+        #: connections
+        self._conns_due: dict[str, float] = {}
+        self._wake = trio.Event()
+
+    async def run(self) -> None:
+        """Send STATSZ and the accounts' CONNS heartbeats until cancelled."""
+        server = self.req.server
+        interval = STATSZ_FIRST_S
+        next_statsz = trio.current_time() + interval
+        statsz_subject = f"$SYS.SERVER.{server.server_id}.STATSZ".encode()
+        while True:
+            wake = min([next_statsz, *self._conns_due.values()])
+            with trio.move_on_at(wake):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            now = trio.current_time()
+            if now >= next_statsz:
+                if self._wanted(statsz_subject):
+                    doc = {"server": self.req.server_info(), "statsz": self.req.statsz()}
+                    self.req.sys.publish(statsz_subject, _dumps(doc))
+                interval = min(interval * 2, STATSZ_INTERVAL_S)
+                next_statsz = now + interval
+            for name, due in list(self._conns_due.items()):
+                acc = server.accounts.get(name)
+                if due <= now and acc is not None:
+                    self._account_conns(acc)
+
+    def _account_conns(self, acc: Any) -> None:
+        """The account's ``account_connections`` event (never for ``$G``), and its next
+        heartbeat while it has connections here."""
+        server = self.req.server
+        if acc is server.accounts.global_account:
+            return
+        conns = sum(1 for c in server.clients.values() if c.account is acc and c.connected)
+        if conns:
+            self._conns_due[acc.name] = trio.current_time() + ACC_CONNS_HB_S
+        else:
+            self._conns_due.pop(acc.name, None)
+        subjects = [
+            f"$SYS.SERVER.ACCOUNT.{acc.name}.CONNS".encode(),
+            f"$SYS.ACCOUNT.{acc.name}.SERVER.CONNS".encode(),
+        ]
+        wanted = [subj for subj in subjects if self._wanted(subj)]
+        if not wanted:
+            return
+        zero = {"msgs": 0, "bytes": 0}
+        traffic = {**zero, "gateways": dict(zero), "routes": dict(zero), "leafs": dict(zero)}
+        doc = {
+            "type": "io.nats.server.advisory.v1.account_connections",
+            "id": _nuid(server.rng),
+            "timestamp": go_time(time.time()),
+            "server": {},  # one envelope per subject (its seq counts messages)
+            "acc": acc.name,
+            "name": acc.name,
+            "conns": conns,
+            "leafnodes": 0,
+            "total_conns": conns,
+            "num_subscriptions": acc.sublist.count,
+            # per-account message counts are not kept: reported as none
+            "sent": traffic,
+            "received": json.loads(json.dumps(traffic)),
+            "slow_consumers": 0,
+        }
+        for subj in wanted:
+            doc["server"] = self.req.server_info()
+            self.req.sys.publish(subj, _dumps(doc))
 
     def _wanted(self, subject: bytes) -> bool:
         r = self.router
@@ -341,6 +424,10 @@ class ClientEvents:
         return bool(r.route_sublist.count) and r.route_sublist.has_interest(subject)
 
     def connected(self, session: Any) -> None:
+        due = session.account.name not in self._conns_due
+        self._account_conns(session.account)
+        if due:
+            self._wake.set()  # the run task learns of the new heartbeat
         subject = f"$SYS.ACCOUNT.{session.account.name}.CONNECT".encode()
         if not self._wanted(subject):
             return
@@ -354,6 +441,7 @@ class ClientEvents:
         self.req.sys.publish(subject, json.dumps(doc, separators=(",", ":")).encode())
 
     def disconnected(self, session: Any) -> None:
+        self._account_conns(session.account)
         subject = f"$SYS.ACCOUNT.{session.account.name}.DISCONNECT".encode()
         if not self._wanted(subject):
             return
@@ -370,3 +458,7 @@ class ClientEvents:
             "reason": reason,
         }
         self.req.sys.publish(subject, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def _dumps(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
