@@ -96,19 +96,22 @@ async def purge_account(svc: JetStreamService) -> None:
     """Delete every stream of ``svc``'s account and then its directory (one server).
 
     As nats-server 2.15.1 does on ``$JS.API.ACCOUNT.PURGE.<account>``: each stream
-    goes as by STREAM.DELETE (its consumers' ``CONSUMER.DELETED`` advisories, then its
-    ``STREAM.DELETED``, in the account), ``<store_dir>/jetstream/<account>`` is removed,
-    and the account's API counters do not count it.
+    goes as by STREAM.DELETE, through the account's meta layer (its consumers'
+    ``CONSUMER.DELETED`` advisories, then its ``STREAM.DELETED``, in the account),
+    ``<store_dir>/jetstream/<account>`` is removed, and the account's API counters do
+    not count it.
     """
-    from node.jetstream.streams_api import remove_local
+    from cluster.meta import MetaError, delete_stream_entry
 
-    if svc.meta is not None:  # a cluster deletes through the meta layer (not served yet)
+    if svc.meta is not None:  # a cluster's meta leader would decide (not served yet)
         return
-    names = sorted(svc.api.streams)
+    names = sorted(svc.assignments.configs())
+    counted = svc.api_total, svc.api_errors  # the effects count their answers: not these
     for name in names:
-        stream = svc.api.streams.get(name)
-        if stream is not None:
-            await remove_local(svc, stream)
+        result = await svc.assignments.propose(delete_stream_entry(name, reply=""))
+        if isinstance(result, MetaError):
+            log.warning("event=account_purge_failed stream=%s reason=%r", name, result)
+    svc.api_total, svc.api_errors = counted
     if not svc.api.streams:
         await trio.to_thread.run_sync(lambda: shutil.rmtree(svc.store_dir, ignore_errors=True))
     log.info("event=account_purged account=%s streams=%d", svc.account.name, len(names))
