@@ -61,12 +61,16 @@ def test_jetstream_assets_isolated(start_server: Any, server_kind: str) -> None:
                 await js.add_stream(name="S", subjects=["x"])
             b_watch = await b.subscribe(">")  # B sees nothing A does
             await synced(b)
-            # A's traffic, on the same subjects and API names as B's
+            # A's traffic, on the same subjects and API names as B's; A's push consumer
+            # delivers on a subject B watches too
+            a_dlv = await a.subscribe("dlv")
+            await ja.add_consumer("S", durable_name="P", deliver_subject="dlv")
             assert (await ja.publish("x", b"a1")).seq == 1
             assert (await ja.publish("x", b"a2")).seq == 2
             await ja.add_consumer("S", durable_name="D")
             await api(a, "$JS.API.STREAM.PURGE.S")
             await synced(a)
+            assert (await a_dlv.next_msg(timeout=WAIT_S)).data == b"a1"
             await nothing_but_marker(b, b_watch, "marker.b")
             await b_watch.unsubscribe()
             info_b = await jb.stream_info("S")
