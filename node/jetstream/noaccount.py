@@ -224,21 +224,31 @@ class NotEnabledResponder:
         self.client.publish(reply, answer.encode())
 
     def _audit(self, op: tuple[str, ...], body: bytes, answer: str) -> None:
-        """The API audit advisory of an account purge, in the system account, with an
-        empty ``client`` (as nats-server 2.15.1 sends it)."""
-        adv = Advisories(cast(Any, self))
-        if not adv.interested(API_AUDIT_SUBJECT):
-            return
-        doc = adv.head(API_AUDIT_TYPE)
-        doc["server"] = self.server.server_name
-        doc["client"] = {}
-        doc["subject"] = "$JS.API." + ".".join(op)
-        if body:
-            doc["request"] = body.decode(errors="replace")
-        doc["response"] = answer
-        if self.domain:
-            doc["domain"] = self.domain
-        self.client.publish(API_AUDIT_SUBJECT, dumps(doc).encode())
+        system_audit(self, "$JS.API." + ".".join(op), body, answer)
+
+
+def system_audit(owner: Any, subject: str, body: bytes, answer: str) -> None:
+    """The API audit advisory of an operator request (an account purge, a meta
+    leader stepdown, a server removal), in the system account, with an empty
+    ``client`` (as nats-server 2.15.1 sends it).
+
+    Args:
+        owner: has ``server``, ``client`` (an internal client of the system
+            account) and ``domain``.
+    """
+    adv = Advisories(cast(Any, owner))
+    if not adv.interested(API_AUDIT_SUBJECT):
+        return
+    doc = adv.head(API_AUDIT_TYPE)
+    doc["server"] = owner.server.server_name
+    doc["client"] = {}
+    doc["subject"] = subject
+    if body:
+        doc["request"] = body.decode(errors="replace")
+    doc["response"] = answer
+    if owner.domain:
+        doc["domain"] = owner.domain
+    owner.client.publish(API_AUDIT_SUBJECT, dumps(doc).encode())
 
 
 class MetaOps:
@@ -255,7 +265,9 @@ class MetaOps:
         self.server = server
         self.nursery = nursery
         self.client = InternalClient(server, "jetstream-operator", account)
+        self.router = account.router  # what ``system_audit``'s ``Advisories`` reads
         domain = server.cfg.jetstream.domain
+        self.domain = domain or ""
         prefixes = [b"$JS.API."] + ([b"$JS." + domain.encode() + b".API."] if domain else [])
         for p in prefixes:
             self.client.subscribe(p + b"META.LEADER.STEPDOWN", self._on_stepdown)
@@ -269,8 +281,10 @@ class MetaOps:
             return None  # another server (the meta leader) answers
         return meta
 
-    def _reply(self, reply: bytes, text: str) -> None:
+    def _reply(self, reply: bytes, text: str, subject: str, body: bytes) -> None:
+        """Answer an operator request, and audit it in the system account."""
         self.client.publish(reply, text.encode())
+        system_audit(self, subject, body, text)
 
     def _on_stepdown(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
@@ -278,10 +292,11 @@ class MetaOps:
         meta = self._meta()
         if meta is None or not reply:
             return
+        subj = subject.decode(errors="replace")
         try:
-            self._reply(reply, self._stepdown(meta, body))
+            self._reply(reply, self._stepdown(meta, body), subj, body)
         except ApiAnswer as answer:
-            self._reply(reply, answer.text)
+            self._reply(reply, answer.text, subj, body)
 
     def _stepdown(self, meta: Any, body: bytes) -> str:
         req = json_object(body, STEPDOWN_RESPONSE)
@@ -324,17 +339,18 @@ class MetaOps:
                 if name != meta.name:
                     self.nursery.start_soon(self._remove, meta, name, None)
             return
+        subj = subject.decode(errors="replace")
         try:
             name = self._removal(meta, body)
         except ApiAnswer as answer:
-            self._reply(reply, answer.text)
+            self._reply(reply, answer.text, subj, body)
             return
         if name == meta.name:
             # the meta leader itself: it hands the lead over and has the next leader remove
             # it; the requester gets no reply, as from nats-server
             self.nursery.start_soon(self._remove_self, meta, body)
             return
-        self.nursery.start_soon(self._remove, meta, name, reply)
+        self.nursery.start_soon(self._remove, meta, name, reply, (subj, body))
 
     async def _remove_self(self, meta: Any, body: bytes) -> None:
         try:
@@ -364,7 +380,13 @@ class MetaOps:
                 return str(member)
         raise error(REMOVE_RESPONSE, JSApiError(CLUSTER_SERVER_NOT_MEMBER))
 
-    async def _remove(self, meta: Any, name: str, reply: bytes | None) -> None:
+    async def _remove(
+        self,
+        meta: Any,
+        name: str,
+        reply: bytes | None,
+        request: tuple[str, bytes] = ("$JS.API.SERVER.REMOVE", b""),
+    ) -> None:
         try:  # its streams first (replacements placed), then its seat
             refused = await remap_server(meta, name)
         except RaftError as exc:
@@ -372,7 +394,7 @@ class MetaOps:
             return  # not answered, as when the meta leader is lost
         if refused is not None:
             if reply:
-                self._reply(reply, refused)
+                self._reply(reply, refused, *request)
             return
         try:
             await meta.group.remove_member(name)
@@ -381,4 +403,4 @@ class MetaOps:
             return  # not answered: the client times out, as when the meta leader is lost
         log.info("event=meta_server_removed peer=%s", name)
         if reply:
-            self._reply(reply, dumps({"type": REMOVE_RESPONSE, "success": True}))
+            self._reply(reply, dumps({"type": REMOVE_RESPONSE, "success": True}), *request)

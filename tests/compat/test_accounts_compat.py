@@ -196,13 +196,18 @@ def test_meta_operator_requests(kind: str, tmp_path: Path) -> None:
                 await got.put((msg.subject, json.loads(msg.data)))
 
             await watcher.subscribe("$JS.EVENT.ADVISORY.DOMAIN.>", cb=on_adv)
+            await watcher.subscribe("$JS.EVENT.ADVISORY.API", cb=on_adv)
             await watcher.flush()
             try:
                 doc = await request(url, "sys", stepdown)
                 assert doc == {"type": TYPE + "meta_leader_stepdown_response", "success": True}
+                # the request's audit (system account, empty client), then the election
+                subject, audit = await asyncio.wait_for(got.get(), timeout=15)
                 subject, adv = await asyncio.wait_for(got.get(), timeout=15)
             finally:
                 await watcher.close()
+            assert audit["subject"] == stepdown and audit["client"] == {}
+            assert json.loads(audit["response"]) == doc
             assert subject == "$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED"
             assert list(adv) == ["type", "id", "timestamp", "leader", "replicas", "cluster"]
             assert adv["type"] == "io.nats.jetstream.advisory.v1.domain_leader_elected"
