@@ -282,6 +282,9 @@ async def w3_consumer(
                 js = nc.jetstream(timeout=OP_TIMEOUT_S)
                 psub = None
                 continue
+            # the batch was decided before the fetch returned; its messages are
+            # recorded one by one, each after the AckSync of the one before
+            fetched = ctx.hist.now()
             for m in msgs:
                 md = m.metadata
                 ctx.hist.event(
@@ -292,6 +295,7 @@ async def w3_consumer(
                     cseq=md.sequence.consumer,
                     n=md.num_delivered,
                     value=m.data.decode(errors="replace"),
+                    fetched=fetched,
                 )
                 op = ctx.hist.invoke(proc, f_ack, seq=md.sequence.stream)
                 try:
