@@ -353,6 +353,12 @@ def test_c2_judges_a_batch_by_when_it_was_fetched() -> None:
     # without the fetch time it is judged by arrivals, as before: a violation
     d2 = consumer_run([r[:5] for r in dl], [(0.2, 0.3, 1)], LOG2)
     assert consumer.c2_no_redelivery_after_ack(d2).ok is False
+    # nats-py handed it out from what reached the subscription for an earlier pull request:
+    # fetched late (5.0), arrived early (0.15) -- decided before the ack
+    dl = [(0.1, 1, 1, 1, "a0"), (5.0, 1, 3, 2, "a0", 5.0)]
+    d3 = consumer_run(dl, [(0.2, 0.3, 1)], LOG2)
+    next(r for r in d3.records if r.get("cseq") == 3)["arrived"] = 0.15
+    assert consumer.c2_no_redelivery_after_ack(d3).ok is True
     # the same batch fetched after the ack returned is a violation
     dl = [(0.1, 1, 1, 1, "a0"), (2.0, 2, 2, 2, "b0", 2.0), (5.0, 1, 3, 2, "a0", 2.0)]
     v = consumer.c2_no_redelivery_after_ack(consumer_run(dl, [(0.2, 0.3, 1)], LOG2))
