@@ -25,7 +25,9 @@ stream is deleted in both clusters after each test.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,6 +51,8 @@ EXTRA_REPLY_WINDOW_S = 0.4
 #: once the window is over, how long a read waits for bytes already on their way
 BUFFERED_READ_S = 0.02
 NODES = 3
+#: how long a fetch waits while the consumer's followers are stopped
+FOLLOWERS_STOPPED_FETCH_S = 4.0
 
 
 _API_COUNTS = re.compile(r'("api":\{"level":[^,]*,)"total":\d+,"errors":\d+')
@@ -564,3 +568,53 @@ def test_consumer_state_on_every_replica(pair: Pair) -> None:
     assert tj == ref
     assert ref[-1] is not None and ref[-1]["num_pending"] == 10  # the leader counts
     assert [s["num_pending"] for s in ref[:-1] if s] == [0, 0]
+
+
+@pytest.mark.parametrize("ack", ["explicit", "none"])
+def test_delivery_with_the_followers_stopped(pair: Pair, ack: str) -> None:
+    """With both other replicas of an R3 consumer stopped (SIGSTOP), a fetch
+    from its leader gets its message only when the consumer's delivered state
+    need not be committed first: ack ``none`` is sent ahead of its commit, an
+    explicit-ack delivery waits for a quorum (nats-server's
+    ``replicateDeliveries``; ``cluster.consumer_ahead``)."""
+    stream = "FF" + ack.upper()[:1]
+
+    async def work(c: Cluster) -> int:
+        nc = await nats.connect(c.urls[0], error_cb=noop_cb)
+        try:
+            js = nc.jetstream(timeout=5)
+            await js.add_stream(name=stream, subjects=[stream.lower() + ".>"], num_replicas=3)
+            for i in range(3):
+                await js.publish(stream.lower() + ".a", b"%d" % i)
+            await js.add_consumer(stream, durable_name="D", ack_policy=ack)
+            leader = (await js.consumer_info(stream, "D")).cluster.leader
+        finally:
+            await nc.close()
+        li = c.index(leader)
+        nl = await nats.connect(c.urls[li], error_cb=noop_cb)
+        stopped = [p for i, p in enumerate(c.servers) if i != li and p is not None]
+        try:
+            psub = await nl.jetstream(timeout=5).pull_subscribe_bind("D", stream=stream)
+            await nl.flush()
+            for p in stopped:
+                os.kill(p.pid, signal.SIGSTOP)
+            try:
+                return len(await psub.fetch(1, timeout=FOLLOWERS_STOPPED_FETCH_S))
+            except nats.errors.TimeoutError:
+                return 0
+        finally:
+            for p in stopped:
+                os.kill(p.pid, signal.SIGCONT)
+            await nl.close()
+
+    got = {}
+    for side in (pair.ref, pair.tj):
+        got[side.cluster.kind] = run(lambda c=side.cluster: work(c), timeout=60)
+        side.cluster.wait_formed()
+    print("delivered with the followers stopped:", got)
+    assert got["trijet"] == int(ack == "none")
+    if ack == "none":
+        assert got["reference"] == 1
+    # explicit: nats-server delivered nothing in most runs, its message in 1 of 6
+    # (not understood; its code holds such deliveries until the delivered
+    # state has a quorum): not compared
