@@ -43,6 +43,8 @@ from chaos.history import History
 
 LOG, CHAIN, KV_BUCKET, CONSUMER = "LOG", "CHAIN", "CAS", "c1"
 WQ, WQ_CONSUMER = "WQ", "wq1"
+ARRIVALS_MAX = 10_000
+"""Arrival stamps a consumer worker keeps (messages it never records are dropped oldest first)."""
 KV_KEYS = ("k0", "k1", "k2")
 PUB_TIMEOUT_S = 1.5
 PUB_ATTEMPTS = 3
@@ -256,6 +258,7 @@ async def w3_consumer(
     nc = await connect(ctx.urls, i % len(ctx.urls), proc)
     js = nc.jetstream(timeout=OP_TIMEOUT_S)
     psub = None
+    arrived: dict[str, float] = {}
     try:
         for _ in range(10**9):
             if drained.is_set():
@@ -266,6 +269,7 @@ async def w3_consumer(
                 except Exception:
                     await asyncio.sleep(0.3)
                     continue
+                arrived = _stamp_arrivals(psub, ctx.hist)
             try:
                 msgs = await psub.fetch(20, timeout=1.0)
             except (NatsTimeout, TimeoutError):
@@ -282,6 +286,11 @@ async def w3_consumer(
                 js = nc.jetstream(timeout=OP_TIMEOUT_S)
                 psub = None
                 continue
+            # each message was decided before it reached the client -- possibly
+            # long before this fetch: nats-py hands out first what reached its
+            # queue for an earlier pull request -- and is recorded only now, one
+            # by one, each after the AckSync of the one before
+            fetched = ctx.hist.now()
             for m in msgs:
                 md = m.metadata
                 ctx.hist.event(
@@ -292,6 +301,8 @@ async def w3_consumer(
                     cseq=md.sequence.consumer,
                     n=md.num_delivered,
                     value=m.data.decode(errors="replace"),
+                    fetched=fetched,
+                    arrived=arrived.pop(m.reply, fetched),
                 )
                 op = ctx.hist.invoke(proc, f_ack, seq=md.sequence.stream)
                 try:
@@ -302,6 +313,24 @@ async def w3_consumer(
     finally:
         with contextlib.suppress(Exception):
             await nc.close()
+
+
+def _stamp_arrivals(psub: Any, hist: History) -> dict[str, float]:
+    """When each message of ``psub`` reached the client, by its ack subject
+    (unique per delivery): nats-py's subscription queue, stamped on the way in."""
+    arrived: dict[str, float] = {}
+    queue = psub._sub._pending_queue
+    put = queue.put_nowait
+
+    def stamped(msg: Any) -> None:
+        if msg.reply:
+            if len(arrived) >= ARRIVALS_MAX:  # stale ones (a dropped batch): oldest out
+                arrived.pop(next(iter(arrived)))
+            arrived[msg.reply] = hist.now()
+        put(msg)
+
+    queue.put_nowait = stamped
+    return arrived
 
 
 async def kv_worker(ctx: Ctx, i: int, rng: random.Random) -> None:

@@ -69,7 +69,8 @@ delivery waits until that is applied (``ready``), so the new leader never
 hands out a message before it has applied everything the old one committed.
 A proposal that fails (leadership lost, no quorum) drops what it carried:
 acks are then unanswered (an ack sync is answered only once committed),
-deliveries are not sent.
+deliveries are not sent.  Exception: an ack-``none`` consumer sends its
+deliveries first and commits them afterwards (``cluster.consumer_ahead``).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ from typing import Any
 
 import trio
 
+from cluster.consumer_ahead import AheadDeliveries
 from cluster.consumer_fsm import (
     ConsumerOutcome,
     ConsumerStateMachine,
@@ -239,6 +241,8 @@ class Consumer:
         self.delivering = 0
         self._settled = trio.Event()
         self._settled.set()
+        #: ack-none deliveries sent ahead of their commit (``cluster.consumer_ahead``)
+        self.ahead = AheadDeliveries(self)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -281,6 +285,7 @@ class Consumer:
         async with trio.open_nursery() as nursery:
             self.stream.listeners.append(self._on_stream)
             nursery.start_soon(self._timer_loop)
+            nursery.start_soon(self.ahead.run)
             task_status.started()
             try:
                 await self._ack_loop()
@@ -297,6 +302,7 @@ class Consumer:
         if lead == self.leading:
             return
         self.leading = lead
+        self.ahead.reset()
         if not lead:
             self.ready = trio.Event()
         ev, self._lead_changed = self._lead_changed, trio.Event()
@@ -604,7 +610,7 @@ class Consumer:
             return True
         if self.fsm.at_max_ack_pending():
             return False
-        return self.num_pending() > 0
+        return self.num_pending() - self.ahead.unapplied > 0
 
     def num_pending(self) -> int:
         """Matching messages not yet delivered (ConsumerInfo ``num_pending``).
@@ -651,7 +657,8 @@ class Consumer:
 
     def peek(self) -> StoredMsg | None:
         """The message ``deliver(1)`` would hand out now (None if nothing)."""
-        return next(iter(next_messages(self.fsm, self.stream.store, 1)), None)
+        start = self.ahead.start() if self.ahead.usable() else 0
+        return next(iter(next_messages(self.fsm, self.stream.store, 1, start)), None)
 
     async def deliver(
         self,
@@ -697,14 +704,16 @@ class Consumer:
             await self.ready.wait()
         if not self.leading or self.closed:
             return [], False
+        ahead = self.ahead.usable()
+        start = self.ahead.start() if ahead else 0
         picked: list[StoredMsg] = []
         too_big = False
         if max_bytes <= 0 and budget_bytes < 0:  # no size bounds: take n
-            picked = list(islice(next_messages(self.fsm, self.stream.store, n), n))
+            picked = list(islice(next_messages(self.fsm, self.stream.store, n, start), n))
         else:
             size = 0
             budget_used = 0
-            for m in next_messages(self.fsm, self.stream.store, n):
+            for m in next_messages(self.fsm, self.stream.store, n, start):
                 msize = len(m.subject) + len(m.headers) + len(m.payload)
                 if max_bytes > 0 and size + msize > max_bytes:
                     too_big = not picked
@@ -726,6 +735,12 @@ class Consumer:
         self.pending_after_pick = self.num_pending() - sum(
             1 for m in picked if m.seq >= self.fsm.next_sseq
         )
+        if ahead:  # ack none: sent now, committed by ``ahead.run``
+            self.pending_after_pick = max(0, self.pending_after_pick - self.ahead.unapplied)
+            got = self.ahead.take(picked)
+            if send is not None:
+                send(got)
+            return got, False
         if not self.delivering:
             self._settled = trio.Event()
         self.delivering += 1

@@ -114,13 +114,15 @@ def select_start(cfg: ConsumerConfig, store: StreamStore) -> tuple[int, tuple[in
 
 
 def next_messages(
-    fsm: ConsumerStateMachine, store: StreamStore, want: int = 0
+    fsm: ConsumerStateMachine, store: StreamStore, want: int = 0, start: int = 0
 ) -> Iterator[StoredMsg]:
     """Messages to deliver next, in nats-server's order: redeliveries, the
     ``last_per_subject`` list, then new matching messages (only while under
     ``max_ack_pending``).  Messages that vanished from the stream are skipped.
     ``want`` (0: unknown) is how many the caller means to take: it sizes the
-    first stream read only, never what is yielded.
+    first stream read only, never what is yielded.  ``start`` > ``next_sseq``:
+    new messages from there (a leader's deliveries sent ahead of their commit,
+    ``cluster.consumer_ahead``).
     """
     left = want  # of what the caller wants, after the redeliveries
     for sseq in fsm.redeliveries():
@@ -141,7 +143,7 @@ def next_messages(
     if fsm.lss:
         return
     filters = _filters(fsm.policy.filters)
-    seq = fsm.next_sseq
+    seq = max(fsm.next_sseq, start)
     # the stream read forward in runs (one store call per run: ``load_run``
     # without a filter, ``load_next_run`` with one, which resolves the filter
     # once and finds each subject's next position from its own index), never

@@ -74,10 +74,19 @@ def figures(svc: JetStreamService, c: Consumer) -> ConsumerFigures:
         num_ack_pending=fsm.num_ack_pending,
         num_redelivered=0 if c.cfg.max_deliver == 1 else fsm.num_redelivered,  # as nats-server
         num_waiting=pull.num_waiting() if pull is not None else 0,
-        num_pending=c.num_pending(),
+        num_pending=_num_pending(c),
         push_bound=push.active if push is not None else None,
         pause_remaining_ns=paused,
     )
+
+
+def _num_pending(c: Consumer) -> int:
+    """ConsumerInfo ``num_pending``: counted by the leader only, from what it
+    sent (committed or not); a follower of a replicated consumer reports 0, as
+    nats-server's followers do (``streamNumPending`` only on the leader)."""
+    if c.replicated and not c.leading:
+        return 0
+    return max(0, c.num_pending() - c.ahead.unapplied)
 
 
 def _pause_remaining(pause_until: str) -> int | None:

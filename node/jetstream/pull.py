@@ -108,7 +108,7 @@ class PullDispatcher:
             self._housekeeping(now)
         if spec.no_wait:
             c = self.consumer
-            msgs_pending = c.num_pending() + len(c.fsm.redeliveries())
+            msgs_pending = c.num_pending() - c.ahead.unapplied + len(c.fsm.redeliveries())
             if msgs_pending == 0 and not expires_ns:
                 self._send(reply, status(404, "No Messages"))
                 return
@@ -220,12 +220,13 @@ class PullDispatcher:
         return left / 1e9 if left > 0 else None
 
     def _heartbeat(self, reply: bytes) -> None:
-        fsm = self.consumer.fsm
+        c = self.consumer
+        if c.ahead.usable():  # what was sent, committed or not (nats-server's o.dseq)
+            dseq, sseq = c.ahead.last_sent()
+        else:
+            dseq, sseq = c.fsm.dseq, c.fsm.delivered_sseq
         hdr = status(
-            100,
-            "Idle Heartbeat",
-            ("Nats-Last-Consumer", fsm.dseq),
-            ("Nats-Last-Stream", fsm.delivered_sseq),
+            100, "Idle Heartbeat", ("Nats-Last-Consumer", dseq), ("Nats-Last-Stream", sseq)
         )
         self._send(reply, hdr)
 

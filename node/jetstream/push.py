@@ -269,11 +269,15 @@ class PushDispatcher:
     # -- heartbeats -------------------------------------------------------------
 
     def _heartbeat(self) -> None:
-        fsm = self.consumer.fsm
+        c = self.consumer
+        if c.ahead.usable():  # what was sent, committed or not (nats-server's o.dseq)
+            dseq, sseq = c.ahead.last_sent()
+        else:
+            dseq, sseq = c.fsm.dseq, c.fsm.delivered_sseq
         text = (
             "NATS/1.0 100 Idle Heartbeat\r\n"
-            f"Nats-Last-Consumer: {fsm.dseq}\r\n"
-            f"Nats-Last-Stream: {fsm.delivered_sseq}\r\n"
+            f"Nats-Last-Consumer: {dseq}\r\n"
+            f"Nats-Last-Stream: {sseq}\r\n"
         )
         if self.fcid is not None:
             text += f"Nats-Consumer-Stalled: {self.fcid}\r\n"

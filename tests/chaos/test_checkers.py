@@ -30,18 +30,21 @@ class H:
         res = {"seq": seq, "dup": False} if kind == "ok" else {}
         self.op(proc, "publish", t0, t1, kind, {"value": value}, res)
 
-    def deliver(self, t: float, seq: int, cseq: int, n: int, value: str) -> None:
-        self.records.append(
-            {
-                "type": "deliver",
-                "t": t,
-                "proc": "w3-0",
-                "seq": seq,
-                "cseq": cseq,
-                "n": n,
-                "value": value,
-            }
-        )
+    def deliver(
+        self, t: float, seq: int, cseq: int, n: int, value: str, fetched: float | None = None
+    ) -> None:
+        rec = {
+            "type": "deliver",
+            "t": t,
+            "proc": "w3-0",
+            "seq": seq,
+            "cseq": cseq,
+            "n": n,
+            "value": value,
+        }
+        if fetched is not None:
+            rec["fetched"] = fetched
+        self.records.append(rec)
 
     def data(self, reads: dict[str, dict[int, str]], **kw: Any) -> RunData:
         rs = {}
@@ -169,8 +172,8 @@ def test_s3_divergence() -> None:
 
 def consumer_run(deliveries: list[tuple], acks: list[tuple], log: dict[int, str], **kw: Any):
     h = H()
-    for t, seq, cseq, n, value in deliveries:
-        h.deliver(t, seq, cseq, n, value)
+    for t, seq, cseq, n, value, *fetched in deliveries:
+        h.deliver(t, seq, cseq, n, value, *fetched)
     for t0, t1, seq in acks:
         h.op("w3-0", "ack", t0, t1, "ok", {"seq": seq}, {})
     return h.data({n: dict(log) for n in ("n1", "n2", "n3")}, **kw)
@@ -338,3 +341,25 @@ def test_c2_c5_judge_by_consumer_order() -> None:
     dl = [(0.1, 1, 1, 1, "a0"), (0.5, 2, 3, 1, "b0"), (3.0, 1, 2, 2, "a0")]
     v = consumer.c2_no_redelivery_after_ack(consumer_run(dl, [(0.2, 0.3, 1)], LOG2))
     assert v.ok is True and v.detail["raced_redeliveries"] == 1
+
+
+def test_c2_judges_a_batch_by_when_it_was_fetched() -> None:
+    # seeds 21/22 of the composite drill: a new leader redelivers seq 1 (cseq 3) in a batch
+    # fetched at 0.15, before another worker's AckSync of seq 1 returned (0.3); the slow worker
+    # records it message by message and reaches it at 5.0 -- decided before the ack
+    dl = [(0.1, 1, 1, 1, "a0"), (0.15, 2, 2, 2, "b0", 0.15), (5.0, 1, 3, 2, "a0", 0.15)]
+    v = consumer.c2_no_redelivery_after_ack(consumer_run(dl, [(0.2, 0.3, 1)], LOG2))
+    assert v.ok is True and v.bad == 0
+    # without the fetch time it is judged by arrivals, as before: a violation
+    d2 = consumer_run([r[:5] for r in dl], [(0.2, 0.3, 1)], LOG2)
+    assert consumer.c2_no_redelivery_after_ack(d2).ok is False
+    # nats-py handed it out from what reached the subscription for an earlier pull request:
+    # fetched late (5.0), arrived early (0.15) -- decided before the ack
+    dl = [(0.1, 1, 1, 1, "a0"), (5.0, 1, 3, 2, "a0", 5.0)]
+    d3 = consumer_run(dl, [(0.2, 0.3, 1)], LOG2)
+    next(r for r in d3.records if r.get("cseq") == 3)["arrived"] = 0.15
+    assert consumer.c2_no_redelivery_after_ack(d3).ok is True
+    # the same batch fetched after the ack returned is a violation
+    dl = [(0.1, 1, 1, 1, "a0"), (2.0, 2, 2, 2, "b0", 2.0), (5.0, 1, 3, 2, "a0", 2.0)]
+    v = consumer.c2_no_redelivery_after_ack(consumer_run(dl, [(0.2, 0.3, 1)], LOG2))
+    assert v.ok is False and v.bad == 1

@@ -25,16 +25,20 @@ stream is deleted in both clusters after each test.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import nats
 import pytest
 
-from tests.support.cluster import REFERENCE_TAGS, Cluster, start_cluster
+from tests.support.aio import noop_cb, run
+from tests.support.cluster import REFERENCE_TAGS, Cluster, get_json, start_cluster
 from tests.support.jsdiff import Frame, JsClient, Req, render
 from tests.support.servers import reference_binary
 
@@ -47,6 +51,8 @@ EXTRA_REPLY_WINDOW_S = 0.4
 #: once the window is over, how long a read waits for bytes already on their way
 BUFFERED_READ_S = 0.02
 NODES = 3
+#: how long a fetch waits while the consumer's followers are stopped
+FOLLOWERS_STOPPED_FETCH_S = 4.0
 
 
 _API_COUNTS = re.compile(r'("api":\{"level":[^,]*,)"total":\d+,"errors":\d+')
@@ -492,3 +498,123 @@ def test_consumer_scale_down_to_r1(pair: Pair) -> None:
     rv, tv = _consumer_view(settled(pair.ref)), _consumer_view(settled(pair.tj))
     assert tv == rv
     assert rv["cluster_keys"] == ["name", "leader"]
+
+
+def _replica_states(c: Cluster, stream: str, name: str) -> list[dict[str, Any] | None]:
+    """Consumer ``name`` as each node's ``/jsz?consumers=true`` shows it (role and numbers)."""
+    out: list[dict[str, Any] | None] = []
+    for url in c.monitoring_urls:
+        doc = get_json(f"{url}/jsz?consumers=true")
+        found = None
+        for acc in (doc or {}).get("account_details") or []:
+            for s in acc.get("stream_detail") or []:
+                for cd in s.get("consumer_detail") or [] if s["name"] == stream else []:
+                    if cd["name"] == name:
+                        leader = (cd.get("cluster") or {}).get("leader")
+                        found = {
+                            "leads": leader == c.names[len(out)],
+                            "delivered": [
+                                cd["delivered"][k] for k in ("consumer_seq", "stream_seq")
+                            ],
+                            "ack_floor": [
+                                cd["ack_floor"][k] for k in ("consumer_seq", "stream_seq")
+                            ],
+                            "num_ack_pending": cd["num_ack_pending"],
+                            "num_redelivered": cd["num_redelivered"],
+                            "num_pending": cd["num_pending"],
+                            "num_waiting": cd["num_waiting"],
+                        }
+        out.append(found)
+    return out
+
+
+def test_consumer_state_on_every_replica(pair: Pair) -> None:
+    """``/jsz?consumers=true`` shows a replicated consumer's delivered/acked
+    state on every replica, the leader counting ``num_pending`` (followers 0)."""
+
+    async def work(c: Cluster) -> None:
+        nc = await nats.connect(c.urls[0], error_cb=noop_cb)
+        try:
+            js = nc.jetstream(timeout=5)
+            await js.add_stream(name="FS", subjects=["fs.>"], num_replicas=3)
+            for i in range(20):
+                await js.publish("fs.a", b"%d" % i)
+            psub = await js.pull_subscribe("fs.a", durable="D", stream="FS")
+            msgs = await psub.fetch(10, timeout=5)
+            assert len(msgs) == 10
+            for m in msgs[:6]:
+                await m.ack_sync()
+        finally:
+            await nc.close()
+
+    views = []
+    for side in (pair.ref, pair.tj):
+        c = side.cluster
+        run(lambda c=c: work(c), timeout=60)
+
+        def agreed(c: Cluster) -> bool:
+            states = _replica_states(c, "FS", "D")
+            return (
+                all(
+                    s is not None and s["delivered"][1] == 10 and s["ack_floor"][1] == 6
+                    for s in states
+                )
+                and sum(1 for s in states if s and s["leads"]) == 1
+            )
+
+        c.wait_until(agreed, timeout=20, what="every replica shows D's state")
+        views.append(sorted(_replica_states(c, "FS", "D"), key=lambda s: (s or {}).get("leads")))
+    ref, tj = views
+    assert tj == ref
+    assert ref[-1] is not None and ref[-1]["num_pending"] == 10  # the leader counts
+    assert [s["num_pending"] for s in ref[:-1] if s] == [0, 0]
+
+
+@pytest.mark.parametrize("ack", ["explicit", "none"])
+def test_delivery_with_the_followers_stopped(pair: Pair, ack: str) -> None:
+    """With both other replicas of an R3 consumer stopped (SIGSTOP), a fetch
+    from its leader gets its message only when the consumer's delivered state
+    need not be committed first: ack ``none`` is sent ahead of its commit, an
+    explicit-ack delivery waits for a quorum (nats-server's
+    ``replicateDeliveries``; ``cluster.consumer_ahead``)."""
+    stream = "FF" + ack.upper()[:1]
+
+    async def work(c: Cluster) -> int:
+        nc = await nats.connect(c.urls[0], error_cb=noop_cb)
+        try:
+            js = nc.jetstream(timeout=5)
+            await js.add_stream(name=stream, subjects=[stream.lower() + ".>"], num_replicas=3)
+            for i in range(3):
+                await js.publish(stream.lower() + ".a", b"%d" % i)
+            await js.add_consumer(stream, durable_name="D", ack_policy=ack)
+            leader = (await js.consumer_info(stream, "D")).cluster.leader
+        finally:
+            await nc.close()
+        li = c.index(leader)
+        nl = await nats.connect(c.urls[li], error_cb=noop_cb)
+        stopped = [p for i, p in enumerate(c.servers) if i != li and p is not None]
+        try:
+            psub = await nl.jetstream(timeout=5).pull_subscribe_bind("D", stream=stream)
+            await nl.flush()
+            for p in stopped:
+                os.kill(p.pid, signal.SIGSTOP)
+            try:
+                return len(await psub.fetch(1, timeout=FOLLOWERS_STOPPED_FETCH_S))
+            except nats.errors.TimeoutError:
+                return 0
+        finally:
+            for p in stopped:
+                os.kill(p.pid, signal.SIGCONT)
+            await nl.close()
+
+    got = {}
+    for side in (pair.ref, pair.tj):
+        got[side.cluster.kind] = run(lambda c=side.cluster: work(c), timeout=60)
+        side.cluster.wait_formed()
+    print("delivered with the followers stopped:", got)
+    assert got["trijet"] == int(ack == "none")
+    if ack == "none":
+        assert got["reference"] == 1
+    # explicit: nats-server delivered nothing in most runs, its message in 1 of 6
+    # (not understood; its code holds such deliveries until the delivered
+    # state has a quorum): not compared
