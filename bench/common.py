@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,3 +199,99 @@ def stop_server(s: ServerProc) -> None:
 def comma_list(text: str) -> list[str]:
     """``"a, b,,c"`` -> ``["a", "b", "c"]`` (command-line lists)."""
     return [x.strip() for x in text.split(",") if x.strip()]
+
+
+# -- single JetStream servers (js_bench, scale_bench, consumer_bench) ------------------------
+
+REF_SYNC_MODES = ("always", "default")
+"""The reference's ``sync_interval`` settings a benchmark may ask for."""
+
+
+@dataclass
+class JsServer:
+    """A server under test with JetStream, its store directory and monitoring port."""
+
+    proc: ServerProc
+    store_dir: str
+    http_port: int | None
+
+
+def ref_js_config(store_dir: str, sync: str) -> str:
+    """The reference's config: JetStream over ``store_dir``; ``sync`` is always or default."""
+    if sync not in REF_SYNC_MODES:
+        raise ValueError(f"unknown sync mode {sync!r}")
+    extra = "  sync_interval: always\n" if sync == "always" else ""
+    return f'jetstream {{\n  store_dir: "{store_dir}"\n{extra}}}\n'
+
+
+def ref_sync_of(name: str, default: str) -> str | None:
+    """The reference's sync mode named by ``name`` (None for a trijet server).
+
+    ``ref`` takes ``default`` (each benchmark's own choice); ``ref-always`` and
+    ``ref-default`` name the mode themselves, so one run can hold both.
+    """
+    if name == "ref":
+        return default
+    if name.startswith("ref-") and name[4:] in REF_SYNC_MODES:
+        return name[4:]
+    return None
+
+
+def start_js_server(
+    name: str,
+    store_dir: str,
+    log_path: Path,
+    prog: str,
+    *,
+    nats_server: str,
+    ref_sync: str = "always",
+    trijet_prefix: str = "",
+) -> JsServer:
+    """Start one JetStream server over ``store_dir`` (which may hold a store already).
+
+    Args:
+        name: ``ref`` (at ``ref_sync``), ``ref-always``, ``ref-default``, ``trijet``
+            or ``trijet=DIR`` (trijet run from the checkout ``DIR``).
+        store_dir: the store directory (kept: a restart passes the same one).
+        log_path: where the server's output goes.
+        prog: the benchmark's name for error messages.
+        nats_server: the reference binary.
+        ref_sync: the reference's ``sync_interval`` for the plain name ``ref``.
+        trijet_prefix: a command prefix for trijet (e.g. ``taskset -c 1``).
+    """
+    ports_dir = tempfile.mkdtemp(prefix=f"{prog}_{safe_name(name)}_")
+    base = ["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "--ports_file_dir", ports_dir]
+    sync = ref_sync_of(name, ref_sync)
+    if sync is not None:
+        conf = os.path.join(ports_dir, "ref.conf")
+        with open(conf, "w") as fh:
+            fh.write(ref_js_config(store_dir, sync))
+        cmd, cwd = [nats_server, "-c", conf, *base], REPO_DIR
+    else:
+        cwd = Path(name.split("=", 1)[1]).resolve() if "=" in name else REPO_DIR
+        cmd = [*shlex.split(trijet_prefix), sys.executable, "-m", "node"]
+        cmd += ["-js", "-sd", store_dir, *base]
+    sp, ports = launch(name, cmd, cwd, ports_dir, log_path, prog)
+    mon = ports.get("monitoring") or [None]
+    http_port = int(mon[0].rsplit(":", 1)[1]) if mon[0] else None
+    return JsServer(sp, store_dir, http_port)
+
+
+def check_ref_config(nats_server: str, sync: str, prog: str) -> None:
+    """Make sure the reference parses its config at ``sync`` (exit otherwise)."""
+    with tempfile.TemporaryDirectory(prefix=f"{prog}_cfg_") as d:
+        path = os.path.join(d, "ref.conf")
+        with open(path, "w") as fh:
+            fh.write(ref_js_config(os.path.join(d, "store"), sync))
+        res = subprocess.run([nats_server, "-t", "-c", path], capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(f"{prog}: the reference rejects its config: {res.stderr or res.stdout}")
+
+
+def kill_server(s: ServerProc) -> None:
+    """SIGKILL (a crash), close the log, drop the ports dir."""
+    if s.proc.poll() is None:
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait()
+    s.log_fh.close()
+    shutil.rmtree(s.ports_dir, ignore_errors=True)

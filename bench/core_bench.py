@@ -21,6 +21,12 @@ fresh client processes:
 * ``pubsub_paced``: the same with the publisher sending a PING every
   ``--pace-every`` messages and never more than ``--pace-window`` PINGs
   unanswered, so the server's input is bounded the same way for both servers.
+* ``pubsub_subjN``: the publisher rotates over N subjects, one ``bench.core.rot.>``
+  subscriber.
+* ``fanout``: ``--fanout`` (10) subscriber connections on one subject, one
+  publisher of ``--fanout-msgs``; every subscriber gets every message; the
+  figure is deliveries/s over the group's first-to-last span.
+* ``queue``: the same ten in one queue group: each message goes to one member.
 * ``reqrep_seq``: one responder connection, one requester sending
   ``--rr-msgs`` requests strictly one at a time (round trips/s, latency).
 * ``reqrep_pipeN``: the same with ``--inflight`` requests outstanding.
@@ -196,6 +202,46 @@ def phase_pubsub(
     return {"sub": subr, "pub": pub}
 
 
+def phase_fanout(s: ServerProc, args: argparse.Namespace, queue: bool) -> dict[str, Any]:
+    """One publisher to ``--fanout`` subscriber connections on one subject: each
+    gets every message (fan-out), or, with ``queue``, they form one queue group
+    and share the messages (each member stops after ``--queue-idle-s`` without
+    one).  The figure is deliveries over the span from the first member's first
+    message to the last member's last (CLOCK_MONOTONIC, comparable across the
+    processes); a run is good when the deliveries add up (``members * n``, or
+    ``n`` for the queue) and every member got some."""
+    lg = args.loadgen
+    if lg is None:
+        raise RuntimeError("fan-out and queue phases need the C load generator")
+    subj = "bench.core.queue" if queue else "bench.core.fanout"
+    n = args.fanout_msgs
+    timeout = max(120.0, n * args.fanout / 5000)
+    extra: dict[str, Any] = {"Q": "workers", "t": args.queue_idle_s} if queue else {}
+    opts = {"s": subj, "n": n, "z": args.size, "t": args.idle_s, **extra}
+    subs = [start_waiting(lg_cmd(lg, "sub", s.port, **opts)) for _ in range(args.fanout)]
+    pub = run_pubs(
+        [lg_cmd(lg, "pub", s.port, s=subj, n=n, z=args.size, b=args.batch_bytes)], timeout
+    )
+    res = [finish(p, timeout) for p in subs]
+    got = sum(int(r.get("msgs", 0)) for r in res)
+    want = n if queue else n * args.fanout
+    firsts = [float(r["first_t"]) for r in res if r.get("msgs")]
+    lasts = [float(r["last_t"]) for r in res if r.get("msgs")]
+    span = max(lasts) - min(firsts) if firsts else 0.0
+    ok = got == want and all(r.get("ok") for r in res)
+    sub = {
+        "ok": ok,
+        "msgs": got,
+        "expected": want,
+        "msgs_per_s": got / span if span > 0 else 0.0,
+        "members": [int(r.get("msgs", 0)) for r in res],
+        "closed": any(r.get("closed") for r in res),
+        "timeout": any(r.get("timeout") for r in res),
+        "err": "; ".join(str(r.get("err")) for r in res if r.get("err")),
+    }
+    return {"sub": sub, "pub": pub}
+
+
 def phase_reqrep(s: ServerProc, args: argparse.Namespace, inflight: int) -> dict[str, Any]:
     lg = args.loadgen
     n = args.rr_msgs if inflight == 1 else args.rr_pipe_msgs
@@ -239,6 +285,8 @@ def run_phase(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) -> 
             res = phase_pubsub(s, args, paced=True)
         elif phase.startswith("pubsub_subj"):
             res = phase_pubsub(s, args, paced=False, nsubjects=int(phase[len("pubsub_subj") :]))
+        elif phase in ("fanout", "queue"):
+            res = phase_fanout(s, args, queue=phase == "queue")
         elif phase == "reqrep_seq":
             res = phase_reqrep(s, args, 1)
         else:
@@ -331,11 +379,14 @@ def metric_values(samples: list[Sample]) -> dict[str, dict[str, list[float]]]:
     for sm in samples:
         r = sm.result
         cores = sm.cpu_s / sm.wall_s if sm.wall_s else 0.0
-        if sm.phase.startswith("pubsub"):
+        if sm.phase.startswith("pubsub") or sm.phase in ("fanout", "queue"):
             sub, pub = r.get("sub", {}), r.get("pub", {})
-            key = {"pubsub": "pubsub_128B", "pubsub_paced": "pubsub_128B_paced"}.get(
-                sm.phase, sm.phase + "_128B"
-            )
+            key = {
+                "pubsub": "pubsub_128B",
+                "pubsub_paced": "pubsub_128B_paced",
+                "fanout": "fanout_128B",
+                "queue": "queue_128B",
+            }.get(sm.phase, sm.phase + "_128B")
             if sub.get("ok"):
                 out[key][sm.server].append(float(sub["msgs_per_s"]))
                 out[key + "_srv_us_per_msg"][sm.server].append(1e6 * sm.cpu_s / sub["msgs"])
@@ -363,6 +414,14 @@ LABELS = {
     "pubsub_128B_paced_srv_us_per_msg": "  server CPU us per msg (lower=better)",
     "pubsub_128B_paced_srv_cores": "  server CPU cores used",
     "reqrep_seq": "req/rep sequential round trips/s",
+    "fanout_128B": "fan-out 1 pub -> N subs, deliveries/s",
+    "fanout_128B_pub": "  publisher msgs/s",
+    "fanout_128B_srv_us_per_msg": "  server CPU us per delivery (lower=better)",
+    "fanout_128B_srv_cores": "  server CPU cores used",
+    "queue_128B": "queue group of N, deliveries/s",
+    "queue_128B_pub": "  publisher msgs/s",
+    "queue_128B_srv_us_per_msg": "  server CPU us per delivery (lower=better)",
+    "queue_128B_srv_cores": "  server CPU cores used",
 }
 
 
@@ -455,6 +514,8 @@ def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
         "pubsub_128B_paced",
         "pubsub_subj1000_128B",
         "pubsub_subj10000_128B",
+        "fanout_128B",
+        "queue_128B",
         "reqrep_seq",
         f"reqrep_pipe{args.inflight}",
     ):
@@ -481,6 +542,8 @@ PHASES = (
     "pubsub_paced",
     "pubsub_subj1000",
     "pubsub_subj10000",
+    "fanout",
+    "queue",
     "reqrep_seq",
     "reqrep_pipe",
 )
@@ -505,6 +568,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rr-msgs", type=int, default=20_000, help="sequential requests")
     p.add_argument("--rr-pipe-msgs", type=int, default=200_000, help="pipelined requests")
     p.add_argument("--inflight", type=int, default=64, help="pipelined requests in flight")
+    p.add_argument("--fanout", type=int, default=10, help="fanout/queue: subscriber connections")
+    p.add_argument(
+        "--fanout-msgs", type=int, default=100_000, help="fanout/queue: messages published"
+    )
+    p.add_argument(
+        "--queue-idle-s", type=float, default=1.0, help="queue: a member stops after this idle"
+    )
     p.add_argument("--idle-s", type=float, default=10.0, help="client gives up after idle")
     p.add_argument("--python-loadgen", action="store_true", help="force the Python fallback")
     p.add_argument("--py-pubs", type=int, default=4, help="publisher processes (Python)")

@@ -25,6 +25,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from node.jsdelivery import JS_ACK_PREFIX, JetStreamDelivery, split_js_ack
+from node.queueplan import QPlan, QueueDelivery
 from node.sublist import Sublist
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
 PubsFn = Callable[[list[bytes], bytes], None]
 
 
-class Router(JetStreamDelivery):
+class Router(JetStreamDelivery, QueueDelivery):
     """Delivery over one account's sublist.
 
     Args:
@@ -86,6 +87,8 @@ class Router(JetStreamDelivery):
         self._plans: dict[
             bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
         ] = {}
+        # subject -> queue plan (node.queueplan): plain subscribers plus queue groups
+        self._qplans: dict[bytes, QPlan] = {}
         # reply subjects of delivered requests (an answer is published once)
         self._replies: dict[bytes, None] = {}
         # subject -> (gen, its internal subscribers): see _internal_targets
@@ -143,8 +146,11 @@ class Router(JetStreamDelivery):
         r = self.sublist.match(subject)
         psubs = r.psubs
         qsubs = r.qsubs
-        if headers is None and not routed_queues and not qsubs:
-            self._make_plan(subject, psubs)
+        if headers is None and not routed_queues:
+            if not qsubs:
+                self._make_plan(subject, psubs)
+            elif routed_queues is None and (src is None or src.echo):
+                self._make_qplan(subject, psubs, qsubs)
         routed = 0
         if routed_queues is None:
             if self.route_sublist.count:
@@ -340,6 +346,8 @@ class Router(JetStreamDelivery):
         if plan is None or plan[0] != self.gen:
             if self._internal_targets(subject) is not None:
                 self._to_internal(src, subject, [reply], [payload], not to_routes)
+            elif to_routes and (qplan := self._qplan(subject)) is not None:
+                self._qone(qplan, reply, payload)  # a local publisher's (routed: no queues)
             else:
                 self.publish(src, subject, reply, None, payload, None if to_routes else ())
             return
@@ -400,6 +408,9 @@ class Router(JetStreamDelivery):
         if plan is None or plan[0] != self.gen:
             if self._internal_targets(subject) is not None:
                 self._to_internal(src, subject, replies, payloads, not to_routes)
+                return
+            if to_routes and (qplan := self._qplan(subject)) is not None:
+                self._qrun(qplan, replies, payloads)  # a local publisher's (routed: no queues)
                 return
             routed = None if to_routes else ()
             for reply, payload in zip(replies, payloads, strict=True):

@@ -11,7 +11,11 @@
  *        (pacing); finally PING and wait for its PONG, which tells us the
  *        server consumed everything we sent.
  *   sub  SUB subj, PING/PONG so the SUB is registered, print "READY", then
- *        count MSG ops until N arrived (first-to-last timing).
+ *        count MSG ops until N arrived (first-to-last timing).  With -Q the
+ *        SUB joins that queue group and N is only an upper bound: the member
+ *        stops after the idle timeout once messages flowed (it cannot know
+ *        its share); first/last times are CLOCK_MONOTONIC, comparable across
+ *        processes, so the caller can take the group's span.
  *   rep  SUB subj, "READY", answer each MSG on its reply subject with the
  *        same payload; exits after N replies (or when the server closes).
  *   req  SUB _INBOX.lg<pid>.*, then send N requests with reply subject
@@ -321,6 +325,7 @@ typedef struct {
     double timeout_s;
     long nsubjects;  /* pub: > 0 rotates over <subject>.<i mod n>, fixed width */
     long keys; /* req/jspub: > 0 appends ".<key>" to the subject, key spread over 0..keys-1 */
+    const char *queue; /* sub: -Q queue group (NULL: plain subscription) */
 } opts_t;
 
 static void usage(void) {
@@ -328,7 +333,7 @@ static void usage(void) {
             "usage: loadgen pub|sub|req|rep|jspub [-H host] [-P port] [-s subject] [-n count]\n"
             "               [-z size] [-b batch_bytes] [-i ping_every] [-w max_pings_out]\n"
             "               [-k inflight] [-t idle_timeout_s] [-S nsubjects] [-K keys]\n"
-            "               [-u user (password the same)]\n");
+            "               [-u user (password the same)] [-Q queue_group]\n");
     exit(2);
 }
 
@@ -426,7 +431,8 @@ static void sub_on_msg(conn_t *c, const char *s, size_t sl, const char *r, size_
 
 static int subscribe_ready(conn_t *c, const char *subject, const opts_t *o) {
     char line[600];
-    int n = snprintf(line, sizeof(line), "SUB %s 1\r\n", subject);
+    int n = o->queue ? snprintf(line, sizeof(line), "SUB %s %s 1\r\n", subject, o->queue)
+                     : snprintf(line, sizeof(line), "SUB %s 1\r\n", subject);
     write_all(c->fd, line, (size_t)n);
     long pings = 0;
     if (ping_sync(c, &pings, o->timeout_s) < 0) {
@@ -455,20 +461,21 @@ static int mode_sub(const opts_t *o) {
         if (r > 0) {
             last_data = t;
         } else if (t - last_data > (c.msgs ? o->timeout_s : o->timeout_s * 10)) {
-            timed_out = 1;
+            timed_out = !(o->queue && c.msgs);  /* a queue member's normal end */
             break;
         }
     }
     double span = c.msgs > 1 ? g_last - g_first : 0.0;
-    int ok = c.msgs >= o->count && !c.bad_size;
+    int ok = (o->queue ? c.msgs > 0 && !timed_out : c.msgs >= o->count) && !c.bad_size;
     printf("{\"mode\":\"sub\",\"ok\":%s,\"msgs\":%ld,\"expected\":%ld,\"bad_size\":%ld,"
            "\"first_to_last_s\":%.6f,\"msgs_per_s\":%.1f,\"ready_to_last_s\":%.6f,"
            "\"bytes_in\":%llu,\"closed\":%s,\"timeout\":%s,\"proto_err\":%s,"
-           "\"server_pings\":%ld,\"err\":\"%s\"}\n",
+           "\"server_pings\":%ld,\"first_t\":%.6f,\"last_t\":%.6f,\"err\":\"%s\"}\n",
            ok ? "true" : "false", c.msgs, o->count, c.bad_size, span,
            span > 0 ? (c.msgs - 1) / span : 0.0, c.msgs ? g_last - t_ready : 0.0,
            (unsigned long long)c.bytes_in, c.closed ? "true" : "false",
-           timed_out ? "true" : "false", c.proto_err ? "true" : "false", c.srv_pings, c.err);
+           timed_out ? "true" : "false", c.proto_err ? "true" : "false", c.srv_pings,
+           c.msgs ? g_first : 0.0, c.msgs ? g_last : 0.0, c.err);
     return ok ? 0 : 1;
 }
 
@@ -642,7 +649,7 @@ int main(int argc, char **argv) {
     opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0, 0, 0};
     int ch;
     optind = 2;
-    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:u:")) != -1) {
+    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:u:Q:")) != -1) {
         switch (ch) {
         case 'H': o.host = optarg; break;
         case 'P': o.port = optarg; break;
@@ -657,6 +664,7 @@ int main(int argc, char **argv) {
         case 'S': o.nsubjects = atol(optarg); break;
         case 'K': o.keys = atol(optarg); break;
         case 'u': g_user = optarg; break;
+        case 'Q': o.queue = optarg; break;
         default: usage();
         }
     }
