@@ -67,7 +67,9 @@ def c_compiler() -> str | None:
     return shutil.which("gcc") or shutil.which("cc")
 
 
-def compile_c(cc: str, src: Path, name: str) -> tuple[Path, list[str], str | None]:
+def compile_c(
+    cc: str, src: Path, name: str, libs: list[str] | None = None
+) -> tuple[Path, list[str], str | None]:
     """Compile ``src`` into ``bench/out/<name>`` unless the binary is newer.
 
     Returns:
@@ -79,7 +81,7 @@ def compile_c(cc: str, src: Path, name: str) -> tuple[Path, list[str], str | Non
     cmd: list[str] = []
     if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
         tmp = OUT_DIR / f"{name}.{os.getpid()}.tmp"
-        cmd = [cc, "-O2", "-Wall", "-o", str(tmp), str(src)]
+        cmd = [cc, "-O2", "-Wall", "-o", str(tmp), str(src), *(libs or [])]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             return exe, cmd, res.stderr

@@ -15,6 +15,10 @@ and at ``always`` the reference fills 1M messages at ~2k/s.  Then:
   batches of 100, acknowledging each.  The rate must not depend on the
   stream's size: with a per-pull cost in the messages remaining, the 1M
   figure collapses.
+* ``cpull``: the same consumer as libnats users make it (``js_PullSubscribe``
+  with a durable: filtered, explicit acks), ``natsSubscription_Fetch(100)`` and
+  ``natsMsg_Ack`` on each (``bench/loadgen/jspull.c``, built against Debian's
+  ``libnats-dev`` when it is installed; otherwise the phase is skipped).
 * ``restart``: SIGKILL, then the time from starting the server again until a
   client has its first ``STREAM.INFO`` answer reporting every message, and
   the resident memory right after.
@@ -36,7 +40,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -48,13 +51,15 @@ import nats
 
 from bench.common import (
     OUT_DIR,
-    REPO_DIR,
     ServerProc,
     build_loadgen,
+    c_compiler,
     comma_list,
+    compile_c,
     find_nats_server,
-    launch,
+    kill_server,
     safe_name,
+    start_js_server,
     stop_server,
 )
 
@@ -65,32 +70,29 @@ RESTART_S_MAX = 120.0
 BATCH = 100
 
 
-def ref_config(store_dir: str) -> str:
-    return f'jetstream {{\n  store_dir: "{store_dir}"\n}}\n'
-
-
 def start(name: str, store_dir: str, args: argparse.Namespace, tag: str) -> ServerProc:
-    """Start ``ref`` or ``trijet`` with JetStream over ``store_dir``."""
-    ports_dir = tempfile.mkdtemp(prefix=f"scale_bench_{safe_name(name)}_")
-    base = ["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "--ports_file_dir", ports_dir]
-    if name == "ref":
-        conf = os.path.join(ports_dir, "ref.conf")
-        with open(conf, "w") as fh:
-            fh.write(ref_config(store_dir))
-        cmd = [args.nats_server, "-c", conf, *base]
-    else:
-        cmd = [sys.executable, "-m", "node", "-js", "-sd", store_dir, *base]
+    """Start ``ref`` (at its default ``sync_interval``) or ``trijet`` over ``store_dir``."""
     log_path = OUT_DIR / f"scale-{safe_name(name)}-{tag}.log"
-    sp, _ = launch(name, cmd, REPO_DIR, ports_dir, log_path, "scale_bench")
-    return sp
+    js = start_js_server(
+        name, store_dir, log_path, "scale_bench", nats_server=args.nats_server, ref_sync="default"
+    )
+    return js.proc
 
 
-def kill(sp: ServerProc) -> None:
-    if sp.proc.poll() is None:
-        sp.proc.send_signal(signal.SIGKILL)
-        sp.proc.wait()
-    sp.log_fh.close()
-    shutil.rmtree(sp.ports_dir, ignore_errors=True)
+kill = kill_server
+
+
+def build_jspull() -> list[str] | None:
+    """Compile ``bench/loadgen/jspull.c`` against libnats (None without it or a compiler)."""
+    cc = c_compiler()
+    if cc is None or not Path("/usr/include/nats/nats.h").exists():
+        return None
+    src = Path(__file__).resolve().parent / "loadgen" / "jspull.c"
+    exe, cmd, err = compile_c(cc, src, "jspull", ["-lnats"])
+    if err is not None:
+        print(f"scale_bench: {' '.join(cmd)} failed, no libnats figure:\n{err}")
+        return None
+    return [str(exe)]
 
 
 def rss_mb(pid: int) -> float:
@@ -167,6 +169,18 @@ async def pull(port: int, consume: int) -> dict[str, Any]:
         await nc.close()
 
 
+def c_pull(jspull: list[str], port: int, consume: int) -> dict[str, Any]:
+    """libnats' js_PullSubscribe (filtered durable), fetch(100) + ack each."""
+    cmd = [*jspull, "-P", str(port), "-s", SUBJECT, "-S", STREAM, "-d", "scale_c"]
+    cmd += ["-n", str(consume), "-b", str(BATCH), "-t", str(API_TIMEOUT_S)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=max(120.0, consume / 200))
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    doc: dict[str, Any] = json.loads(lines[-1]) if lines else {"ok": False, "err": res.stderr}
+    if not doc.get("ok"):
+        sys.exit(f"scale_bench: jspull failed: {doc}")
+    return doc
+
+
 async def first_info(port: int, want: int, deadline: float) -> dict[str, Any]:
     while True:
         try:
@@ -219,6 +233,8 @@ def run_one(name: str, n: int, loadgen: list[str] | None, args: argparse.Namespa
         os.sync()
         if "pull" in args.phases:
             out["pull"] = asyncio.run(pull(sp.port, min(args.consume, n)))
+        if "cpull" in args.phases and args.jspull is not None:
+            out["cpull"] = c_pull(args.jspull, sp.port, min(args.consume, n))
         if "restart" in args.phases:
             out["restart"] = restart(name, sp, store_dir, n, args)
         else:
@@ -308,6 +324,7 @@ def run_kv(name: str, k: int, args: argparse.Namespace) -> dict:
 
 FIGURES = [
     ("pull", "rate", "filtered pull fetch(100)+ack, msgs/s (nats-py)", True),
+    ("cpull", "rate", "filtered pull fetch(100)+ack, msgs/s (libnats)", True),
     ("restart", "secs", "SIGKILL -> first full STREAM.INFO, s", False),
     ("restart", "rss_mb", "RSS after restart, MB", False),
     ("kv", "rss_mb", "RSS holding N distinct subjects, MB", False),
@@ -370,7 +387,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--size", type=int, default=128, help="payload bytes")
     p.add_argument("--consume", type=int, default=20_000, help="pull: messages fetched")
     p.add_argument("--servers", default="ref,trijet", help="comma list of ref, trijet")
-    p.add_argument("--phases", default="pull,restart,kv", help="comma list of pull, restart, kv")
+    p.add_argument(
+        "--phases", default="pull,cpull,restart,kv", help="comma list of pull, cpull, restart, kv"
+    )
     p.add_argument("--kv-sizes", default="1000,100000", help="kv: distinct subjects")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go")
     p.add_argument("--python-loadgen", action="store_true", help="fill with nats-py")
@@ -389,8 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     OUT_DIR.mkdir(exist_ok=True)
     args.nats_server = find_nats_server()
     loadgen = build_loadgen(args.python_loadgen)
+    args.jspull = build_jspull() if "cpull" in args.phases else None
+    if "cpull" in args.phases and args.jspull is None:
+        print("scale_bench: no libnats (apt-get install libnats-dev): no cpull figure")
     rows = []
-    for n in args.sizes if {"pull", "restart"} & set(args.phases) else []:
+    for n in args.sizes if {"pull", "cpull", "restart"} & set(args.phases) else []:
         order = args.servers if len(rows) % 2 == 0 else list(reversed(args.servers))
         for name in order:
             print(f"scale_bench: {name}, {n} messages ...", flush=True)

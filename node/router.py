@@ -302,14 +302,51 @@ class Router(JetStreamDelivery, QueueDelivery):
                 for subject, payload in zip(subjects, payloads, strict=True):
                     self.publish(src, subject, None, None, payload)
                 return
+            # the common shape: each subject's plan has one local subscriber and
+            # no route, mostly the same connection: its ops are gathered and
+            # appended with one join (kept in order: anything else first hands
+            # over what was gathered)
+            gen = self.gen
+            last: Any = None
+            parts: list[bytes] = []
+            nbytes = 0
             for subject, payload in zip(subjects, payloads, strict=True):
                 plan = plans.get(subject)
+                if plan is not None and plan[0] == gen and len(plan[1]) == 1 and not plan[2]:
+                    c, head, sub = plan[1][0]
+                    if c is not last:
+                        if last is not None:
+                            self._give_parts(last, parts, nbytes)
+                            parts = []
+                            nbytes = 0
+                        last = c
+                    plen = len(payload)
+                    parts.append(b"%b %d\r\n%b\r\n" % (head, plen, payload))
+                    nbytes += plen
+                    sub.delivered += 1
+                    continue
+                if last is not None:
+                    self._give_parts(last, parts, nbytes)
+                    last, parts, nbytes = None, [], 0
                 if plan is None or plan[0] != self.gen:
                     one(src, subject, None, payload, True)
+                    gen = self.gen
                 elif plan[1] or plan[2]:
                     deliver(subject, plan[1], plan[2], None, payload)
+            if last is not None:
+                self._give_parts(last, parts, nbytes)
 
         return mixed
+
+    def _give_parts(self, c: Any, parts: list[bytes], nbytes: int) -> None:
+        """Append ``parts`` (whole ops) to ``c`` with one join (batched: callers ``flush()``)."""
+        k = len(parts)
+        c._out.append(b"".join(parts) if k > 1 else parts[0])
+        c.out_msgs += k
+        c.out_bytes += nbytes
+        self._touched.add(c)
+        self.out_msgs += k
+        self.out_bytes += nbytes
 
     def fast_routed(self, route: Any) -> tuple[PubFn, PubRunFn]:
         """Handlers for plain messages arriving on ``route`` (no queues, no headers).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -488,3 +490,39 @@ def test_mixed_batch_is_one_call_and_halt_stops_after_it() -> None:
         lambda subs, ps: (calls.append(("mixed", list(subs))), conn.halt()),
     )
     assert calls == [("mixed", [*subjects, b"x"])]
+
+
+def test_mixed_singles_of_one_size_are_parsed_in_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting test: reply-less PUBs of one size to rotating subjects cost a
+    few line matches per window, not one per message (``_mixed_bulk``), and
+    every message arrives once, in order, with its payload."""
+    from node.protocol import connection as conn_mod
+
+    calls = 0
+    real = conn_mod._FAST_LINE[Role.SERVER]
+
+    def counted(buf: bytes, pos: int) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(buf, pos)
+
+    monkeypatch.setitem(conn_mod._FAST_LINE, Role.SERVER, counted)
+    for n in (10, 1000):
+        calls = 0
+        subjects = [b"bench.rot.%04d" % (i % 997) for i in range(n)]
+        payloads = [b"%08d" % i + b"PUB a 1\r\n" * 3 for i in range(n)]  # size 35
+        data = b"".join(
+            b"PUB %s 35\r\n%s\r\n" % (s, p) for s, p in zip(subjects, payloads, strict=True)
+        )
+        got: list[tuple[bytes, bytes]] = []
+
+        def on_mixed(
+            subs: list[bytes], pays: list[bytes], got: list[tuple[bytes, bytes]] = got
+        ) -> None:
+            got.extend(zip(subs, pays, strict=True))
+
+        conn = ProtocolConnection(Role.SERVER)
+        sink = _Sink([])
+        conn.feed(data, sink.one, lambda e: None, sink.run, sink.many, on_mixed)
+        assert got == list(zip(subjects, payloads, strict=True))
+        assert calls <= 4 + len(data) // conn_mod.MIXED_WINDOW * 2
