@@ -221,13 +221,51 @@ def restart(name: str, sp: ServerProc, store_dir: str, n: int, args: argparse.Na
         stop_server(sp2)
 
 
+_DIRECT_FILL = r"""
+import os, sys, time
+from store.file import FileStreamStore
+d, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+st = FileStreamStore(d)
+payload = b"x" * size
+base = st.state().last_seq
+for i in range(n - base):
+    st.append("bench.js", b"", payload, time.time_ns())
+    if i % 50000 == 49999:
+        st.sync()
+st.sync()
+os._exit(0)  # as a crash after the last sync: no close, no index of the active segment
+"""
+
+
+def direct_fill(name: str, store_dir: str, n: int, size: int) -> float:
+    """trijet only: append to the stream's file store directly (the server
+    stopped), then leave it as a crash would -- the fill of 10M messages
+    through the server takes longer than the figure is worth."""
+    t0 = time.perf_counter()
+    cwd = Path(name.split("=", 1)[1]).resolve() if "=" in name else Path.cwd()
+    msgs = Path(store_dir) / "jetstream" / "streams" / STREAM / "msgs"
+    if not msgs.is_dir():
+        sys.exit(f"scale_bench: no stream store at {msgs}")
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    cmd = [sys.executable, "-c", _DIRECT_FILL, str(msgs), str(n), str(size)]
+    subprocess.run(cmd, check=True, cwd=cwd, env=env, timeout=max(600.0, n / 5000))
+    return time.perf_counter() - t0
+
+
 def run_one(name: str, n: int, loadgen: list[str] | None, args: argparse.Namespace) -> dict:
     store_dir = tempfile.mkdtemp(prefix=f"scale_store_{safe_name(name)}_", dir=args.store_parent)
     out: dict[str, Any] = {"server": name, "size": n}
     sp = start(name, store_dir, args, str(n))
     try:
         asyncio.run(create_stream(sp.port))
-        out["fill_s"] = fill(loadgen, sp.port, n, args.size)
+        if n >= args.direct_fill_from and name.startswith("trijet"):
+            stop_server(sp)
+            out["fill_s"] = direct_fill(name, store_dir, n, args.size)
+            out["fill"] = "direct"
+            sp = start(name, store_dir, args, f"{n}-filled")
+            asyncio.run(first_info(sp.port, n, time.monotonic() + RESTART_S_MAX))
+        else:
+            out["fill_s"] = fill(loadgen, sp.port, n, args.size)
         # the fill's dirty pages written back first: an fsync timed behind the
         # kernel's writeback of the whole fill says nothing about the consumer
         os.sync()
@@ -393,6 +431,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kv-sizes", default="1000,100000", help="kv: distinct subjects")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go")
     p.add_argument("--python-loadgen", action="store_true", help="fill with nats-py")
+    p.add_argument(
+        "--direct-fill-from",
+        type=int,
+        default=5_000_000,
+        help="trijet: streams this long are filled through the store, the server stopped",
+    )
     p.add_argument("--json", default=str(OUT_DIR / "scale_bench.json"))
     p.add_argument("--png", default=str(OUT_DIR / "scale_bench.png"))
     args = p.parse_args(argv)
