@@ -42,22 +42,6 @@ return.  Either way the
 batch is an ordinary batch: ``_busy`` until it is durable, proposals arriving
 meanwhile pile up for the next one.
 
-Inline sync (``start(..., small=True)``): for a small started batch the
-two thread hand-overs (the job to the sync thread, the completion back through
-``run_sync_soon``) cost more than the fsync itself on a loaded machine -- each
-waits for the OS to schedule a thread.  So when nothing else is runnable
-(``tasks_runnable == 0``: blocking the loop for one fsync delays nobody who is
-ready) and most recent syncs were quick (a moving share of syncs longer than
-``INLINE_SYNC_S_MAX`` under one half -- the median, not the mean, which the
-tail of a shared disk dominates; so a slow disk never stalls the loop), the owner's task syncs at once and the
-result is final on return, as with a memory store.  Inline syncs of one task
-only per scheduling batch: other sessions woken by the same I/O poll run in the
-same batch without counting as runnable, so after an inline sync
-``_inline_task`` holds the ``start`` of any other task to the thread (where
-later arrivals pile up into one group commit) until the ``run`` task, woken by
-it, has had its turn; the same task (a session reading its next chunk at once)
-may go on syncing inline, as its chunks are serial anyway.
-
 Cancellation: a cancelled ``propose`` may still be applied and synced; its
 result is dropped.
 """
@@ -65,7 +49,6 @@ result is dropped.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -77,11 +60,6 @@ from raft.fsm import StateMachine
 from raft.syncer import SyncThread
 
 log = logging.getLogger(__name__)
-
-INLINE_SYNC_S_MAX = 0.002
-"""A sync longer than this is slow; syncs run inline only while most recent ones were not."""
-_SLOW_AVG_WEIGHT = 0.0625
-_SLOW_SHARE_MAX = 0.5
 
 
 class _Pending:
@@ -138,10 +116,6 @@ class LocalGroup:
         self._sync_requested = False
         self._sync_done = trio.Event()
         self._sync_error: BaseException | None = None
-        #: moving share of the store's syncs slower than INLINE_SYNC_S_MAX, both paths
-        self.slow_share = 0.0
-        self.inline_syncs = 0
-        self._inline_task: trio.lowlevel.Task | None = None
 
     is_leader = True
 
@@ -182,15 +156,11 @@ class LocalGroup:
         """Running, no batch in progress, nothing waiting: ``start`` may apply now."""
         return self._running and not self._busy and not self._pending and not self._sync_requested
 
-    def start(
-        self, entry: Any, on_durable: Callable[[_Pending], None], *, small: bool = False
-    ) -> _Pending:
+    def start(self, entry: Any, on_durable: Callable[[_Pending], None]) -> _Pending:
         """Apply ``entry`` now, in the caller's task, as a batch of its own.
 
         Only while ``idle``.  Returns the proposal, resolved (``done`` set,
-        ``result`` or ``error``) when the batch needs no sync in the thread
-        (``small``: the caller's batch is small enough to sync inline, see the
-        module's *Inline sync*).
+        ``result`` or ``error``) when the batch needs no sync in the thread.
         Otherwise its sync is running and ``on_durable(p)`` is called once it
         is done (the sync's error, if any, in ``p.error``), from the trio
         thread's run loop (``run_sync_soon``: no task of ours needs to wake to
@@ -209,20 +179,8 @@ class LocalGroup:
         except Exception as exc:  # an invariant failure: the proposer hears it
             p.error = exc
         if self.sync_each_batch and self._syncer is not None:
-            if not (small and self._inline_ok()):
-                self._syncer.start(self._timed_sync, partial(self._durable, p, on_durable))
-                return p  # busy until the sync is done
-            self.inline_syncs += 1
-            if self._inline_task is None:
-                self._inline_task = trio.lowlevel.current_task()
-                self._wake.set()  # the run task lifts the guard in the next batch
-            try:
-                self._timed_sync()
-                self.syncs += 1
-            except Exception as exc:
-                p.error = p.error or exc
-            self._resolve([p])
-            return p
+            self._syncer.start(self._sync, partial(self._durable, p, on_durable))
+            return p  # busy until the sync is done
         try:
             if self.sync_each_batch:
                 self._sync()
@@ -231,27 +189,6 @@ class LocalGroup:
             p.error = p.error or exc
         self._resolve([p])
         return p
-
-    def _inline_ok(self) -> bool:
-        """May the caller block the loop for one sync now?  (Module doc, *Inline sync*.)"""
-        if self.slow_share >= _SLOW_SHARE_MAX:
-            return False
-        # the run task, woken by our own last inline sync, is runnable: not others
-        ours = 0
-        if self._inline_task is not None:
-            if self._inline_task is not trio.lowlevel.current_task():
-                return False
-            ours = 1
-        return trio.lowlevel.current_statistics().tasks_runnable <= ours
-
-    def _timed_sync(self) -> None:
-        """The store's sync, timed into ``slow_share`` (runs in either thread)."""
-        t0 = time.perf_counter()
-        try:
-            self._sync()
-        finally:
-            slow = 1.0 if time.perf_counter() - t0 > INLINE_SYNC_S_MAX else 0.0
-            self.slow_share += (slow - self.slow_share) * _SLOW_AVG_WEIGHT
 
     def _durable(
         self, p: _Pending, on_durable: Callable[[_Pending], None], error: BaseException | None
@@ -292,7 +229,6 @@ class LocalGroup:
                 if not self._pending or self._busy:
                     await self._wake.wait()
                     self._wake = trio.Event()
-                    self._inline_task = None
                     continue
                 await self._drive_one()
         finally:
@@ -335,7 +271,7 @@ class LocalGroup:
 
     async def _sync_now(self) -> None:
         if self._syncer is not None:
-            await self._syncer.run(self._timed_sync)
+            await self._syncer.run(self._sync)
         else:
             self._sync()
         self.syncs += 1

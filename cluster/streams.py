@@ -89,8 +89,6 @@ BATCH_MSGS_MAX = 4096
 #: (a single larger message still goes alone)
 BATCH_BYTES_MAX = 1024 * 1024
 EXPIRY_RETRY_S = 0.25
-INLINE_SYNC_MSGS_MAX = 8
-"""A started R1 batch of at most this many messages may sync inline (``LocalGroup.start``)."""
 QUEUE_MSGS_MAX = 100_000
 #: publish batches of a replicated stream in flight at once (each waits for its majority)
 REPLICATED_BATCHES_INFLIGHT_MAX = 64
@@ -243,9 +241,7 @@ class Stream:
         batch = self._take_batch()
         op = _publish_op(batch)
         self._inflight += 1
-        p = self.group.start(
-            op, partial(self._durable, op, batch), small=len(batch) <= INLINE_SYNC_MSGS_MAX
-        )
+        p = self.group.start(op, partial(self._durable, op, batch))
         if p.done.is_set():
             self._settle(p.result, p.error, op, batch)
         if self._queue:

@@ -206,9 +206,6 @@ async def test_file_drain_acks_only_after_the_sync(tmp_path: Path) -> None:
 
     store.sync = slow_sync  # type: ignore[method-assign]
     stream = Stream(cfg, store, created_ns=1)
-    # a slow disk: the batch goes to the sync thread (no inline sync), so the
-    # sync can be held back while the loop goes on
-    stream.group.slow_share = 1.0  # type: ignore[union-attr]
     defer = _Deferred()
     results: list[Any] = []
     done = trio.Event()
@@ -254,66 +251,3 @@ async def test_drain_failure_answers_503() -> None:
         nursery.cancel_scope.cancel()
     assert len(results) == 1 and isinstance(results[0], ApiErrorResult)
     assert (results[0].code, results[0].err_code) == (503, 10077)
-
-
-async def test_small_started_batch_syncs_inline_when_nothing_else_is_runnable() -> None:
-    """Counting test: an idle group's small batch is synced by its owner at once
-    (no hand-over to the sync thread); a second task in the same scheduling
-    batch goes to the thread, and slow syncs turn inline syncing off."""
-    fsm = Recorder()
-    threads: list[str] = []
-
-    def sync() -> None:
-        threads.append(threading.current_thread().name)
-        fsm.synced = len(fsm.applied)
-
-    g = LocalGroup("t", fsm, sync)
-    durable = trio.Event()
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(g.run)
-            await trio.testing.wait_all_tasks_blocked()
-            p = g.start(b"a", lambda _: durable.set(), small=True)
-            assert p.done.is_set() and p.result == 1 and fsm.synced == 1  # final on return
-            assert g.inline_syncs == 1 and threads == [threading.current_thread().name]
-            # the same task may go on inline (its chunks are serial anyway)
-            p = g.start(b"b", lambda _: durable.set(), small=True)
-            assert p.done.is_set() and g.inline_syncs == 2
-
-            # two sessions woken in the same scheduling batch: one syncs inline,
-            # the other's batch goes to the thread
-            await trio.testing.wait_all_tasks_blocked()
-            go = trio.Event()
-            inline: list[bool] = []
-
-            async def session(entry: bytes) -> None:
-                await go.wait()
-                q = g.start(entry, lambda _: durable.set(), small=True)
-                inline.append(q.done.is_set())
-
-            nursery.start_soon(session, b"c1")
-            nursery.start_soon(session, b"c2")
-            await trio.testing.wait_all_tasks_blocked()
-            go.set()
-            await durable.wait()
-            assert sorted(inline) == [False, True] and g.inline_syncs == 3
-            assert threads[-1].startswith("sync-")
-            # the guard is lifted once the run task had its turn
-            await trio.testing.wait_all_tasks_blocked()
-            durable = trio.Event()
-            p = g.start(b"d", lambda _: durable.set(), small=True)
-            assert p.done.is_set() and g.inline_syncs == 4
-            # a big batch never blocks the loop
-            p = g.start(b"e", lambda _: durable.set())
-            await durable.wait()
-            assert g.inline_syncs == 4
-            # slow syncs: inline syncing stops until most recent syncs are quick
-            await trio.testing.wait_all_tasks_blocked()
-            g.slow_share = 0.9
-            durable = trio.Event()
-            p = g.start(b"f", lambda _: durable.set(), small=True)
-            assert not p.done.is_set()
-            await durable.wait()
-            nursery.cancel_scope.cancel()
-    assert sorted(fsm.applied) == [b"a", b"b", b"c1", b"c2", b"d", b"e", b"f"]
-    assert g.syncs == 7 and fsm.synced == 7
