@@ -42,20 +42,17 @@ from typing import Any
 from bench.common import (
     BENCH_DIR,
     OUT_DIR,
+    JsServer,
     build_loadgen,
     c_compiler,
+    check_ref_config,
     comma_list,
     compile_c,
     find_nats_server,
 )
 from bench.core_bench import finish, start_py_spy, stop_py_spy
-from bench.js_bench import (
-    ApiClient,
-    JsServer,
-    check_ref_config,
-    start_js_server,
-    stop_js_server,
-)
+from bench.js_bench import ApiClient, stop_js_server
+from bench.js_bench import start as start_js_server
 
 STREAM = "BENCH"
 SUBJECT = "bench.js"
@@ -268,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.loadgen is None:
         sys.exit("consumer_bench: needs the C load generator (gcc or cc)")
     args.jsconsume = build_jsconsume()
-    check_ref_config(args.nats_server)
+    check_ref_config(args.nats_server, "always", "consumer_bench")
     servers = comma_list(args.servers)
     ver = subprocess.run([args.nats_server, "--version"], capture_output=True, text=True)
     print(f"reference: {args.nats_server} ({ver.stdout.strip()}), sync_interval: always")
