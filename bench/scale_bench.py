@@ -402,8 +402,12 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: Path) -> No
         print("scale_bench: matplotlib missing, no PNG")
         return
     figs = [f for f in FIGURES if f[0] in args.phases]
-    fig, axes = plt.subplots(1, len(figs), figsize=(5 * len(figs), 4), squeeze=False)
-    for ax, (phase, key, label, _h) in zip(axes[0], figs, strict=True):
+    ncols = min(4, len(figs))
+    nrows = -(-len(figs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 4 * nrows), squeeze=False)
+    for ax in axes.flat[len(figs) :]:
+        ax.set_visible(False)
+    for ax, (phase, key, label, _h) in zip(axes.flat, figs, strict=False):
         for server in args.servers:
             pts = sorted(
                 (r["size"], r[phase][key]) for r in rows if r["server"] == server and phase in r
