@@ -122,3 +122,25 @@ def test_mixed_batches_match_per_message_publish(
             router.flush()
         outs.append((c1.written(), c2.written(), c1.out_msgs, c2.out_msgs, router.out_msgs))
     assert outs[0] == outs[1]
+
+
+def test_mixed_batch_appends_once_per_connection() -> None:
+    """Counting test: a batch of messages to many subjects, each with one plain
+    subscriber on the same connection, costs one append to that connection's
+    buffer (one join), however many messages it holds."""
+    for n in (10, 1000):
+        router = Router(Sublist(), random.Random(1))
+        c, pub_c = FakeClient(), FakeClient()
+        router.sublist.insert(Subscription(c, b"rot.>", None, b"1"))
+        subjects = [b"rot.%d" % i for i in range(n)]
+        for s in subjects:  # the first message of each subject makes its plan
+            router.publish(pub_c, s, None, None, b"warm")
+        router.flush()
+        c.written()
+        mixed = router.fast_mixed(pub_c)
+        mixed(subjects, [b"p%d" % i for i in range(n)])
+        assert len(c._out) == 1
+        router.flush()
+        assert c.written() == b"".join(
+            msg_bytes(s, b"1", None, b"p%d" % i) for i, s in enumerate(subjects)
+        )
