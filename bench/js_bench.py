@@ -221,7 +221,12 @@ async def py_publish(port: int, n: int, window: int, size: int, idle_s: float) -
                 lat.append(time.perf_counter() - t)
                 done += 1
         else:
-            futs = [await js.publish_async(SUBJECT, payload) for _ in range(n)]
+            futs = []
+            for _ in range(n):
+                sent = time.perf_counter()
+                f = await js.publish_async(SUBJECT, payload)
+                f.add_done_callback(lambda _f, t=sent: lat.append(time.perf_counter() - t))
+                futs.append(f)
             for f in futs:
                 try:
                     await asyncio.wait_for(f, idle_s)
