@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from node.protocol.boundedjson import loads as bounded_loads
+from node.protocol.bulk import MIXED_BULK_SIZE_DIGITS_MAX, MIXED_WINDOW, mixed_bulk
 from node.protocol.events import (
     OK,
     PING,
@@ -87,34 +88,6 @@ _RMSG_LINE = re.compile(
 
 _FAST_LINE[Role.SERVER] = _PUB_LINE.match
 _FAST_LINE[Role.ROUTE] = _RMSG_LINE.match
-
-#: reply-less PUBs of one payload size to changing subjects are taken in bulk
-#: (two regex calls per window of ``MIXED_WINDOW`` bytes, see ``_mixed_bulk``)
-#: when their size token is at most this long (the patterns are cached per token)
-MIXED_BULK_SIZE_DIGITS_MAX = 5
-MIXED_WINDOW = 65536
-_MIXED_BULK_MAX = 64
-_mixed_bulk_cache: dict[tuple[bytes, int], tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
-
-
-def _mixed_bulk(size_tok: bytes, longest: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """``(extent, item)`` patterns for ``PUB <subject> <size_tok>\r\n<payload>\r\n``
-    ops written with single spaces, no reply, this exact size token and a
-    subject of at most ``longest`` bytes: ``extent`` matches a stretch of them
-    (all complete), ``item`` (with ``findall``) yields each one's subject and
-    payload.  Both parse from the stretch's start the same way (a subject holds
-    no space), so ``findall`` over exactly the stretch sees every op once."""
-    key = (size_tok, longest)
-    pats = _mixed_bulk_cache.get(key)
-    if pats is None:
-        if len(_mixed_bulk_cache) >= _MIXED_BULK_MAX:
-            _mixed_bulk_cache.clear()
-        size = int(size_tok)
-        one = rb"PUB ([^ \t\r\n]{1,%d}) %b\r\n((?s:.{%d}))\r\n" % (longest, size_tok, size)
-        extent = rb"(?:PUB [^ \t\r\n]{1,%d} %b\r\n(?s:.{%d})\r\n)+" % (longest, size_tok, size)
-        pats = _mixed_bulk_cache[key] = (re.compile(extent), re.compile(one))
-    return pats
-
 
 #: largest payload a run of reply-less PUBs to differing subjects may share
 #: (JetStream acks: ``+ACK``, ``-NAK``, empty, ...) to be handed over as one call
@@ -517,7 +490,7 @@ class ProtocolConnection:
                     ) + len(size_tok):
                         # the ops after it alike (one size, no reply, single
                         # spaces): the whole stretch with two regex calls
-                        extent, item = _mixed_bulk(size_tok, limit - 9 - len(size_tok))
+                        extent, item = mixed_bulk(size_tok, limit - 9 - len(size_tok))
                         em = extent.match(buf, pos, min(n, pos + MIXED_WINDOW))
                         if em is not None:
                             stop = em.end()

@@ -494,7 +494,7 @@ def test_mixed_batch_is_one_call_and_halt_stops_after_it() -> None:
 
 def test_mixed_singles_of_one_size_are_parsed_in_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Counting test: reply-less PUBs of one size to rotating subjects cost a
-    few line matches per window, not one per message (``_mixed_bulk``), and
+    few line matches per window, not one per message (``node.protocol.bulk``), and
     every message arrives once, in order, with its payload."""
     from node.protocol import connection as conn_mod
 
