@@ -601,7 +601,10 @@ class StreamRegistry:
                 # the stream takes its first publish, not proposed after.
                 stream.fsm.apply_op(Interest(()))
             if self.dir is not None and cfg.storage is Storage.FILE:
-                await trio.to_thread.run_sync(self._write_config, cfg, created_ns)
+                # a reopen rewrites (and syncs) the config only when it changed
+                # (a cluster's assignment may carry an update made while down)
+                write = self._write_config if fresh else self._write_config_if_changed
+                await trio.to_thread.run_sync(write, cfg, created_ns)
             await self._launch(stream)
         finally:
             self._starting.discard(cfg.name)
@@ -722,6 +725,16 @@ class StreamRegistry:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def _write_config_if_changed(self, cfg: StreamConfig, created_ns: int) -> None:
+        f = self._stream_dir(cfg.name) / "config.json"
+        try:
+            doc = json.loads(f.read_text())
+            same = doc == {"config": cfg.to_dict(), "created_ns": created_ns}
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            self._write_config(cfg, created_ns)
 
     def saved_one(self, name: str) -> tuple[StreamConfig, int] | None:
         """The config and creation time of stream ``name`` on disk, if any.
