@@ -118,6 +118,7 @@ def lazy(tmp_path: Path) -> Iterator[tuple[PowerLoss, Path]]:
     mount = tmp_path / "store"
     try:
         pl.mount("n1", mount, tmp_path)
+        pl.wait_mounted()
         yield pl, mount
     finally:
         pl.close()
