@@ -32,6 +32,11 @@ stream ``BENCH`` (subjects ``bench.>``) is created, and:
   leader's store (its ``/raftz`` catch-up counters are printed); by default the
   20,000 messages fit in the journal and it catches up from the log.
 
+* **stepdown**, **quorum**, **timeline** -- ``bench/r3_failover.py``: the gap
+  around a graceful leader stepdown, an R3 stream losing two replicas (answers,
+  recovery, nothing acknowledged lost), and a PNG (``--png``) of the publish rate
+  and the leader across one SIGKILL, both servers in one figure.
+
 ``ratio`` is trijet / reference; for the failover gap and catch-up lower is
 better.  The machine is shared (2 cores): the 1-minute load average is printed
 per phase; repeat and compare medians.  ``--servers`` also takes
