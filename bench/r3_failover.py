@@ -320,7 +320,8 @@ async def phase_timeline(c: Cluster, run: Any, args: argparse.Namespace) -> None
             await nc.close()
     acks = sorted(a - t0 for p in pubs for a in p.acks())
     errors = sorted((a[1] - t0, a[2]) for p in pubs for a in p.answers if a[2] != "ok")
-    after = [a for a in acks if a > t_kill - t0]
+    # the first PubAck of a publish sent after the kill (one in flight may still be answered)
+    after = sorted(a[1] - t0 for p in pubs for a in p.answers if a[2] == "ok" and a[0] >= t_kill)
     run.details["timeline"] = {
         "names": c.names,
         "acks": acks,
