@@ -32,6 +32,11 @@ stream ``BENCH`` (subjects ``bench.>``) is created, and:
   leader's store (its ``/raftz`` catch-up counters are printed); by default the
   20,000 messages fit in the journal and it catches up from the log.
 
+* **stepdown**, **quorum**, **timeline** -- ``bench/r3_failover.py``: the gap
+  around a graceful leader stepdown, an R3 stream losing two replicas (answers,
+  recovery, nothing acknowledged lost), and a PNG (``--png``) of the publish rate
+  and the leader across one SIGKILL, both servers in one figure.
+
 ``ratio`` is trijet / reference; for the failover gap and catch-up lower is
 better.  The machine is shared (2 cores): the 1-minute load average is printed
 per phase; repeat and compare medians.  ``--servers`` also takes
@@ -390,6 +395,12 @@ async def run_phases(c: Cluster, run: Run, args: argparse.Namespace) -> None:
         await phase_failover(c, run, args)
     if "catchup" in args.phases:
         await phase_catchup(c, run, args)
+    if {"stepdown", "quorum", "timeline"} & set(args.phases):
+        from bench import r3_failover as fo
+
+        for name in ("stepdown", "quorum", "timeline"):
+            if name in args.phases:
+                await getattr(fo, f"phase_{name}")(c, run, args)
 
 
 def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
@@ -435,10 +446,18 @@ def metrics(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
     out.append(("failover_s", "failover gap s, median", False))
     out.append(("catchup_s", f"catch-up of {args.catchup_msgs} s", False))
     out.append(("catchup_from_ready_s", "  from process ready, s", False))
+    out.append(("stepdown_s", "stepdown gap s, median", False))
+    out.append(("quorum_answer_s", "2 replicas lost: answer s", False))
+    out.append(("quorum_recover_s", "  serving again after restart s", False))
+    out.append(("quorum_lost", "  acked msgs lost", False))
+    out.append(("timeline_gap_s", "timeline: kill to PubAck s", False))
     return out
 
 
 TARGETS = {("always", "sync"): 1.0, ("always", "async"): 0.5}
+#: absolute targets for trijet (issue 13), lower is better: failover and stepdown gaps,
+#: catch-up of a follower 100k messages behind, acknowledged messages lost without quorum
+LIMITS = {"failover_s": 1.5, "stepdown_s": 0.3, "catchup_s": 2.0, "quorum_lost": 0.0}
 TARGETS.update({("default", "sync"): 0.5, ("default", "async"): 0.3})
 
 
@@ -488,6 +507,15 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[dict[str, Any]]:
             f"r3_{row['metric']}[{row['sync']}] {row['server']}: trijet={fmt(row['trijet'])}"
             f" ref={fmt(row['ref'])} ratio={rtxt}{verdict}"
         )
+    for row in rows:
+        limit = LIMITS.get(row["metric"])
+        if limit is None or row["trijet"] is None:
+            continue
+        if row["metric"] == "catchup_s" and args.catchup_msgs < 100_000:
+            continue  # the 2 s target is for 100k messages behind
+        by = row["trijet"] - limit
+        verdict = "met" if by <= 0 else f"NOT met, by {by:.3g}"
+        print(f"r3_{row['metric']}[{row['sync']}] {row['server']}: target <= {limit:g}: {verdict}")
     return rows
 
 
@@ -498,7 +526,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--servers", default="ref,trijet", help="comma list: ref, trijet, trijet=DIR")
     p.add_argument("--sync", default="default,always", help="comma list of default, always")
     p.add_argument("--clients", default="py,c", help="comma list of py (nats-py), c (loadgen)")
-    p.add_argument("--phases", default="publish,failover,catchup")
+    p.add_argument(
+        "--phases",
+        default="publish,failover,catchup",
+        help="comma list of publish, failover, catchup, stepdown, quorum, timeline",
+    )
     p.add_argument("--msgs", default="2000,20000", help="SYNC,ASYNC message counts")
     p.add_argument("--size", type=int, default=128)
     p.add_argument("--window", type=int, default=1000, help="async publishes in flight")
@@ -507,6 +539,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--try-timeout", type=float, default=0.25, help="failover: per-publish timeout")
     p.add_argument("--failover-lead-s", type=float, default=0.3, help="publishing before a kill")
     p.add_argument("--catchup-msgs", type=int, default=20000)
+    p.add_argument("--quorum-s", type=float, default=3.0, help="quorum: seconds without quorum")
+    p.add_argument("--png", default=str(OUT_DIR / "failover.png"), help="timeline: the PNG")
     p.add_argument(
         "--trijet-journal-entries-max",
         type=int,
@@ -556,6 +590,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{sync}] {name}: starting (load {load1():.2f})", flush=True)
             runs.append(run_server(name, sync, args))
     rows = report(runs, args)
+    if "timeline" in args.phases:
+        from bench.r3_failover import plot_timeline
+
+        print(f"r3_bench: timeline written to {plot_timeline(runs, Path(args.png))}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(

@@ -287,6 +287,8 @@ class PowerLoss:
         self.helpers: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
 
     def mount(self, name: str, mount: Path, workdir: Path) -> None:
+        """Start ``name``'s helper; ``wait_mounted`` waits for it (the helpers of a run start
+        together: each is a Python process, slow to start on a loaded machine)."""
         backing, sock = workdir / "store.backing", workdir / "lazyfs.sock"
         backing.mkdir(parents=True, exist_ok=True)
         mount.mkdir(parents=True, exist_ok=True)
@@ -298,11 +300,16 @@ class PowerLoss:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         self.helpers[name] = (proc, mount, sock)
+
+    def wait_mounted(self) -> None:
+        """Wait (bounded) until every helper's mount and control socket are up."""
         end = time.monotonic() + MOUNT_TIMEOUT_S
-        while not (os.path.ismount(mount) and sock.exists()):  # bounded poll of a real state
-            if time.monotonic() > end or proc.poll() is not None:
-                raise RuntimeError(f"lazyfs mount of {mount} failed; see {workdir / 'lazyfs.log'}")
-            time.sleep(0.05)
+        for proc, mount, sock in self.helpers.values():
+            while not (os.path.ismount(mount) and sock.exists()):  # bounded poll of a real state
+                if time.monotonic() > end or proc.poll() is not None:
+                    log = sock.parent / "lazyfs.log"
+                    raise RuntimeError(f"lazyfs mount of {mount} failed; see {log}")
+                time.sleep(0.05)
 
     def crash(self, name: str) -> dict[str, Any]:
         """Drop ``name``'s unsynced writes (its server must be dead)."""
@@ -343,6 +350,7 @@ def mount_all(sup: Any, notes: list[str]) -> PowerLoss | None:
     try:
         for name, node in sup.nodes.items():
             pl.mount(name, node.store_dir, node.workdir)
+        pl.wait_mounted()
     except Exception as exc:
         pl.close()
         notes.append(f"power loss unavailable: {exc}")

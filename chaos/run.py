@@ -53,6 +53,7 @@ QUIET_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 SAMPLE_S = 0.5
+QUIET_POLL_S = 0.25  # replicas agree when two polls this far apart show the same last seqs
 STREAMS = (workload.LOG, workload.CHAIN, workload.WQ)
 
 
@@ -201,7 +202,8 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             power = powerloss.mount_all(sup, notes)
         for n in NAMES:
             sup.start(n)
-        ok = await _poll(_all_ready(sup), START_TIMEOUT_S, 0.05)
+        ok = await _bring_up(sup, mesh, notes)
+        urls[:] = [sup.nodes[n].url for n in NAMES]  # a replanned node has a new client port
         if not ok:
             notes.append("not every node answered on its client port in time")
         setup_s = SETUP_TIMEOUT_S
@@ -259,7 +261,7 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
             t.cancel()
 
         members = _members(admin)
-        quiet = await _poll(_streams_agree(sup, members), cfg.quiet_s, 1.0)
+        quiet = await _poll(_streams_agree(sup, members), cfg.quiet_s, QUIET_POLL_S)
         if not quiet:
             notes.append(f"replicas did not agree on last seqs within {cfg.quiet_s}s")
         phases["quiet"] = hist.now()
@@ -293,9 +295,11 @@ async def _run(cfg: RunConfig) -> dict[str, Any]:
         mesh.close()
         if power is not None:
             power.close()
+        phases["closed"] = hist.now()
 
     data = RunData(pair(hist.records), hist.records, reads, consumers, drained, quiet, alive)
     verdicts = check_all(data)
+    phases["checked"] = hist.now()
     return {
         "seed": cfg.seed,
         "scenario": cfg.scenario,
@@ -333,11 +337,30 @@ def _op_counts(data: RunData) -> dict[str, dict[str, int]]:
     return out
 
 
-def _all_ready(sup: Supervisor) -> Any:
-    async def cond() -> bool:
-        return all(sup.ready(n) for n in sup.nodes)
+PORT_REPLANS_MAX = 3
 
-    return cond
+
+async def _bring_up(sup: Supervisor, mesh: ProxyMesh, notes: list[str]) -> bool:
+    """Wait (bounded) until every node answers on its client port.  A node whose start
+    failed because another process on the machine took one of its ports (they were free
+    when drawn) gets fresh ports and starts again, up to ``PORT_REPLANS_MAX`` times: that is
+    the machine's doing, not the target's.  (Restarts during the faults keep their ports.)"""
+    end = time.monotonic() + START_TIMEOUT_S
+    replans = 0
+    for _ in range(10**6):
+        if time.monotonic() >= end:
+            return False
+        if all(sup.ready(n) for n in sup.nodes):
+            return True
+        for n in sup.nodes:
+            if replans < PORT_REPLANS_MAX and sup.bind_failed(n):
+                replans += 1
+                sup.replan(n)
+                mesh.cluster_ports[n] = sup.nodes[n].cluster_port
+                notes.append(f"{n}: a port was taken by another process at start; new ports")
+                sup.start(n)
+        await asyncio.sleep(0.05)
+    return False
 
 
 def _meta_leader(sup: Supervisor) -> Any:

@@ -194,6 +194,21 @@ class Supervisor:
             node.route_ports = {d: p for (s, d), p in sorted(route_ports.items()) if s == node.name}
             node.conf_path.write_text(render_conf(node, self.dead_port, self.sync_always, "chaos"))
 
+    def replan(self, name: str) -> None:
+        """Give ``name`` fresh ports of its own and rewrite its conf (the routes it dials are
+        the proxies', unchanged).  For a node that could not bind at its first start: the
+        ports were free when drawn, but another process on the machine took one since."""
+        node = self.nodes[name]
+        node.client_port, node.http_port, node.cluster_port = free_ports(3)
+        node.conf_path.write_text(render_conf(node, self.dead_port, self.sync_always, "chaos"))
+
+    def bind_failed(self, name: str) -> bool:
+        """Did ``name``'s last start end because one of its addresses was in use?"""
+        if self.nodes[name].alive():
+            return False
+        last = self.log_tail(name, 20_000).rsplit("--- start #", 1)[-1]
+        return "Address already in use" in last or "address already in use" in last
+
     def command(self, node: Node) -> list[str]:
         if self.target == "trijet":
             return [sys.executable, "-m", "node", "-c", str(node.conf_path)]

@@ -79,64 +79,63 @@ async def connect(urls: list[str], first: int, name: str, *, reconnect: bool = T
 
 
 async def setup(nc: Any, replicas: int, deadline_s: float) -> None:
-    """Create streams LOG and CHAIN, consumer c1, bucket CAS with keys at 0 (retried until
-    ``deadline_s`` of the loop's clock; the meta leader may still be settling)."""
+    """Create streams LOG, CHAIN and WQ, consumers c1 and wq1, bucket CAS with keys at 0
+    (retried until ``deadline_s`` of the loop's clock; the meta leader may still be settling).
+
+    The streams and the bucket are created concurrently, then the consumers and the keys: on
+    a replicated cluster each create waits for its group's first election, and these overlap.
+    A retry repeats every step (creates with an identical config are idempotent)."""
     js = nc.jetstream(timeout=2.0)
     loop = asyncio.get_running_loop()
     last: Exception | None = None
+
+    def stream(name: str, subjects: list[str], **kw: Any) -> Any:
+        return js.add_stream(
+            api.StreamConfig(
+                name=name, subjects=subjects, num_replicas=replicas,
+                storage=api.StorageType.FILE, duplicate_window=120.0, allow_direct=True, **kw,
+            )
+        )  # fmt: skip
+
+    def consumer(name: str, durable: str, filt: str, **kw: Any) -> Any:
+        return js.add_consumer(
+            name,
+            api.ConsumerConfig(
+                durable_name=durable, ack_policy=api.AckPolicy.EXPLICIT, filter_subject=filt,
+                ack_wait=4.0, **kw,
+            ),
+        )  # fmt: skip
+
     while loop.time() < deadline_s:
         try:
-            for name, subjects in ((LOG, ["log.>"]), (CHAIN, ["chain"])):
-                await js.add_stream(
-                    api.StreamConfig(
-                        name=name,
-                        subjects=subjects,
-                        num_replicas=replicas,
-                        storage=api.StorageType.FILE,
-                        duplicate_window=120.0,
-                        allow_direct=True,
-                    )
-                )
-            await js.add_stream(
-                api.StreamConfig(
-                    name=WQ,
-                    subjects=["wq.>"],
-                    num_replicas=replicas,
-                    storage=api.StorageType.FILE,
-                    retention=api.RetentionPolicy.WORK_QUEUE,
-                    duplicate_window=120.0,
-                    allow_direct=True,
-                )
-            )
-            await js.add_consumer(
-                WQ,
-                api.ConsumerConfig(
-                    durable_name=WQ_CONSUMER,
-                    ack_policy=api.AckPolicy.EXPLICIT,
-                    filter_subject="wq.>",
-                    ack_wait=4.0,
+            *_, kv = await _all(
+                stream(LOG, ["log.>"]),
+                stream(CHAIN, ["chain"]),
+                stream(WQ, ["wq.>"], retention=api.RetentionPolicy.WORK_QUEUE),
+                js.create_key_value(
+                    api.KeyValueConfig(bucket=KV_BUCKET, replicas=replicas, direct=False)
                 ),
             )
-            await js.add_consumer(
-                LOG,
-                api.ConsumerConfig(
-                    durable_name=CONSUMER,
-                    ack_policy=api.AckPolicy.EXPLICIT,
-                    filter_subject="log.>",
-                    ack_wait=4.0,
-                    max_ack_pending=2000,
-                ),
+            await _all(
+                consumer(WQ, WQ_CONSUMER, "wq.>"),
+                consumer(LOG, CONSUMER, "log.>", max_ack_pending=2000),
+                *(kv.put(key, b"0") for key in KV_KEYS),
             )
-            kv = await js.create_key_value(
-                api.KeyValueConfig(bucket=KV_BUCKET, replicas=replicas, direct=False)
-            )
-            for key in KV_KEYS:
-                await kv.put(key, b"0")
             return
         except Exception as exc:  # not ready yet: try again until the deadline
             last = exc
             await asyncio.sleep(0.3)
     raise RuntimeError(f"setup did not succeed before its deadline: {last!r}")
+
+
+async def _all(*aws: Any) -> list[Any]:
+    """Await all of ``aws`` concurrently; every one has ended when this returns or raises
+    (the first exception), so a retry never overlaps a straggler."""
+    got = await asyncio.gather(*aws, return_exceptions=True)
+    for g in got:
+        if isinstance(g, BaseException):
+            raise g
+    return got
 
 
 @dataclass

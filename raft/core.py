@@ -284,6 +284,11 @@ class RaftCore:
         self.node_id = node_id
         self._membership_requests: list[tuple[Proposal, str, str]] = []
         self._transfer_requests: list[tuple[Proposal, str | None]] = []
+        #: while a leadership transfer is pending (until then, at most one election
+        #: timeout after its last request), the leader appends no new entries (Raft thesis
+        #: 3.10): otherwise its target, never exactly caught up under load, is refused the
+        #: transfer or loses the vote for a shorter log, and the old leader stands again
+        self._hold_until = 0.0
         self.config = config or RaftConfig()
         self.fsm = fsm
         self.now = now
@@ -465,6 +470,8 @@ class RaftCore:
             obj._applyCommand(cmd, cb, CMD_MEMBERSHIP)
         self._membership_requests.clear()
         for p, target in self._transfer_requests:
+            if self.is_leader:  # hold new entries: the target can catch up and win
+                self._hold_until = self.now() + self.config.election_timeout_s_max
 
             def tcb(res: Any, err: int, p: Proposal = p) -> None:
                 self._completions.append(
@@ -490,6 +497,7 @@ class RaftCore:
         obj = self.obj
         self._defer_apply = defer_apply
         with clock.bound(self.now, self.rng):
+            leading = obj._SyncObj__raftState == STATE_LEADER
             self.transport.reconnect_all()
             members = obj._SyncObj__otherNodes
             inbound, self._inbound = self._inbound, deque()
@@ -502,14 +510,19 @@ class RaftCore:
                     self.transport.deliver(node, m)
             if self._membership_requests or self._transfer_requests:
                 self._submit_admin()
-            if self._pending:
+            if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
+                self._follower_again()
+            if self._pending and not self._holding():
                 self._submit_pending()
             if not self.may_lead() and obj._SyncObj__raftState != STATE_LEADER:
                 # a replica with a hole never stands for election
                 later = self.now() + self.config.election_timeout_s_max
                 if obj._SyncObj__raftElectionDeadline < later:
                     obj._SyncObj__raftElectionDeadline = later
+            leading = leading and obj._SyncObj__raftState == STATE_LEADER
             obj.doTick(0)
+            if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
+                self._follower_again()
         self._defer_apply = False
         ready = Ready(self)
         ready.early_outbox, ready.outbox = self._encode_outbox()
@@ -520,7 +533,7 @@ class RaftCore:
             ready.leadership = state
         # A single-member group commits what it appended in the following tick.
         ready.more = bool(
-            self._pending
+            (self._pending and not self._holding())
             or self._inbound
             or (
                 self.is_leader
@@ -562,7 +575,10 @@ class RaftCore:
         """
         obj = self.obj
         if obj._SyncObj__raftState == STATE_LEADER:
-            return float(obj._SyncObj__newAppendEntriesTime) + 1e-6
+            due = float(obj._SyncObj__newAppendEntriesTime)
+            if self._pending and self._holding():  # held proposals go when the hold ends
+                due = min(due, self._hold_until)
+            return due + 1e-6
         return float(obj._SyncObj__raftElectionDeadline) + 1e-6
 
     # ------------------------------------------------------------ apply (called by pysyncobj)
@@ -674,6 +690,20 @@ class RaftCore:
 
     def force_log_compaction(self) -> None:
         self.obj.forceLogCompaction()
+
+    def _holding(self) -> bool:
+        """Does a pending leadership transfer hold new entries back now?"""
+        return self.is_leader and self.now() < self._hold_until
+
+    def _follower_again(self) -> None:
+        """This cycle ended the lead (pysyncobj's leader fallback, or a higher term seen):
+        start a whole election timeout from now, as Raft restarts a follower's timer.  The
+        deadline a leader kept is long past, so it would stand again at its next tick, and
+        the outgoing leader of a transfer would race (and often beat) its chosen target."""
+        obj = self.obj
+        later = self.now() + self.config.election_timeout_s_max  # as step_down_now
+        if obj._SyncObj__raftElectionDeadline < later:
+            obj._SyncObj__raftElectionDeadline = later
 
     def step_down_now(self) -> LeaderState | None:
         """Stop leading at once, as pysyncobj's own leader fallback does (its

@@ -118,6 +118,7 @@ def lazy(tmp_path: Path) -> Iterator[tuple[PowerLoss, Path]]:
     mount = tmp_path / "store"
     try:
         pl.mount("n1", mount, tmp_path)
+        pl.wait_mounted()
         yield pl, mount
     finally:
         pl.close()
@@ -166,3 +167,40 @@ def test_composite_scenarios_carry_their_parts_needs() -> None:
     assert scenario_of("stepdown+slow-links").replicas is None
     with pytest.raises(KeyError):
         scenario_of("kill-leader+nope")
+
+
+def test_a_node_whose_port_was_taken_starts_on_fresh_ports(tmp_path: Path) -> None:
+    """Another process on the machine binds a node's cluster port after the harness drew it:
+    the node's first start fails, and the bring-up gives it fresh ports and starts it again
+    (a campaign run was once lost to this), the proxies following its new cluster port."""
+    import asyncio
+
+    from chaos.run import NAMES, _bring_up
+    from chaos.supervisor import SupervisorError, nats_server_binary
+
+    try:
+        nats_server_binary()
+    except SupervisorError as exc:
+        pytest.skip(str(exc))
+    sup = Supervisor("nats-server", tmp_path, NAMES, sync_always=False)
+    mesh = ProxyMesh(NAMES, {n: sup.nodes[n].cluster_port for n in NAMES}, random.Random(1))
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken = sup.nodes["n2"].cluster_port
+    squatter.bind(("127.0.0.1", taken))
+    squatter.listen()
+    notes: list[str] = []
+    try:
+        mesh.start()
+        sup.write_confs(mesh.ports)
+        for n in NAMES:
+            sup.start(n)
+        assert asyncio.run(_bring_up(sup, mesh, notes)), notes
+        assert sup.nodes["n2"].cluster_port != taken
+        assert mesh.cluster_ports["n2"] == sup.nodes["n2"].cluster_port
+        assert any(note.startswith("n2: a port was taken") for note in notes), notes
+        assert sup.nodes["n2"].starts == 2 and sup.nodes["n1"].starts == 1
+    finally:
+        squatter.close()
+        sup.close()
+        mesh.close()

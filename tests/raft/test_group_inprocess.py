@@ -6,7 +6,7 @@ import trio
 import trio.testing
 
 from raft.core import RaftConfig
-from raft.errors import NoLeader, NotLeader
+from raft.errors import NoLeader, NotLeader, RaftError
 from tests.raft.cluster_helpers import Cluster
 
 IDS = ["a", "b", "c"]
@@ -127,6 +127,37 @@ async def test_partitioned_leader_steps_down_within_election_timeout(
         nursery.cancel_scope.cancel()
 
 
+async def test_a_leader_that_stops_leading_does_not_campaign_at_once(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A leader that falls back to follower (no majority heard within the fallback time, as
+    while it hands its lead over and the others are slow) waits a whole election timeout
+    before it stands again, as any follower does.  Before, its election deadline was long
+    past and it stood at once: the outgoing leader of a stepdown raced the target it had
+    chosen and won back the lead (5 of 8 stepdowns in ``bench.r3_bench --phases stepdown``
+    on a loaded machine)."""
+    async with trio.open_nursery() as nursery:
+        cfg = RaftConfig()
+        c = Cluster(nursery, IDS, config=cfg)
+        await c.start()
+        old = await c.wait_leader()
+        await old.g.propose(b"x")
+        changes = old.g.subscribe_leadership()
+        c.net.sim.isolate(old.node_id, IDS)
+        t_down: float | None = None
+        term = 0
+        with trio.fail_after(10):
+            async for state in changes:
+                if state.is_leader:
+                    continue
+                if t_down is None:
+                    t_down, term = trio.current_time(), state.term
+                elif state.term > term:
+                    break
+        assert trio.current_time() - t_down >= cfg.election_timeout_s_min
+        nursery.cancel_scope.cancel()
+
+
 async def test_step_down_transfers_leadership(mock_clock: trio.testing.MockClock) -> None:
     async with trio.open_nursery() as nursery:
         c = Cluster(nursery, IDS)
@@ -150,6 +181,49 @@ async def test_step_down_transfers_leadership(mock_clock: trio.testing.MockClock
             pass
         else:
             raise AssertionError("expected NotLeader")
+        nursery.cancel_scope.cancel()
+
+
+async def test_step_down_under_load_hands_the_lead_to_another(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """While proposals keep coming, a transfer still lands on another member: the leader
+    holds new proposals while its transfer is pending (Raft thesis 3.10), so the target
+    catches up and wins.  Before, the target was never exactly caught up (the transfer was
+    denied) or lost the vote for a shorter log, and the old leader stood again."""
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        done = trio.Event()
+        acked = 0
+
+        async def load() -> None:
+            nonlocal acked
+            for i in range(100_000):
+                if done.is_set():
+                    return
+                with trio.move_on_after(1.0):
+                    try:
+                        lead = await c.wait_leader()
+                        await lead.g.propose(b"p%d" % i)
+                        acked += 1
+                    except RaftError:  # not leader, dropped by a leader change: next one
+                        pass
+                await trio.sleep(0.002)
+
+        nursery.start_soon(load)
+        await trio.sleep(0.3)
+        for _ in range(5):
+            with trio.fail_after(5):
+                await leader.g.step_down()
+                new = await c.wait_leader()
+            assert new is not leader
+            await trio.sleep(0.3)  # it serves
+            assert new.g.is_leader, "the old leader took the lead back"
+            leader = new
+        done.set()
+        assert acked > 0
         nursery.cancel_scope.cancel()
 
 
