@@ -76,7 +76,7 @@ from cluster.ops import (
 from cluster.quarantine import Quarantine, Quarantined
 from cluster.replicated import ReplicaSpec, ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
-from raft.errors import ApplyFailed, RaftError
+from raft.errors import ApplyFailed, NoLeader, NotLeader, ProposalDropped, QueueFull, RaftError
 from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.file import FileStreamStore
@@ -92,6 +92,12 @@ EXPIRY_RETRY_S = 0.25
 QUEUE_MSGS_MAX = 100_000
 #: publish batches of a replicated stream in flight at once (each waits for its majority)
 REPLICATED_BATCHES_INFLIGHT_MAX = 64
+#: a replicated batch that provably did not commit (refused, or its entry was
+#: overwritten by a new leader) is proposed again -- through the new leader --
+#: for at most this long after its first proposal
+REPLICATED_RETRY_S_MAX = 5.0
+#: retries wait this long at most for a leader to be known
+REPLICATED_RETRY_WAIT_S = 0.5
 EXPIRY_RECHECK_S = 60.0
 """Longest sleep of the expiry task before it looks again (clock jumps)."""
 
@@ -180,6 +186,12 @@ class Stream:
         self._idle = trio.Event()
         self._held: trio.Event | None = None
         self._room = trio.Event()  # a replicated batch in flight was resolved
+        #: replicated batches to propose again: (first proposed at, batch)
+        self._retries: list[tuple[float, list[Queued]]] = []
+        #: replicated publish batches proposed again / left to the clients'
+        #: timeout (outcome unknown, or retried too long)
+        self.retried_batches = 0
+        self.unanswered_batches = 0
 
     @property
     def is_leader(self) -> bool:
@@ -233,7 +245,7 @@ class Stream:
         if not self._queue:
             return
         if self.replicated is not None:
-            self._start_replicated()
+            self._start_replicated(retries=False)  # retries are the task's
             return
         if self._held is not None or not self.group.idle:
             self._wake.set()
@@ -254,41 +266,50 @@ class Stream:
         if self._queue:
             self._wake.set()
 
-    def _start_replicated(self) -> None:
+    def _start_replicated(self, *, retries: bool = True) -> None:
         """Replicated stream: start the queued publishes as batches without waiting.
 
         Each batch is one proposal (the group's driver puts those of one cycle
         into one Raft entry), up to ``REPLICATED_BATCHES_INFLIGHT_MAX`` in
         flight; their results are handed out by ``_replicated_done``, in log
         order, from the driver once committed (durable on a majority) and
-        applied here.  What is left, or everything while a snapshot holds
-        proposals back, is the task's.
+        applied here.  Batches to retry go first (``retries``).  What is
+        left, or everything while a snapshot holds proposals back, is the
+        task's.
         """
         rg = self.replicated
         assert rg is not None
-        while (
-            self._queue and self._held is None and self._inflight < REPLICATED_BATCHES_INFLIGHT_MAX
-        ):
-            batch = self._take_batch()
+        while self._held is None and self._inflight < REPLICATED_BATCHES_INFLIGHT_MAX:
+            if retries and self._retries:
+                t0, batch = self._retries.pop(0)
+                self.retried_batches += 1
+            elif self._queue:
+                t0, batch = trio.current_time(), self._take_batch()
+            else:
+                break
             op = _publish_op(batch)
             self._inflight += 1
             try:
-                rg.start(op, partial(self._replicated_done, op, batch))
+                rg.start(op, partial(self._replicated_done, op, batch, t0))
             except (RaftError, ValueError) as exc:
                 self._inflight -= 1
                 if not self._inflight:
                     self._idle.set()
-                if isinstance(exc, RaftError):  # refused at once: unanswered, clients retry
-                    log.warning(
-                        "event=publish_not_committed stream=%s reason=%r", self.cfg.name, exc
-                    )
-                else:
+                if not isinstance(exc, RaftError):
                     self._answer_failed(exc, batch)
-        if self._queue:
+                    continue
+                self._not_committed(exc, batch, t0)  # refused at once: nothing appended
+                break  # the task tries again later
+        if self._queue or self._retries:
             self._wake.set()
 
     def _replicated_done(
-        self, op: StreamMsg, batch: list[Queued], outcome: Any, error: BaseException | None
+        self,
+        op: StreamMsg,
+        batch: list[Queued],
+        t0: float,
+        outcome: Any,
+        error: BaseException | None,
     ) -> None:
         """A started batch of a replicated stream is resolved (in the driver's task)."""
         self._inflight -= 1
@@ -297,9 +318,7 @@ class Stream:
         self._room.set()
         if error is not None:
             if isinstance(error, RaftError) and not isinstance(error, ApplyFailed):
-                # not committed here (leader change, no quorum): unanswered, as
-                # nats-server leaves them; clients retry with their msg id
-                log.warning("event=publish_not_committed stream=%s reason=%r", self.cfg.name, error)
+                self._not_committed(error, batch, t0)
             else:
                 self._answer_failed(error, batch)
             return
@@ -307,6 +326,33 @@ class Stream:
         for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
             if cb is not None:
                 cb(result)
+
+    def _not_committed(self, error: RaftError, batch: list[Queued], t0: float) -> None:
+        """A batch that was not committed through this proposal.
+
+        Provably not in the log (refused, or its entry overwritten by a new
+        leader): proposed again, through whichever replica leads now, for up
+        to ``REPLICATED_RETRY_S_MAX`` -- its publishers get their PubAcks
+        from here once it commits.  Outcome unknown (``maybe_committed``: a
+        forwarded proposal whose answer was lost, an entry a snapshot
+        covered): proposing again could store the messages twice, so they are
+        left to the clients' timeout and retry (with ``Nats-Msg-Id`` the
+        retry is deduplicated), as nats-server leaves them.
+        """
+        definite = isinstance(error, (NotLeader, NoLeader, QueueFull)) or (
+            isinstance(error, ProposalDropped) and not error.maybe_committed
+        )
+        if definite and trio.current_time() - t0 < REPLICATED_RETRY_S_MAX:
+            self._retries.append((t0, batch))
+            self._wake.set()
+            return
+        self.unanswered_batches += 1
+        log.warning(
+            "event=publish_not_committed stream=%s msgs=%d reason=%r",
+            self.cfg.name,
+            len(batch),
+            error,
+        )
 
     def _take_batch(self) -> list[Queued]:
         n = min(len(self._queue), BATCH_MSGS_MAX)
@@ -358,10 +404,10 @@ class Stream:
                 nursery.start_soon(self._sync_loop)
             task_status.started()
             while True:
-                if not self._queue:
+                if not self._queue and not self._retries:
                     await self._wake.wait()
                 self._wake = trio.Event()
-                if not self._queue:
+                if not self._queue and not self._retries:
                     continue
                 if self.replicated is not None:
                     await self._feed_replicated()
@@ -387,11 +433,16 @@ class Stream:
     async def _feed_replicated(self) -> None:
         """The task's share of a replicated stream's publishes: start what is
         queued, waiting while a snapshot holds proposals back or the in-flight
-        bound is reached."""
+        bound is reached; batches to retry wait (bounded) for a leader."""
         while self._held is not None:  # a snapshot is being taken
             await self._held.wait()
+        rg = self.replicated
+        assert rg is not None
+        if self._retries and rg.leader_id is None:
+            with trio.move_on_after(REPLICATED_RETRY_WAIT_S):
+                await rg.raft.wait_leader()
         self._start_replicated()
-        if self._queue and self._held is None:  # the in-flight bound: wait for room
+        if (self._queue or self._retries) and self._held is None:  # the in-flight bound
             self._room = trio.Event()
             await self._room.wait()
 

@@ -91,6 +91,8 @@ __all__ = ["PATCHES", "Proposal", "RaftConfig", "RaftCore", "Ready"]
 log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
+#: a proposal's entry was skipped by a snapshot install: its outcome cannot be learnt
+_OUTCOME_LOST = -1
 
 
 # --------------------------------------------------------------------- config
@@ -119,6 +121,14 @@ class RaftConfig:
     log_compaction_s_min: float = 24 * 3600.0
     snapshot_chunk_bytes: int = 256 * 1024
     forward_proposals: bool = True
+    # a proposal forwarded to the leader whose answer (the log position it
+    # took) has not come back this long is failed as maybe committed: the
+    # request or its answer was lost (a full link queue drops frames) and
+    # pysyncobj would wait for it until the next leader change
+    forward_reply_s_max: float = 2.0
+    # a forwarded proposal whose answer was lost is looked for in the applied
+    # log this long at most (``RaftCore._watch_applied``)
+    watch_s_max: float = 10.0
     # a leader's append-entries leave before its own fsync (safe: see Ready)
     send_append_entries_before_fsync: bool = True
     patches: frozenset[str] = PATCHES
@@ -306,6 +316,20 @@ class RaftCore:
         #: set during a ``cycle(defer_apply=True)``: pysyncobj's tick leaves
         #: committed entries for :meth:`Ready.apply`
         self._defer_apply = False
+        #: forwarded proposals waiting for the leader's answer: request id -> since
+        self._forwarded_since: dict[int, float] = {}
+        #: the term this member last became leader in (swept then)
+        self._lead_term = -1
+        #: since when waiting proposals sit beyond this follower's log end
+        self._beyond_since: float | None = None
+        #: snapshot installs already swept for proposals they skipped
+        self._installs_swept = 0
+        #: proposals resolved by the sweeps (``status()``)
+        self.orphans_failed = 0
+        #: forwarded proposals whose answer was lost: command -> (proposals,
+        #: term then, leader it went to, give up at) (``_watch_applied``)
+        self._watch: dict[bytes, list[Any]] = {}
+        self.watch_resolved = 0
         conf = self.config.syncobj_conf(self.journal, self.snapshots)
         with clock.bound(now, rng):
             self.obj = TrijetSyncObj(
@@ -395,26 +419,79 @@ class RaftCore:
 
     # ------------------------------------------------------------ the cycle
 
-    def _callback(self, props: list[Proposal]) -> Callable[[Any, int], None]:
+    def _callback(
+        self, props: list[Proposal], cmd: bytes = b"", target: str | None = None
+    ) -> Callable[[Any, int], None]:
         def cb(res: Any, err: int) -> None:
+            if cmd and err in (FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME):
+                # the answer was lost: find out from the log (``_settle_watches``)
+                w = self._watch.setdefault(cmd, [props, None, target, 0.0])
+                w[1], w[3] = self.term, self.now() + self.config.watch_s_max
+                return
+            if cmd and self._watch:
+                self._watch.pop(cmd, None)
             if err == FAIL_REASON.SUCCESS:
-                if props and (not isinstance(res, list) or len(res) != len(props)):
-                    for p in props:
-                        self._completions.append(
-                            (p, None, ProposalDropped("result mismatch", maybe_committed=True))
-                        )
-                    return
-                for p, r in zip(props, res or [None] * len(props), strict=False):
-                    if isinstance(r, ApplyFailed):
-                        self._completions.append((p, None, r))
-                    else:
-                        self._completions.append((p, r, None))
+                self._resolve(props, res)
                 return
             error = self._map_error(err)
             for p in props:
                 self._completions.append((p, None, error))
 
         return cb
+
+    def _resolve(self, props: list[Proposal], res: Any) -> None:
+        if props and (not isinstance(res, list) or len(res) != len(props)):
+            for p in props:
+                self._completions.append(
+                    (p, None, ProposalDropped("result mismatch", maybe_committed=True))
+                )
+            return
+        for p, r in zip(props, res or [None] * len(props), strict=False):
+            if isinstance(r, ApplyFailed):
+                self._completions.append((p, None, r))
+            else:
+                self._completions.append((p, r, None))
+
+    def _watch_applied(self, cmd: bytes, results: list[object] | None) -> None:
+        """A regular entry applied: a forwarded proposal's, if watched."""
+        hit = self._watch.pop(cmd, None)
+        if hit is not None:
+            self._resolve(hit[0], results)
+
+    def _settle_watches(self) -> None:
+        """Resolve forwarded proposals whose answer was lost, from the applied log.
+
+        Every proposal forwarded to the leader is watched from the start: its
+        command showing up among the applied entries resolves it, whatever
+        became of the leader's answer.  Once that answer is known lost (the
+        leader changed, or it never came), the proposal is also marked with
+        the term ``t`` this member was in then and the leader it went to: it
+        is provably not committed once an applied entry is of a later term
+        than ``t`` (a leader's own entries follow every older entry it kept),
+        or of term ``t`` from a leader other than the one it went to (only
+        that one could have appended it in ``t``; a link delivers in order,
+        so a request is never taken up after a later message of ours).  Past
+        ``watch_s_max`` it stays unknown (maybe committed).
+        """
+        j = self.journal
+        term = j.term_at(self.obj._SyncObj__raftLastApplied)
+        now = self.now()
+        for key, (props, t, target, until) in list(self._watch.items()):
+            if t is None:
+                continue  # the leader's answer may still come
+            error: RaftError
+            if term is not None and (
+                term > t or (term == t and self.term == t and self.leader_id not in (None, target))
+            ):
+                error = ProposalDropped("forwarded, not in the log", maybe_committed=False)
+            elif now > until:
+                error = ProposalDropped("forwarded, outcome unknown", maybe_committed=True)
+            else:
+                continue
+            del self._watch[key]
+            self.watch_resolved += 1
+            for p in props:
+                self._completions.append((p, None, error))
 
     def _map_error(self, err: int) -> RaftError:
         if err == FAIL_REASON.QUEUE_FULL:
@@ -447,7 +524,14 @@ class RaftCore:
                 batch.append(self._pending.popleft())
                 size += 4 + len(nxt.data)
             cmd = encode_batch([p.data for p in batch])
-            obj._applyCommand(cmd, self._callback(batch), CMD_REGULAR)
+            if self.is_leader:  # its own log: pysyncobj resolves it at apply
+                obj._applyCommand(cmd, self._callback(batch, cmd), CMD_REGULAR)
+                continue
+            # forwarded (or refused for want of a leader): watched in the log
+            # until its answer comes (``_settle_watches``)
+            target = self.leader_id
+            self._watch[cmd] = [batch, None, target, 0.0]
+            obj._applyCommand(cmd, self._callback(batch, cmd, target), CMD_REGULAR)
 
     def _submit_admin(self) -> None:
         obj = self.obj
@@ -510,6 +594,7 @@ class RaftCore:
                 if obj._SyncObj__raftElectionDeadline < later:
                     obj._SyncObj__raftElectionDeadline = later
             obj.doTick(0)
+            self._sweep_orphans()
         self._defer_apply = False
         ready = Ready(self)
         ready.early_outbox, ready.outbox = self._encode_outbox()
@@ -529,6 +614,101 @@ class RaftCore:
             )
         )
         return ready
+
+    def _sweep_orphans(self) -> None:
+        """Resolve proposals pysyncobj would leave waiting forever.
+
+        * Entries this member proposed as leader wait in pysyncobj's
+          ``commandsWaitingCommit`` until their index is applied; a snapshot
+          install jumps the applied index past them, so they never are.  After
+          an install every waiter at or below the applied index is resolved:
+          ``ProposalDropped(maybe_committed=False)`` when the journal shows
+          another term at its index (overwritten), else maybe committed (the
+          snapshot may include it; its result is unknown).
+        * A member elected leader again no longer holds some entries it
+          appended in an earlier term (a leader's log is never overwritten):
+          their waiters are discarded at once.
+        * A follower holding uncommitted entries it appended as leader in an
+          earlier term keeps their waiters until the new leader's log reaches
+          that index (maybe never: an idle group); after
+          ``forward_reply_s_max`` they are failed as maybe committed.
+        * A forwarded proposal waits for the leader's ``apply_command_response``
+          until the next leader change; a lost request or answer would keep it
+          waiting.  After ``forward_reply_s_max`` it is failed as maybe committed.
+        """
+        obj = self.obj
+        installed = self.snapshots.installed
+        if installed != self._installs_swept:
+            self._installs_swept = installed
+            waiting = obj._SyncObj__commandsWaitingCommit
+            applied = obj._SyncObj__raftLastApplied
+            for idx in sorted(i for i in waiting if i <= applied):
+                have = self.journal.term_at(idx)
+                for term, cb in waiting.pop(idx):
+                    self.orphans_failed += 1
+                    if have is not None and have != term:
+                        cb(None, FAIL_REASON.DISCARDED)
+                    else:
+                        cb(None, _OUTCOME_LOST)
+            for props, *_ in self._watch.values():  # the snapshot may hold them
+                for p in props:
+                    self._completions.append(
+                        (p, None, ProposalDropped("covered by a snapshot", maybe_committed=True))
+                    )
+            self._watch.clear()
+        if self._watch:
+            self._settle_watches()
+        waiting = obj._SyncObj__commandsWaitingCommit
+        if waiting and obj._SyncObj__raftState == STATE_LEADER and self._lead_term != self.term:
+            # elected (again): a leader's log is never overwritten, so what it
+            # proposed in an earlier term and no longer holds is lost for good
+            self._lead_term = self.term
+            j = self.journal
+            for idx in sorted(i for i, w in waiting.items() if w and j.term_at(i) != w[0][0]):
+                have = j.term_at(idx)
+                keep = []
+                for term, cb in waiting.pop(idx):
+                    if have == term:
+                        keep.append((term, cb))
+                        continue
+                    self.orphans_failed += 1
+                    cb(None, FAIL_REASON.DISCARDED)
+                if keep:
+                    waiting[idx] = keep
+        elif waiting and obj._SyncObj__raftState != STATE_LEADER:
+            # appended as leader in an earlier term and not committed: a new
+            # leader cuts or overwrites them only when its own log reaches
+            # that index, and an idle group may never get there
+            commit = obj._SyncObj__raftCommitIndex
+            term_now = obj._SyncObj__raftCurrentTerm
+            beyond = [i for i, w in waiting.items() if i > commit and w and w[0][0] < term_now]
+            if not beyond:
+                self._beyond_since = None
+            elif self._beyond_since is None:
+                self._beyond_since = self.now()
+            elif self.now() - self._beyond_since > self.config.forward_reply_s_max:
+                self._beyond_since = None
+                for idx in sorted(beyond):
+                    for _term, cb in waiting.pop(idx):
+                        self.orphans_failed += 1
+                        cb(None, FAIL_REASON.UNKNOWN_OUTCOME)
+        replies = obj._SyncObj__commandsWaitingReply
+        since = self._forwarded_since
+        if not replies:
+            if since:
+                since.clear()
+            return
+        now = self.now()
+        limit = self.config.forward_reply_s_max
+        for rid in list(replies):
+            t0 = since.setdefault(rid, now)
+            if now - t0 > limit:
+                cb = replies.pop(rid)
+                self.orphans_failed += 1
+                cb(None, FAIL_REASON.UNKNOWN_OUTCOME)
+        if len(since) > len(replies):
+            for rid in [r for r in since if r not in replies]:
+                del since[rid]
 
     def _encode_outbox(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
         """(early, late): a leader's append-entries may go before the fsync."""
@@ -601,6 +781,8 @@ class RaftCore:
             except Exception as e:
                 log.exception("event=apply_raised group=%s", self.group_id)
                 results.append(ApplyFailed(e))
+        if self._watch:
+            self._watch_applied(data, results)
         return results
 
     def _on_membership_applied(self, req: list[str]) -> None:
@@ -669,6 +851,9 @@ class RaftCore:
             "fsyncs": self.journal.fsyncs,
             "snapshots_taken": self.snapshots.taken,
             "snapshots_installed": self.snapshots.installed,
+            "orphans_failed": self.orphans_failed,
+            "watch_resolved": self.watch_resolved,
+            "watching": len(self._watch),
             "removed": self.removed,
         }
 

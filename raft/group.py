@@ -359,7 +359,10 @@ class RaftGroup:
         next_index, last_seen_s_ago}, fsyncs, snapshot counts."""
         if self._core is None:
             return {"group": self.group_id, "node": self.node_id, "state": "stopped"}
-        return self._core.status()
+        st = self._core.status()
+        if self._driver is not None:
+            st["deliveries_before_timer"] = self._driver.deliveries_before_timer
+        return st
 
     @property
     def write_failing(self) -> bool:
