@@ -730,6 +730,7 @@ class FileStreamStore(StreamLog):
         self._settle_skip()
         self._active.sync()
         for s in self._segs:
+            s.wait_checkpoint()
             if s.idx_dirty and not s.damaged:
                 s.checkpoint(self._subjects)
         self._close_files()
