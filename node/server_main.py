@@ -43,7 +43,6 @@ def tune_gc() -> None:
 async def serve(cfg: ServerConfig) -> None:
     """Run a server with ``cfg`` until SIGTERM/SIGINT."""
     from node.server import Server
-
     from node.stallwatch import install_from_env
 
     server = Server(cfg)

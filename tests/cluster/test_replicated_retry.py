@@ -10,6 +10,7 @@ are now proposed again through the new leader and answered from there.
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,12 @@ def _stream(n: str, net: FakeNetwork, d: Path) -> Stream:
 
 
 async def _leader(streams: dict[str, Stream], but: str | None = None) -> str:
-    while True:
+    for _ in range(1200):  # bounded: 60 s of (mock) time
         for n, s in streams.items():
             if n != but and s.replicated is not None and s.replicated.is_leader:
                 return n
         await trio.sleep(0.05)
+    raise AssertionError("no leader")
 
 
 async def test_batches_overwritten_by_a_new_leader_are_retried_and_answered(
@@ -54,6 +56,13 @@ async def test_batches_overwritten_by_a_new_leader_are_retried_and_answered(
     net = FakeNetwork(3)
     streams = {n: _stream(n, net, tmp_path) for n in IDS}
     answers: dict[bytes, list[Any]] = {}
+    all_answered = trio.Event()
+
+    def on_result(payload: bytes, result: Any) -> None:
+        answers[payload].append(result)
+        if all(answers.values()):
+            all_answered.set()
+
     async with trio.open_nursery() as nursery:
         nursery.start_soon(net.run)
         for s in streams.values():
@@ -65,16 +74,17 @@ async def test_batches_overwritten_by_a_new_leader_are_retried_and_answered(
             for i in range(N):
                 payload = b"m%d" % i
                 answers[payload] = []
-                streams[old].offer("s.x", None, payload, answers[payload].append)
+                streams[old].offer("s.x", None, payload, partial(on_result, payload))
             await trio.sleep(0.2)  # proposed and appended on the isolated leader only
             assert streams[old].replicated is not None
             assert streams[old].replicated.raft.core.journal.last_index > 1
             new = await _leader(streams, but=old)
             await trio.sleep(0.5)  # the new leader commits entries of its own term
             net.sim.heal()
-            while not all(answers.values()):
-                await trio.sleep(0.1)
-            while not all(s.store.state().msgs == N for s in streams.values()):
+            await all_answered.wait()
+            for _ in range(600):  # every replica applies the retried batches
+                if all(s.store.state().msgs == N for s in streams.values()):
+                    break
                 await trio.sleep(0.1)
         nursery.cancel_scope.cancel()
     assert new != old

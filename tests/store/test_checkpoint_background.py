@@ -33,9 +33,11 @@ values = st.one_of(
     n=st.sampled_from([0, 1, 23, 24, 255, 256, CBOR_SLICE, CBOR_SLICE + 1, 3 * CBOR_SLICE + 7]),
     key_offset=st.integers(min_value=0, max_value=2**33),
 )
-def test_sliced_encoding_is_byte_identical(small: dict, n: int, key_offset: int) -> None:
-    big = {key_offset + i: [i, i * 3, "s%d" % i] for i in range(n)}
-    d = {**small, "big": big, "names": {i: "k%d" % i for i in range(n)}}
+def test_sliced_encoding_is_byte_identical(
+    small: dict[str, object], n: int, key_offset: int
+) -> None:
+    big = {key_offset + i: [i, i * 3, f"s{i}"] for i in range(n)}
+    d = {**small, "big": big, "names": {i: f"k{i}" for i in range(n)}}
     assert cbor_dumps_sliced(d) == cbor2.dumps(d)
 
 
