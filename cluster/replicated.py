@@ -708,9 +708,9 @@ class ReplicatedGroup:
     async def _mark_loop(self) -> None:
         """Sync the store, then move the applied mark (bounded, periodic).
 
-        The store's sync runs on the trio thread, between two applies of the
-        group's driver (never concurrently with one); only the mark file is
-        written in a worker thread.
+        The store's buffers are flushed on the trio thread, between two
+        applies of the group's driver (never concurrently with one); its
+        fsync and the mark file's write run in worker threads.
         """
         while True:
             await trio.sleep(MARK_INTERVAL_S)
@@ -721,11 +721,12 @@ class ReplicatedGroup:
                 self._maybe_compact()
                 continue
             st = self.store.state()
-            # in the store's owner thread: the Raft driver appends to the store in
-            # this one, and a sync in a worker thread racing an append loses that
-            # record (the write buffer is swapped under it)
+            # the flush in the store's owner thread: the Raft driver appends to the
+            # store in this one, and a flush in a worker thread racing an append
+            # loses that record (the write buffer is swapped under it); only the
+            # fsync, of a descriptor of its own, runs in a worker
             try:
-                self.store.sync()
+                await self._sync_store()
                 await trio.to_thread.run_sync(
                     write_mark, self.raft_dir, index, st.last_seq, st.msgs
                 )
@@ -734,6 +735,24 @@ class ReplicatedGroup:
                 continue
             self._marked = index
             self._maybe_compact()
+
+    async def _sync_store(self) -> None:
+        """Make the store durable up to now.  The buffered records are handed
+        to the OS here, in the store's owner thread; the fsync -- hundreds of
+        milliseconds on a busy disk, which held the event loop and with it
+        the group's heartbeats -- runs in a worker thread on a descriptor of
+        its own, while the driver goes on appending."""
+        flush = getattr(self.store, "flush_for_sync", None)
+        if flush is None:
+            self.store.sync()
+            return
+        fd = flush()
+        if fd is None:
+            return
+        try:
+            await trio.to_thread.run_sync(os.fsync, fd)
+        finally:
+            os.close(fd)
 
     def _maybe_compact(self) -> None:
         """Ask for a snapshot when the journal passed its bounds (file stores)."""
