@@ -100,6 +100,15 @@ ENTRY_BYTES_MAX = 4 * 1024 * 1024
 #: followers learn a commit index with the next entries, or this much later
 #: (one message, wake-up and cycle less per follower and entry)
 COMMIT_NOTIFY_S_MAX = 0.02
+#: a stream group's election timeout range (the leader steps down after the
+#: minimum without answers from a majority).  Raft's default 0.3-0.6 s is
+#: shorter than the event-loop pauses of a loaded two-core machine (a garbage
+#: collection, an fsync, the process not scheduled: 0.1-0.5 s measured with
+#: TRIJET_STALL_MS under the KV bench at load 16), which deposed healthy
+#: leaders every few seconds.  A leader that dies closes its links, and its
+#: followers then stand at once (``RaftCore.leader_link_down``), so failover
+#: after a crash does not wait for this.
+ELECTION_TIMEOUT_S = (0.6, 1.2)
 #: pysyncobj's own compaction triggers are off: the mark loop decides
 NO_COMPACTION = 2**62
 #: the journal of a stream group (file store) is compacted past these bounds
@@ -457,6 +466,8 @@ class ReplicatedGroup:
         self.served_batches = 0
         self.compactions_asked = 0
         config = RaftConfig(
+            election_timeout_s_min=ELECTION_TIMEOUT_S[0],
+            election_timeout_s_max=ELECTION_TIMEOUT_S[1],
             commit_notify_s_max=COMMIT_NOTIFY_S_MAX,
             entry_bytes_max=ENTRY_BYTES_MAX,
             log_compaction_entries_min=NO_COMPACTION,

@@ -330,6 +330,8 @@ class RaftCore:
         #: term then, leader it went to, give up at) (``_watch_applied``)
         self._watch: dict[bytes, list[Any]] = {}
         self.watch_resolved = 0
+        #: elections brought forward because the leader's link closed
+        self.leader_links_lost = 0
         conf = self.config.syncobj_conf(self.journal, self.snapshots)
         with clock.bound(now, rng):
             self.obj = TrijetSyncObj(
@@ -856,6 +858,25 @@ class RaftCore:
             "watching": len(self._watch),
             "removed": self.removed,
         }
+
+    def leader_link_down(self, peer_id: str) -> bool:
+        """The link to ``peer_id`` closed.  If it is this follower's leader,
+        the election deadline is brought forward to within a third of the
+        minimum election timeout (random, against split votes): a leader whose
+        process died closes its links at once, so its group need not wait out
+        an election timeout long enough to ride out event-loop pauses.  True
+        if the deadline moved."""
+        obj = self.obj
+        if obj._SyncObj__raftState == STATE_LEADER or self.leader_id != peer_id:
+            return False
+        if not self.may_lead():
+            return False
+        soon = self.now() + self.rng.uniform(0.0, self.config.election_timeout_s_min / 3)
+        if obj._SyncObj__raftElectionDeadline <= soon:
+            return False
+        obj._SyncObj__raftElectionDeadline = soon
+        self.leader_links_lost += 1
+        return True
 
     def force_log_compaction(self) -> None:
         self.obj.forceLogCompaction()

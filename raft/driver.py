@@ -107,6 +107,11 @@ class RaftDriver:
         self._kicked = True
         self._wake.set()
 
+    def _on_peer_down(self, peer_id: str) -> None:
+        """The link to ``peer_id`` closed: if it led, stand for election soon."""
+        if self.core.leader_link_down(peer_id):
+            self.kick()
+
     async def wait_cycle(self) -> None:
         """Wait until the next cycle has completed."""
         await self._cycle_done.wait()
@@ -197,6 +202,8 @@ class RaftDriver:
         core = self.core
         gid = core.group_id
         self.links.register(gid, self._on_frame)
+        watch = getattr(self.links, "on_peer_down", None)
+        unwatch = watch(self._on_peer_down) if watch is not None else None
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
         if syncer is not None:
             core.snapshots.defer_writes = True
@@ -237,5 +244,7 @@ class RaftDriver:
                 await trio.lowlevel.checkpoint()
         finally:
             self.links.unregister(gid)
+            if unwatch is not None:
+                unwatch()
             if syncer is not None:
                 syncer.close()
