@@ -658,11 +658,18 @@ class ReplicatedGroup:
             raise result
         return result
 
-    def start(self, op: Any, on_done: Callable[[Any, BaseException | None], None]) -> None:
+    def start(
+        self,
+        op: Any,
+        on_done: Callable[[Any, BaseException | None], None],
+        *,
+        leader_only: bool = False,
+    ) -> None:
         """Replicate ``op`` without waiting: ``on_done(outcome, error)`` is called
         from the group's driver once it is committed and applied here (the
         point where ``propose`` returns), or with the ``RaftError`` /
         ``ApplyFailed`` that ends it.  ``on_done`` must not block.
+        ``leader_only``: never forwarded to the leader (``RaftCore.propose``).
 
         Raises:
             RaftError: refused at once (QueueFull, NotLeader, NoLeader);
@@ -678,7 +685,7 @@ class ReplicatedGroup:
             else:
                 on_done(p.result, None)
 
-        self.raft.start(encode_op(op), done)
+        self.raft.start(encode_op(op), done, leader_only=leader_only)
 
     @property
     def members(self) -> list[str]:

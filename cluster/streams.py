@@ -76,7 +76,7 @@ from cluster.ops import (
 from cluster.quarantine import Quarantine, Quarantined
 from cluster.replicated import ReplicaSpec, ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
-from raft.errors import ApplyFailed, NoLeader, NotLeader, ProposalDropped, QueueFull, RaftError
+from raft.errors import ApplyFailed, ProposalDropped, QueueFull, RaftError
 from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.file import FileStreamStore
@@ -92,12 +92,15 @@ EXPIRY_RETRY_S = 0.25
 QUEUE_MSGS_MAX = 100_000
 #: publish batches of a replicated stream in flight at once (each waits for its majority)
 REPLICATED_BATCHES_INFLIGHT_MAX = 64
-#: a replicated batch that provably did not commit (refused, or its entry was
-#: overwritten by a new leader) is proposed again -- through the new leader --
-#: for at most this long after its first proposal
-REPLICATED_RETRY_S_MAX = 5.0
-#: retries wait this long at most for a leader to be known
-REPLICATED_RETRY_WAIT_S = 0.5
+#: the answer to a publish whose batch provably did not commit on a replicated
+#: stream (its entry was overwritten by a new leader, or this replica no longer
+#: led when it was submitted): nats-server's "temporarily unavailable"; clients
+#: retry it like a timeout, only sooner
+NOT_COMMITTED = ApiErrorResult(503, 10008, "JetStream system temporarily unavailable")
+#: ... sent this long after the drop is known: when the new leader captured the
+#: same message too (both capture while subject interest moves over routes), its
+#: PubAck reaches the client first and this late answer is ignored
+NOT_COMMITTED_DELAY_S = 1.0
 EXPIRY_RECHECK_S = 60.0
 """Longest sleep of the expiry task before it looks again (clock jumps)."""
 
@@ -186,12 +189,13 @@ class Stream:
         self._idle = trio.Event()
         self._held: trio.Event | None = None
         self._room = trio.Event()  # a replicated batch in flight was resolved
-        #: replicated batches to propose again: (first proposed at, batch)
-        self._retries: list[tuple[float, list[Queued]]] = []
-        #: replicated publish batches proposed again / left to the clients'
-        #: timeout (outcome unknown, or retried too long)
-        self.retried_batches = 0
+        #: replicated publish batches answered NOT_COMMITTED / left to the
+        #: clients' timeout (outcome unknown)
+        self.refused_batches = 0
         self.unanswered_batches = 0
+        #: NOT_COMMITTED answers waiting for their time: (due, callbacks)
+        self._late: list[tuple[float, list[OnResult]]] = []
+        self._late_added = trio.Event()
 
     @property
     def is_leader(self) -> bool:
@@ -245,7 +249,7 @@ class Stream:
         if not self._queue:
             return
         if self.replicated is not None:
-            self._start_replicated(retries=False)  # retries are the task's
+            self._start_replicated()
             return
         if self._held is not None or not self.group.idle:
             self._wake.set()
@@ -266,50 +270,43 @@ class Stream:
         if self._queue:
             self._wake.set()
 
-    def _start_replicated(self, *, retries: bool = True) -> None:
+    def _start_replicated(self) -> None:
         """Replicated stream: start the queued publishes as batches without waiting.
 
         Each batch is one proposal (the group's driver puts those of one cycle
         into one Raft entry), up to ``REPLICATED_BATCHES_INFLIGHT_MAX`` in
         flight; their results are handed out by ``_replicated_done``, in log
         order, from the driver once committed (durable on a majority) and
-        applied here.  Batches to retry go first (``retries``).  What is
-        left, or everything while a snapshot holds proposals back, is the
-        task's.
+        applied here.  Publishes are proposed *leader only*: a replica that
+        captured them as leader and has lost the lead since never forwards
+        them (the new leader may have captured the same messages -- subject
+        interest moves over routes while both capture -- and a forwarded copy
+        was stored twice).  What is left, or everything while a snapshot holds
+        proposals back, is the task's.
         """
         rg = self.replicated
         assert rg is not None
-        while self._held is None and self._inflight < REPLICATED_BATCHES_INFLIGHT_MAX:
-            if retries and self._retries:
-                t0, batch = self._retries.pop(0)
-                self.retried_batches += 1
-            elif self._queue:
-                t0, batch = trio.current_time(), self._take_batch()
-            else:
-                break
+        while (
+            self._queue and self._held is None and self._inflight < REPLICATED_BATCHES_INFLIGHT_MAX
+        ):
+            batch = self._take_batch()
             op = _publish_op(batch)
             self._inflight += 1
             try:
-                rg.start(op, partial(self._replicated_done, op, batch, t0))
+                rg.start(op, partial(self._replicated_done, op, batch), leader_only=True)
             except (RaftError, ValueError) as exc:
                 self._inflight -= 1
                 if not self._inflight:
                     self._idle.set()
-                if not isinstance(exc, RaftError):
+                if isinstance(exc, RaftError):  # refused at once: nothing appended
+                    self._not_committed(exc, batch)
+                else:
                     self._answer_failed(exc, batch)
-                    continue
-                self._not_committed(exc, batch, t0)  # refused at once: nothing appended
-                break  # the task tries again later
-        if self._queue or self._retries:
+        if self._queue:
             self._wake.set()
 
     def _replicated_done(
-        self,
-        op: StreamMsg,
-        batch: list[Queued],
-        t0: float,
-        outcome: Any,
-        error: BaseException | None,
+        self, op: StreamMsg, batch: list[Queued], outcome: Any, error: BaseException | None
     ) -> None:
         """A started batch of a replicated stream is resolved (in the driver's task)."""
         self._inflight -= 1
@@ -318,7 +315,7 @@ class Stream:
         self._room.set()
         if error is not None:
             if isinstance(error, RaftError) and not isinstance(error, ApplyFailed):
-                self._not_committed(error, batch, t0)
+                self._not_committed(error, batch)
             else:
                 self._answer_failed(error, batch)
             return
@@ -327,32 +324,55 @@ class Stream:
             if cb is not None:
                 cb(result)
 
-    def _not_committed(self, error: RaftError, batch: list[Queued], t0: float) -> None:
-        """A batch that was not committed through this proposal.
+    def _not_committed(self, error: RaftError, batch: list[Queued]) -> None:
+        """A batch that this proposal did not commit.
 
-        Provably not in the log (refused, or its entry overwritten by a new
-        leader): proposed again, through whichever replica leads now, for up
-        to ``REPLICATED_RETRY_S_MAX`` -- its publishers get their PubAcks
-        from here once it commits.  Outcome unknown (``maybe_committed``: a
-        forwarded proposal whose answer was lost, an entry a snapshot
-        covered): proposing again could store the messages twice, so they are
+        Provably not in the log (refused because this replica no longer
+        leads, or its entry overwritten by a new leader): every publish is
+        answered ``NOT_COMMITTED`` (503), so its client retries at once
+        instead of waiting for its timeout.  When the new leader captured the
+        same message too, its PubAck was sent when that entry committed,
+        before this replica could learn that its own entry lost; the answer
+        is sent ``NOT_COMMITTED_DELAY_S`` late all the same (a refusal at
+        submission is known at once), so that PubAck comes first and the
+        client ignores this one.  A full queue is
+        answered "stream is busy".  Outcome unknown (``maybe_committed``: an
+        entry a snapshot covered, a proposal the group dropped when closing):
         left to the clients' timeout and retry (with ``Nats-Msg-Id`` the
         retry is deduplicated), as nats-server leaves them.
         """
-        definite = isinstance(error, (NotLeader, NoLeader, QueueFull)) or (
-            isinstance(error, ProposalDropped) and not error.maybe_committed
-        )
-        if definite and trio.current_time() - t0 < REPLICATED_RETRY_S_MAX:
-            self._retries.append((t0, batch))
-            self._wake.set()
+        if isinstance(error, ProposalDropped) and error.maybe_committed:
+            self.unanswered_batches += 1
+            log.warning(
+                "event=publish_not_committed stream=%s msgs=%d reason=%r",
+                self.cfg.name,
+                len(batch),
+                error,
+            )
             return
-        self.unanswered_batches += 1
-        log.warning(
-            "event=publish_not_committed stream=%s msgs=%d reason=%r",
-            self.cfg.name,
-            len(batch),
-            error,
-        )
+        self.refused_batches += 1
+        cbs = [cb for _, _, _, cb in batch if cb is not None]
+        if isinstance(error, QueueFull):
+            busy = ApiErrorResult(503, 10077, "stream is busy")
+            for cb in cbs:
+                cb(busy)
+            return
+        if cbs:
+            self._late.append((trio.current_time() + NOT_COMMITTED_DELAY_S, cbs))
+            self._late_added.set()
+
+    async def _late_answers(self) -> None:
+        """Send the NOT_COMMITTED answers when they are due (``_not_committed``)."""
+        while True:
+            if not self._late:
+                self._late_added = trio.Event()
+                await self._late_added.wait()
+                continue
+            due, cbs = self._late[0]
+            await trio.sleep_until(due)
+            self._late.pop(0)
+            for cb in cbs:
+                cb(NOT_COMMITTED)
 
     def _take_batch(self) -> list[Queued]:
         n = min(len(self._queue), BATCH_MSGS_MAX)
@@ -400,14 +420,16 @@ class Stream:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group.run)
             nursery.start_soon(self._expire_loop)
+            if self.replicated is not None:
+                nursery.start_soon(self._late_answers)
             if not self.group.sync_each_batch:
                 nursery.start_soon(self._sync_loop)
             task_status.started()
             while True:
-                if not self._queue and not self._retries:
+                if not self._queue:
                     await self._wake.wait()
                 self._wake = trio.Event()
-                if not self._queue and not self._retries:
+                if not self._queue:
                     continue
                 if self.replicated is not None:
                     await self._feed_replicated()
@@ -433,16 +455,11 @@ class Stream:
     async def _feed_replicated(self) -> None:
         """The task's share of a replicated stream's publishes: start what is
         queued, waiting while a snapshot holds proposals back or the in-flight
-        bound is reached; batches to retry wait (bounded) for a leader."""
+        bound is reached."""
         while self._held is not None:  # a snapshot is being taken
             await self._held.wait()
-        rg = self.replicated
-        assert rg is not None
-        if self._retries and rg.leader_id is None:
-            with trio.move_on_after(REPLICATED_RETRY_WAIT_S):
-                await rg.raft.wait_leader()
         self._start_replicated()
-        if (self._queue or self._retries) and self._held is None:  # the in-flight bound
+        if self._queue and self._held is None:  # the in-flight bound: wait for room
             self._room = trio.Event()
             await self._room.wait()
 

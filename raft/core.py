@@ -174,10 +174,12 @@ class Proposal:
     ``on_done`` (if set) is called once, at release.
     """
 
-    __slots__ = ("data", "done", "error", "on_done", "result")
+    __slots__ = ("data", "done", "error", "leader_only", "on_done", "result")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, leader_only: bool = False) -> None:
         self.data = data
+        #: never forwarded: appended by this member as leader, or refused (NotLeader)
+        self.leader_only = leader_only
         self.done = False
         self.result: object = None
         self.error: RaftError | None = None
@@ -384,8 +386,14 @@ class RaftCore:
     def has_work(self) -> bool:
         return bool(self._inbound or self._pending)
 
-    def propose(self, data: bytes) -> Proposal:
+    def propose(self, data: bytes, *, leader_only: bool = False) -> Proposal:
         """Queue a proposal for the next cycle.
+
+        ``leader_only``: if this member is not the leader when the proposal is
+        submitted, it fails with ``NotLeader``/``NoLeader`` instead of being
+        forwarded (publishes a stream captured as leader: the new leader may
+        have captured the same message, and a forwarded copy would store it
+        twice).
 
         Raises:
             QueueFull: ``proposals_pending_max`` reached.
@@ -394,14 +402,14 @@ class RaftCore:
         """
         if len(data) > self.config.proposal_bytes_max:
             raise ValueError(f"proposal of {len(data)} bytes > {self.config.proposal_bytes_max}")
-        if not self.config.forward_proposals and not self.is_leader:
+        if (leader_only or not self.config.forward_proposals) and not self.is_leader:
             lid = self.leader_id
             if lid is None:
                 raise NoLeader("no leader known")
             raise NotLeader(lid)
         if len(self._pending) >= self.config.proposals_pending_max:
             raise QueueFull(f"{len(self._pending)} proposals pending")
-        p = Proposal(data)
+        p = Proposal(data, leader_only)
         self._pending.append(p)
         return p
 
@@ -512,6 +520,13 @@ class RaftCore:
 
     def _submit_pending(self) -> None:
         obj = self.obj
+        if not self.is_leader and any(p.leader_only for p in self._pending):
+            lid = self.leader_id
+            refused: RaftError = NoLeader("no leader known") if lid is None else NotLeader(lid)
+            for p in self._pending:
+                if p.leader_only:
+                    self._completions.append((p, None, refused))
+            self._pending = deque(p for p in self._pending if not p.leader_only)
         cap_bytes = self.config.entry_bytes_max - 16
         cap_n = self.config.batch_proposals_max
         for _ in range(self.config.entries_per_cycle_max):

@@ -175,7 +175,9 @@ class RaftGroup:
         driver.kick()
         return await self._await(p)
 
-    def start(self, entry: bytes, on_done: Callable[[Proposal], None]) -> Proposal:
+    def start(
+        self, entry: bytes, on_done: Callable[[Proposal], None], *, leader_only: bool = False
+    ) -> Proposal:
         """Queue ``entry`` for replication without waiting for it.
 
         ``on_done(p)`` is called once, from the driver's task, when the
@@ -186,12 +188,14 @@ class RaftGroup:
         and entries of later cycles are replicated while earlier ones wait for
         their majority (pipelining).
 
+        ``leader_only``: never forwarded (``RaftCore.propose``).
+
         Raises:
             QueueFull, NotLeader, NoLeader, ValueError: refused at once, as
                 :meth:`propose` (``on_done`` is then never called).
         """
         core, driver = self._need()
-        p = core.propose(entry)
+        p = core.propose(entry, leader_only=leader_only)
         inflight = self._inflight
         inflight.add(p)
         gid = self.group_id
