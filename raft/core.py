@@ -77,6 +77,7 @@ from raft.snapshot import SnapshotStore
 from raft.storage import Disk
 from raft.syncobj import (
     CMD_MEMBERSHIP,
+    CMD_NO_OP,
     CMD_REGULAR,
     PATCHES,
     STATE_FOLLOWER,
@@ -307,6 +308,7 @@ class RaftCore:
         self._inbound: deque[tuple[str, list[dict[str, Any]]]] = deque()
         self._inbound_count = 0
         self._pending: deque[Proposal] = deque()
+        self._barriers: list[Proposal] = []
         self._completions: list[tuple[Proposal, object, RaftError | None]] = []
         self._applied_results: list[object] | None = None
         self.removed = False
@@ -384,7 +386,7 @@ class RaftCore:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._inbound or self._pending)
+        return bool(self._inbound or self._pending or self._barriers)
 
     def propose(self, data: bytes, *, leader_only: bool = False) -> Proposal:
         """Queue a proposal for the next cycle.
@@ -412,6 +414,34 @@ class RaftCore:
         p = Proposal(data, leader_only)
         self._pending.append(p)
         return p
+
+    def barrier(self) -> Proposal:
+        """A read barrier: resolved (result None) once an empty entry this
+        member appended as leader is committed and applied here -- so every
+        entry committed before the barrier was asked for is applied, and this
+        member was the leader then (a deposed leader that does not know it yet
+        cannot commit).  Fails with NotLeader/NoLeader if this member does not
+        lead when the cycle submits it, with ProposalDropped if the entry is
+        overwritten.  Barriers asked for in one cycle share one entry."""
+        p = Proposal(b"", leader_only=True)
+        self._barriers.append(p)
+        return p
+
+    def _submit_barriers(self) -> None:
+        waiting, self._barriers = self._barriers, []
+        if not self.is_leader:
+            lid = self.leader_id
+            refused: RaftError = NoLeader("no leader known") if lid is None else NotLeader(lid)
+            for p in waiting:
+                self._completions.append((p, None, refused))
+            return
+
+        def cb(res: Any, err: int) -> None:
+            error = None if err == FAIL_REASON.SUCCESS else self._map_error(err)
+            for p in waiting:
+                self._completions.append((p, None, error))
+
+        self.obj._applyCommand(b"", cb, CMD_NO_OP)
 
     def change_membership(self, op: str, peer_id: str) -> Proposal:
         """Propose adding (``op='add'``) or removing (``'rem'``) a member; leader only."""
@@ -605,6 +635,8 @@ class RaftCore:
                 self._submit_admin()
             if self._pending:
                 self._submit_pending()
+            if self._barriers:
+                self._submit_barriers()
             if not self.may_lead() and obj._SyncObj__raftState != STATE_LEADER:
                 # a replica with a hole never stands for election
                 later = self.now() + self.config.election_timeout_s_max
@@ -914,3 +946,5 @@ class RaftCore:
         """Fail every queued proposal (group closing)."""
         while self._pending:
             self._pending.popleft()._finish(None, error)
+        while self._barriers:
+            self._barriers.pop()._finish(None, error)

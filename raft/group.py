@@ -175,6 +175,20 @@ class RaftGroup:
         driver.kick()
         return await self._await(p)
 
+    async def read_barrier(self) -> None:
+        """Return once this member, as leader, committed and applied an empty
+        entry (``RaftCore.barrier``): what it reads afterwards is at least as
+        new as anything committed before the call.
+
+        Raises:
+            NotLeader, NoLeader: not the leader (never forwarded).
+            ProposalDropped: the entry was overwritten (the lead was lost).
+        """
+        core, driver = self._need()
+        p = core.barrier()
+        driver.kick()
+        await self._await(p)
+
     def start(
         self, entry: bytes, on_done: Callable[[Proposal], None], *, leader_only: bool = False
     ) -> Proposal:

@@ -26,6 +26,7 @@ from cluster.model import StreamConfig
 from cluster.replicated import ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, StreamStateMachine
 from cluster.streams import NOT_COMMITTED, Stream
+from raft.errors import RaftError
 from store.api import StreamStore
 from store.memory import MemoryStreamStore
 
@@ -122,3 +123,48 @@ async def test_a_replica_that_lost_the_lead_never_forwards_captured_publishes(
     assert isinstance(got[0], ApiErrorResult) and got[0].err_code == 10008
     for s in streams.values():
         assert s.store.state().msgs == 0
+
+
+async def test_a_deposed_leader_that_does_not_know_it_fails_its_read_barrier(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """STREAM.MSG.GET reads after ``read_barrier`` (issue 13, chaos KV CAS linearizability
+    with pause-leader/partition-leader): a leader cut off from the others keeps believing
+    it leads for up to its fallback timeout and answered reads from a store the new leader
+    had already moved past.  Its barrier cannot commit; the real leader's does."""
+    mock_clock.autojump_threshold = 0.01
+    net = FakeNetwork(7)
+    streams = {n: _stream(n, net, tmp_path) for n in IDS}
+    outcome: list[BaseException | None] = []
+
+    async def barrier(rg: ReplicatedGroup) -> None:
+        try:
+            await rg.raft.read_barrier()
+        except RaftError as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(net.run)
+        for s in streams.values():
+            await nursery.start(s.run)
+        with trio.fail_after(60):
+            old = await _leader(streams)
+            rg_old = streams[old].replicated
+            assert rg_old is not None
+            await rg_old.raft.read_barrier()  # the leader, connected: passes
+            net.sim.isolate(old, [n for n in IDS if n != old])
+            assert rg_old.is_leader  # it does not know yet
+            nursery.start_soon(barrier, rg_old)
+            new = await _leader(streams, but=old)
+            rg_new = streams[new].replicated
+            assert rg_new is not None
+            await rg_new.raft.read_barrier()
+            net.sim.heal()
+            for _ in range(600):
+                if outcome:
+                    break
+                await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+    assert len(outcome) == 1 and isinstance(outcome[0], RaftError), outcome
