@@ -92,11 +92,23 @@ EXPIRY_RETRY_S = 0.25
 QUEUE_MSGS_MAX = 100_000
 #: publish batches of a replicated stream in flight at once (each waits for its majority)
 REPLICATED_BATCHES_INFLIGHT_MAX = 64
-#: the answer to a publish whose batch provably did not commit on a replicated
-#: stream (its entry was overwritten by a new leader, or this replica no longer
-#: led when it was submitted): nats-server's "temporarily unavailable"; clients
-#: retry it like a timeout, only sooner
-NOT_COMMITTED = ApiErrorResult(503, 10008, "JetStream system temporarily unavailable")
+
+
+class NotCommitted:
+    """The answer to a publish whose batch provably did not commit on a
+    replicated stream (its entry was overwritten by a new leader, or this
+    replica no longer led when it was submitted).  The PubAck sender turns it
+    into the 503 no-responders status a publish gets from nats-server during an
+    election, which clients already retry (nats-py: ``NoStreamResponseError``)
+    -- unlike a JSON error, which they report as a failure."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_COMMITTED"
+
+
+NOT_COMMITTED = NotCommitted()
 #: ... sent this long after the drop is known: when the new leader captured the
 #: same message too (both capture while subject interest moves over routes), its
 #: PubAck reaches the client first and this late answer is ignored
@@ -329,8 +341,8 @@ class Stream:
 
         Provably not in the log (refused because this replica no longer
         leads, or its entry overwritten by a new leader): every publish is
-        answered ``NOT_COMMITTED`` (503), so its client retries at once
-        instead of waiting for its timeout.  When the new leader captured the
+        answered ``NOT_COMMITTED`` (a 503 no-responders status), so its client
+        retries at once instead of waiting for its timeout.  When the new leader captured the
         same message too, its PubAck was sent when that entry committed,
         before this replica could learn that its own entry lost; the answer
         is sent ``NOT_COMMITTED_DELAY_S`` late all the same (a refusal at
