@@ -18,9 +18,10 @@ it after a restart would append twice.  ``ReplicatedStreamFSM.apply_at``
 learns each entry's Raft index; the *applied mark* ``(index, last_seq, msgs)`` is
 written (write-fsync-rename, ``raft/applied.json`` in the stream's directory)
 after the store has been synced up to that point, at most every
-``MARK_INTERVAL_S``; the store is synced in the trio thread, where the
-Raft driver applies (one owner: a sync racing an append in a worker thread
-would lose the record).  At start the store is cut back to the mark's
+``MARK_INTERVAL_S``; the store's buffers are flushed in the trio thread,
+where the Raft driver applies (one owner: a flush racing an append in a
+worker thread would lose the record), and fsynced in a worker thread on a
+descriptor of its own (``_sync_store``).  At start the store is cut back to the mark's
 ``last_seq`` (the tail the crash left beyond the mark is applied again from
 the journal, never twice) and entries up to the mark's index are skipped.
 A store that holds less than the mark says, or reports damage, or lost a

@@ -32,6 +32,12 @@ heartbeat for a leader), then runs one cycle:
    takes milliseconds); a result is still released only after its entry is
    committed, durable and applied.
 
+A cycle the timer asked for (a follower's election deadline, a leader's
+heartbeat and majority check) first lets the link readers deliver what already
+arrived (``_let_links_deliver``): after an event-loop pause the silence it
+would act on is often only unread bytes.  A follower whose leader's link closes
+stands for election at once (``RaftCore.leader_link_down``).
+
 Proposals that pile up while a cycle's fsync runs are batched into the next
 cycle's entry, so batching grows with load by itself. No fixed tick: an idle
 follower only wakes for heartbeats (each heartbeat is a message) or its
