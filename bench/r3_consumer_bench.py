@@ -61,7 +61,7 @@ LEADER_S_MAX = 30.0
 POLL_S = 0.05
 """Interval of the bench's polls of STREAM/CONSUMER.INFO (bounded deadlines)."""
 TARGETS = {"pull": {"always": 0.5, "default": 0.3}}
-PHASES = ("prefill", "pull", "push", "kv_put", "kv_get")
+PHASES = ("prefill", "pull", "push", "kv_prefill", "kv_put", "kv_get")
 
 
 def leader_index(c: Cluster, api: ApiClient, stream: str) -> int:
@@ -220,7 +220,9 @@ def kv(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]
     created(api.request(f"$JS.API.STREAM.CREATE.KV_{BUCKET}", cfg), "bucket create")
     port = leader_port(c, api, f"KV_{BUCKET}")
     keys = args.size_now
-    jspub(args, port, f"$KV.{BUCKET}.k", keys, 256, keys=keys)
+    spy = Spy(c, api, f"KV_{BUCKET}", "kv_prefill", args)
+    fill = jspub(args, port, f"$KV.{BUCKET}.k", keys, 256, keys=keys)
+    spy.stop()
     spy = Spy(c, api, f"KV_{BUCKET}", "kv_put", args)
     put = jspub(args, port, f"$KV.{BUCKET}.k", args.kv_ops, 1, keys=keys)
     spy.stop()
@@ -241,7 +243,11 @@ def kv(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]
     state = api.request(f"$JS.API.STREAM.INFO.KV_{BUCKET}").get("state", {})
     if state.get("messages") != keys:
         raise RuntimeError(f"bucket holds {state.get('messages')} values, not {keys}")
-    return {"kv_put": float(put["rps"]), "kv_get": float(get["rps"])}
+    return {
+        "kv_prefill": float(fill["rps"]),
+        "kv_put": float(put["rps"]),
+        "kv_get": float(get["rps"]),
+    }
 
 
 def run_cluster(kind: str, sync: str, args: argparse.Namespace, figures: dict[str, float]) -> None:
@@ -288,13 +294,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--phases", default="pull,push,kv", help="comma list of pull, push, kv")
     p.add_argument("--json", default="", help="write the figures to this file")
     p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet's leader")
-    p.add_argument("--py-spy-phases", default="pull,push,kv_put,kv_get", help="comma list")
+    p.add_argument(
+        "--py-spy-phases", default="pull,push,kv_prefill,kv_put,kv_get", help="comma list"
+    )
     args = p.parse_args(argv)
     args.sizes = [int(x) for x in comma_list(args.size)]
     args.syncs = comma_list(args.sync)
     args.servers_list = comma_list(args.servers)
     args.phases = [
-        x for p_ in comma_list(args.phases) for x in ({"kv": ["kv_put", "kv_get"]}.get(p_, [p_]))
+        x
+        for p_ in comma_list(args.phases)
+        for x in ({"kv": ["kv_prefill", "kv_put", "kv_get"]}.get(p_, [p_]))
     ]
     if min(args.sizes) < args.consume:
         p.error("--consume must not exceed the smallest --size")

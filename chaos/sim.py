@@ -131,6 +131,10 @@ class Simulation:
             log_compaction_s_min=1e9,
             patches=frozenset() if self.cfg.stock else RaftConfig().patches - self.cfg.without,
             snapshot_chunk_bytes=512,
+            # lost forwards are given up within the settling time (3 s), so
+            # the stream workload's "no proposal forgotten" check can see them
+            forward_reply_s_max=0.8,
+            watch_s_max=1.5,
         )
         self.result = SimResult(seed)
         # checker state

@@ -32,7 +32,12 @@ Checks, besides the simulator's Raft safety checks:
   hole) and applied the same Raft index hold the same ``(last_seq, msgs)``
   and the same hash chain over ``(seq, subject, payload)`` of every message
   stored (kept incrementally by the store);
-* **a replica with a hole never leads**.
+* **a replica with a hole never leads**;
+* **no proposal forgotten** -- every publish batch proposed on a member that
+  is still running after settling has been resolved (committed, or failed
+  with an error its proposer can answer or retry): a proposal whose entry a
+  snapshot install skipped, or that a leader change left waiting, would
+  leave its publishers without any answer.
 
 CLI: ``python -m chaos.sim --workload stream --seeds 200``.
 """
@@ -98,6 +103,8 @@ class StreamSimulation(Simulation):
         self.req_ids = 0
         self.catchups = 0
         self.store_losses = 0
+        #: every publish proposal with the core (incarnation) it was made on
+        self.proposals: list[tuple[RaftCore, Proposal]] = []
         super().__init__(seed, cfg)
 
     # ------------------------------------------------------------ hooks
@@ -187,6 +194,7 @@ class StreamSimulation(Simulation):
         except RaftError:
             return
         p.on_done = self._on_done
+        self.proposals.append((core, p))
 
     def _on_done(self, p: Proposal) -> None:
         if p.error is not None or not isinstance(p.result, ApplyOutcome):
@@ -289,8 +297,14 @@ class StreamSimulation(Simulation):
                 self.result.liveness.append(
                     f"{nid} applied {core.last_applied} != {best.last_applied} after settling"
                 )
+        running = {id(c) for _, c in self.up()}
+        forgotten = [p for c, p in self.proposals if id(c) in running and not p.done]
+        if forgotten:
+            self.violation(f"{len(forgotten)} proposals never resolved on running members")
         self.result.acked = len(self.acked_seq)
         self.result.counts = {
+            "unresolved": len(forgotten),
+            "dropped": sum(1 for c, p in self.proposals if p.done and p.error is not None),
             "catchups": self.catchups,
             "store_losses": self.store_losses,
             "installs": sum(r.installs for r in self.rfsms.values()),

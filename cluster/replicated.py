@@ -18,9 +18,10 @@ it after a restart would append twice.  ``ReplicatedStreamFSM.apply_at``
 learns each entry's Raft index; the *applied mark* ``(index, last_seq, msgs)`` is
 written (write-fsync-rename, ``raft/applied.json`` in the stream's directory)
 after the store has been synced up to that point, at most every
-``MARK_INTERVAL_S``; the store is synced in the trio thread, where the
-Raft driver applies (one owner: a sync racing an append in a worker thread
-would lose the record).  At start the store is cut back to the mark's
+``MARK_INTERVAL_S``; the store's buffers are flushed in the trio thread,
+where the Raft driver applies (one owner: a flush racing an append in a
+worker thread would lose the record), and fsynced in a worker thread on a
+descriptor of its own (``_sync_store``).  At start the store is cut back to the mark's
 ``last_seq`` (the tail the crash left beyond the mark is applied again from
 the journal, never twice) and entries up to the mark's index are skipped.
 A store that holds less than the mark says, or reports damage, or lost a
@@ -100,6 +101,15 @@ ENTRY_BYTES_MAX = 4 * 1024 * 1024
 #: followers learn a commit index with the next entries, or this much later
 #: (one message, wake-up and cycle less per follower and entry)
 COMMIT_NOTIFY_S_MAX = 0.02
+#: a stream group's election timeout range (the leader steps down after the
+#: minimum without answers from a majority).  Raft's default 0.3-0.6 s is
+#: shorter than the event-loop pauses of a loaded two-core machine (a garbage
+#: collection, an fsync, the process not scheduled: 0.1-0.5 s measured with
+#: TRIJET_STALL_MS under the KV bench at load 16), which deposed healthy
+#: leaders every few seconds.  A leader that dies closes its links, and its
+#: followers then stand at once (``RaftCore.leader_link_down``), so failover
+#: after a crash does not wait for this.
+ELECTION_TIMEOUT_S = (0.6, 1.2)
 #: pysyncobj's own compaction triggers are off: the mark loop decides
 NO_COMPACTION = 2**62
 #: the journal of a stream group (file store) is compacted past these bounds
@@ -457,6 +467,8 @@ class ReplicatedGroup:
         self.served_batches = 0
         self.compactions_asked = 0
         config = RaftConfig(
+            election_timeout_s_min=ELECTION_TIMEOUT_S[0],
+            election_timeout_s_max=ELECTION_TIMEOUT_S[1],
             commit_notify_s_max=COMMIT_NOTIFY_S_MAX,
             entry_bytes_max=ENTRY_BYTES_MAX,
             log_compaction_entries_min=NO_COMPACTION,
@@ -647,11 +659,18 @@ class ReplicatedGroup:
             raise result
         return result
 
-    def start(self, op: Any, on_done: Callable[[Any, BaseException | None], None]) -> None:
+    def start(
+        self,
+        op: Any,
+        on_done: Callable[[Any, BaseException | None], None],
+        *,
+        leader_only: bool = False,
+    ) -> None:
         """Replicate ``op`` without waiting: ``on_done(outcome, error)`` is called
         from the group's driver once it is committed and applied here (the
         point where ``propose`` returns), or with the ``RaftError`` /
         ``ApplyFailed`` that ends it.  ``on_done`` must not block.
+        ``leader_only``: never forwarded to the leader (``RaftCore.propose``).
 
         Raises:
             RaftError: refused at once (QueueFull, NotLeader, NoLeader);
@@ -667,7 +686,7 @@ class ReplicatedGroup:
             else:
                 on_done(p.result, None)
 
-        self.raft.start(encode_op(op), done)
+        self.raft.start(encode_op(op), done, leader_only=leader_only)
 
     @property
     def members(self) -> list[str]:
@@ -708,9 +727,9 @@ class ReplicatedGroup:
     async def _mark_loop(self) -> None:
         """Sync the store, then move the applied mark (bounded, periodic).
 
-        The store's sync runs on the trio thread, between two applies of the
-        group's driver (never concurrently with one); only the mark file is
-        written in a worker thread.
+        The store's buffers are flushed on the trio thread, between two
+        applies of the group's driver (never concurrently with one); its
+        fsync and the mark file's write run in worker threads.
         """
         while True:
             await trio.sleep(MARK_INTERVAL_S)
@@ -721,11 +740,12 @@ class ReplicatedGroup:
                 self._maybe_compact()
                 continue
             st = self.store.state()
-            # in the store's owner thread: the Raft driver appends to the store in
-            # this one, and a sync in a worker thread racing an append loses that
-            # record (the write buffer is swapped under it)
+            # the flush in the store's owner thread: the Raft driver appends to the
+            # store in this one, and a flush in a worker thread racing an append
+            # loses that record (the write buffer is swapped under it); only the
+            # fsync, of a descriptor of its own, runs in a worker
             try:
-                self.store.sync()
+                await self._sync_store()
                 await trio.to_thread.run_sync(
                     write_mark, self.raft_dir, index, st.last_seq, st.msgs
                 )
@@ -734,6 +754,24 @@ class ReplicatedGroup:
                 continue
             self._marked = index
             self._maybe_compact()
+
+    async def _sync_store(self) -> None:
+        """Make the store durable up to now.  The buffered records are handed
+        to the OS here, in the store's owner thread; the fsync -- hundreds of
+        milliseconds on a busy disk, which held the event loop and with it
+        the group's heartbeats -- runs in a worker thread on a descriptor of
+        its own, while the driver goes on appending."""
+        flush = getattr(self.store, "flush_for_sync", None)
+        if flush is None:
+            self.store.sync()
+            return
+        fd = flush()
+        if fd is None:
+            return
+        try:
+            await trio.to_thread.run_sync(os.fsync, fd)
+        finally:
+            os.close(fd)
 
     def _maybe_compact(self) -> None:
         """Ask for a snapshot when the journal passed its bounds (file stores)."""

@@ -76,7 +76,7 @@ from cluster.ops import (
 from cluster.quarantine import Quarantine, Quarantined
 from cluster.replicated import ReplicaSpec, ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
-from raft.errors import ApplyFailed, RaftError
+from raft.errors import ApplyFailed, ProposalDropped, QueueFull, RaftError
 from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.file import FileStreamStore
@@ -92,6 +92,27 @@ EXPIRY_RETRY_S = 0.25
 QUEUE_MSGS_MAX = 100_000
 #: publish batches of a replicated stream in flight at once (each waits for its majority)
 REPLICATED_BATCHES_INFLIGHT_MAX = 64
+
+
+class NotCommitted:
+    """The answer to a publish whose batch provably did not commit on a
+    replicated stream (its entry was overwritten by a new leader, or this
+    replica no longer led when it was submitted).  The PubAck sender turns it
+    into the 503 no-responders status a publish gets from nats-server during an
+    election, which clients already retry (nats-py: ``NoStreamResponseError``)
+    -- unlike a JSON error, which they report as a failure."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_COMMITTED"
+
+
+NOT_COMMITTED = NotCommitted()
+#: ... sent this long after the drop is known: when the new leader captured the
+#: same message too (both capture while subject interest moves over routes), its
+#: PubAck reaches the client first and this late answer is ignored
+NOT_COMMITTED_DELAY_S = 1.0
 EXPIRY_RECHECK_S = 60.0
 """Longest sleep of the expiry task before it looks again (clock jumps)."""
 
@@ -180,6 +201,13 @@ class Stream:
         self._idle = trio.Event()
         self._held: trio.Event | None = None
         self._room = trio.Event()  # a replicated batch in flight was resolved
+        #: replicated publish batches answered NOT_COMMITTED / left to the
+        #: clients' timeout (outcome unknown)
+        self.refused_batches = 0
+        self.unanswered_batches = 0
+        #: NOT_COMMITTED answers waiting for their time: (due, callbacks)
+        self._late: list[tuple[float, list[OnResult]]] = []
+        self._late_added = trio.Event()
 
     @property
     def is_leader(self) -> bool:
@@ -261,7 +289,11 @@ class Stream:
         into one Raft entry), up to ``REPLICATED_BATCHES_INFLIGHT_MAX`` in
         flight; their results are handed out by ``_replicated_done``, in log
         order, from the driver once committed (durable on a majority) and
-        applied here.  What is left, or everything while a snapshot holds
+        applied here.  Publishes are proposed *leader only*: a replica that
+        captured them as leader and has lost the lead since never forwards
+        them (the new leader may have captured the same messages -- subject
+        interest moves over routes while both capture -- and a forwarded copy
+        was stored twice).  What is left, or everything while a snapshot holds
         proposals back, is the task's.
         """
         rg = self.replicated
@@ -273,15 +305,13 @@ class Stream:
             op = _publish_op(batch)
             self._inflight += 1
             try:
-                rg.start(op, partial(self._replicated_done, op, batch))
+                rg.start(op, partial(self._replicated_done, op, batch), leader_only=True)
             except (RaftError, ValueError) as exc:
                 self._inflight -= 1
                 if not self._inflight:
                     self._idle.set()
-                if isinstance(exc, RaftError):  # refused at once: unanswered, clients retry
-                    log.warning(
-                        "event=publish_not_committed stream=%s reason=%r", self.cfg.name, exc
-                    )
+                if isinstance(exc, RaftError):  # refused at once: nothing appended
+                    self._not_committed(exc, batch)
                 else:
                     self._answer_failed(exc, batch)
         if self._queue:
@@ -297,9 +327,7 @@ class Stream:
         self._room.set()
         if error is not None:
             if isinstance(error, RaftError) and not isinstance(error, ApplyFailed):
-                # not committed here (leader change, no quorum): unanswered, as
-                # nats-server leaves them; clients retry with their msg id
-                log.warning("event=publish_not_committed stream=%s reason=%r", self.cfg.name, error)
+                self._not_committed(error, batch)
             else:
                 self._answer_failed(error, batch)
             return
@@ -307,6 +335,56 @@ class Stream:
         for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
             if cb is not None:
                 cb(result)
+
+    def _not_committed(self, error: RaftError, batch: list[Queued]) -> None:
+        """A batch that this proposal did not commit.
+
+        Provably not in the log (refused because this replica no longer
+        leads, or its entry overwritten by a new leader): every publish is
+        answered ``NOT_COMMITTED`` (a 503 no-responders status), so its client
+        retries at once instead of waiting for its timeout.  When the new leader captured the
+        same message too, its PubAck was sent when that entry committed,
+        before this replica could learn that its own entry lost; the answer
+        is sent ``NOT_COMMITTED_DELAY_S`` late all the same (a refusal at
+        submission is known at once), so that PubAck comes first and the
+        client ignores this one.  A full queue is
+        answered "stream is busy".  Outcome unknown (``maybe_committed``: an
+        entry a snapshot covered, a proposal the group dropped when closing):
+        left to the clients' timeout and retry (with ``Nats-Msg-Id`` the
+        retry is deduplicated), as nats-server leaves them.
+        """
+        if isinstance(error, ProposalDropped) and error.maybe_committed:
+            self.unanswered_batches += 1
+            log.warning(
+                "event=publish_not_committed stream=%s msgs=%d reason=%r",
+                self.cfg.name,
+                len(batch),
+                error,
+            )
+            return
+        self.refused_batches += 1
+        cbs = [cb for _, _, _, cb in batch if cb is not None]
+        if isinstance(error, QueueFull):
+            busy = ApiErrorResult(503, 10077, "stream is busy")
+            for cb in cbs:
+                cb(busy)
+            return
+        if cbs:
+            self._late.append((trio.current_time() + NOT_COMMITTED_DELAY_S, cbs))
+            self._late_added.set()
+
+    async def _late_answers(self) -> None:
+        """Send the NOT_COMMITTED answers when they are due (``_not_committed``)."""
+        while True:
+            if not self._late:
+                self._late_added = trio.Event()
+                await self._late_added.wait()
+                continue
+            due, cbs = self._late[0]
+            await trio.sleep_until(due)
+            self._late.pop(0)
+            for cb in cbs:
+                cb(NOT_COMMITTED)
 
     def _take_batch(self) -> list[Queued]:
         n = min(len(self._queue), BATCH_MSGS_MAX)
@@ -354,6 +432,8 @@ class Stream:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.group.run)
             nursery.start_soon(self._expire_loop)
+            if self.replicated is not None:
+                nursery.start_soon(self._late_answers)
             if not self.group.sync_each_batch:
                 nursery.start_soon(self._sync_loop)
             task_status.started()

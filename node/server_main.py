@@ -43,8 +43,10 @@ def tune_gc() -> None:
 async def serve(cfg: ServerConfig) -> None:
     """Run a server with ``cfg`` until SIGTERM/SIGINT."""
     from node.server import Server
+    from node.stallwatch import install_from_env
 
     server = Server(cfg)
+    install_from_env()
     tune_gc()  # everything imported and built so far stays
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:

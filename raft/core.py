@@ -77,6 +77,7 @@ from raft.snapshot import SnapshotStore
 from raft.storage import Disk
 from raft.syncobj import (
     CMD_MEMBERSHIP,
+    CMD_NO_OP,
     CMD_REGULAR,
     PATCHES,
     STATE_FOLLOWER,
@@ -91,6 +92,8 @@ __all__ = ["PATCHES", "Proposal", "RaftConfig", "RaftCore", "Ready"]
 log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
+#: a proposal's entry was skipped by a snapshot install: its outcome cannot be learnt
+_OUTCOME_LOST = -1
 
 
 # --------------------------------------------------------------------- config
@@ -119,6 +122,14 @@ class RaftConfig:
     log_compaction_s_min: float = 24 * 3600.0
     snapshot_chunk_bytes: int = 256 * 1024
     forward_proposals: bool = True
+    # a proposal forwarded to the leader whose answer (the log position it
+    # took) has not come back this long is failed as maybe committed: the
+    # request or its answer was lost (a full link queue drops frames) and
+    # pysyncobj would wait for it until the next leader change
+    forward_reply_s_max: float = 2.0
+    # a forwarded proposal whose answer was lost is looked for in the applied
+    # log this long at most (``RaftCore._watch_applied``)
+    watch_s_max: float = 10.0
     # a leader's append-entries leave before its own fsync (safe: see Ready)
     send_append_entries_before_fsync: bool = True
     patches: frozenset[str] = PATCHES
@@ -164,10 +175,12 @@ class Proposal:
     ``on_done`` (if set) is called once, at release.
     """
 
-    __slots__ = ("data", "done", "error", "on_done", "result")
+    __slots__ = ("data", "done", "error", "leader_only", "on_done", "result")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, leader_only: bool = False) -> None:
         self.data = data
+        #: never forwarded: appended by this member as leader, or refused (NotLeader)
+        self.leader_only = leader_only
         self.done = False
         self.result: object = None
         self.error: RaftError | None = None
@@ -300,6 +313,7 @@ class RaftCore:
         self._inbound: deque[tuple[str, list[dict[str, Any]]]] = deque()
         self._inbound_count = 0
         self._pending: deque[Proposal] = deque()
+        self._barriers: list[Proposal] = []
         self._completions: list[tuple[Proposal, object, RaftError | None]] = []
         self._applied_results: list[object] | None = None
         self.removed = False
@@ -311,6 +325,22 @@ class RaftCore:
         #: set during a ``cycle(defer_apply=True)``: pysyncobj's tick leaves
         #: committed entries for :meth:`Ready.apply`
         self._defer_apply = False
+        #: forwarded proposals waiting for the leader's answer: request id -> since
+        self._forwarded_since: dict[int, float] = {}
+        #: the term this member last became leader in (swept then)
+        self._lead_term = -1
+        #: since when waiting proposals sit beyond this follower's log end
+        self._beyond_since: float | None = None
+        #: snapshot installs already swept for proposals they skipped
+        self._installs_swept = 0
+        #: proposals resolved by the sweeps (``status()``)
+        self.orphans_failed = 0
+        #: forwarded proposals whose answer was lost: command -> (proposals,
+        #: term then, leader it went to, give up at) (``_watch_applied``)
+        self._watch: dict[bytes, list[Any]] = {}
+        self.watch_resolved = 0
+        #: elections brought forward because the leader's link closed
+        self.leader_links_lost = 0
         conf = self.config.syncobj_conf(self.journal, self.snapshots)
         with clock.bound(now, rng):
             self.obj = TrijetSyncObj(
@@ -361,10 +391,16 @@ class RaftCore:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._inbound or self._pending)
+        return bool(self._inbound or self._pending or self._barriers)
 
-    def propose(self, data: bytes) -> Proposal:
+    def propose(self, data: bytes, *, leader_only: bool = False) -> Proposal:
         """Queue a proposal for the next cycle.
+
+        ``leader_only``: if this member is not the leader when the proposal is
+        submitted, it fails with ``NotLeader``/``NoLeader`` instead of being
+        forwarded (publishes a stream captured as leader: the new leader may
+        have captured the same message, and a forwarded copy would store it
+        twice).
 
         Raises:
             QueueFull: ``proposals_pending_max`` reached.
@@ -373,16 +409,44 @@ class RaftCore:
         """
         if len(data) > self.config.proposal_bytes_max:
             raise ValueError(f"proposal of {len(data)} bytes > {self.config.proposal_bytes_max}")
-        if not self.config.forward_proposals and not self.is_leader:
+        if (leader_only or not self.config.forward_proposals) and not self.is_leader:
             lid = self.leader_id
             if lid is None:
                 raise NoLeader("no leader known")
             raise NotLeader(lid)
         if len(self._pending) >= self.config.proposals_pending_max:
             raise QueueFull(f"{len(self._pending)} proposals pending")
-        p = Proposal(data)
+        p = Proposal(data, leader_only)
         self._pending.append(p)
         return p
+
+    def barrier(self) -> Proposal:
+        """A read barrier: resolved (result None) once an empty entry this
+        member appended as leader is committed and applied here -- so every
+        entry committed before the barrier was asked for is applied, and this
+        member was the leader then (a deposed leader that does not know it yet
+        cannot commit).  Fails with NotLeader/NoLeader if this member does not
+        lead when the cycle submits it, with ProposalDropped if the entry is
+        overwritten.  Barriers asked for in one cycle share one entry."""
+        p = Proposal(b"", leader_only=True)
+        self._barriers.append(p)
+        return p
+
+    def _submit_barriers(self) -> None:
+        waiting, self._barriers = self._barriers, []
+        if not self.is_leader:
+            lid = self.leader_id
+            refused: RaftError = NoLeader("no leader known") if lid is None else NotLeader(lid)
+            for p in waiting:
+                self._completions.append((p, None, refused))
+            return
+
+        def cb(res: Any, err: int) -> None:
+            error = None if err == FAIL_REASON.SUCCESS else self._map_error(err)
+            for p in waiting:
+                self._completions.append((p, None, error))
+
+        self.obj._applyCommand(b"", cb, CMD_NO_OP)
 
     def change_membership(self, op: str, peer_id: str) -> Proposal:
         """Propose adding (``op='add'``) or removing (``'rem'``) a member; leader only."""
@@ -400,26 +464,79 @@ class RaftCore:
 
     # ------------------------------------------------------------ the cycle
 
-    def _callback(self, props: list[Proposal]) -> Callable[[Any, int], None]:
+    def _callback(
+        self, props: list[Proposal], cmd: bytes = b"", target: str | None = None
+    ) -> Callable[[Any, int], None]:
         def cb(res: Any, err: int) -> None:
+            if cmd and err in (FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME):
+                # the answer was lost: find out from the log (``_settle_watches``)
+                w = self._watch.setdefault(cmd, [props, None, target, 0.0])
+                w[1], w[3] = self.term, self.now() + self.config.watch_s_max
+                return
+            if cmd and self._watch:
+                self._watch.pop(cmd, None)
             if err == FAIL_REASON.SUCCESS:
-                if props and (not isinstance(res, list) or len(res) != len(props)):
-                    for p in props:
-                        self._completions.append(
-                            (p, None, ProposalDropped("result mismatch", maybe_committed=True))
-                        )
-                    return
-                for p, r in zip(props, res or [None] * len(props), strict=False):
-                    if isinstance(r, ApplyFailed):
-                        self._completions.append((p, None, r))
-                    else:
-                        self._completions.append((p, r, None))
+                self._resolve(props, res)
                 return
             error = self._map_error(err)
             for p in props:
                 self._completions.append((p, None, error))
 
         return cb
+
+    def _resolve(self, props: list[Proposal], res: Any) -> None:
+        if props and (not isinstance(res, list) or len(res) != len(props)):
+            for p in props:
+                self._completions.append(
+                    (p, None, ProposalDropped("result mismatch", maybe_committed=True))
+                )
+            return
+        for p, r in zip(props, res or [None] * len(props), strict=False):
+            if isinstance(r, ApplyFailed):
+                self._completions.append((p, None, r))
+            else:
+                self._completions.append((p, r, None))
+
+    def _watch_applied(self, cmd: bytes, results: list[object] | None) -> None:
+        """A regular entry applied: a forwarded proposal's, if watched."""
+        hit = self._watch.pop(cmd, None)
+        if hit is not None:
+            self._resolve(hit[0], results)
+
+    def _settle_watches(self) -> None:
+        """Resolve forwarded proposals whose answer was lost, from the applied log.
+
+        Every proposal forwarded to the leader is watched from the start: its
+        command showing up among the applied entries resolves it, whatever
+        became of the leader's answer.  Once that answer is known lost (the
+        leader changed, or it never came), the proposal is also marked with
+        the term ``t`` this member was in then and the leader it went to: it
+        is provably not committed once an applied entry is of a later term
+        than ``t`` (a leader's own entries follow every older entry it kept),
+        or of term ``t`` from a leader other than the one it went to (only
+        that one could have appended it in ``t``; a link delivers in order,
+        so a request is never taken up after a later message of ours).  Past
+        ``watch_s_max`` it stays unknown (maybe committed).
+        """
+        j = self.journal
+        term = j.term_at(self.obj._SyncObj__raftLastApplied)
+        now = self.now()
+        for key, (props, t, target, until) in list(self._watch.items()):
+            if t is None:
+                continue  # the leader's answer may still come
+            error: RaftError
+            if term is not None and (
+                term > t or (term == t and self.term == t and self.leader_id not in (None, target))
+            ):
+                error = ProposalDropped("forwarded, not in the log", maybe_committed=False)
+            elif now > until:
+                error = ProposalDropped("forwarded, outcome unknown", maybe_committed=True)
+            else:
+                continue
+            del self._watch[key]
+            self.watch_resolved += 1
+            for p in props:
+                self._completions.append((p, None, error))
 
     def _map_error(self, err: int) -> RaftError:
         if err == FAIL_REASON.QUEUE_FULL:
@@ -438,6 +555,13 @@ class RaftCore:
 
     def _submit_pending(self) -> None:
         obj = self.obj
+        if not self.is_leader and any(p.leader_only for p in self._pending):
+            lid = self.leader_id
+            refused: RaftError = NoLeader("no leader known") if lid is None else NotLeader(lid)
+            for p in self._pending:
+                if p.leader_only:
+                    self._completions.append((p, None, refused))
+            self._pending = deque(p for p in self._pending if not p.leader_only)
         cap_bytes = self.config.entry_bytes_max - 16
         cap_n = self.config.batch_proposals_max
         for _ in range(self.config.entries_per_cycle_max):
@@ -452,7 +576,14 @@ class RaftCore:
                 batch.append(self._pending.popleft())
                 size += 4 + len(nxt.data)
             cmd = encode_batch([p.data for p in batch])
-            obj._applyCommand(cmd, self._callback(batch), CMD_REGULAR)
+            if self.is_leader:  # its own log: pysyncobj resolves it at apply
+                obj._applyCommand(cmd, self._callback(batch, cmd), CMD_REGULAR)
+                continue
+            # forwarded (or refused for want of a leader): watched in the log
+            # until its answer comes (``_settle_watches``)
+            target = self.leader_id
+            self._watch[cmd] = [batch, None, target, 0.0]
+            obj._applyCommand(cmd, self._callback(batch, cmd, target), CMD_REGULAR)
 
     def _submit_admin(self) -> None:
         obj = self.obj
@@ -514,6 +645,8 @@ class RaftCore:
                 self._follower_again()
             if self._pending and not self._holding():
                 self._submit_pending()
+            if self._barriers:
+                self._submit_barriers()
             if not self.may_lead() and obj._SyncObj__raftState != STATE_LEADER:
                 # a replica with a hole never stands for election
                 later = self.now() + self.config.election_timeout_s_max
@@ -523,6 +656,7 @@ class RaftCore:
             obj.doTick(0)
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
                 self._follower_again()
+            self._sweep_orphans()
         self._defer_apply = False
         ready = Ready(self)
         ready.early_outbox, ready.outbox = self._encode_outbox()
@@ -542,6 +676,101 @@ class RaftCore:
             )
         )
         return ready
+
+    def _sweep_orphans(self) -> None:
+        """Resolve proposals pysyncobj would leave waiting forever.
+
+        * Entries this member proposed as leader wait in pysyncobj's
+          ``commandsWaitingCommit`` until their index is applied; a snapshot
+          install jumps the applied index past them, so they never are.  After
+          an install every waiter at or below the applied index is resolved:
+          ``ProposalDropped(maybe_committed=False)`` when the journal shows
+          another term at its index (overwritten), else maybe committed (the
+          snapshot may include it; its result is unknown).
+        * A member elected leader again no longer holds some entries it
+          appended in an earlier term (a leader's log is never overwritten):
+          their waiters are discarded at once.
+        * A follower holding uncommitted entries it appended as leader in an
+          earlier term keeps their waiters until the new leader's log reaches
+          that index (maybe never: an idle group); after
+          ``forward_reply_s_max`` they are failed as maybe committed.
+        * A forwarded proposal waits for the leader's ``apply_command_response``
+          until the next leader change; a lost request or answer would keep it
+          waiting.  After ``forward_reply_s_max`` it is failed as maybe committed.
+        """
+        obj = self.obj
+        installed = self.snapshots.installed
+        if installed != self._installs_swept:
+            self._installs_swept = installed
+            waiting = obj._SyncObj__commandsWaitingCommit
+            applied = obj._SyncObj__raftLastApplied
+            for idx in sorted(i for i in waiting if i <= applied):
+                have = self.journal.term_at(idx)
+                for term, cb in waiting.pop(idx):
+                    self.orphans_failed += 1
+                    if have is not None and have != term:
+                        cb(None, FAIL_REASON.DISCARDED)
+                    else:
+                        cb(None, _OUTCOME_LOST)
+            for props, *_ in self._watch.values():  # the snapshot may hold them
+                for p in props:
+                    self._completions.append(
+                        (p, None, ProposalDropped("covered by a snapshot", maybe_committed=True))
+                    )
+            self._watch.clear()
+        if self._watch:
+            self._settle_watches()
+        waiting = obj._SyncObj__commandsWaitingCommit
+        if waiting and obj._SyncObj__raftState == STATE_LEADER and self._lead_term != self.term:
+            # elected (again): a leader's log is never overwritten, so what it
+            # proposed in an earlier term and no longer holds is lost for good
+            self._lead_term = self.term
+            j = self.journal
+            for idx in sorted(i for i, w in waiting.items() if w and j.term_at(i) != w[0][0]):
+                have = j.term_at(idx)
+                keep = []
+                for term, cb in waiting.pop(idx):
+                    if have == term:
+                        keep.append((term, cb))
+                        continue
+                    self.orphans_failed += 1
+                    cb(None, FAIL_REASON.DISCARDED)
+                if keep:
+                    waiting[idx] = keep
+        elif waiting and obj._SyncObj__raftState != STATE_LEADER:
+            # appended as leader in an earlier term and not committed: a new
+            # leader cuts or overwrites them only when its own log reaches
+            # that index, and an idle group may never get there
+            commit = obj._SyncObj__raftCommitIndex
+            term_now = obj._SyncObj__raftCurrentTerm
+            beyond = [i for i, w in waiting.items() if i > commit and w and w[0][0] < term_now]
+            if not beyond:
+                self._beyond_since = None
+            elif self._beyond_since is None:
+                self._beyond_since = self.now()
+            elif self.now() - self._beyond_since > self.config.forward_reply_s_max:
+                self._beyond_since = None
+                for idx in sorted(beyond):
+                    for _term, cb in waiting.pop(idx):
+                        self.orphans_failed += 1
+                        cb(None, FAIL_REASON.UNKNOWN_OUTCOME)
+        replies = obj._SyncObj__commandsWaitingReply
+        since = self._forwarded_since
+        if not replies:
+            if since:
+                since.clear()
+            return
+        now = self.now()
+        limit = self.config.forward_reply_s_max
+        for rid in list(replies):
+            t0 = since.setdefault(rid, now)
+            if now - t0 > limit:
+                cb = replies.pop(rid)
+                self.orphans_failed += 1
+                cb(None, FAIL_REASON.UNKNOWN_OUTCOME)
+        if len(since) > len(replies):
+            for rid in [r for r in since if r not in replies]:
+                del since[rid]
 
     def _encode_outbox(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
         """(early, late): a leader's append-entries may go before the fsync."""
@@ -617,6 +846,8 @@ class RaftCore:
             except Exception as e:
                 log.exception("event=apply_raised group=%s", self.group_id)
                 results.append(ApplyFailed(e))
+        if self._watch:
+            self._watch_applied(data, results)
         return results
 
     def _on_membership_applied(self, req: list[str]) -> None:
@@ -685,8 +916,30 @@ class RaftCore:
             "fsyncs": self.journal.fsyncs,
             "snapshots_taken": self.snapshots.taken,
             "snapshots_installed": self.snapshots.installed,
+            "orphans_failed": self.orphans_failed,
+            "watch_resolved": self.watch_resolved,
+            "watching": len(self._watch),
             "removed": self.removed,
         }
+
+    def leader_link_down(self, peer_id: str) -> bool:
+        """The link to ``peer_id`` closed.  If it is this follower's leader,
+        the election deadline is brought forward to within a third of the
+        minimum election timeout (random, against split votes): a leader whose
+        process died closes its links at once, so its group need not wait out
+        an election timeout long enough to ride out event-loop pauses.  True
+        if the deadline moved."""
+        obj = self.obj
+        if obj._SyncObj__raftState == STATE_LEADER or self.leader_id != peer_id:
+            return False
+        if not self.may_lead():
+            return False
+        soon = self.now() + self.rng.uniform(0.0, self.config.election_timeout_s_min / 3)
+        if obj._SyncObj__raftElectionDeadline <= soon:
+            return False
+        obj._SyncObj__raftElectionDeadline = soon
+        self.leader_links_lost += 1
+        return True
 
     def force_log_compaction(self) -> None:
         self.obj.forceLogCompaction()
@@ -723,3 +976,5 @@ class RaftCore:
         """Fail every queued proposal (group closing)."""
         while self._pending:
             self._pending.popleft()._finish(None, error)
+        while self._barriers:
+            self._barriers.pop()._finish(None, error)

@@ -32,6 +32,12 @@ heartbeat for a leader), then runs one cycle:
    takes milliseconds); a result is still released only after its entry is
    committed, durable and applied.
 
+A cycle the timer asked for (a follower's election deadline, a leader's
+heartbeat and majority check) first lets the link readers deliver what already
+arrived (``_let_links_deliver``): after an event-loop pause the silence it
+would act on is often only unread bytes.  A follower whose leader's link closes
+stands for election at once (``RaftCore.leader_link_down``).
+
 Proposals that pile up while a cycle's fsync runs are batched into the next
 cycle's entry, so batching grows with load by itself. No fixed tick: an idle
 follower only wakes for heartbeats (each heartbeat is a message) or its
@@ -94,6 +100,8 @@ class RaftDriver:
         self.cycles = 0
         #: True while a journal write keeps failing (this member falls behind)
         self.write_failing = False
+        #: timer cycles before which the links delivered frames (see ``_let_links_deliver``)
+        self.deliveries_before_timer = 0
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -105,9 +113,35 @@ class RaftDriver:
         self._kicked = True
         self._wake.set()
 
+    def _on_peer_down(self, peer_id: str) -> None:
+        """The link to ``peer_id`` closed: if it led, stand for election soon."""
+        if self.core.leader_link_down(peer_id):
+            self.kick()
+
     async def wait_cycle(self) -> None:
         """Wait until the next cycle has completed."""
         await self._cycle_done.wait()
+
+    async def _let_links_deliver(self) -> None:
+        """Before a cycle the timer asked for: let the link readers hand over
+        what already arrived.
+
+        A timer cycle decides on silence -- a follower's election deadline, a
+        leader's check that a majority answered within ``leaderFallbackTimeout``.
+        After the event loop was held (a long task step, a garbage collection,
+        the process not scheduled on a loaded machine) the timer and the
+        sockets' data become ready together, and in the same batch of tasks
+        the driver could run first and act on a silence that is only unread
+        bytes: a follower stood for election while the leader's heartbeat sat
+        in its socket, a leader stepped down while its followers' answers did.
+        Two scheduling rounds let every reader with data run first (the poll
+        for I/O happens between rounds); ``deliveries_before_timer`` counts
+        how often that delivered something.
+        """
+        for _ in range(2):
+            await trio.lowlevel.checkpoint()
+        if self._kicked:
+            self.deliveries_before_timer += 1
 
     async def _write_journal(self, syncer: SyncThread | None, data: bytes) -> None:
         """Append + fsync this cycle's records; retried until it succeeds.
@@ -174,6 +208,8 @@ class RaftDriver:
         core = self.core
         gid = core.group_id
         self.links.register(gid, self._on_frame)
+        watch = getattr(self.links, "on_peer_down", None)
+        unwatch = watch(self._on_peer_down) if watch is not None else None
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
         if syncer is not None:
             core.snapshots.defer_writes = True
@@ -184,8 +220,10 @@ class RaftDriver:
                 if not self._kicked:
                     # never spin: a timer that pysyncobj did not advance waits 0.5 ms
                     deadline = max(core.next_deadline(), trio.current_time() + 0.0005)
-                    with trio.move_on_at(deadline):
+                    with trio.move_on_at(deadline) as timer:
                         await self._wake.wait()
+                    if timer.cancelled_caught:
+                        await self._let_links_deliver()
                 self._wake = trio.Event()
                 self._kicked = False
                 ready = core.cycle(defer_apply=True)
@@ -212,5 +250,7 @@ class RaftDriver:
                 await trio.lowlevel.checkpoint()
         finally:
             self.links.unregister(gid)
+            if unwatch is not None:
+                unwatch()
             if syncer is not None:
                 syncer.close()

@@ -175,7 +175,23 @@ class RaftGroup:
         driver.kick()
         return await self._await(p)
 
-    def start(self, entry: bytes, on_done: Callable[[Proposal], None]) -> Proposal:
+    async def read_barrier(self) -> None:
+        """Return once this member, as leader, committed and applied an empty
+        entry (``RaftCore.barrier``): what it reads afterwards is at least as
+        new as anything committed before the call.
+
+        Raises:
+            NotLeader, NoLeader: not the leader (never forwarded).
+            ProposalDropped: the entry was overwritten (the lead was lost).
+        """
+        core, driver = self._need()
+        p = core.barrier()
+        driver.kick()
+        await self._await(p)
+
+    def start(
+        self, entry: bytes, on_done: Callable[[Proposal], None], *, leader_only: bool = False
+    ) -> Proposal:
         """Queue ``entry`` for replication without waiting for it.
 
         ``on_done(p)`` is called once, from the driver's task, when the
@@ -186,12 +202,14 @@ class RaftGroup:
         and entries of later cycles are replicated while earlier ones wait for
         their majority (pipelining).
 
+        ``leader_only``: never forwarded (``RaftCore.propose``).
+
         Raises:
             QueueFull, NotLeader, NoLeader, ValueError: refused at once, as
                 :meth:`propose` (``on_done`` is then never called).
         """
         core, driver = self._need()
-        p = core.propose(entry)
+        p = core.propose(entry, leader_only=leader_only)
         inflight = self._inflight
         inflight.add(p)
         gid = self.group_id
@@ -359,7 +377,10 @@ class RaftGroup:
         next_index, last_seen_s_ago}, fsyncs, snapshot counts."""
         if self._core is None:
             return {"group": self.group_id, "node": self.node_id, "state": "stopped"}
-        return self._core.status()
+        st = self._core.status()
+        if self._driver is not None:
+            st["deliveries_before_timer"] = self._driver.deliveries_before_timer
+        return st
 
     @property
     def write_failing(self) -> bool:

@@ -187,6 +187,8 @@ class TcpPeerLinks:
         self._dialing: set[str] = set()
         self._connected_events: dict[str, trio.Event] = {}
         self.stats = {"sent_frames": 0, "dropped_frames": 0, "auth_failures": 0, "bad_frames": 0}
+        #: called with a peer's id when its link closes (a crashed peer's at once)
+        self._down_listeners: list[Callable[[str], None]] = []
 
     # ------------------------------------------------------------ PeerLinks
 
@@ -246,6 +248,12 @@ class TcpPeerLinks:
         c = self._conns.pop(peer_id, None)
         if c is not None:
             self._close(c)
+
+    def on_peer_down(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(peer_id)`` whenever a peer's link closes (a peer
+        process that dies closes it at once); returns the undo."""
+        self._down_listeners.append(listener)
+        return lambda: self._down_listeners.remove(listener)
 
     def is_connected(self, peer_id: str) -> bool:
         c = self._conns.get(peer_id)
@@ -425,6 +433,8 @@ class TcpPeerLinks:
             self._close(c)
             if self._conns.get(peer_id) is c:
                 del self._conns[peer_id]
+                for listener in list(self._down_listeners):
+                    listener(peer_id)
             await trio.aclose_forcefully(stream)
 
     async def _reader(self, c: _Conn, rest: bytes) -> None:

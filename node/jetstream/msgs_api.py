@@ -48,6 +48,7 @@ from node.jsapi.errors import (
     STREAM_SEALED,
     JSApiError,
 )
+from raft.errors import RaftError
 from store.api import StoredMsg, StreamStore
 from store.errors import StoreError
 
@@ -103,6 +104,14 @@ async def get(svc: JetStreamService, req: ApiRequest) -> None:
     rg = stream.replicated
     if rg is not None and not rg.current:
         return  # a replica with a hole answers no reads until it caught up
+    if rg is not None:
+        # linearizable: a leader that was deposed while it could not hear (a
+        # paused process, a partition) must not answer from its stale store;
+        # it finds out here and, like a non-leader, does not answer
+        try:
+            await rg.raft.read_barrier()
+        except RaftError:
+            return
     store = stream.store
     if start is not None:
         seq = seq_from_time(store, start)

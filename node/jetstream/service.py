@@ -37,7 +37,7 @@ from cluster.api_origin import MsgHandler
 from cluster.naming import peer_id
 from cluster.quarantine import Quarantined
 from cluster.stream_fsm import ApiErrorResult, PubResult
-from cluster.streams import Stream
+from cluster.streams import NOT_COMMITTED, Stream
 from cluster.transform import cached as cached_transform
 from node.internal import InternalClient
 from node.jetstream import (
@@ -154,6 +154,10 @@ def route(op: tuple[str, ...]) -> Handler | None:
             handler, lo, hi = entry
             return handler if lo <= len(op) - n <= hi else None
     return None
+
+
+#: a 503 status, as nats-server sends a request nobody answers
+NO_RESPONDERS_STATUS = b"NATS/1.0 503\r\n\r\n"
 
 
 class JetStreamService:
@@ -467,6 +471,11 @@ class JetStreamService:
                 publish(reply, text.encode())
             elif isinstance(result, ApiErrorResult):
                 publish(reply, _pub_error(stream, result.code, result.err_code, result.description))
+            elif result is NOT_COMMITTED:  # what a publish during an election gets
+                client.out_msgs += 1
+                client.publish(reply, b"", headers=NO_RESPONDERS_STATUS)
+                if not router.flushing:
+                    router.flush()
 
         return ack
 

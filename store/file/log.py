@@ -146,6 +146,8 @@ class StreamLog(StreamIndex):
             shutil.rmtree(stage)
 
     def _load(self) -> None:
+        for s in getattr(self, "_segs", ()):  # background checkpoints land first
+            s.wait_checkpoint()
         self._finish_pending_restore()
         for p in self._dir.glob("*.tmp"):
             p.unlink()
@@ -327,6 +329,7 @@ class StreamLog(StreamIndex):
         self._bases = [s.base for s in self._segs]
 
     def _unlink(self, s: Segment) -> None:
+        s.wait_checkpoint()
         s.close_fd()
         self._fd_last = None
         if s in self._open_fds:
@@ -349,7 +352,10 @@ class StreamLog(StreamIndex):
             old.compress_file()
             self._cache.clear()
         if not old.damaged:
-            old.checkpoint(self._subjects)
+            # in the background: with many distinct subjects (a KV bucket) it
+            # takes a second or more, and a roll happens inside an apply, on
+            # every replica's event loop at the same message
+            old.checkpoint_later(self._subjects)
             old.n_mids = len(old.mids) if old.mids is not None else None
             old.mids = None  # kept by the checkpoint from now on
             if not old.ttls_lost:

@@ -29,11 +29,15 @@ prove it matches the file it describes.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
+import threading
 import zlib
 from array import array
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import compress
 from pathlib import Path
 from typing import Any
@@ -89,6 +93,86 @@ def read_file_crc(path: Path, size: int) -> int:
     return crc
 
 
+log = logging.getLogger(__name__)
+
+#: map entries per ``cbor2.dumps`` call when a checkpoint is encoded in the
+#: background: each call holds the GIL, so a large map is encoded in slices
+CBOR_SLICE = 2048
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _checkpoint_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seg-checkpoint")
+        return _pool
+
+
+def cbor_head(major: int, n: int) -> bytes:
+    """A CBOR item head (major type, argument) in its shortest form, as cbor2 writes it."""
+    m = major << 5
+    if n < 24:
+        return bytes((m | n,))
+    if n < 0x100:
+        return bytes((m | 24, n))
+    if n < 0x10000:
+        return bytes((m | 25,)) + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return bytes((m | 26,)) + n.to_bytes(4, "big")
+    return bytes((m | 27,)) + n.to_bytes(8, "big")
+
+
+def cbor_dumps_sliced(d: dict[str, Any]) -> bytes:
+    """``cbor2.dumps(d)``, byte for byte, with every large map value encoded
+    ``CBOR_SLICE`` entries per call (the GIL is released between calls)."""
+    parts = [cbor_head(5, len(d))]
+    for k, v in d.items():
+        parts.append(cbor2.dumps(k))
+        if not isinstance(v, dict) or len(v) <= CBOR_SLICE:
+            parts.append(cbor2.dumps(v))
+            continue
+        items = list(v.items())
+        parts.append(cbor_head(5, len(items)))
+        for i in range(0, len(items), CBOR_SLICE):
+            flat = [x for kv in items[i : i + CBOR_SLICE] for x in kv]
+            enc = cbor2.dumps(flat)
+            parts.append(enc[len(cbor_head(4, len(flat))) :])
+    return b"".join(parts)
+
+
+def stats_of(sids: array[int], live: bytes | bytearray, nlive: int, base: int) -> SubjectStats:
+    """Per-subject [count, first, last] over live entries (C-speed where possible)."""
+    if nlive == len(sids):
+        counts = Counter(sids)
+    else:
+        counts = Counter(compress(sids, live))
+    out: SubjectStats = {}
+    if len(counts) <= 32:
+        rev = sids[::-1]
+        n = len(sids)
+        for sid, c in counts.items():
+            i = sids.index(sid)
+            while not live[i]:
+                i = sids.index(sid, i + 1)
+            j = rev.index(sid)
+            while not live[n - 1 - j]:
+                j = rev.index(sid, j + 1)
+            out[sid] = [c, base + i, base + n - 1 - j]
+        return out
+    for i in range(len(sids)):
+        if live[i]:
+            st = out.get(sids[i])
+            if st is None:
+                out[sids[i]] = [1, base + i, base + i]
+            else:
+                st[0] += 1
+                st[2] = base + i
+    return out
+
+
 class Segment:
     """Index and I/O of one segment file (see module docstring)."""
 
@@ -123,6 +207,8 @@ class Segment:
         self.damaged = False
         self.sealed = False
         self.idx_dirty = True
+        #: a checkpoint being written in the background (``checkpoint_later``)
+        self._pending: Future[None] | None = None
         self.stats: SubjectStats | None = None
         self.gen = 0
         #: ``(msg id, seq, ts)`` of the messages carrying ``Nats-Msg-Id``, in
@@ -507,35 +593,7 @@ class Segment:
 
     def compute_stats(self) -> SubjectStats:
         """Per-subject [count, first, last] over live entries (C-speed where possible)."""
-        live = self.live
-        sids = self.sids
-        base = self.base
-        if self.nlive == len(sids):
-            counts = Counter(sids)
-        else:
-            counts = Counter(compress(sids, live))
-        out: SubjectStats = {}
-        if len(counts) <= 32:
-            rev = sids[::-1]
-            n = len(sids)
-            for sid, c in counts.items():
-                i = sids.index(sid)
-                while not live[i]:
-                    i = sids.index(sid, i + 1)
-                j = rev.index(sid)
-                while not live[n - 1 - j]:
-                    j = rev.index(sid, j + 1)
-                out[sid] = [c, base + i, base + n - 1 - j]
-            return out
-        for i in range(len(sids)):
-            if live[i]:
-                st = out.get(sids[i])
-                if st is None:
-                    out[sids[i]] = [1, base + i, base + i]
-                else:
-                    st[0] += 1
-                    st[2] = base + i
-        return out
+        return stats_of(self.sids, self.live, self.nlive, self.base)
 
     # ------------------------------------------------------------------ checkpoint
 
@@ -546,14 +604,51 @@ class Segment:
         is rescanned.  Damaged segments are never checkpointed, so their
         damage is found (and reported) again at every open.
         """
-        if self.damaged:
+        self.wait_checkpoint()
+        job = self._checkpoint_job(subjects)
+        if job is not None:
+            job()
+
+    def checkpoint_later(self, subjects: list[str]) -> None:
+        """``checkpoint`` with the work done in a background thread.
+
+        The segment's index is copied here (C-speed copies); the per-subject
+        statistics, the encoding and the write -- a second or more for a
+        segment of tens of thousands of distinct subjects, the KV shape --
+        happen in the checkpoint thread, which releases the GIL between
+        slices (``CBOR_SLICE``), so the caller's event loop keeps running.
+        Whatever reads or replaces the checkpoint file first waits for it
+        (``wait_checkpoint``).
+        """
+        self.wait_checkpoint()
+        job = self._checkpoint_job(subjects)
+        if job is not None:
+            self._pending = _checkpoint_pool().submit(job)
+
+    def wait_checkpoint(self) -> None:
+        """Wait for a background checkpoint of this segment (if any).  A
+        failed one is logged: the segment is rescanned at the next open."""
+        f, self._pending = self._pending, None
+        if f is None:
             return
+        try:
+            f.result()
+        except OSError as exc:
+            log.warning("event=segment_checkpoint_failed path=%s error=%r", self.idx_path, exc)
+
+    def _checkpoint_job(self, subjects: list[str]) -> Callable[[], None] | None:
+        """The checkpoint of the segment as it is now, as a call that touches
+        nothing of the segment (copies only; safe in another thread)."""
+        if self.damaged:
+            return None
         self.flush()
         if self.file_crc is None:
             self.file_crc = read_file_crc(self.path, self.file_size)
-        stats = self.compute_stats()
-        used = set(stats)
-        d: dict[str, Any] = {
+        sids = array("I", self.sids)
+        live = bytes(self.live)
+        nlive, base = self.nlive, self.base
+        names = list(subjects)
+        head: dict[str, Any] = {
             "base": self.base,
             "file_size": self.file_size,
             "file_crc": self.file_crc,
@@ -562,24 +657,37 @@ class Segment:
             "last_ts": self.last_ts,
             "floor": self.floor,
             "sealed": self.sealed,
-            "subj": {sid: subjects[sid] for sid in set(self.sids) | used},
+        }
+        tail: dict[str, Any] = {
             "offs": self.offs.tobytes(),
             "sizes": self.sizes.tobytes(),
-            "sids": self.sids.tobytes(),
-            "live": bytes(self.live),
+            "sids": sids.tobytes(),
+            "live": live,
             "tombs": self.tombs.tobytes(),
-            "stats": {k: v for k, v in stats.items()},
+        }
+        rest: dict[str, Any] = {
             "ch": [a.tobytes() for a in (self.ch_lstart, self.ch_foff, self.ch_rlen, self.ch_clen)],
             "mids": self._mids_for_checkpoint(),
             "ttls": self._ttls_for_checkpoint(),
         }
-        body = cbor2.dumps(d)
-        data = IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
-        tmp = self.idx_path.with_suffix(".idx.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, self.idx_path)
+        idx_path = self.idx_path
         self.idx_dirty = False
+
+        def job() -> None:
+            stats = stats_of(sids, live, nlive, base)
+            d = dict(head)
+            d["subj"] = {sid: names[sid] for sid in set(sids) | set(stats)}
+            d.update(tail)
+            d["stats"] = stats
+            d.update(rest)
+            body = cbor_dumps_sliced(d)
+            data = IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
+            tmp = idx_path.with_suffix(".idx.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, idx_path)
+
+        return job
 
     def _mids_for_checkpoint(self) -> list[list[Any]] | None:
         """The msg ids to write: those in memory, else the current
@@ -589,6 +697,7 @@ class Segment:
             return [[m.encode("utf-8", "surrogateescape"), q, t] for m, q, t in self.mids]
         if self.n_mids == 0:
             return []
+        self.wait_checkpoint()
         ck = load_checkpoint(self.idx_path)
         got = ck.get("mids") if ck is not None else None
         return got if isinstance(got, list) else None
@@ -598,6 +707,7 @@ class Segment:
             return [list(e) for e in self.ttls]
         if self.ttls_lost:
             return None
+        self.wait_checkpoint()
         ck = load_checkpoint(self.idx_path)
         got = ck.get("ttls") if ck is not None else None
         return got if isinstance(got, list) else None
@@ -620,6 +730,7 @@ class Segment:
             return self.mids
         if self.n_mids == 0:
             return []
+        self.wait_checkpoint()
         return self.disk_mids_of(load_checkpoint(self.idx_path))
 
     @staticmethod
@@ -637,6 +748,7 @@ class Segment:
 
     def drop_checkpoint(self) -> None:
         """Remove a checkpoint that no longer matches the file."""
+        self.wait_checkpoint()
         self.idx_dirty = True
         try:
             self.idx_path.unlink()

@@ -722,6 +722,21 @@ class FileStreamStore(StreamLog):
         self._settle_skip()
         self._active.sync()
 
+    def flush_for_sync(self) -> int | None:
+        """``sync`` without its fsync: every buffered record handed to the OS;
+        returns a duplicate of the active segment's descriptor for the caller
+        to fsync (from any thread: the descriptor is its own) and close, or
+        None when nothing is open.  An fsync of it makes durable everything
+        ``sync`` would have (earlier segments were synced when they sealed).
+        """
+        self._check_open()
+        if self._pending_tombs:
+            self._finish_op()
+        self._settle_skip()
+        self._active.flush()
+        fd = self._active.fd
+        return None if fd is None else os.dup(fd)
+
     def close(self) -> None:
         """See ``StreamStore.close``: sync, checkpoint changed segments, close fds."""
         if self._closed:
@@ -730,6 +745,7 @@ class FileStreamStore(StreamLog):
         self._settle_skip()
         self._active.sync()
         for s in self._segs:
+            s.wait_checkpoint()
             if s.idx_dirty and not s.damaged:
                 s.checkpoint(self._subjects)
         self._close_files()
