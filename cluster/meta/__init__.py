@@ -24,6 +24,7 @@ from cluster.meta.machine import (
     peer_entry,
     remove_peer_entry,
     remove_server_entry,
+    scale_fields,
     update_stream_entry,
 )
 
@@ -47,5 +48,6 @@ __all__ = [
     "peer_entry",
     "remove_peer_entry",
     "remove_server_entry",
+    "scale_fields",
     "update_stream_entry",
 ]

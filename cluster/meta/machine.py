@@ -24,6 +24,20 @@ not the proposer — answers the client once the change is real on it.  Effects
 are only emitted while ``listener`` is set: replays of the journal at start
 emit nothing; the shell reconciles from the state instead.
 
+Scaling (STREAM.UPDATE with another ``num_replicas``) is decided here too,
+from the state and the entry only: growing keeps every current peer and
+places the new ones with the same placement code (the newcomers are
+``joiners``: with no state of their own they start their replica knowing only
+the peers that were there before them, so they can never elect each other
+over the data's holders, and none of them leads before it caught up — a
+replica with a hole never stands); an R1 stream that was never replicated
+gets the Raft group name the proposer drew (``raft`` turns on: its host turns
+its store into the group's first state).  Shrinking keeps the stream's leader
+as the proposer saw it (``leader`` in the entry) and then the older peers;
+the group stays a Raft group even at one replica (its consumers live in its
+log).  The servers make the membership real one change at a time
+(``node.jetstream.membership``).
+
 Snapshots are one cbor2 document of the whole state (``snapshot``/``restore``).
 """
 
@@ -59,6 +73,7 @@ __all__ = [
     "peer_entry",
     "remove_peer_entry",
     "remove_server_entry",
+    "scale_fields",
     "update_stream_entry",
 ]
 
@@ -99,6 +114,10 @@ class StreamAssignment:
         group: its Raft group name (``S-R1F-…``).
         peers: the servers holding it; the first is the preferred leader.
         created_ns: creation time (the proposer's clock).
+        raft: whether it runs a Raft group (None: when it has two peers or
+            more; a stream scaled down to one keeps its group).
+        joiners: peers added by the last scale-up, which join the running
+            group (they start knowing only the others, never each other).
     """
 
     name: str
@@ -106,24 +125,41 @@ class StreamAssignment:
     group: str
     peers: tuple[str, ...]
     created_ns: int
+    raft: bool | None = None
+    joiners: tuple[str, ...] = ()
+
+    @property
+    def replicated(self) -> bool:
+        """Whether the stream runs a Raft group (else an R1 ``LocalGroup``)."""
+        return self.raft if self.raft is not None else len(self.peers) > 1
 
     def to_doc(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "name": self.name,
             "config": dict(self.config),
             "group": self.group,
             "peers": list(self.peers),
             "created": self.created_ns,
         }
+        if self.raft is not None:
+            doc["raft"] = self.raft
+        if self.joiners:
+            doc["joiners"] = list(self.joiners)
+        return doc
 
     @classmethod
     def from_doc(cls, d: Mapping[str, Any]) -> StreamAssignment:
+        raft = d.get("raft")
+        if raft is not None and not isinstance(raft, bool):
+            raise EntryError("raft: not a bool")
         return cls(
             _s(d, "name"),
             _map(d, "config"),
             _s(d, "group"),
             tuple(_strs(d, "peers")),
             _i(d, "created"),
+            raft,
+            tuple(_strs(d, "joiners")) if "joiners" in d else (),
         )
 
 
@@ -194,12 +230,18 @@ class StreamAssigned:
 
 @dataclass(frozen=True, slots=True)
 class StreamUpdated:
-    """A stream's config was replaced (``old`` is the config before)."""
+    """A stream's config was replaced (``old`` is the config before);
+    ``old_peers`` differ from the assignment's when it was scaled."""
 
     assignment: StreamAssignment
     old: Mapping[str, Any]
     reply: str
     origin: Mapping[str, Any] = field(default_factory=dict)
+    old_peers: tuple[str, ...] = ()
+
+    @property
+    def scaled(self) -> bool:
+        return bool(self.old_peers) and self.old_peers != self.assignment.peers
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,13 +327,47 @@ def add_stream_entry(
 
 
 def update_stream_entry(
-    config: Mapping[str, Any], *, reply: str, origin: Mapping[str, Any] | None = None
+    config: Mapping[str, Any],
+    *,
+    reply: str,
+    origin: Mapping[str, Any] | None = None,
+    scale: Mapping[str, Any] | None = None,
 ) -> bytes:
-    """Replace a stream's config (validated by the proposer against the state)."""
+    """Replace a stream's config (validated by the proposer against the state).
+
+    Args:
+        origin: the request (``origin_doc``), which the host's answer audits.
+        scale: required when ``num_replicas`` changes (``scale_fields``);
+            without it such an update is refused (10061), as before scaling.
+    """
     body: dict[str, Any] = {"config": dict(config), "reply": reply}
     if origin:
         body["origin"] = dict(origin)
+    if scale is not None:
+        body["scale"] = dict(scale)
     return _dump(MetaOp.UPDATE_STREAM, body)
+
+
+def scale_fields(
+    *, group: str, seed: int, online: Iterable[str], unique_tag: str, leader: str
+) -> dict[str, Any]:
+    """What a scaling update carries from the proposer's view.
+
+    Args:
+        group: a Raft group name drawn for a stream that gets its first group.
+        seed: seeds placement's RNG.
+        online: servers the proposer sees as up.
+        unique_tag: the proposer's ``unique_tag`` setting.
+        leader: the stream's leader as the proposer saw it ("" unknown):
+            kept when scaling down.
+    """
+    return {
+        "group": group,
+        "seed": seed,
+        "online": sorted(online),
+        "unique_tag": unique_tag,
+        "leader": leader,
+    }
 
 
 def delete_stream_entry(name: str, *, reply: str) -> bytes:
@@ -583,7 +659,9 @@ class MetaMachine:
         if isinstance(chosen, NoPlacement) or not chosen:
             return PEER_REMAP_FAILED
         added = chosen[0]
-        new = StreamAssignment(name, sa.config, sa.group, (*keep, added), sa.created_ns)
+        new = StreamAssignment(
+            name, sa.config, sa.group, (*keep, added), sa.created_ns, sa.replicated, (added,)
+        )
         self.streams[name] = new
         self._emit(StreamPeersChanged(new, sa.peers, peer, added))
         return PeerReplaced(new, peer, added)
@@ -593,19 +671,55 @@ class MetaMachine:
         name = _s(config, "name")
         reply = _s(d, "reply")  # every field checked before the state changes
         origin = _origin(d)
+        scale = d.get("scale")
+        if scale is not None and not isinstance(scale, dict):
+            raise EntryError("scale: not a map")
+        if scale is not None:
+            _s(scale, "group"), _i(scale, "seed"), _strs(scale, "online")
+            _s(scale, "unique_tag"), _s(scale, "leader")
         old = self.streams.get(name)
         if old is None:
             return STREAM_NOT_FOUND
-        if (config.get("num_replicas") or 1) != (old.config.get("num_replicas") or 1):
-            # the peers are the assignment's: scaling needs a membership change
-            # (not built), whatever the proposer's view was
-            return REPLICAS_NOT_UPDATABLE
+        want = _replicas(config)
+        if want == _replicas(old.config):
+            sa = StreamAssignment(
+                name, config, old.group, old.peers, old.created_ns, old.raft, old.joiners
+            )
+        else:
+            if scale is None:  # an entry from before scaling existed
+                return REPLICAS_NOT_UPDATABLE
+            scaled = self._scale(old, config, scale)
+            if isinstance(scaled, MetaError):
+                return scaled
+            sa = scaled
         if config.get("subjects") != old.config.get("subjects") and self._overlaps(config, name):
             return SUBJECT_OVERLAP
-        sa = StreamAssignment(name, config, old.group, old.peers, old.created_ns)
         self.streams[name] = sa
-        self._emit(StreamUpdated(sa, old.config, reply, origin))
+        self._emit(StreamUpdated(sa, old.config, reply, origin, old.peers))
         return Assigned(sa, created=False)
+
+    def _scale(
+        self, old: StreamAssignment, config: Mapping[str, Any], scale: Mapping[str, Any]
+    ) -> StreamAssignment | MetaError:
+        """The assignment of ``old`` scaled to ``config``'s ``num_replicas``."""
+        want = _replicas(config)
+        if want > len(old.peers):
+            chosen = self._place(config, scale, keep=old.peers)
+            if isinstance(chosen, NoPlacement):
+                return MetaError(400, 10005, chosen.description)
+            added = tuple(p for p in chosen if p not in old.peers)[: want - len(old.peers)]
+            if len(old.peers) + len(added) < want:
+                return MetaError(400, 10005, "no suitable peers for placement")
+            group = old.group if old.replicated else _s(scale, "group")
+            return StreamAssignment(
+                old.name, config, group, (*old.peers, *added), old.created_ns, True, added
+            )
+        leader = _s(scale, "leader")
+        order = ([leader] if leader in old.peers else []) + [p for p in old.peers if p != leader]
+        peers = tuple(order[:want])
+        return StreamAssignment(
+            old.name, config, old.group, peers, old.created_ns, old.replicated, ()
+        )
 
     def _delete_stream(self, d: Mapping[str, Any]) -> Removed | MetaError:
         name, reply = _s(d, "name"), _s(d, "reply")  # checked before the state changes
@@ -638,7 +752,10 @@ class MetaMachine:
         for sa, added in changes:
             rest = tuple(p for p in sa.peers if p != server)
             peers = (*rest, added) if added is not None else rest
-            new = StreamAssignment(sa.name, sa.config, sa.group, peers, sa.created_ns)
+            joiners = (added,) if added is not None else ()
+            new = StreamAssignment(
+                sa.name, sa.config, sa.group, peers, sa.created_ns, sa.replicated, joiners
+            )
             self.streams[sa.name] = new
             self._emit(StreamPeersChanged(new, sa.peers, server, added or ""))
         return ServerRemoved(server, tuple(sa.name for sa, _ in changes))
@@ -667,6 +784,13 @@ class MetaMachine:
             sa = StreamAssignment.from_doc(sd)
             streams[sa.name] = sa
         self.peers, self.streams = peers, streams
+
+
+def _replicas(config: Mapping[str, Any]) -> int:
+    n = config.get("num_replicas") or 1
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise EntryError("num_replicas: not a positive integer")
+    return n
 
 
 def specs_of(machine: MetaMachine, online: Sequence[str]) -> list[PeerSpec]:

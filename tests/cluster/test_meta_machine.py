@@ -26,6 +26,7 @@ from cluster.meta.machine import (
     NAME_IN_USE,
     PEER_NOT_MEMBER,
     PEER_REMAP_FAILED,
+    REPLICAS_NOT_UPDATABLE,
     SERVER_NOT_MEMBER,
     STREAM_NOT_FOUND,
     Assigned,
@@ -47,6 +48,7 @@ from cluster.meta.machine import (
     peer_entry,
     remove_peer_entry,
     remove_server_entry,
+    scale_fields,
     update_stream_entry,
 )
 
@@ -74,6 +76,17 @@ def _add(config: dict[str, Any], *, seed: int = 7, online: Any = SERVERS, **kw: 
 
 def _raw(op: object, **body: Any) -> bytes:
     return cbor2.dumps({"v": 1, "op": op, **body}, canonical=True)
+
+
+def _scale(
+    *,
+    group: str = "S-R3F-new",
+    seed: int = 7,
+    online: Any = SERVERS,
+    unique_tag: str = "",
+    leader: str = "",
+) -> dict[str, Any]:
+    return scale_fields(group=group, seed=seed, online=online, unique_tag=unique_tag, leader=leader)
 
 
 def _machine(*servers: str, tags: tuple[str, ...] = ()) -> MetaMachine:
@@ -121,6 +134,16 @@ adds_st = st.builds(
     st.integers(0, 2**62),
 )
 updates_st = st.builds(lambda cfg: update_stream_entry(cfg, reply="_INBOX.u"), configs_st)
+scales_st = st.builds(
+    lambda cfg, seed, online, ut, leader: update_stream_entry(
+        cfg, reply="_INBOX.s", scale=_scale(seed=seed, online=online, unique_tag=ut, leader=leader)
+    ),
+    configs_st,
+    st.integers(-(2**63), 2**63),
+    st.lists(st.sampled_from(SERVERS), unique=True),
+    st.sampled_from(("", "az:")),
+    st.sampled_from(("", *SERVERS, "n9")),
+)
 deletes_st = st.builds(lambda n: delete_stream_entry(n, reply=""), st.sampled_from((*NAMES, "Z")))
 removes_st = st.builds(
     lambda n, p, seed, online, ut: remove_peer_entry(n, p, seed=seed, online=online, unique_tag=ut),
@@ -178,6 +201,8 @@ entries_st = st.lists(
         adds_st,
         adds_st,
         updates_st,
+        scales_st,
+        scales_st,
         deletes_st,
         removes_st,
         server_removes_st,
@@ -380,7 +405,10 @@ def test_update_keeps_placement_and_emits_old_config() -> None:
         first.assignment.peers,
         first.assignment.created_ns,
     )
-    assert effects == [StreamUpdated(sa, first.assignment.config, "_INBOX.u")]
+    assert effects == [
+        StreamUpdated(sa, first.assignment.config, "_INBOX.u", old_peers=first.assignment.peers)
+    ]
+    assert not effects[0].scaled  # type: ignore[attr-defined]
 
 
 def test_update_and_delete_of_unknown_are_10059() -> None:
@@ -592,3 +620,123 @@ def test_apply_refuses_overlapping_subjects_decided_elsewhere() -> None:
     assert isinstance(moved, MetaError) and moved.err_code == 10065
     kept = m.apply(update_stream_entry({"name": "B", "subjects": ["y"], "max_msgs": 3}, reply=""))
     assert isinstance(kept, Assigned)
+
+
+# ---------------------------------------------------------------- scaling (STREAM.UPDATE num_replicas)
+
+
+def _scaled(m: MetaMachine, name: str, replicas: int, **kw: Any) -> object:
+    cfg = dict(m.streams[name].config, num_replicas=replicas)
+    return m.apply(update_stream_entry(cfg, reply="_INBOX.s", scale=_scale(**kw)))
+
+
+def test_scale_up_keeps_the_holder_first_and_places_joiners() -> None:
+    m = _machine()
+    first = m.apply(_add(_cfg("A")))
+    assert isinstance(first, Assigned)
+    holder = first.assignment.peers
+    effects: list[object] = []
+    m.listener = effects.append
+    got = _scaled(m, "A", 3)
+    assert isinstance(got, Assigned) and not got.created
+    sa = got.assignment
+    assert sa.peers[:1] == holder and len(set(sa.peers)) == 3
+    assert sa.joiners == sa.peers[1:]
+    # its first Raft group: the proposer's name; it runs a group from now on
+    assert sa.group == "S-R3F-new" and sa.replicated and sa.raft is True
+    assert sa.config["num_replicas"] == 3 and sa.created_ns == first.assignment.created_ns
+    assert effects == [StreamUpdated(sa, first.assignment.config, "_INBOX.s", old_peers=holder)]
+    assert effects[0].scaled  # type: ignore[attr-defined]
+
+
+def test_scale_down_keeps_the_leader_and_the_group() -> None:
+    m = _machine()
+    got = m.apply(_add(_cfg("A", num_replicas=3)))
+    assert isinstance(got, Assigned)
+    r3 = got.assignment
+    leader = r3.peers[2]
+    down = _scaled(m, "A", 1, leader=leader)
+    assert isinstance(down, Assigned)
+    sa = down.assignment
+    assert sa.peers == (leader,) and sa.group == r3.group and sa.joiners == ()
+    assert sa.replicated  # a scaled-down stream keeps its group (its consumers are in it)
+    # leader unknown (or not a member): the older peers stay
+    up = _scaled(m, "A", 3)
+    assert isinstance(up, Assigned) and up.assignment.group == r3.group  # no new group
+    assert up.assignment.peers[0] == leader and set(up.assignment.joiners) == set(
+        up.assignment.peers[1:]
+    )
+    two = _scaled(m, "A", 2, leader="n9")
+    assert isinstance(two, Assigned) and two.assignment.peers == up.assignment.peers[:2]
+
+
+def test_scale_without_the_scale_fields_is_10061_and_changes_nothing() -> None:
+    m = _machine()
+    m.apply(_add(_cfg("A")))
+    before = m.snapshot()
+    got = m.apply(update_stream_entry(_cfg("A", num_replicas=3), reply=""))
+    assert got == REPLICAS_NOT_UPDATABLE
+    assert isinstance(got, MetaError) and (got.code, got.err_code) == (400, 10061)
+    assert m.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("replicas", "online", "description"),
+    [
+        (5, SERVERS, "no suitable peers for placement"),
+        (3, ("n1",), "no suitable peers for placement"),  # only the holder is up
+    ],
+)
+def test_scale_beyond_the_servers_is_10005_and_changes_nothing(
+    replicas: int, online: tuple[str, ...], description: str
+) -> None:
+    m = _machine()
+    m.apply(_add(_cfg("A"), online=["n1"]))
+    before = m.snapshot()
+    got = _scaled(m, "A", replicas, online=online)
+    assert isinstance(got, MetaError) and (got.code, got.err_code) == (400, 10005)
+    assert got.description.startswith(description)
+    assert m.snapshot() == before
+
+
+def test_scale_honours_the_placement_tags() -> None:
+    m = _machine(tags=("ssd",))  # every server tagged
+    m.apply(peer_entry(PeerRecord("n5", "C1", ())))
+    got = m.apply(_add(_cfg("A", placement={"tags": ["ssd"]})))
+    assert isinstance(got, Assigned)
+    up = _scaled(m, "A", 4)
+    assert isinstance(up, Assigned) and "n5" not in up.assignment.peers
+
+
+def test_a_scaled_assignment_survives_a_snapshot() -> None:
+    m = _machine()
+    m.apply(_add(_cfg("A")))
+    _scaled(m, "A", 3)
+    sa = m.streams["A"]
+    r = _restored(m)
+    assert r.streams["A"] == sa and r.snapshot() == m.snapshot()
+    _scaled(m, "A", 1, leader=sa.peers[1])
+    r = _restored(m)
+    assert r.streams["A"].replicated and r.streams["A"].peers == (sa.peers[1],)
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries_st)
+def test_assignments_stay_well_formed_under_scaling(entries: list[bytes]) -> None:
+    m = MetaMachine()
+    for e in entries:
+        before = dict(m.streams)
+        got = m.apply(e)
+        for name, sa in m.streams.items():
+            assert len(set(sa.peers)) == len(sa.peers) >= 1
+            assert set(sa.joiners) <= set(sa.peers)
+            assert sa.replicated or len(sa.peers) == 1
+            old = before.get(name)
+            if old is None or not isinstance(got, Assigned) or old is sa:
+                continue
+            if len(sa.peers) > len(old.peers):  # grown: every holder kept, first
+                assert sa.peers[: len(old.peers)] == old.peers and sa.replicated
+            elif len(sa.peers) < len(old.peers):  # shrunk: a subset, same group
+                assert set(sa.peers) <= set(old.peers) and sa.group == old.group
+            if old.replicated:  # a Raft group, once there, stays (and keeps its name)
+                assert sa.replicated and sa.group == old.group
