@@ -47,6 +47,18 @@ missing messages from the leader's store in bounded batches
 (``cluster.catchup``), then writes its mark and resumes from the journal.
 A brand-new empty peer takes the same path: it catches up by itself.
 
+Bootstrap (an R1 stream scaled up, ``write_bootstrap``): the group is
+born on the server that holds the stream's store, with that server alone as
+member, and the store *is* its first state.  ``raft/bootstrap.cbor`` (written
+before the group first runs) carries the R1 consumers' configs and states and
+says so: the group writes an applied mark at the store's state (index 0:
+nothing to skip, nothing to cut), installs the consumers into its table, and
+once it leads takes a snapshot (its journal is cut behind it), so that a
+member added later installs the snapshot and fetches the messages through
+catch-up instead of replaying a journal that never held them; then the file
+goes and ``bootstrapped`` is set (members are added only after that).  A
+restart before then does it all again from the file.
+
 Consumer entries (``cluster.consumer_table``) ride in the same log and are
 applied to the stream's ``ConsumerTable`` on every replica, *always*: the
 table is memory only and is rebuilt at start from the whole journal, so the
@@ -74,7 +86,8 @@ import trio
 
 from cluster import catchup
 from cluster.consumer_table import ConsumerTable
-from cluster.ops import CONSUMER_ENTRY_TYPES, decode_any, encode_op
+from cluster.group_bootstrap import read_bootstrap, unlink_bootstrap
+from cluster.ops import CONSUMER_ENTRY_TYPES, ConsumerRemove, decode_any, encode_op
 from cluster.stream_fsm import StreamStateMachine
 from cluster.stream_snapshot import (
     ConsumerSnap,
@@ -96,6 +109,12 @@ log = logging.getLogger(__name__)
 #: how often the applied mark moves (store synced, then the mark written)
 MARK_INTERVAL_S = 0.2
 MARK_FILE = "applied.json"
+#: entries applied before the bootstrap snapshot (see ``_bootstrap``)
+BOOTSTRAP_APPLIED_MIN = 3
+#: a consumer name no consumer has (``$`` is not allowed in names): a no-op entry
+BOOTSTRAP_NOOP = "$bootstrap"
+#: how often a bootstrapping group looks whether it leads / its snapshot is taken
+BOOTSTRAP_POLL_S = 0.05
 #: a stream group's Raft entries: one batch of publishes (its bytes bounded by the stream)
 ENTRY_BYTES_MAX = 4 * 1024 * 1024
 #: followers learn a commit index with the next entries, or this much later
@@ -442,6 +461,14 @@ class ReplicatedGroup:
         self.raft_dir = raft_dir
         #: a memory store starts empty: the whole journal applies again
         self.durable_store = durable_store
+        #: set once the group may take members (see Bootstrap in the module doc)
+        self.bootstrapped = trio.Event()
+        boot = read_bootstrap(raft_dir)
+        if boot is None:
+            self.bootstrapped.set()
+        elif durable_store and not (raft_dir / MARK_FILE).exists():
+            st = store.state()  # the R1 store is the group's first state
+            write_mark(raft_dir, 0, st.last_seq, st.msgs)
         # applied past the mark before a crash: those entries apply again (the
         # stream rebuilds its dedupe table from the store afterwards)
         index = (
@@ -450,6 +477,8 @@ class ReplicatedGroup:
             else 0
         )
         self.rfsm = ReplicatedStreamFSM(fsm, index)
+        if boot:  # before the journal replays the consumers' ops on top
+            self.rfsm.consumers.install(list(boot))
         self.rfsm.before_snapshot = store.sync
         self._marked = index
         self.links = links
@@ -515,9 +544,33 @@ class ReplicatedGroup:
                 nursery.start_soon(self._mark_loop)
                 nursery.start_soon(self._catchup_loop)
                 nursery.start_soon(self._serve_loop)
+                if not self.bootstrapped.is_set():
+                    nursery.start_soon(self._bootstrap)
                 task_status.started()
         finally:
             self.links.unregister(ch)
+
+    async def _bootstrap(self) -> None:
+        """Born from an R1 store: once leading, snapshot the store's state so
+        members added later get it (never a journal without its messages)."""
+        while True:
+            st = self.raft.status()
+            if st.get("first_index", 0) > 1:  # the journal is cut behind a snapshot
+                break
+            if self.is_leader and self.rfsm.current:
+                try:
+                    if st.get("applied", 0) < BOOTSTRAP_APPLIED_MIN:
+                        # pysyncobj keeps the entry before the last applied one: the
+                        # journal is cut past index 1 only with three entries applied
+                        await self.raft.propose(encode_op(ConsumerRemove(BOOTSTRAP_NOOP)))
+                        continue
+                    self.raft.force_log_compaction()
+                except RaftError:
+                    pass
+            await trio.sleep(BOOTSTRAP_POLL_S)
+        await trio.to_thread.run_sync(unlink_bootstrap, self.raft_dir)
+        log.info("event=stream_group_bootstrapped group=%s node=%s", self.group_id, self.node_id)
+        self.bootstrapped.set()
 
     def _on_damaged(self) -> None:
         """The store failed under an apply: a leader hands the lead over."""
