@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -219,6 +220,20 @@ class JetStreamApi:
         """Reopen stream ``cfg`` from its data on disk (its consumers are the
         caller's)."""
         return await self._start(cfg, created_ns, fresh=False, replica=replica)
+
+    async def regroup_stream(self, cfg: StreamConfig, replica: ReplicaSpec) -> Stream:
+        """Run R1 stream ``cfg.name`` as a replicated group over its store
+        (``StreamRegistry.regroup``); its feeds and listeners start afresh."""
+        self.stream(cfg.name)
+        self.sourcing.stream_deleted(cfg.name)
+        stream = await self._registry.regroup(cfg, replica)
+        for cb in self.on_stream_started:
+            cb(stream)
+        return stream
+
+    def raft_dir(self, name: str) -> Path | None:
+        """Where stream ``name``'s group keeps its journal (None: no directory)."""
+        return self._registry.raft_dir(name)
 
     async def saved_stream(self, name: str) -> tuple[StreamConfig, int] | None:
         """``(config, created_ns)`` of stream ``name``'s data on disk, if any.

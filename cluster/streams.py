@@ -557,6 +557,20 @@ class Stream:
         self.fsm.report_stored = cfg.republish is not None  # Stored effects to republish
         return result
 
+    async def quiesce(self) -> None:
+        """Stop proposing for good and wait until nothing is in flight (the
+        stream is about to be regrouped: its store moves to a new ``Stream``).
+        Publishes queued meanwhile are never proposed here (never answered:
+        clients retry, with ``Nats-Msg-Id`` against duplicates)."""
+        while self._held is not None:
+            await self._held.wait()
+        self._held = trio.Event()  # never set: the task is cancelled next
+        while self._inflight:
+            self._idle = trio.Event()
+            await self._idle.wait()
+        if not self.group.sync_each_batch:
+            await self.group.sync()
+
     async def snapshot(self) -> tuple[bytes, StreamState]:
         """The state machine's snapshot document and the store's state, taken
         at one applied point.
@@ -710,6 +724,33 @@ class StreamRegistry:
             return g
 
         return make
+
+    async def regroup(self, cfg: StreamConfig, replica: ReplicaSpec) -> Stream:
+        """Run R1 stream ``cfg.name`` as a replicated group over the same store
+        (scaled up): the old ``Stream`` is quiesced and its task stopped, a
+        new one takes the store (file or memory alike) and the group.
+
+        Raises:
+            KeyError: no such stream.
+        """
+        old = self.streams[cfg.name]
+        await old.quiesce()
+        self._scopes.pop(cfg.name).cancel()
+        del self.streams[cfg.name]
+        self._starting.add(cfg.name)
+        try:
+            factory = self._group_factory(cfg, replica)
+            stream = Stream(cfg, old.store, old.created_ns, group_factory=factory)
+            if self.dir is not None and cfg.storage is Storage.FILE:
+                await trio.to_thread.run_sync(self._write_config, cfg, old.created_ns)
+            await self._launch(stream)
+        finally:
+            self._starting.discard(cfg.name)
+        return stream
+
+    def raft_dir(self, name: str) -> Path | None:
+        """Where stream ``name``'s group keeps its journal (None: no directory)."""
+        return self._stream_dir(name) / "raft" if self.dir is not None else None
 
     async def _launch(self, stream: Stream) -> None:
         scope = trio.CancelScope()

@@ -38,9 +38,10 @@ from cluster.meta import (
 )
 from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
+from node.jetstream import scaling
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, checked_off_loop, dumps, error
 from node.jsapi import render
-from node.jsapi.errors import STREAM_NOT_FOUND, STREAM_REPLICAS_NOT_UPDATABLE, JSApiError
+from node.jsapi.errors import STREAM_NOT_FOUND, JSApiError
 from node.jsapi.streamconfig import (
     check_overlap,
     check_recreate,
@@ -138,15 +139,19 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
         cfg = check_update(old, new, clustered=svc.clustered)
-        if cfg.num_replicas != old.num_replicas:  # scaling is not built yet
-            raise JSApiError(STREAM_REPLICAS_NOT_UPDATABLE)
         svc.limits.check_update(old, cfg, existing.values())
         if not svc.clustered:
             svc.resources.check_update(old, cfg, existing.values())
         await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
     except JSApiError as err:
         raise error(type_, err) from None
-    entry = update_stream_entry(cfg.to_dict(), reply=req.reply.decode(), origin=_origin(svc, req))
+    scale = None
+    sa = meta.assignment(cfg.name)
+    if svc.meta is not None and sa is not None and cfg.num_replicas != old.num_replicas:
+        scale = await scaling.scale_request(svc, sa, cfg)  # placed in meta apply
+    entry = update_stream_entry(
+        cfg.to_dict(), reply=req.reply.decode(), origin=_origin(svc, req), scale=scale
+    )
     result = await _propose(svc, entry)
     if isinstance(result, MetaError):
         raise _refusal(type_, result)

@@ -225,6 +225,10 @@ class Membership:
                 return True
             try:
                 missing = sorted(target - members)
+                if missing and not rg.bootstrapped.is_set():
+                    # born from an R1 store: nobody joins before its first snapshot
+                    await rg.bootstrapped.wait()
+                    continue
                 if missing:
                     log.info("event=stream_member_add stream=%s peer=%s", name, missing[0])
                     await rg.raft.add_member(missing[0])
@@ -260,6 +264,10 @@ class Membership:
         return True
 
     # -- a leaver ---------------------------------------------------------------
+
+    def leave(self, stream: Stream) -> None:
+        """This server is no longer assigned ``stream``: drop it once out of its group."""
+        self._leave(stream)
 
     def _leave(self, stream: Stream) -> None:
         name = stream.cfg.name

@@ -355,7 +355,7 @@ class MetaLayer:
     ) -> ReplicaSpec | None:
         """This server's place in ``sa``'s Raft group (None for R1); ``members``
         overrides the assignment's peers (a newcomer joining a running group)."""
-        if len(sa.peers) < 2:
+        if not sa.replicated:
             return None
         peers = tuple(members) if members is not None else tuple(sa.peers)
         js = self.journal_bounds
@@ -565,7 +565,11 @@ class MetaLayer:
             if self.hosts(effect.assignment):
                 await meta_effects.assigned(self.svc, effect)
         elif isinstance(effect, StreamUpdated):
-            if self.hosts(effect.assignment):
+            if effect.scaled:
+                from node.jetstream import scaling
+
+                await scaling.scaled(self.svc, effect)
+            elif self.hosts(effect.assignment):
                 await meta_effects.updated(self.svc, effect)
         elif isinstance(effect, StreamRemoved):
             if effect.assignment.name in self.svc.api.streams:

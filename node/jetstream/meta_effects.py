@@ -13,15 +13,18 @@ otherwise moves the old directory aside (never deletes it) and starts fresh.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
 
+from cluster.group_bootstrap import write_bootstrap
 from cluster.meta import StreamAssigned, StreamAssignment, StreamRemoved, StreamUpdated
 from cluster.model import StreamConfig
 from cluster.replicated import ReplicaSpec
 from cluster.streams import SavedConfigDamaged, Stream
 from node.jsapi import render
+from raft.core import safe_file_stem
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
@@ -57,6 +60,8 @@ async def ensure_local(
     this server catches up; a later entry assigns the newer one).
     """
     cfg = StreamConfig.from_dict(sa.config)
+    if join is None and sa.replicated:
+        join = await _first_members(svc, sa)
     replica = svc.assignments.replica_spec(sa, members=join)
     if saved is _UNREAD:
         try:
@@ -79,6 +84,45 @@ async def ensure_local(
             where,
         )
     return await svc.api.create_stream(cfg, created_ns=sa.created_ns, replica=replica)
+
+
+async def _first_members(svc: JetStreamService, sa: StreamAssignment) -> tuple[str, ...] | None:
+    """The members a replica of ``sa`` starts with when its group's journal
+    does not say yet (None: the assignment's peers, as at creation).
+
+    * the holder of an R1 store that was scaled up (a restart before or during
+      its regroup, ``node.jetstream.scaling``): itself alone, the store is the
+      group's first state (the bootstrap file is written here if it was not);
+    * a joiner with nothing of the group yet: the peers before the joiners.
+    """
+    from node.jetstream import scaling
+
+    me = svc.server.server_name
+    raft_dir = svc.api.raft_dir(sa.name)
+    if raft_dir is None or _has_group_state(raft_dir, sa.group):
+        return None
+    if scaling.pending_bootstrap(svc, sa.name):
+        return (me,)
+    try:
+        saved = await svc.api.saved_stream(sa.name)
+    except SavedConfigDamaged:
+        saved = None
+    if saved is not None and saved[1] == sa.created_ns and not raft_dir.exists():
+        # an R1 store (its stream never had a group here) assigned a group meanwhile
+        cfg = StreamConfig.from_dict(sa.config)
+        entries = await trio.to_thread.run_sync(scaling.r1_consumers_on_disk, svc, cfg)
+        await trio.to_thread.run_sync(write_bootstrap, raft_dir, entries)
+        await trio.to_thread.run_sync(scaling.forget_r1_consumers, svc, sa.name)
+        log.info("event=stream_regroup_at_start stream=%s group=%s", sa.name, sa.group)
+        return (me,)
+    if me in sa.joiners:
+        return scaling.joining_members(sa, me)
+    return None
+
+
+def _has_group_state(raft_dir: Path, group: str) -> bool:
+    stem = safe_file_stem(group)
+    return (raft_dir / (stem + ".journal")).exists() or (raft_dir / (stem + ".snap")).exists()
 
 
 def _damaged(

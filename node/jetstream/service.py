@@ -534,7 +534,8 @@ class JetStreamService:
     def cluster_block(self, stream: Stream | None = None) -> dict[str, Any]:
         """StreamInfo ``cluster`` of a stream this server leads."""
         if self.meta is not None:
-            if stream is not None and stream.replicated is not None:
+            rg = stream.replicated if stream is not None else None
+            if rg is not None and (stream.cfg.num_replicas > 1 or len(rg.members) > 1):
                 return self.meta.replicated_block(stream)
             return {"name": self.meta.cluster_name, "leader": self.server.server_name}
         return {"leader": self.server.server_name}
