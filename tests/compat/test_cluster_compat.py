@@ -618,3 +618,97 @@ def test_delivery_with_the_followers_stopped(pair: Pair, ack: str) -> None:
     # explicit: nats-server delivered nothing in most runs, its message in 1 of 6
     # (not understood; its code holds such deliveries until the delivered
     # state has a quorum): not compared
+
+
+# ------------------------------------------------------ scaling through STREAM.UPDATE (§5.1)
+
+
+def update(name: str, **cfg: Any) -> Req:
+    body = {"name": name, "subjects": [name.lower() + ".>"], **cfg}
+    return Req(f"$JS.API.STREAM.UPDATE.{name}", json.dumps(body))
+
+
+@pytest.mark.parametrize(
+    ("stream", "cfg"),
+    [
+        ("SR", {"num_replicas": 5}),  # 400/10005 no suitable peers for placement
+        ("SR", {"num_replicas": 4}),
+        ("SR", {"num_replicas": -1}),  # 400/10133
+        ("ST", {"num_replicas": 2, "placement": {"tags": ["ssd"]}}),  # …, tags not matched
+        ("NOPE", {"num_replicas": 3}),  # 404/10059
+    ],
+)
+def test_scale_refusals(pair: Pair, stream: str, cfg: dict[str, Any]) -> None:
+    pair.one(0, create("SR"))
+    pair.one(0, create("ST", placement={"tags": ["ssd"]}))
+    ref, _ = pair.one(1, update(stream, **cfg))
+    assert "error" in ref
+
+
+def _scale_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """What must agree in a scaling update's answer: keys in order, the config
+    (version metadata aside), the state's counts and the cluster's name.  The
+    rest of the ``cluster`` block is a view of a change in progress (the
+    reference adds ``desired``, trijet does not)."""
+    if "error" in doc:
+        return doc
+    cfg = {k: v for k, v in doc["config"].items() if k != "metadata"}
+    st = doc["state"]
+    return {
+        "keys": list(doc),
+        "config": cfg,
+        "state": (st["messages"], st["first_seq"], st["last_seq"]),
+        "cluster": doc["cluster"]["name"],
+    }
+
+
+def _settled_block(side: Side, stream: str, replicas: int) -> dict[str, Any]:
+    """The stream's ``cluster`` block once the change is done (bounded wait)."""
+    deadline = time.monotonic() + 30
+    while True:
+        cl = side.ask(0, Req(f"$JS.API.STREAM.INFO.{stream}"))[0].json().get("cluster") or {}
+        reps = cl.get("replicas") or []
+        done = (
+            "desired" not in cl
+            and "leader" in cl
+            and len(reps) == replicas - 1
+            and all(r.get("current") for r in reps)
+        )
+        if done or time.monotonic() > deadline:
+            return dict(cl)
+        time.sleep(0.1)  # the change goes on in the background (an absence is polled)
+
+
+def _block_view(cl: dict[str, Any]) -> dict[str, Any]:
+    view: dict[str, Any] = {"keys": list(cl)}
+    if "raft_group" in cl:
+        view["group"] = cl["raft_group"][:6]
+        view["replica_keys"] = [sorted(r) for r in cl["replicas"]]
+    return view
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+def test_scale_up_and_down_replies_and_settled_views(pair: Pair, storage: str) -> None:
+    name = "SU" if storage == "file" else "SM"
+    made(pair, create(name, storage=storage))
+    for i in range(5):
+        pair.ask(0, Req(f"{name.lower()}.a", f"m{i}"))
+    made(pair, consumer(name, "D"))
+    made(pair, consumer(name, "E1", num_replicas=1))
+    for replicas in (3, 1, 3, 2):
+        r, t = pair.ask(1, update(name, storage=storage, num_replicas=replicas))
+        assert len(r) == 1 and len(t) == 1, (replicas, render(r), render(t))
+        rv, tv = _scale_view(r[0].json()), _scale_view(t[0].json())
+        assert tv == rv, f"R{replicas}"
+        rb = _block_view(_settled_block(pair.ref, name, replicas))
+        tb = _block_view(_settled_block(pair.tj, name, replicas))
+        assert tb == rb, f"settled at R{replicas}"
+        for c in ("D", "E1"):  # a durable with 0 follows the stream; an explicit 1 stays R1
+            req = Req(f"$JS.API.CONSUMER.INFO.{name}.{c}")
+            deadline = time.monotonic() + 20
+            while True:  # the reference moves consumers after the stream (polled, bounded)
+                rc, tc = pair.ref.ask(2, req)[0].json(), pair.tj.ask(2, req)[0].json()
+                if _consumer_view(tc) == _consumer_view(rc) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert _consumer_view(tc) == _consumer_view(rc), f"{c} at R{replicas}"
