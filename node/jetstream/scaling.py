@@ -127,9 +127,11 @@ async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
         return  # another incarnation runs here
     if me in sa.peers:
         if local is None:
-            log.info("event=stream_replica_joining stream=%s group=%s", sa.name, sa.group)
-            await meta_effects.ensure_local(svc, sa, join=joining_members(sa, me))
-            return  # a joiner never answers: the leader does
+            log.info("event=stream_replica_starting stream=%s group=%s", sa.name, sa.group)
+            # its first members from what its disk holds (``meta_effects``): the
+            # holder restarted before it regrouped bootstraps, a joiner joins
+            await meta_effects.ensure_local(svc, sa)
+            return  # a joiner never answers: the leader does (a restarted holder: lost)
         if local.replicated is None and sa.replicated:
             local = await regroup(svc, local, sa)
         elif local.cfg != cfg:
