@@ -47,6 +47,7 @@ with ``python -m chaos.sim --workload meta --seed N``.
 from __future__ import annotations
 
 import hashlib
+import random
 from typing import Any, BinaryIO
 
 from chaos.sim import SimConfig, Simulation
@@ -58,6 +59,7 @@ from cluster.meta.machine import (
     add_stream_entry,
     delete_stream_entry,
     peer_entry,
+    scale_fields,
     update_stream_entry,
 )
 from raft.core import Proposal, RaftCore
@@ -130,6 +132,8 @@ class MetaSimulation(Simulation):
         self.forward_share = 0.0
         self.inflight: tuple[RaftCore, Proposal, float] | None = None
         super().__init__(seed, cfg)
+        #: scaling choices (a stream of its own: the other requests stay as they were)
+        self.scale_rng = random.Random(f"scale-{seed}")
 
     # ------------------------------------------------------------ hooks
 
@@ -224,12 +228,25 @@ class MetaSimulation(Simulation):
             fsm = proposer.fsm
             assert isinstance(fsm, RecordingMetaMachine)
             seen = fsm.machine.streams.get(cfg["name"])
-            if seen is not None:  # the proposer validated: same replicas and placement
-                cfg["num_replicas"] = seen.config.get("num_replicas")
+            scale = None
+            if seen is not None:  # the proposer validated: same placement
                 cfg.pop("placement", None)
                 if "placement" in seen.config:
                     cfg["placement"] = seen.config["placement"]
-            entry = update_stream_entry(cfg, reply=reply)
+                if cfg["num_replicas"] == (seen.config.get("num_replicas") or 1):
+                    pass
+                elif self.scale_rng.random() < 0.5:  # a scale, with the proposer's view
+                    sr = self.scale_rng
+                    scale = scale_fields(
+                        group=f"S-R3F-{self.seed:x}{self.requests:06x}",
+                        seed=sr.getrandbits(63),
+                        online=sr.sample(online, sr.randint(max(0, len(online) - 1), len(online))),
+                        unique_tag=sr.choice(("", "", "az:")),
+                        leader=sr.choice([*seen.peers, ""]),
+                    )
+                else:
+                    cfg["num_replicas"] = seen.config.get("num_replicas")
+            entry = update_stream_entry(cfg, reply=reply, scale=scale)
         else:
             entry = delete_stream_entry(r.choice(STREAM_NAMES), reply=reply)
         self.well_formed.add(entry)
@@ -288,6 +305,10 @@ class MetaSimulation(Simulation):
             replicas = sa.config.get("num_replicas") or 1
             if sa.name != name or len(sa.peers) != replicas or len(set(sa.peers)) != replicas:
                 self.violation(f"stream {name}: {len(sa.peers)} peers for R{replicas}: {sa}")
+            if len(sa.peers) > 1 and not sa.replicated:
+                self.violation(f"stream {name}: {len(sa.peers)} peers without a Raft group")
+            if not set(sa.joiners) <= set(sa.peers):
+                self.violation(f"stream {name}: joiners {sa.joiners} not among {sa.peers}")
             if not set(sa.peers) <= set(m.peers):
                 self.violation(f"stream {name} placed on unknown servers {sa.peers}")
             if sa.group in groups:

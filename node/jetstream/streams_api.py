@@ -304,7 +304,8 @@ def step_down(svc: JetStreamService, stream: Stream, body: dict[str, Any], type_
     """Hand ``stream``'s lead over as a stepdown request ``body`` asks
     (answered at once; errors as ``type_``)."""
     rg = stream.replicated
-    if rg is None or svc.meta is None:
+    if rg is None or svc.meta is None or len(rg.members) < 2:
+        # R1 (a stream scaled down to one keeps a one-member group): nothing moves
         return dumps({"type": type_, "success": True})
     placement = body.get("placement") if isinstance(body.get("placement"), dict) else {}
     tags = placement.get("tags") if isinstance(placement.get("tags"), list) else []

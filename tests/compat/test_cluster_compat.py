@@ -703,6 +703,8 @@ def test_scale_up_and_down_replies_and_settled_views(pair: Pair, storage: str) -
         rb = _block_view(_settled_block(pair.ref, name, replicas))
         tb = _block_view(_settled_block(pair.tj, name, replicas))
         assert tb == rb, f"settled at R{replicas}"
+        if replicas == 1:  # R1: success, nothing moves
+            pair.one(0, Req(f"$JS.API.STREAM.LEADER.STEPDOWN.{name}"))
         for c in ("D", "E1"):  # a durable with 0 follows the stream; an explicit 1 stays R1
             req = Req(f"$JS.API.CONSUMER.INFO.{name}.{c}")
             deadline = time.monotonic() + 20
