@@ -43,6 +43,7 @@ Snapshots are one cbor2 document of the whole state (``snapshot``/``restore``).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,6 +119,8 @@ class StreamAssignment:
             more; a stream scaled down to one keeps its group).
         joiners: peers added by the last scale-up, which join the running
             group (they start knowing only the others, never each other).
+        desired_ns: when the last scale was asked (the proposer's clock; 0: never).
+        origin: the replica count before the last scale (StreamInfo ``desired``).
     """
 
     name: str
@@ -127,6 +130,8 @@ class StreamAssignment:
     created_ns: int
     raft: bool | None = None
     joiners: tuple[str, ...] = ()
+    desired_ns: int = 0
+    origin: int = 0
 
     @property
     def replicated(self) -> bool:
@@ -145,6 +150,8 @@ class StreamAssignment:
             doc["raft"] = self.raft
         if self.joiners:
             doc["joiners"] = list(self.joiners)
+        if self.desired_ns or self.origin:
+            doc["desired"] = [self.desired_ns, self.origin]
         return doc
 
     @classmethod
@@ -152,6 +159,13 @@ class StreamAssignment:
         raft = d.get("raft")
         if raft is not None and not isinstance(raft, bool):
             raise EntryError("raft: not a bool")
+        desired = d.get("desired", [0, 0])
+        if (
+            not isinstance(desired, list)
+            or len(desired) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in desired)
+        ):
+            raise EntryError("desired: not [time, origin]")
         return cls(
             _s(d, "name"),
             _map(d, "config"),
@@ -160,6 +174,8 @@ class StreamAssignment:
             _i(d, "created"),
             raft,
             tuple(_strs(d, "joiners")) if "joiners" in d else (),
+            desired[0],
+            desired[1],
         )
 
 
@@ -349,7 +365,13 @@ def update_stream_entry(
 
 
 def scale_fields(
-    *, group: str, seed: int, online: Iterable[str], unique_tag: str, leader: str
+    *,
+    group: str,
+    seed: int,
+    online: Iterable[str],
+    unique_tag: str,
+    leader: str,
+    created_ns: int = 0,
 ) -> dict[str, Any]:
     """What a scaling update carries from the proposer's view.
 
@@ -360,8 +382,10 @@ def scale_fields(
         unique_tag: the proposer's ``unique_tag`` setting.
         leader: the stream's leader as the proposer saw it ("" unknown):
             kept when scaling down.
+        created_ns: the proposer's wall clock (StreamInfo ``desired.created``).
     """
     return {
+        "created": created_ns,
         "group": group,
         "seed": seed,
         "online": sorted(online),
@@ -676,15 +700,13 @@ class MetaMachine:
             raise EntryError("scale: not a map")
         if scale is not None:
             _s(scale, "group"), _i(scale, "seed"), _strs(scale, "online")
-            _s(scale, "unique_tag"), _s(scale, "leader")
+            _s(scale, "unique_tag"), _s(scale, "leader"), _i(scale, "created")
         old = self.streams.get(name)
         if old is None:
             return STREAM_NOT_FOUND
         want = _replicas(config)
         if want == _replicas(old.config):
-            sa = StreamAssignment(
-                name, config, old.group, old.peers, old.created_ns, old.raft, old.joiners
-            )
+            sa = dataclasses.replace(old, config=config)
         else:
             if scale is None:  # an entry from before scaling existed
                 return REPLICAS_NOT_UPDATABLE
@@ -711,14 +733,23 @@ class MetaMachine:
             if len(old.peers) + len(added) < want:
                 return MetaError(400, 10005, "no suitable peers for placement")
             group = old.group if old.replicated else _s(scale, "group")
-            return StreamAssignment(
-                old.name, config, group, (*old.peers, *added), old.created_ns, True, added
-            )
-        leader = _s(scale, "leader")
-        order = ([leader] if leader in old.peers else []) + [p for p in old.peers if p != leader]
-        peers = tuple(order[:want])
+            peers = (*old.peers, *added)
+            joiners = added
+        else:
+            leader = _s(scale, "leader")
+            order = [leader] if leader in old.peers else []
+            peers = tuple([*order, *(p for p in old.peers if p != leader)][:want])
+            group, joiners = old.group, ()
         return StreamAssignment(
-            old.name, config, old.group, peers, old.created_ns, old.replicated, ()
+            old.name,
+            config,
+            group,
+            peers,
+            old.created_ns,
+            True if want > len(old.peers) else old.replicated,
+            joiners,
+            _i(scale, "created"),
+            _replicas(old.config),
         )
 
     def _delete_stream(self, d: Mapping[str, Any]) -> Removed | MetaError:

@@ -415,6 +415,14 @@ class MetaLayer:
             entry["peer"] = peer_id(name)
             replicas.append(entry)
         doc["replicas"] = replicas
+        if sa is not None and sa.desired_ns and set(sa.peers) != set(rg.members):
+            # a scale in progress (reference §1.4; no ``status``: trijet's steps differ)
+            doc["desired"] = {
+                "created": _rfc3339(sa.desired_ns),
+                "name": self.cluster_name,
+                "replicas": [{"name": p, "peer": peer_id(p)} for p in sa.peers],
+                "origin": {"replicas": sa.origin},
+            }
         return doc
 
     def answers(self, op: tuple[str, ...]) -> bool | None:

@@ -99,10 +99,15 @@ async def _first_members(svc: JetStreamService, sa: StreamAssignment) -> tuple[s
 
     me = svc.server.server_name
     raft_dir = svc.api.raft_dir(sa.name)
-    if raft_dir is None or _has_group_state(raft_dir, sa.group):
+    if raft_dir is None:
         return None
     if scaling.pending_bootstrap(svc, sa.name):
+        # a crash mid-regroup (the group may have a journal already, with no
+        # member but this one yet): alone again; the file holds the consumers
+        await trio.to_thread.run_sync(scaling.forget_r1_consumers, svc, sa.name)
         return (me,)
+    if _has_group_state(raft_dir, sa.group):
+        return None
     try:
         saved = await svc.api.saved_stream(sa.name)
     except SavedConfigDamaged:

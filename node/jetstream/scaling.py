@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -74,6 +75,7 @@ async def scale_request(
         online=meta.online(),
         unique_tag=meta.unique_tag,
         leader=leader,
+        created_ns=time.time_ns(),
     )
 
 
@@ -114,7 +116,7 @@ def joining_members(sa: StreamAssignment, me: str) -> tuple[str, ...]:
 async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
     """A stream's peers changed through STREAM.UPDATE: this server's part."""
     from node.jetstream import meta_effects
-    from node.jetstream.streams_api import info_dict
+    from node.jetstream.streams_api import apply_update, info_dict
 
     assert svc.meta is not None
     me = svc.server.server_name
@@ -134,6 +136,9 @@ async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
             return  # a joiner never answers: the leader does (a restarted holder: lost)
         if local.replicated is None and sa.replicated:
             local = await regroup(svc, local, sa)
+        elif local.cfg != cfg and local.is_leader:
+            # other fields may have changed with the replicas: through the log
+            local = await apply_update(svc, local.cfg, cfg)
         elif local.cfg != cfg:
             await svc.api.adopt_config(cfg)
         svc.membership.leadership(local, local.is_leader)
@@ -144,10 +149,12 @@ async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
     else:
         return
     if effect.reply and await meta_effects.answering(svc, local):
-        await svc.server.routes_barrier()
         from node.jsapi import render
 
-        svc.answer(effect.reply.encode(), render.stream_update_response(info_dict(svc, local)))
+        # the view as the change starts (``desired``), as the reference answers at once
+        body = render.stream_update_response(info_dict(svc, local))
+        await svc.server.routes_barrier()
+        svc.answer(effect.reply.encode(), body)
 
 
 async def regroup(svc: JetStreamService, stream: Stream, sa: StreamAssignment) -> Stream:

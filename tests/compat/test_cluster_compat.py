@@ -647,18 +647,23 @@ def test_scale_refusals(pair: Pair, stream: str, cfg: dict[str, Any]) -> None:
 
 def _scale_view(doc: dict[str, Any]) -> dict[str, Any]:
     """What must agree in a scaling update's answer: keys in order, the config
-    (version metadata aside), the state's counts and the cluster's name.  The
-    rest of the ``cluster`` block is a view of a change in progress (the
-    reference adds ``desired``, trijet does not)."""
+    (version metadata aside), the state's counts, the cluster's name and its
+    ``desired`` block (keys but ``replicas``, which the reference fills in a
+    moment later when scaling down and trijet at once; ``origin``).  The rest
+    of the ``cluster`` block is a view of a change in progress (the reference
+    answers before its new group elected a leader, trijet after)."""
     if "error" in doc:
         return doc
     cfg = {k: v for k, v in doc["config"].items() if k != "metadata"}
     st = doc["state"]
+    desired = doc["cluster"].get("desired") or {}
     return {
         "keys": list(doc),
         "config": cfg,
         "state": (st["messages"], st["first_seq"], st["last_seq"]),
         "cluster": doc["cluster"]["name"],
+        "desired": [k for k in desired if k != "replicas"],
+        "origin": desired.get("origin"),
     }
 
 
