@@ -851,8 +851,10 @@ class RaftCore:
         return results
 
     def _on_membership_applied(self, req: list[str]) -> None:
-        if req[0] == "rem" and req[1] == self.node_id:
-            self.removed = True
+        if req[1] == self.node_id:
+            # the latest change about this node decides: one removed and added
+            # again (a stream scaled down and up) replays both while it catches up
+            self.removed = req[0] == "rem"
 
     # ------------------------------------------------------------ state
 

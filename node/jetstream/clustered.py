@@ -149,6 +149,7 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
     sa = meta.assignment(cfg.name)
     if svc.meta is not None and sa is not None and cfg.num_replicas != old.num_replicas:
         scale = await scaling.scale_request(svc, sa, cfg)  # placed in meta apply
+        log.info("event=stream_scale_proposed stream=%s replicas=%d", cfg.name, cfg.num_replicas)
     entry = update_stream_entry(
         cfg.to_dict(), reply=req.reply.decode(), origin=_origin(svc, req), scale=scale
     )

@@ -125,6 +125,12 @@ async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
         return  # a later entry changed it again: that one's effect acts
     cfg = StreamConfig.from_dict(sa.config)
     local = svc.api.streams.get(sa.name)
+    log.info(
+        "event=stream_scaled stream=%s peers=%s old=%s",
+        sa.name,
+        ",".join(sa.peers),
+        ",".join(effect.old_peers),
+    )
     if local is not None and local.created_ns != sa.created_ns:
         return  # another incarnation runs here
     if me in sa.peers:
@@ -155,6 +161,7 @@ async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
         body = render.stream_update_response(info_dict(svc, local))
         await svc.server.routes_barrier()
         svc.answer(effect.reply.encode(), body)
+        log.info("event=stream_scale_answered stream=%s", sa.name)
 
 
 async def regroup(svc: JetStreamService, stream: Stream, sa: StreamAssignment) -> Stream:

@@ -254,3 +254,37 @@ async def test_add_and_remove_member(mock_clock: trio.testing.MockClock) -> None
             await c.wait_applied(3)
         assert d.g.core.fsm.values == [b"v1", b"v2", b"v3"]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_member_removed_and_added_again_is_not_removed(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Regression (chaos scale-churn --target trijet --seed 8): a replica that rejoins
+    replays its own earlier removal from the leader's journal before its re-add; the
+    ``removed`` flag stuck, and at the next scale-down it dropped its copy before the
+    leader had it out of the group (the group lost its quorum)."""
+    from tests.raft.cluster_helpers import Member
+
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        await leader.g.propose(b"v1")
+        d = Member(c, "d", [m.node_id for m in c.live()])
+        c.members["d"] = d
+        await d.start()
+        with trio.fail_after(5):
+            await leader.g.add_member("d")
+            await leader.g.remove_member("d")
+        await d.crash(lose_unsynced=False)
+        again = Member(c, "d", [m.node_id for m in c.live() if m.node_id != "d"])  # empty
+        c.members["d"] = again
+        await again.start()
+        with trio.fail_after(5):
+            await leader.g.add_member("d")
+        assert await leader.g.propose(b"v2") == 2
+        with trio.fail_after(5):
+            await c.wait_applied(2)
+        assert again.g.core.fsm.values == [b"v1", b"v2"]
+        assert not again.g.core.removed
+        nursery.cancel_scope.cancel()
