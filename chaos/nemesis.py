@@ -9,7 +9,8 @@ phase is cancelled.  Loops are bounded by the deadline and by ``ROUNDS_MAX``.
 
 Fault families (chaos-matrix.md): F1 kill, F2 bounce, F3 pause, F4 partitions (isolate, 2/1,
 bridge, one-way, flapping), F5 slow links, F8 pause-kill composite, F9 corruption of a minority's
-files while down, F13 stream-leader stepdown churn and peer-remove churn (R2 streams), F6/F7 power loss (``chaos.powerloss``).
+files while down, F13 stream-leader stepdown churn, peer-remove churn (R2 streams) and
+scale churn (LOG R3 → R1 → R3 through STREAM.UPDATE), F6/F7 power loss (``chaos.powerloss``).
 """
 
 from __future__ import annotations

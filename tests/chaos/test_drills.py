@@ -4,7 +4,8 @@ Each drill is ``python -m chaos run`` in miniature (a few seconds of faults, see
 its replay command) and asserts the checkers' verdicts where the target is known to hold them:
 nats-server with ``sync_interval: always``, every fault family the harness was proven on;
 trijet (R3 streams and their consumers through the streams' Raft groups; R2 for peer-remove),
-every fault family it holds today (F1 F2 F3 F4 F5 F7 F8 F9 F13 stepdown and peer-remove; F6 is
+every fault family it holds today (F1 F2 F3 F4 F5 F7 F8 F9 F13 stepdown, peer-remove and
+scale-churn; F6 is
 F7 on one node, left to the campaign; not F11 disk-full: a write error ends the node's stream
 groups until restart): the stream side (S1-S7, S3 replica agreement, W2, KV), the consumer side
 (C1-C6) and L1.
@@ -200,3 +201,9 @@ def test_trijet_bounce_power_loss_corrupt_minority(tmp_path: Path) -> None:
 @pytest.mark.timeout(90)
 def test_trijet_peer_remove(tmp_path: Path) -> None:
     assert_trijet(trijet_drill(tmp_path, "peer-remove", 31))
+
+
+@pytest.mark.timeout(90)
+def test_trijet_scale_churn(tmp_path: Path) -> None:
+    """F13: LOG scaled R3 → R1 → R3 through STREAM.UPDATE while the workloads run."""
+    assert_trijet(trijet_drill(tmp_path, "scale-churn", 32, duration=6.0))
