@@ -116,7 +116,7 @@ def joining_members(sa: StreamAssignment, me: str) -> tuple[str, ...]:
 async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
     """A stream's peers changed through STREAM.UPDATE: this server's part."""
     from node.jetstream import meta_effects
-    from node.jetstream.streams_api import apply_update, info_dict
+    from node.jetstream.streams_api import info_dict
 
     assert svc.meta is not None
     me = svc.server.server_name
@@ -139,18 +139,14 @@ async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
             # its first members from what its disk holds (``meta_effects``): the
             # holder restarted before it regrouped bootstraps, a joiner joins
             await meta_effects.ensure_local(svc, sa)
-            return  # a joiner never answers: the leader does (a restarted holder: lost)
+            return  # a joiner never answers (nor a holder back from a crash): the leader does
         if local.replicated is None and sa.replicated:
             local = await regroup(svc, local, sa)
-        elif local.cfg != cfg and local.is_leader:
-            # other fields may have changed with the replicas: through the log
-            local = await apply_update(svc, local.cfg, cfg)
-        elif local.cfg != cfg:
-            await svc.api.adopt_config(cfg)
+        else:
+            local = await _take_config(svc, local, cfg)
         svc.membership.leadership(local, local.is_leader)
-    elif local is not None:
-        if local.cfg != cfg:
-            await svc.api.adopt_config(cfg)
+    elif local is not None:  # a leaver (the leader too, when the proposer did not know it)
+        local = await _take_config(svc, local, cfg)
         svc.membership.leave(local)
     else:
         return
@@ -162,6 +158,19 @@ async def scaled(svc: JetStreamService, effect: StreamUpdated) -> None:
         await svc.server.routes_barrier()
         svc.answer(effect.reply.encode(), body)
         log.info("event=stream_scale_answered stream=%s", sa.name)
+
+
+async def _take_config(svc: JetStreamService, stream: Stream, cfg: StreamConfig) -> Stream:
+    """The new config on this replica: the leader proposes the policy through
+    the log (other fields may have changed with the replicas), a follower adopts it."""
+    from node.jetstream.streams_api import apply_update
+
+    if stream.cfg == cfg:
+        return stream
+    if stream.is_leader:
+        return await apply_update(svc, stream.cfg, cfg)
+    await svc.api.adopt_config(cfg)
+    return stream
 
 
 async def regroup(svc: JetStreamService, stream: Stream, sa: StreamAssignment) -> Stream:
