@@ -73,7 +73,13 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from cluster.api import StreamExists, StreamNotFound
-from cluster.meta import Assigned, MetaError, add_stream_entry
+from cluster.meta import (
+    Assigned,
+    MetaError,
+    add_stream_entry,
+    delete_stream_entry,
+    update_stream_entry,
+)
 from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
 from cluster.stream_archive import (
@@ -468,10 +474,6 @@ async def restore(svc: JetStreamService, req: ApiRequest) -> str:
         cfg = check_stream_config(requested, lookup=svc.all_configs().get)
         if name in svc.all_configs():
             raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
-        if svc.meta is not None and cfg.num_replicas > 1:
-            # the upload lands on this server (the meta leader); a replicated
-            # stream's other replicas would need the data too: not built yet
-            raise JSApiError(STREAM_RESTORE, err="replicated restore not supported yet")
         sessions = _sessions.setdefault(svc, set())
         subject = f"{RESTORE_DELIVER_PREFIX}{name}.{_new_id(svc)}"
         if len(sessions) >= RESTORES_MAX:
@@ -604,15 +606,21 @@ class _RestoreSession:
         except ArchiveError as exc:
             return _restore_failed(cfg.name, str(exc))
         try:
-            if cfg.num_replicas > 1:
+            if cfg.num_replicas > 1 and svc.meta is None:
                 raise JSApiError(STREAM_REPLICAS_NOT_SUPPORTED)
             existing = svc.all_configs()
             if cfg.name in svc.api.streams or cfg.name in existing:
                 raise JSApiError(STREAM_NAME_EXIST_RESTORE_FAILED)
             check_overlap(cfg, existing.values())
-            stream = await svc.api.restore_stream(cfg, archive)
+            # in a cluster the upload lands here (the meta leader): the stream is
+            # restored as R1 where its data is, then scaled to its replicas (the
+            # new members catch up from this store)
+            local = replace(cfg, num_replicas=1)
+            stream = await svc.api.restore_stream(local, archive)
             await _restore_consumers(svc, stream, archive.consumers)
             await _assign_restored(svc, stream)
+            if cfg.num_replicas > 1:
+                await _scale_restored(svc, cfg)
         except JSApiError as err:
             return render.error_response(render.STREAM_CREATE_RESPONSE, err)
         except StreamExists:
@@ -628,7 +636,7 @@ class _RestoreSession:
             state.msgs,
         )
         info = render.stream_info_dict(
-            stream.cfg,
+            cfg,  # as configured (a cluster's is restored as R1, then scaled)
             state,
             created_ns=stream.created_ns,
             ts_ns=time.time_ns(),
@@ -713,6 +721,37 @@ async def _assign_restored(svc: JetStreamService, stream: Any) -> None:
     if isinstance(result, MetaError) and result.err_code == 10065:
         raise JSApiError(STREAM_SUBJECT_OVERLAP)
     raise JSApiError(STREAM_RESTORE, err=f"stream assignment failed: {result}")
+
+
+async def _scale_restored(svc: JetStreamService, cfg: StreamConfig) -> None:
+    """Scale a restored (R1, assigned) stream to its configured replicas; if the
+    meta group refuses (no suitable peers), the stream is deleted again.
+
+    Raises:
+        JSApiError: the refusal (nothing is left behind).
+    """
+    from node.jetstream import scaling
+
+    meta = svc.assignments
+    sa = meta.assignment(cfg.name)
+    assert sa is not None
+    scale = await scaling.scale_request(svc, sa, cfg)
+    entry = update_stream_entry(cfg.to_dict(), reply="", scale=scale)
+    try:
+        result = await meta.propose(entry)
+    except RaftError as exc:
+        result = exc
+    if isinstance(result, Assigned):
+        return
+    log.warning("event=restore_scale_failed stream=%s result=%r", cfg.name, result)
+    with trio.CancelScope(shield=True):
+        try:
+            await meta.propose(delete_stream_entry(cfg.name, reply=""))
+        except RaftError as exc:
+            log.warning("event=restore_undo_failed stream=%s error=%r", cfg.name, exc)
+    if isinstance(result, MetaError):
+        raise JSApiError(STREAM_RESTORE, err=result.description)
+    raise JSApiError(STREAM_RESTORE, err=f"stream scaling failed: {result}")
 
 
 def _restore_failed(name: str, reason: str) -> str:

@@ -288,7 +288,7 @@ def test_kv_objects_sources_and_mirrors_across_nodes(cluster: Cluster) -> None:
 def test_restore_of_an_r1_stream_in_a_cluster(cluster: Cluster) -> None:
     """STREAM.SNAPSHOT of an R1 stream, delete, STREAM.RESTORE through another
     node: the meta leader takes the upload, the stream is assigned where its
-    data landed, and every node agrees on it; R3 restores are refused."""
+    data landed, and every node agrees on it; an R3 restore is scaled up from there."""
     from tests.integration.test_jetstream_snapshot import restore, take_snapshot
 
     async def main() -> None:
@@ -319,9 +319,31 @@ def test_restore_of_an_r1_stream_in_a_cluster(cluster: Cluster) -> None:
                 assert ci.ack_floor.stream_seq == 10
             ack = await ncs[2].jetstream().publish("rst.9", b"after")
             assert ack.seq == 51
-            r3 = dict(meta, config={**meta["config"], "name": "R3R", "num_replicas": 3})
-            refused = await restore(nc, "R3R", r3, b"")
-            assert refused["error"]["err_code"] == 10062, refused
+            # a replicated restore: R1 where the upload landed, then scaled to R3
+            await js.delete_stream("RST")
+            r3 = dict(meta, config={**meta["config"], "num_replicas": 3})
+            done = await restore(ncs[1], "RST", r3, data)
+            assert "error" not in done, done
+            assert done["config"]["num_replicas"] == 3 and done["state"]["messages"] == 50
+
+            async def settled() -> bool:
+                info = await ncs[2].jetstream().stream_info("RST")
+                reps = info.cluster.replicas if info.cluster else None
+                return (
+                    info.config.num_replicas == 3
+                    and info.state.messages == 50
+                    and reps is not None
+                    and len(reps) == 2
+                    and all(r.current for r in reps)
+                )
+
+            for _ in range(150):  # bounded: the new members catch up from the holder
+                if await settled():
+                    break
+                await asyncio.sleep(0.2)
+            assert await settled()
+            ci = await ncs[2].jetstream().consumer_info("RST", "D")
+            assert ci.ack_floor.stream_seq == 10
         finally:
             for c in ncs:
                 await c.close()
