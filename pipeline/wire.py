@@ -26,6 +26,9 @@ READ_CHUNK = 1 << 20
 CONNECT_TIMEOUT_S = 5.0
 
 OnMsg = Callable[[bytes, bytes | None, bytes | None, bytes], None]
+FastPath = Callable[[bytes, int, int], int]
+"""``fast(buf, pos, n) -> pos'``: consume as many frames from ``buf[pos:n]`` as it can (only
+complete ones), return where it stopped; the generic parser takes the frame there."""
 
 
 class WireError(RuntimeError):
@@ -127,12 +130,22 @@ class RawConnection:
             b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload), payload)
         )
 
-    def start(self, on_msg: OnMsg, on_error: Callable[[BaseException], None]) -> None:
-        """Run the receive loop; ``on_error`` once if it ends by an error."""
+    def start(
+        self,
+        on_msg: OnMsg,
+        on_error: Callable[[BaseException], None],
+        fast: FastPath | None = None,
+    ) -> None:
+        """Run the receive loop; ``on_error`` once if it ends by an error.
+
+        ``fast`` (optional) sees the receive buffer first and decodes the frames it knows in
+        bulk (the pull reader's ``MSG``/``HMSG`` deliveries); everything else — and any frame it
+        leaves — goes through the generic parser to ``on_msg``.
+        """
 
         async def loop() -> None:
             try:
-                await self._receive(on_msg)
+                await self._receive(on_msg, fast)
             except asyncio.CancelledError:
                 raise
             except BaseException as e:
@@ -141,7 +154,7 @@ class RawConnection:
 
         self._task = asyncio.ensure_future(loop())
 
-    async def _receive(self, on_msg: OnMsg) -> None:
+    async def _receive(self, on_msg: OnMsg, fast: FastPath | None = None) -> None:
         reader, writer = self._reader, self._writer
         assert reader is not None and writer is not None
         buf = b""
@@ -152,6 +165,10 @@ class RawConnection:
             buf = buf + chunk if buf else chunk
             pos, n = 0, len(buf)
             while pos < n:
+                if fast is not None:
+                    pos = fast(buf, pos, n)
+                    if pos >= n:
+                        break
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     break
