@@ -140,13 +140,17 @@ def _partitions(opts: SourceOptions, start: int, end: int, check_loss: bool) -> 
 
 def _to_batch(opts: SourceOptions, cols: natsio.Columns, pa_schema: pa.Schema) -> pa.RecordBatch:
     """One chunk as an Arrow batch: the ASCII sequence and time tokens and the subject bytes
-    are converted by Arrow in bulk; header blocks are parsed here (multi-valued)."""
+    are converted by Arrow in bulk; header blocks are parsed here into flat lists
+    (``natsio.header_map_array``, multi-valued)."""
     n = len(cols)
     ts_ns = pa.array(cols.times_ns, pa.binary()).cast(pa.int64())
+    headers_type = pa_schema.field("headers").type
     if opts.include_headers and any(h is not None for h in cols.headers):
-        headers = pa.array(cols.header_list(), pa_schema.field("headers").type)
+        headers = natsio.header_map_array(cols.headers)
+        if headers.type != headers_type:
+            headers = headers.cast(headers_type)
     else:
-        headers = pa.nulls(n, pa_schema.field("headers").type)
+        headers = pa.nulls(n, headers_type)
     arrays = [
         pa.repeat(pa.scalar(opts.stream, pa_schema.field("stream").type), n),
         pa.array(cols.subjects, pa.binary()).cast(pa_schema.field("subject").type),

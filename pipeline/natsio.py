@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -256,6 +257,49 @@ def header_pairs(block: bytes | None) -> list[tuple[str, list[str]]] | None:
     if block is None:
         return None
     return wire.parse_headers(block)[1] or None
+
+
+def _utf8(values: list[bytes]) -> pa.Array:
+    try:
+        return pa.array(values, pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8: as parse_headers decodes it
+        return pa.array([v.decode("utf-8", "replace") for v in values], pa.string())
+
+
+def header_map_array(blocks: Sequence[bytes | None]) -> pa.Array:
+    """Header blocks as one ``map<string, array<string>>`` Arrow array, built from flat
+    lists (the same content as ``header_pairs`` per block: names and values stripped, a
+    repeated name one entry with every value in order, no headers -> null)."""
+    map_offsets: list[int] = [0]
+    keys: list[bytes] = []
+    item_offsets: list[int] = [0]
+    values: list[bytes] = []
+    mask: list[bool] = []
+    for block in blocks:
+        start = len(keys)
+        if block is not None:
+            for line in block.split(b"\r\n")[1:]:
+                k, sep, v = line.partition(b":")
+                if sep:
+                    keys.append(k.strip())
+                    values.append(v.strip())
+                    item_offsets.append(len(values))
+            n = len(keys) - start
+            if n > 1 and len(set(keys[start:])) != n:  # a repeated name: group its values
+                grouped: dict[bytes, list[bytes]] = {}
+                for k, v in zip(keys[start:], values[len(values) - n :], strict=True):
+                    grouped.setdefault(k, []).append(v)
+                del keys[start:], values[len(values) - n :], item_offsets[start + 1 :]
+                for k, vs in grouped.items():
+                    keys.append(k)
+                    values.extend(vs)
+                    item_offsets.append(len(values))
+        mask.append(len(keys) == start)
+        map_offsets.append(len(keys))
+    items = pa.ListArray.from_arrays(pa.array(item_offsets, pa.int32()), _utf8(values))
+    return pa.MapArray.from_arrays(
+        pa.array(map_offsets, pa.int32()), _utf8(keys), items, mask=pa.array(mask, pa.bool_())
+    )
 
 
 _JS_DELIVERY = re.compile(
