@@ -13,12 +13,16 @@ its own event loop and closes it when done.
   Pull responses arrive on a ``pipeline.wire`` connection (nats-py when the credentials need
   nkeys/JWT); the control requests go through nats-py.
   Pull requests are pipelined (two outstanding).  Each message's stream sequence, time and
-  pending count come from its ``$JS.ACK`` reply subject.  The reader stops **by sequence**: at a
+  pending count come from its ``$JS.ACK`` reply subject; on the raw connection a run of
+  deliveries is matched line by line with one regex and kept as bytes (``Columns``) until Arrow
+  converts a whole chunk (``header_map_array`` for the headers, every value of a repeated
+  name kept).  The reader stops **by sequence**: at a
   message whose sequence is ``>= end`` (dropped), at ``end - 1`` itself, or when the server
   reports nothing pending — never by counting messages, because filters and deletions leave
   holes.  No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range
   is never reported as complete.
-* ``Publisher`` — publishes with a ``Nats-Msg-Id`` each, at most ``max_inflight`` unacknowledged,
+* ``Publisher`` — publishes with a ``Nats-Msg-Id`` each (headers as a block from
+  ``encode_headers``, so a repeated name goes out with all its values), at most ``max_inflight`` unacknowledged,
   and ``flush()`` returns only when every PubAck arrived (``duplicate`` counted).  When no
   PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
   same ids (safe: the stream drops what it has; needed after a reconnect lost them); five

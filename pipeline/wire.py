@@ -4,8 +4,9 @@ Theory of operation: a reading task receives up to hundreds of thousands of mess
 second; nats-py spends most of its time per message building ``Msg`` objects and passing them
 through an asyncio queue.  This connection speaks just what a pull reader needs — ``CONNECT``
 (user/password or token, TLS upgrade after ``INFO``), ``SUB`` of one inbox, ``PUB`` of pull
-requests, ``PING``/``PONG`` — and parses ``MSG``/``HMSG`` straight out of the receive buffer,
-calling ``on_msg(subject, reply, header_bytes, payload)`` for each.  Control requests
+requests, ``PING``/``PONG`` — and parses ``MSG``/``HMSG`` straight out of the receive buffer:
+an optional ``fast`` path (the pull reader's) decodes runs of deliveries in bulk first; every
+other frame goes to ``on_msg(subject, reply, header_bytes, payload)``.  Control requests
 (consumer create/delete, stream info) stay on nats-py.  Servers that want nkeys/JWT
 credentials are read through nats-py instead (``supports``).
 
