@@ -22,9 +22,9 @@ its own event loop and closes it when done.
   holes.  No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range
   is never reported as complete.
 * ``Publisher`` — publishes with a ``Nats-Msg-Id`` each (headers as a block from
-  ``encode_headers``, so a repeated name goes out with all its values), at most ``max_inflight`` unacknowledged,
-  and ``flush()`` returns only when every PubAck arrived (``duplicate`` counted).  When no
-  PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
+  ``encode_headers``, so a repeated name goes out with all its values), at most
+  ``max_inflight`` unacknowledged, and ``flush()`` returns only when every PubAck arrived
+  (``duplicate`` counted).  When no PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
   same ids (safe: the stream drops what it has; needed after a reconnect lost them); five
   such rounds fail the task.  An error PubAck fails the task.
 """
@@ -307,8 +307,8 @@ def header_map_array(blocks: Sequence[bytes | None]) -> pa.Array:
 
 
 _JS_DELIVERY = re.compile(
-    rb"(H?)MSG ([^ \r\n]+) [^ \r\n]+ \$JS\.ACK\.[^ .\r\n]+\.[^ .\r\n]+\.\d+\.(\d+)\.\d+\.(\d+)\.(\d+)"
-    rb"(?: (\d+))? (\d+)\r\n"
+    rb"(H?)MSG ([^ \r\n]+) [^ \r\n]+ \$JS\.ACK\.[^ .\r\n]+\.[^ .\r\n]+\."
+    rb"\d+\.(\d+)\.\d+\.(\d+)\.(\d+)(?: (\d+))? (\d+)\r\n"
 )
 """A pull delivery's ``MSG``/``HMSG`` line with a 9-token ack subject: H, subject, stream seq,
 time, pending, header length (HMSG), size.  Other forms (domains) take the generic path."""
@@ -679,7 +679,14 @@ class Publisher:
         self._next += 1
         self._inflight[token] = (subject, data, headers)
         self._drained.clear()
-        await self.nc.publish(subject, data, reply=self._prefix + token, headers=headers)  # type: ignore[arg-type]
+        await self._send(token, subject, data, headers)
+
+    async def _send(
+        self, token: str, subject: str, data: bytes, headers: bytes | dict[str, str] | None
+    ) -> None:
+        # a bytes block is sent as is by _RawHeadersClient (nats-py's signature says dict)
+        hdrs: Any = headers
+        await self.nc.publish(subject, data, reply=self._prefix + token, headers=hdrs)
 
     async def _resend(self) -> None:
         self.result.retries += 1
@@ -687,7 +694,7 @@ class Publisher:
             raise JetStreamError(f"{len(self._inflight)} publishes unacknowledged after retries")
         log.warning("publish acks overdue count=%d: resending", len(self._inflight))
         for token, (subject, data, headers) in list(self._inflight.items()):
-            await self.nc.publish(subject, data, reply=self._prefix + token, headers=headers)  # type: ignore[arg-type]
+            await self._send(token, subject, data, headers)
 
     async def flush(self) -> PublishResult:
         """Wait until every publish is acknowledged (resending overdue ones); the totals."""

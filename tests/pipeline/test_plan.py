@@ -221,6 +221,7 @@ _names = st.sampled_from(["A", "b-c", "Nats-Msg-Id", "X"])
 _values = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), max_size=6)
 
 
+@settings(deadline=None)  # the first call loads Arrow's kernels; no timing is tested
 @given(
     st.lists(st.one_of(st.none(), st.lists(st.tuples(_names, _values), max_size=5)), max_size=12)
 )
