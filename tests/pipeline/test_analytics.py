@@ -17,7 +17,9 @@ from tests.pipeline.helpers import create_stream, msg_ids, publish, stream_name,
 from tests.support.aio import run
 from tests.support.servers import ServerProcess
 
-pytestmark = pytest.mark.spark
+# the first Spark module of the package: its first test also pays the session's start and the
+# first Python data source query (JVM and worker start-up, over 100 s seen at load 17)
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 def _publish_duplicate_id(url: str, subject: str, msg_id: str) -> int:
