@@ -501,8 +501,12 @@ class RangeReader:
             self._maybe_pull()
 
     def _maybe_pull(self) -> None:
-        # one request completes per fetch_batch messages: keep two outstanding
-        if self._requested - self._received_for_requests <= self.fetch_batch:
+        # one request completes per fetch_batch messages: keep two outstanding.  A run of
+        # deliveries (``_fast``) may complete more than one request at once, so top up in a
+        # loop (at most two: each pull asks for fetch_batch more)
+        for _ in range(2):
+            if self._requested - self._received_for_requests > self.fetch_batch:
+                return
             self._pull()
 
     def _finish(self) -> None:
