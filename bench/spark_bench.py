@@ -16,8 +16,13 @@ stream ``BENCH`` (``bench.>``) is created and three phases run on it:
    ``source`` / ``fetch`` on the same server (the source runs ``local[2]`` tasks in parallel,
    so it can exceed 1).
 
-Rates are rows per wall-clock second of the phase; the server's CPU seconds per phase are
-printed because the machine is shared.  The order of the servers alternates between
+Before the timed phases, ``--warmup`` rows (5,000) are written and read on a stream ``WARM``,
+so the JVM's JIT and Spark's Python workers are warm for whichever server runs first.
+
+Rates are rows per wall-clock second of the phase.  Because the machine is shared, the CPU
+microseconds per row are printed too, for the server and for the client side (this process
+and its descendants — Spark's JVM and Python workers — for sink and source; this process for
+the fetch loop; measured from ``/proc``).  The order of the servers alternates between
 ``--repeat`` repetitions; figures are medians.
 
 Run: ``python -m bench.spark_bench [--messages 1000000]`` (see ``bench/README.md``).
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    CLK_TCK,
     OUT_DIR,
     REPO_DIR,
     ServerProc,
@@ -50,6 +56,34 @@ from bench.common import (
 )
 
 PHASES = ("sink", "source", "fetch")
+
+
+def client_cpu_s(exclude: int) -> float:
+    """CPU seconds (user+system, with reaped children) of this process and all its
+    descendants — the JVM and Spark's Python workers — except the server ``exclude``."""
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parent[pid] = int(f[1])
+        cpu[pid] = sum(int(x) for x in f[11:15]) / CLK_TCK
+    me, total = os.getpid(), 0.0
+    for pid, c in cpu.items():
+        p, seen = pid, 0
+        while p not in (0, 1, me, exclude) and seen < 64:  # bounded walk up the tree
+            p, seen = parent.get(p, 0), seen + 1
+        if p == me and pid != exclude:
+            total += c
+    return total
+
+
 TARGET_SOURCE_ROWS_S = 200_000
 TARGET_RATIO = 0.5
 
@@ -74,12 +108,12 @@ def start(name: str, args: argparse.Namespace) -> tuple[ServerProc, str]:
     return sp, store
 
 
-async def _create(url: str) -> None:
+async def _create(url: str, name: str = "BENCH", subject: str = "bench.>") -> None:
     import nats
 
     nc = await nats.connect(url)
     try:
-        await nc.jetstream().add_stream(name="BENCH", subjects=["bench.>"])
+        await nc.jetstream().add_stream(name=name, subjects=[subject])
     finally:
         await nc.close()
 
@@ -136,21 +170,38 @@ def session(args: argparse.Namespace) -> Any:
     return spark
 
 
+def _client_delta(sp: ServerProc, before: float) -> tuple[float, float]:
+    now = client_cpu_s(sp.proc.pid)
+    return now, now - before
+
+
 def run_server(spark: Any, name: str, args: argparse.Namespace) -> dict[str, float]:
     sp, store = start(name, args)
     url = f"nats://127.0.0.1:{sp.port}"
     n, out = args.messages, {}
     try:
         asyncio.run(_create(url))
+        if args.warmup:
+            # the same queries on a small stream first: JIT, Python workers and the server's
+            # first requests are warm for whichever server runs first
+            asyncio.run(_create(url, "WARM", "warm.>"))
+            spark.range(0, args.warmup, numPartitions=args.write_partitions).selectExpr(
+                "'warm.x' AS subject", "CAST(id AS STRING) AS data", "CAST(id AS STRING) AS msg_id"
+            ).write.format("jetstream").mode("append").option("servers", url).save()
+            spark.read.format("jetstream").option("servers", url).option(
+                "stream", "WARM"
+            ).load().count()
         hex_chars = args.size * 2
         rows = spark.range(0, n, numPartitions=args.write_partitions).selectExpr(
             "'bench.x' AS subject",
             f"unhex(lpad(hex(id), {hex_chars}, '0')) AS data",
             "CAST(id AS STRING) AS msg_id",
         )
+        me = client_cpu_s(sp.proc.pid)
         cpu0, t0 = sp.cpu_s(), time.perf_counter()
         rows.write.format("jetstream").mode("append").option("servers", url).save()
         out["sink"], out["sink_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
+        me, out["sink_client_cpu"] = _client_delta(sp, me)
         st = asyncio.run(_state(url))
         if st.messages != n:
             raise SystemExit(
@@ -164,24 +215,33 @@ def run_server(spark: Any, name: str, args: argparse.Namespace) -> dict[str, flo
             .option("maxMessagesPerPartition", str(args.partition_size))
             .option("fetchBatch", str(args.fetch_batch))
         )
+        me = client_cpu_s(sp.proc.pid)
         cpu0, t0 = sp.cpu_s(), time.perf_counter()
         got = reader.load().count()
         out["source"], out["source_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
+        me, out["source_client_cpu"] = _client_delta(sp, me)
         if got != n:
             raise SystemExit(f"spark_bench: {name}: the source counted {got}, not {n}")
         cpu0, t0 = sp.cpu_s(), time.perf_counter()
         got = asyncio.run(_fetch_all(url, n, args.fetch_batch))
         out["fetch"], out["fetch_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
+        me, out["fetch_client_cpu"] = _client_delta(sp, me)
         if got != n:
             raise SystemExit(f"spark_bench: {name}: the fetch loop got {got}, not {n}")
     finally:
         stop_server(sp)
         subprocess.run(["rm", "-rf", store], check=False)
     load = os.getloadavg()[0]
+    per = {p: 1e6 / n for p in PHASES}
     print(
-        f"  {name:7s} sink={out['sink']:9.0f}/s ({out['sink_cpu']:.1f} cpu-s)  "
-        f"source={out['source']:9.0f}/s ({out['source_cpu']:.1f} cpu-s)  "
-        f"fetch={out['fetch']:9.0f}/s ({out['fetch_cpu']:.1f} cpu-s)  load={load:.1f}",
+        f"  {name:7s} sink={out['sink']:9.0f}/s  source={out['source']:9.0f}/s  "
+        f"fetch={out['fetch']:9.0f}/s  load={load:.1f}\n"
+        + "".join(
+            f"           {p:6s} cpu us/row: server {out[p + '_cpu'] * per[p]:5.1f}  "
+            f"client (Spark JVM + workers / fetch loop) {out[p + '_client_cpu'] * per[p]:5.1f}\n"
+            for p in PHASES
+        ),
+        end="",
         flush=True,
     )
     return out
@@ -192,6 +252,9 @@ def main() -> None:
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--size", type=int, default=128, help="payload bytes")
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument(
+        "--warmup", type=int, default=5000, help="rows written and read first, untimed (0: none)"
+    )
     p.add_argument("--servers", default="trijet,ref", help="comma list of trijet, ref")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--min-partitions", type=int, default=2)

@@ -13,8 +13,13 @@ Theory of operation: one job, two shapes.
   ``<stream>:<subject>:<window end>`` so a re-run adds nothing inside the duplicate window).
 * **Streaming** (``--streaming``): the same aggregation with a watermark on the message time
   (``--watermark``, default 2 minutes) in append mode: each window is emitted once, after the
-  watermark passes its end; every micro-batch goes to ``<out>/batch=<id>`` (overwritten on a
-  replay) and/or the sink.  ``--available-now`` processes what is there and stops.
+  watermark passes its end (Spark moves the watermark at the end of a micro-batch to the
+  latest event time seen minus the delay; rows older than the watermark are dropped); every
+  micro-batch goes to ``<out>/batch=<id>`` (overwritten on a replay) and/or the sink.
+  ``--available-now`` processes what is there and stops.
+* **Event time**: the stream's store time, or with ``--event-time-header NAME`` the time a
+  producer put in that header (epoch milliseconds or ISO-8601; a message without it, or with a
+  value that does not parse, keeps its store time).
 
 Run: ``python -m pipeline.analytics --servers nats://127.0.0.1:4222 --stream ORDERS --out m``.
 """
@@ -47,10 +52,23 @@ def metrics_sql(view: str) -> str:
            max(seq) - min(seq) + 1 - count(*) AS seq_gaps
     FROM (SELECT subject, seq, timestamp, length(data) AS size,
                  headers['Nats-Msg-Id'][0] AS msg_id,
-                 window(timestamp, '1 minute') AS window
+                 window(event_time, '1 minute') AS window
           FROM {view})
     GROUP BY GROUPING SETS ((subject, window), (window))
     """
+
+
+def with_event_time(rows: Any, header: str | None) -> Any:
+    """``rows`` with an ``event_time`` column: the header's time, else the store time."""
+    from pyspark.sql import functions as F
+
+    if not header:
+        return rows.withColumn("event_time", F.col("timestamp"))
+    raw = F.col("headers").getItem(header).getItem(0)
+    parsed = F.when(raw.rlike("^[0-9]+$"), F.timestamp_millis(raw.cast("bigint"))).otherwise(
+        F.try_to_timestamp(raw)
+    )
+    return rows.withColumn("event_time", F.coalesce(parsed, F.col("timestamp")))
 
 
 def source(spark: Any, args: argparse.Namespace, streaming: bool, ending: int | None = None) -> Any:
@@ -66,7 +84,7 @@ def source(spark: Any, args: argparse.Namespace, streaming: bool, ending: int | 
         r = r.option("endingSequence", str(max(ending, 1)))
     if streaming and args.max_per_trigger:
         r = r.option("maxMessagesPerTrigger", str(args.max_per_trigger))
-    return r.load()
+    return with_event_time(r.load(), args.event_time_header)
 
 
 def to_sink_rows(metrics: Any, stream: str, subject: str) -> Any:
@@ -124,7 +142,7 @@ def run_batch(spark: Any, args: argparse.Namespace) -> Any:
 
 
 def run_streaming(spark: Any, args: argparse.Namespace) -> Any:
-    rows = source(spark, args, streaming=True).withWatermark("timestamp", args.watermark)
+    rows = source(spark, args, streaming=True).withWatermark("event_time", args.watermark)
     rows.createOrReplaceTempView("js_rows_stream")
     metrics = spark.sql(metrics_sql("js_rows_stream"))
 
@@ -174,6 +192,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--streaming", action="store_true", help="run as a streaming query")
     p.add_argument("--checkpoint", help="checkpoint directory (streaming)")
     p.add_argument("--watermark", default="2 minutes", help="event-time delay (streaming)")
+    p.add_argument(
+        "--event-time-header",
+        metavar="NAME",
+        help="event time from this header (epoch ms or ISO-8601) instead of the store time",
+    )
     p.add_argument("--max-per-trigger", type=int, help="maxMessagesPerTrigger (streaming)")
     p.add_argument("--available-now", action="store_true", help="streaming: process and stop")
     p.add_argument("--master", default="local[2]")

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -138,15 +139,24 @@ def _partitions(opts: SourceOptions, start: int, end: int, check_loss: bool) -> 
 
 
 def _to_batch(opts: SourceOptions, cols: natsio.Columns, pa_schema: pa.Schema) -> pa.RecordBatch:
+    """One chunk as an Arrow batch: the ASCII sequence and time tokens and the subject bytes
+    are converted by Arrow in bulk; header blocks are parsed here into flat lists
+    (``natsio.header_map_array``, multi-valued)."""
     n = len(cols)
+    ts_ns = pa.array(cols.times_ns, pa.binary()).cast(pa.int64())
+    headers_type = pa_schema.field("headers").type
+    if opts.include_headers and any(h is not None for h in cols.headers):
+        headers = natsio.header_map_array(cols.headers)
+        if headers.type != headers_type:
+            headers = headers.cast(headers_type)
+    else:
+        headers = pa.nulls(n, headers_type)
     arrays = [
-        pa.array([opts.stream] * n, pa_schema.field("stream").type),
-        pa.array(cols.subjects, pa_schema.field("subject").type),
-        pa.array(cols.seqs, pa_schema.field("seq").type),
-        pa.array(cols.times_us, pa.int64()).cast(pa_schema.field("timestamp").type),
-        pa.array(
-            cols.headers if opts.include_headers else [None] * n, pa_schema.field("headers").type
-        ),
+        pa.repeat(pa.scalar(opts.stream, pa_schema.field("stream").type), n),
+        pa.array(cols.subjects, pa.binary()).cast(pa_schema.field("subject").type),
+        pa.array(cols.seqs, pa.binary()).cast(pa_schema.field("seq").type),
+        pc.divide(ts_ns, 1000).cast(pa_schema.field("timestamp").type),
+        headers,
         pa.array(cols.data, pa_schema.field("data").type),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=pa_schema)
@@ -303,7 +313,7 @@ def _rows_of(batch: pa.RecordBatch) -> Iterator[tuple[str | None, Any, Any, str 
 
 
 async def _publish_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> PublishCommit:
-    nc = await natsio.connect(opts.conn, name="trijet-spark-write")
+    nc = await natsio.connect(opts.conn, name="trijet-spark-write", raw_headers=True)
     pub = natsio.Publisher(nc, max_inflight=opts.max_inflight, timeout_s=opts.timeout_ms / 1000)
     try:
         await pub.start()
@@ -326,12 +336,11 @@ async def _publish_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch])
                 mid = row_msg_id(
                     opts.msg_id, subject, data, headers, msg_id, prefix=opts.msg_id_prefix
                 )
-                out = {k: v[-1] for k, v in headers.items() if v}
-                if mid is not None:
-                    out["Nats-Msg-Id"] = mid
-                if opts.expected_stream:
-                    out["Nats-Expected-Stream"] = opts.expected_stream
-                await pub.publish(subject, data, out or None)
+                set_here = {"Nats-Msg-Id": mid, "Nats-Expected-Stream": opts.expected_stream}
+                pairs = [(k, v) for k, v in headers.items() if not set_here.get(k)]
+                pairs += [(k, [v]) for k, v in set_here.items() if v]
+                out = natsio.encode_headers(pairs)
+                await pub.publish(subject, data, out)
         r = await pub.flush()
         return PublishCommit(r.published, r.duplicates, r.retries)
     finally:

@@ -13,14 +13,18 @@ its own event loop and closes it when done.
   Pull responses arrive on a ``pipeline.wire`` connection (nats-py when the credentials need
   nkeys/JWT); the control requests go through nats-py.
   Pull requests are pipelined (two outstanding).  Each message's stream sequence, time and
-  pending count come from its ``$JS.ACK`` reply subject.  The reader stops **by sequence**: at a
+  pending count come from its ``$JS.ACK`` reply subject; on the raw connection a run of
+  deliveries is matched line by line with one regex and kept as bytes (``Columns``) until Arrow
+  converts a whole chunk (``header_map_array`` for the headers, every value of a repeated
+  name kept).  The reader stops **by sequence**: at a
   message whose sequence is ``>= end`` (dropped), at ``end - 1`` itself, or when the server
   reports nothing pending — never by counting messages, because filters and deletions leave
   holes.  No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range
   is never reported as complete.
-* ``Publisher`` — publishes with a ``Nats-Msg-Id`` each, at most ``max_inflight`` unacknowledged,
-  and ``flush()`` returns only when every PubAck arrived (``duplicate`` counted).  When no
-  PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
+* ``Publisher`` — publishes with a ``Nats-Msg-Id`` each (headers as a block from
+  ``encode_headers``, so a repeated name goes out with all its values), at most
+  ``max_inflight`` unacknowledged, and ``flush()`` returns only when every PubAck arrived
+  (``duplicate`` counted).  When no PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
   same ids (safe: the stream drops what it has; needed after a reconnect lost them); five
   such rounds fail the task.  An error PubAck fails the task.
 """
@@ -31,12 +35,13 @@ import asyncio
 import json
 import logging
 import os
+import re
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import nats
+import pyarrow as pa
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -54,8 +59,65 @@ class JetStreamError(RuntimeError):
     """A JetStream API request returned an error (message carries code and description)."""
 
 
-async def connect(conn: ConnectOptions, name: str = "trijet-spark") -> Client:
-    """A connection to ``conn.servers`` with its credentials and TLS settings."""
+RAW_HEADERS = "\x00raw"
+"""Key under which ``_RawHeadersClient`` adds a message's whole header block to its headers."""
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
+
+
+def encode_headers(headers: Sequence[tuple[str, Sequence[str]]]) -> bytes | None:
+    """``[(name, [values…])]`` as a header block, one line per value (repeated names stay
+    repeated, in order); None when there is nothing to send.  Names are checked as nats-py
+    checks them; CR/LF in values become spaces, as nats-py does."""
+    lines = [b"NATS/1.0"]
+    for name, values in headers:
+        key = name.strip()
+        if not key:
+            continue
+        if not _HEADER_NAME.fullmatch(key):
+            raise ValueError(f"invalid header name {name!r}")
+        for v in values:
+            lines.append(f"{key}: {v.strip().translate(_NEWLINES)}".encode())
+    if len(lines) == 1:
+        return None
+    lines.append(b"\r\n")
+    return b"\r\n".join(lines)
+
+
+class _RawHeadersClient(Client):
+    """nats-py folds a repeated header into one value, both ways.  This client keeps a
+    received message's raw block too (under ``RAW_HEADERS``), and publishes a header block
+    given as bytes (``encode_headers``) as it is — nats-py 2.x's two hooks."""
+
+    async def _send_publish(
+        self, subject: str, reply: str, payload: bytes, payload_size: int, headers: Any
+    ) -> None:
+        if not isinstance(headers, bytes):
+            await super()._send_publish(subject, reply, payload, payload_size, headers)
+            return
+        self.stats["out_msgs"] += 1
+        self.stats["out_bytes"] += payload_size
+        head = f"HPUB {subject} {reply} {len(headers)} {len(headers) + payload_size}\r\n"
+        await self._send_command(head.encode() + headers + payload + b"\r\n")
+        if self._flush_queue is not None and self._flush_queue.empty():
+            await self._flush_pending()
+
+    async def _process_headers(self, headers: Any) -> dict[str, Any] | None:
+        hdr = await super()._process_headers(headers)  # type: ignore[misc]
+        if headers:
+            out: dict[str, Any] = dict(hdr or {})
+            out[RAW_HEADERS] = bytes(headers)
+            return out
+        return hdr  # type: ignore[no-any-return]
+
+
+async def connect(
+    conn: ConnectOptions, name: str = "trijet-spark", *, raw_headers: bool = False
+) -> Client:
+    """A connection to ``conn.servers`` with its credentials and TLS settings (``raw_headers``:
+    messages' headers also carry their raw block, see ``_RawHeadersClient``)."""
     kw: dict[str, Any] = {
         "servers": list(conn.servers),
         "name": name,
@@ -79,7 +141,9 @@ async def connect(conn: ConnectOptions, name: str = "trijet-spark") -> Client:
         kw["tls"] = ctx
         if conn.tls_hostname:
             kw["tls_hostname"] = conn.tls_hostname
-    return await nats.connect(**kw)
+    nc = _RawHeadersClient() if raw_headers else Client()
+    await nc.connect(**kw)
+    return nc
 
 
 async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -152,16 +216,102 @@ def consumer_config(
 
 @dataclass
 class Columns:
-    """Column lists of a chunk of read messages."""
+    """Column lists of a chunk of read messages, as they came off the wire.
 
-    subjects: list[str] = field(default_factory=list)
-    seqs: list[int] = field(default_factory=list)
-    times_us: list[int] = field(default_factory=list)
-    headers: list[list[tuple[str, list[str]]] | None] = field(default_factory=list)
+    ``subjects`` are UTF-8 bytes, ``seqs`` and ``times_ns`` the ASCII decimal tokens of the ack
+    subject (decoded in bulk when the chunk becomes an Arrow batch), ``headers`` each message's
+    header block (``NATS/1.0\\r\\n…``, parsed by ``header_pairs``) or None, ``data`` payloads.
+    """
+
+    subjects: list[bytes] = field(default_factory=list)
+    seqs: list[bytes] = field(default_factory=list)
+    times_ns: list[bytes] = field(default_factory=list)
+    headers: list[bytes | None] = field(default_factory=list)
     data: list[bytes] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.seqs)
+
+    def append(
+        self, subject: bytes, seq: bytes, ts_ns: bytes, header: bytes | None, data: bytes
+    ) -> None:
+        self.subjects.append(subject)
+        self.seqs.append(seq)
+        self.times_ns.append(ts_ns)
+        self.headers.append(header)
+        self.data.append(data)
+
+    def pop(self) -> None:
+        for col in (self.subjects, self.seqs, self.times_ns, self.headers, self.data):
+            col.pop()
+
+    def seq_list(self) -> list[int]:
+        return [int(x) for x in self.seqs]
+
+    def subject_list(self) -> list[str]:
+        return [x.decode() for x in self.subjects]
+
+    def header_list(self) -> list[list[tuple[str, list[str]]] | None]:
+        return [header_pairs(h) for h in self.headers]
+
+
+def header_pairs(block: bytes | None) -> list[tuple[str, list[str]]] | None:
+    """A message's header block as ``[(name, [values…])]`` (repeated names keep every value in
+    order; None for no block or no headers)."""
+    if block is None:
+        return None
+    return wire.parse_headers(block)[1] or None
+
+
+def _utf8(values: list[bytes]) -> pa.Array:
+    try:
+        return pa.array(values, pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8: as parse_headers decodes it
+        return pa.array([v.decode("utf-8", "replace") for v in values], pa.string())
+
+
+def header_map_array(blocks: Sequence[bytes | None]) -> pa.Array:
+    """Header blocks as one ``map<string, array<string>>`` Arrow array, built from flat
+    lists (the same content as ``header_pairs`` per block: names and values stripped, a
+    repeated name one entry with every value in order, no headers -> null)."""
+    map_offsets: list[int] = [0]
+    keys: list[bytes] = []
+    item_offsets: list[int] = [0]
+    values: list[bytes] = []
+    mask: list[bool] = []
+    for block in blocks:
+        start = len(keys)
+        if block is not None:
+            for line in block.split(b"\r\n")[1:]:
+                k, sep, v = line.partition(b":")
+                if sep:
+                    keys.append(k.strip())
+                    values.append(v.strip())
+                    item_offsets.append(len(values))
+            n = len(keys) - start
+            if n > 1 and len(set(keys[start:])) != n:  # a repeated name: group its values
+                grouped: dict[bytes, list[bytes]] = {}
+                for k, v in zip(keys[start:], values[len(values) - n :], strict=True):
+                    grouped.setdefault(k, []).append(v)
+                del keys[start:], values[len(values) - n :], item_offsets[start + 1 :]
+                for k, vs in grouped.items():
+                    keys.append(k)
+                    values.extend(vs)
+                    item_offsets.append(len(values))
+        mask.append(len(keys) == start)
+        map_offsets.append(len(keys))
+    items = pa.ListArray.from_arrays(pa.array(item_offsets, pa.int32()), _utf8(values))
+    return pa.MapArray.from_arrays(
+        pa.array(map_offsets, pa.int32()), _utf8(keys), items, mask=pa.array(mask, pa.bool_())
+    )
+
+
+_JS_DELIVERY = re.compile(
+    rb"(H?)MSG ([^ \r\n]+) [^ \r\n]+ \$JS\.ACK\.[^ .\r\n]+\.[^ .\r\n]+\."
+    rb"\d+\.(\d+)\.\d+\.(\d+)\.(\d+)(?: (\d+))? (\d+)\r\n"
+)
+"""A pull delivery's ``MSG``/``HMSG`` line with a 9-token ack subject: H, subject, stream seq,
+time, pending, header length (HMSG), size.  Other forms (domains) take the generic path."""
 
 
 class RangeReader:
@@ -209,14 +359,16 @@ class RangeReader:
         """Connect and create the consumer (nothing to do for an empty range)."""
         if self.done:
             return
-        self.nc = await connect(self.conn, name=f"trijet-spark-read-{os.getpid()}")
+        self.nc = await connect(
+            self.conn, name=f"trijet-spark-read-{os.getpid()}", raw_headers=not self.use_raw
+        )
         prefix = self.conn.api_prefix
         self._inbox = self.nc.new_inbox()
         if self.use_raw:
             self._raw = wire.RawConnection(self.conn, f"trijet-spark-data-{os.getpid()}")
             await self._raw.connect()
             self._raw.subscribe(self._inbox)
-            self._raw.start(self._on_raw, self._fail)
+            self._raw.start(self._on_raw, self._fail, self._fast)
         else:
             self._sub = await self.nc.subscribe(self._inbox, cb=self._on_msg)
         cfg = consumer_config(self.first, None, self.filters)
@@ -250,25 +402,19 @@ class RangeReader:
         """nats-py data plane (credentials the raw connection cannot present)."""
         if self.done:
             return
+        hdrs = msg.headers or {}
         if not msg.reply:
-            hdrs = msg.headers or {}
             self._status(hdrs.get("Status", ""), hdrs.get("Description", ""))
             return
-        try:
-            meta = parse_ack_subject(msg.reply)
-        except ValueError as e:
-            self._fail(e)
+        t = msg.reply.encode().split(b".")
+        if len(t) != 9 and len(t) < 12:
+            self._fail(ValueError(f"not a JetStream ack subject: {msg.reply!r}"))
             return
-        h = msg.headers if self.include_headers else None
-        pairs = (
-            [(k, [v]) for k, v in h.items() if k not in ("Status", "Description")] if h else None
-        )
-        self._deliver(
-            msg.subject, meta.stream_seq, meta.timestamp_ns, meta.pending, pairs, msg.data
-        )
+        block: Any = hdrs.get(RAW_HEADERS) if self.include_headers else None
+        self._deliver(msg.subject.encode(), t, block, msg.data)
 
     def _on_raw(self, subject: bytes, reply: bytes | None, hdr: bytes | None, data: bytes) -> None:
-        """Raw data plane (``pipeline.wire``)."""
+        """Raw data plane (``pipeline.wire``): the frames ``_fast`` left (statuses, domains)."""
         if self.done:
             return
         if reply is None:
@@ -277,17 +423,73 @@ class RangeReader:
             self._status(status or "", desc)
             return
         t = reply.split(b".")
-        if len(t) == 9:
-            seq, ts, pending = int(t[5]), int(t[7]), int(t[8])
-        elif len(t) >= 12:
-            seq, ts, pending = int(t[7]), int(t[9]), int(t[10])
-        else:
+        if len(t) != 9 and len(t) < 12:
             self._fail(ValueError(f"not a JetStream ack subject: {reply!r}"))
             return
-        headers = None
-        if hdr is not None and self.include_headers:
-            headers = wire.parse_headers(hdr)[1] or None
-        self._deliver(subject.decode(), seq, ts, pending, headers, data)
+        self._deliver(subject, t, hdr if self.include_headers else None, data)
+
+    def _fast(self, buf: bytes, pos: int, n: int) -> int:
+        """Decode the run of plain deliveries at ``buf[pos:n]`` in one go (see ``wire.FastPath``).
+
+        Per message only the line is matched and the payload sliced; sequences and times stay
+        ASCII until the chunk becomes an Arrow batch.  The stop rules are checked on the run's
+        last message (deliveries come in sequence order).
+        """
+        if self.done:
+            return pos
+        match = _JS_DELIVERY.match
+        c = self._chunk
+        subjects, seqs, times, headers, datas = c.subjects, c.seqs, c.times_ns, c.headers, c.data
+        keep_headers = self.include_headers
+        k = 0
+        pending = b""
+        while pos < n:
+            m = match(buf, pos)
+            if m is None:
+                break
+            h, subject, seq, ts, pending, hlen, size = m.groups()
+            start = m.end()
+            end = start + int(size)
+            if end + 2 > n:
+                break
+            if h:
+                hl = int(hlen)
+                headers.append(buf[start : start + hl] if keep_headers else None)
+                datas.append(buf[start + hl : end])
+            else:
+                headers.append(None)
+                datas.append(buf[start:end])
+            subjects.append(subject)
+            seqs.append(seq)
+            times.append(ts)
+            pos = end + 2
+            k += 1
+        if k:
+            self._received_for_requests += k
+            self._after(int(seqs[-1]), pending == b"0")
+        return pos
+
+    def _deliver(self, subject: bytes, t: list[bytes], header: bytes | None, data: bytes) -> None:
+        """One delivery with its split ack subject ``t`` (9 tokens, or 12+ with a domain)."""
+        seq, ts, pending = (t[5], t[7], t[8]) if len(t) == 9 else (t[7], t[9], t[10])
+        self._received_for_requests += 1
+        self._chunk.append(subject, seq, ts, header, data)
+        self._after(int(seq), pending == b"0")
+
+    def _after(self, last_seq: int, none_pending: bool) -> None:
+        """Messages up to ``last_seq`` were appended: drop any past the range, stop or pull."""
+        c = self._chunk
+        if last_seq >= self.end:
+            while len(c) and int(c.seqs[-1]) >= self.end:
+                c.pop()
+            self._finish()
+            return
+        if last_seq >= self.end - 1 or none_pending:
+            self._finish()
+            return
+        self._maybe_pull()
+        if len(c) >= self.fetch_batch:
+            self._ready.set()
 
     def _status(self, status: str, description: str) -> None:
         if status in ("404", "408", "409"):
@@ -298,35 +500,13 @@ class RangeReader:
             self._received_for_requests += self.fetch_batch
             self._maybe_pull()
 
-    def _deliver(
-        self,
-        subject: str,
-        seq: int,
-        ts_ns: int,
-        pending: int,
-        headers: list[tuple[str, list[str]]] | None,
-        data: bytes,
-    ) -> None:
-        self._received_for_requests += 1
-        if seq >= self.end:
-            self._finish()
-            return
-        c = self._chunk
-        c.subjects.append(subject)
-        c.seqs.append(seq)
-        c.times_us.append(ts_ns // 1000)
-        c.headers.append(headers)
-        c.data.append(data)
-        if seq >= self.end - 1 or pending == 0:
-            self._finish()
-            return
-        self._maybe_pull()
-        if len(c) >= self.fetch_batch:
-            self._ready.set()
-
     def _maybe_pull(self) -> None:
-        # one request completes per fetch_batch messages: keep two outstanding
-        if self._requested - self._received_for_requests <= self.fetch_batch:
+        # one request completes per fetch_batch messages: keep two outstanding.  A run of
+        # deliveries (``_fast``) may complete more than one request at once, so top up in a
+        # loop (at most two: each pull asks for fetch_batch more)
+        for _ in range(2):
+            if self._requested - self._received_for_requests > self.fetch_batch:
+                return
             self._pull()
 
     def _finish(self) -> None:
@@ -437,7 +617,7 @@ class Publisher:
         self.result = PublishResult()
         self._prefix = nc.new_inbox() + "."
         self._next = 0
-        self._inflight: dict[str, tuple[str, bytes, dict[str, str] | None]] = {}
+        self._inflight: dict[str, tuple[str, bytes, bytes | dict[str, str] | None]] = {}
         self._room = asyncio.Event()
         self._room.set()
         self._drained = asyncio.Event()
@@ -480,8 +660,15 @@ class Publisher:
         if not self._inflight:
             self._drained.set()
 
-    async def publish(self, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
-        """Send one message (waits while ``max_inflight`` are unacknowledged)."""
+    async def publish(
+        self, subject: str, data: bytes, headers: bytes | dict[str, str] | None
+    ) -> None:
+        """Send one message (waits while ``max_inflight`` are unacknowledged).
+
+        ``headers``: nats-py's dict, or a block from ``encode_headers`` (multi-valued; needs a
+        connection from ``connect(raw_headers=True)``)."""
+        if isinstance(headers, bytes) and not isinstance(self.nc, _RawHeadersClient):
+            raise TypeError("a header block needs a connect(raw_headers=True) connection")
         while len(self._inflight) >= self.max_inflight:
             if self._error:
                 raise self._error
@@ -496,7 +683,14 @@ class Publisher:
         self._next += 1
         self._inflight[token] = (subject, data, headers)
         self._drained.clear()
-        await self.nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+        await self._send(token, subject, data, headers)
+
+    async def _send(
+        self, token: str, subject: str, data: bytes, headers: bytes | dict[str, str] | None
+    ) -> None:
+        # a bytes block is sent as is by _RawHeadersClient (nats-py's signature says dict)
+        hdrs: Any = headers
+        await self.nc.publish(subject, data, reply=self._prefix + token, headers=hdrs)
 
     async def _resend(self) -> None:
         self.result.retries += 1
@@ -504,7 +698,7 @@ class Publisher:
             raise JetStreamError(f"{len(self._inflight)} publishes unacknowledged after retries")
         log.warning("publish acks overdue count=%d: resending", len(self._inflight))
         for token, (subject, data, headers) in list(self._inflight.items()):
-            await self.nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+            await self._send(token, subject, data, headers)
 
     async def flush(self) -> PublishResult:
         """Wait until every publish is acknowledged (resending overdue ones); the totals."""

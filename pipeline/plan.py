@@ -413,7 +413,8 @@ def row_msg_id(
 
 
 def normalize_headers(raw: Any) -> dict[str, list[str]]:
-    """Headers from a row: a map of string → string or list of strings (None → {})."""
+    """Headers from a row: a map (or list of pairs) of string → string or list of strings
+    (None → {}); every value of a repeated name is kept, in order."""
     if not raw:
         return {}
     items = raw.items() if hasattr(raw, "items") else raw
@@ -423,5 +424,7 @@ def normalize_headers(raw: Any) -> dict[str, list[str]]:
             continue
         if isinstance(v, str | bytes):
             v = [v]
-        out[str(k)] = [x.decode() if isinstance(x, bytes) else str(x) for x in v]
+        out.setdefault(str(k), []).extend(
+            x.decode() if isinstance(x, bytes) else str(x) for x in v if x is not None
+        )
     return out

@@ -4,8 +4,9 @@ Theory of operation: a reading task receives up to hundreds of thousands of mess
 second; nats-py spends most of its time per message building ``Msg`` objects and passing them
 through an asyncio queue.  This connection speaks just what a pull reader needs — ``CONNECT``
 (user/password or token, TLS upgrade after ``INFO``), ``SUB`` of one inbox, ``PUB`` of pull
-requests, ``PING``/``PONG`` — and parses ``MSG``/``HMSG`` straight out of the receive buffer,
-calling ``on_msg(subject, reply, header_bytes, payload)`` for each.  Control requests
+requests, ``PING``/``PONG`` — and parses ``MSG``/``HMSG`` straight out of the receive buffer:
+an optional ``fast`` path (the pull reader's) decodes runs of deliveries in bulk first; every
+other frame goes to ``on_msg(subject, reply, header_bytes, payload)``.  Control requests
 (consumer create/delete, stream info) stay on nats-py.  Servers that want nkeys/JWT
 credentials are read through nats-py instead (``supports``).
 
@@ -26,6 +27,9 @@ READ_CHUNK = 1 << 20
 CONNECT_TIMEOUT_S = 5.0
 
 OnMsg = Callable[[bytes, bytes | None, bytes | None, bytes], None]
+FastPath = Callable[[bytes, int, int], int]
+"""``fast(buf, pos, n) -> pos'``: consume as many frames from ``buf[pos:n]`` as it can (only
+complete ones), return where it stopped; the generic parser takes the frame there."""
 
 
 class WireError(RuntimeError):
@@ -127,12 +131,22 @@ class RawConnection:
             b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload), payload)
         )
 
-    def start(self, on_msg: OnMsg, on_error: Callable[[BaseException], None]) -> None:
-        """Run the receive loop; ``on_error`` once if it ends by an error."""
+    def start(
+        self,
+        on_msg: OnMsg,
+        on_error: Callable[[BaseException], None],
+        fast: FastPath | None = None,
+    ) -> None:
+        """Run the receive loop; ``on_error`` once if it ends by an error.
+
+        ``fast`` (optional) sees the receive buffer first and decodes the frames it knows in
+        bulk (the pull reader's ``MSG``/``HMSG`` deliveries); everything else — and any frame it
+        leaves — goes through the generic parser to ``on_msg``.
+        """
 
         async def loop() -> None:
             try:
-                await self._receive(on_msg)
+                await self._receive(on_msg, fast)
             except asyncio.CancelledError:
                 raise
             except BaseException as e:
@@ -141,7 +155,7 @@ class RawConnection:
 
         self._task = asyncio.ensure_future(loop())
 
-    async def _receive(self, on_msg: OnMsg) -> None:
+    async def _receive(self, on_msg: OnMsg, fast: FastPath | None = None) -> None:
         reader, writer = self._reader, self._writer
         assert reader is not None and writer is not None
         buf = b""
@@ -152,6 +166,10 @@ class RawConnection:
             buf = buf + chunk if buf else chunk
             pos, n = 0, len(buf)
             while pos < n:
+                if fast is not None:
+                    pos = fast(buf, pos, n)
+                    if pos >= n:
+                        break
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     break

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cluster.api import StreamNotFound
+from cluster.consumer_fsm.select import count_pending
 from cluster.model import Storage
 from cluster.stream_fsm import ApiErrorResult, DeleteResult
 from node.jetstream import apireq
@@ -366,17 +367,9 @@ def _direct(
 
 
 def num_pending(store: StreamStore, start_seq: int, filter: str) -> int:
-    """Live messages at or after ``start_seq`` matching ``filter`` ("" = all)."""
-    state = store.state()
-    if start_seq <= state.first_seq:
-        if not filter:
-            return state.msgs
-        return sum(s.msgs for s in store.subject_state(filter).values())
-    n, seq = 0, start_seq
-    while (m := store.load_next(filter or ">", seq)) is not None:
-        n += 1
-        seq = m.seq + 1
-    return n
+    """Live messages at or after ``start_seq`` matching ``filter`` ("" = all), counted from
+    the store's index (a walk over the messages made each batch request O(stream))."""
+    return count_pending(store, (filter,) if filter else (), max(start_seq, 0))
 
 
 def _multi_last(

@@ -8,18 +8,24 @@ from typing import Any
 import nats
 import pytest
 
-from pipeline.natsio import Publisher, RangeReader, seq_at_time
+from pipeline.natsio import Publisher, RangeReader, connect, encode_headers, seq_at_time
 from pipeline.plan import ConnectOptions
 from tests.conftest import StartServer
 from tests.support.aio import run
 
 
 async def _fill(url: str) -> None:
-    nc = await nats.connect(url)
+    nc = await connect(ConnectOptions(servers=(url,)), raw_headers=True)
     try:
         js = nc.jetstream()
         await js.add_stream(name="R", subjects=["r.>"])
-        await js.publish("r.h", b"with-headers", headers={"K": "v", "Nats-Msg-Id": "m1"})
+        # a repeated header name: both values stored and read back, in order
+        pub = Publisher(nc)
+        await pub.start()
+        block = encode_headers([("K", ["v", "w"]), ("Nats-Msg-Id", ["m1"])])
+        await pub.publish("r.h", b"with-headers", block)
+        assert (await pub.flush()).published == 1
+        await pub.close()
         futs = [await js.publish_async(f"r.{'ab'[i % 2]}", b"%d" % i) for i in range(999)]
         for f in futs:
             await f
@@ -34,7 +40,7 @@ async def _read(conn: ConnectOptions, first: int, end: int, filters: tuple[str, 
     try:
         await r.open()
         while (c := await r.next_chunk()) is not None:
-            out += list(zip(c.seqs, c.subjects, c.headers, c.data, strict=True))
+            out += list(zip(c.seq_list(), c.subject_list(), c.header_list(), c.data, strict=True))
     finally:
         await r.close()
     return out
@@ -53,7 +59,7 @@ def test_range_reader(
 
     rows = read(1, 1001)
     assert [s for s, *_ in rows] == [s for s in range(1, 1001) if s != 500]
-    assert rows[0][1:] == ("r.h", [("K", ["v"]), ("Nats-Msg-Id", ["m1"])], b"with-headers")
+    assert rows[0][1:] == ("r.h", [("K", ["v", "w"]), ("Nats-Msg-Id", ["m1"])], b"with-headers")
     assert rows[1][2] is None and rows[1][3] == b"0"
     # stops by sequence: a sub-range, a sparse filter, a range past the end, an empty range
     assert [s for s, *_ in read(100, 200)] == list(range(100, 200))
@@ -120,7 +126,6 @@ def test_range_reader_over_tls_with_a_password(
     )
 
     async def go() -> list[int]:
-        from pipeline.natsio import connect
 
         nc = await connect(conn)
         try:
@@ -135,7 +140,7 @@ def test_range_reader_over_tls_with_a_password(
         try:
             await r.open()
             while (c := await r.next_chunk()) is not None:
-                seqs += c.seqs
+                seqs += c.seq_list()
         finally:
             await r.close()
         return seqs
@@ -166,7 +171,5 @@ async def _read_t(conn: ConnectOptions, raw: bool) -> None:
         finally:
             await rc.close()
     else:
-        from pipeline.natsio import connect
-
         nc = await connect(conn)
         await nc.close()

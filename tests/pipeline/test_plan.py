@@ -5,10 +5,16 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.natsio import consumer_config, parse_ack_subject
+from pipeline.natsio import (
+    consumer_config,
+    encode_headers,
+    header_map_array,
+    header_pairs,
+    parse_ack_subject,
+)
 from pipeline.plan import (
     OptionError,
     SeqRange,
@@ -204,6 +210,33 @@ def test_normalize_headers() -> None:
         "b": ["2", "3"],
     }
     assert normalize_headers([("a", [b"x"])]) == {"a": ["x"]}
+    # a repeated name (a list of pairs, as Arrow gives a map back) keeps every value
+    assert normalize_headers([("a", ["1"]), ("b", ["2"]), ("a", ["3", "4"])]) == {
+        "a": ["1", "3", "4"],
+        "b": ["2"],
+    }
+
+
+_names = st.sampled_from(["A", "b-c", "Nats-Msg-Id", "X"])
+_values = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), max_size=6)
+
+
+@settings(deadline=None)  # the first call loads Arrow's kernels; no timing is tested
+@given(
+    st.lists(st.one_of(st.none(), st.lists(st.tuples(_names, _values), max_size=5)), max_size=12)
+)
+def test_header_blocks_round_trip_and_map_array(msgs: list[list[tuple[str, str]] | None]) -> None:
+    """encode_headers -> header_map_array gives what header_pairs gives per block: repeated
+    names grouped with every value in order, no headers -> null."""
+    blocks = [None if m is None else encode_headers([(k, [v]) for k, v in m]) for m in msgs]
+    want: list[list[tuple[str, list[str]]] | None] = []
+    for m in msgs:
+        grouped: dict[str, list[str]] = {}
+        for k, v in m or []:
+            grouped.setdefault(k, []).append(v.strip())
+        want.append(list(grouped.items()) or None)
+    assert [header_pairs(b) for b in blocks] == want
+    assert header_map_array(blocks).to_pylist() == want
 
 
 def test_ack_subject_and_consumer_config() -> None:

@@ -35,7 +35,7 @@ async def _read_all(conn: ConnectOptions, kill: Cluster | None) -> tuple[list[in
         try:
             await r.open()
             while (c := await r.next_chunk()) is not None:
-                seqs += c.seqs
+                seqs += c.seq_list()
                 if kill is not None and attempt == 1 and len(seqs) == 50:
                     await _kill_leader(kill)
             return seqs, attempt

@@ -36,7 +36,7 @@ def test_sink_run_twice_gives_all_duplicates(spark: Any, js: ServerProcess) -> N
         f"concat('{base}.', CAST(id % 4 AS STRING)) AS subject",
         "CAST(concat('payload-', CAST(id AS STRING)) AS BINARY) AS data",
         "concat('row-', CAST(id AS STRING)) AS msg_id",
-        "map('X-Row', array(CAST(id AS STRING))) AS headers",
+        "map('X-Row', array(CAST(id AS STRING)), 'X-Multi', array('a', 'b', 'a')) AS headers",
     )
     _write(df, js.url)
     st = stream_state(js.url, name)
@@ -55,8 +55,12 @@ def test_sink_run_twice_gives_all_duplicates(spark: Any, js: ServerProcess) -> N
         .where("headers['X-Row'][0] = '7'")
         .collect()
     )
-    assert [(r.subject, bytes(r.data), r.headers["Nats-Msg-Id"]) for r in back] == [
-        (f"{base}.3", b"payload-7", ["row-7"])
+    assert [(r.subject, bytes(r.data), r.headers) for r in back] == [
+        (
+            f"{base}.3",
+            b"payload-7",
+            {"X-Row": ["7"], "X-Multi": ["a", "b", "a"], "Nats-Msg-Id": ["row-7"]},
+        )
     ]
 
 
