@@ -19,6 +19,13 @@ every server, a fresh three-node cluster is started with
   (``--settle-s``), then CPU time (``/proc/<pid>/stat`` utime+stime) over
   ``--idle-s`` seconds, as % of one core, and RSS (``VmRSS``) of every node.
   Figures: mean over the nodes (the per-node values are printed as it goes).
+* **scale** (``--scale R3,R1``, e.g. ``100,500``, instead of creates and
+  idle) -- the R3 file streams ``R<i>`` then the R1 file streams ``S<i>``,
+  created one after the other through the API by one client on n1 (every reply
+  checked), then the idle window as above.  Figures: seconds to create all,
+  and the **highest** node's idle CPU % of a core and RSS (the issue's targets
+  are per node: all created within 60 s, idle CPU <= 10 %, RSS <= 500 MB);
+  failover rounds are skipped unless ``--rounds`` is given.
 * **failover** -- ``--rounds`` times: connect to a node that is not the meta
   leader, SIGKILL the meta leader (as ``/jsz`` names it), then send
   ``STREAM.CREATE`` of a new R1 stream to the survivor, retrying every
@@ -74,6 +81,16 @@ METRICS = [
     ("failover_s", "meta failover s, median", False),
 ]
 
+SCALE_METRICS = [
+    ("create_all_s", "create all (R3 then R1) s", False),
+    ("idle_cpu_pct_max", "idle CPU % of a core, max node", False),
+    ("idle_cpu_pct", "idle CPU % of a core, mean/node", False),
+    ("rss_mb_max", "RSS MB, max node", False),
+    ("rss_mb", "RSS MB, mean/node", False),
+]
+SCALE_TARGETS = {"create_all_s": 60.0, "idle_cpu_pct_max": 10.0, "rss_mb_max": 500.0}
+"""The issue's targets (#13, Scale): per node."""
+
 
 @dataclass
 class Run:
@@ -96,10 +113,14 @@ def stream_config(name: str, subject: str, replicas: int = 1) -> bytes:
     ).encode()
 
 
-async def create(nc: NATS, name: str, wait_s: float = API_TIMEOUT_S) -> dict[str, Any]:
-    """STREAM.CREATE of an R1 stream ``name`` (subject ``<name>.>``); the decoded reply."""
+async def create(
+    nc: NATS, name: str, wait_s: float = API_TIMEOUT_S, replicas: int = 1
+) -> dict[str, Any]:
+    """STREAM.CREATE of a file stream ``name`` (subject ``<name>.>``); the decoded reply."""
     msg = await nc.request(
-        f"$JS.API.STREAM.CREATE.{name}", stream_config(name, f"{name}.>"), timeout=wait_s
+        f"$JS.API.STREAM.CREATE.{name}",
+        stream_config(name, f"{name}.>", replicas),
+        timeout=wait_s,
     )
     doc = json.loads(msg.data)
     return doc if isinstance(doc, dict) else {"error": {"description": "not an object"}}
@@ -143,14 +164,23 @@ async def probe(c: Cluster, nc: NATS) -> str | None:
 # -- phases ----------------------------------------------------------------------
 
 
-async def phase_creates(nc: NATS, first: int, count: int) -> float:
-    """Create streams ``S<first>``..; returns seconds.  Raises RuntimeError on an error reply."""
+async def phase_creates(
+    nc: NATS, first: int, count: int, replicas: int = 1, prefix: str = "S"
+) -> float:
+    """Create streams ``<prefix><first>``..; returns seconds.  Raises RuntimeError on an error reply."""
     t0 = time.perf_counter()
     for i in range(first, first + count):
-        doc = await create(nc, f"S{i:05d}")
+        name = f"{prefix}{i:05d}"
+        try:
+            doc = await create(nc, name, replicas=replicas)
+        except NatsTimeoutError as exc:
+            secs = time.perf_counter() - t0
+            raise RuntimeError(
+                f"create {name}: no reply ({i - first} done in {secs:.1f}s)"
+            ) from exc
         err = error_text(doc)
         if err:
-            raise RuntimeError(f"create S{i:05d}: {err}")
+            raise RuntimeError(f"create {name}: {err}")
     return time.perf_counter() - t0
 
 
@@ -226,6 +256,50 @@ async def _quiet(*_: Any) -> None:
     return None
 
 
+def print_idle(run: Run, idle: dict[str, Any], streams: int) -> None:
+    print(
+        f"  {run.server} idle with {streams} streams: cpu% "
+        + " ".join(f"{n}={v:.2f}" for n, v in idle["cpu_pct"].items())
+        + " rss_mb "
+        + " ".join(f"{n}={v:.1f}" for n, v in idle["rss_mb"].items())
+        + f" hosted {idle['streams_hosted']}",
+        flush=True,
+    )
+
+
+async def phase_scale(c: Cluster, nc: NATS, run: Run, args: argparse.Namespace) -> None:
+    """``args.r3`` R3 then ``args.r1`` R1 streams, timed; then the idle window."""
+    t_r3 = await phase_creates(nc, 0, args.r3, replicas=3, prefix="R")
+    print(f"  {run.server} created {args.r3} R3 in {t_r3:.2f}s", flush=True)
+    t_r1 = await phase_creates(nc, 0, args.r1, replicas=1, prefix="S")
+    print(f"  {run.server} created {args.r1} R1 in {t_r1:.2f}s", flush=True)
+    run.figures["create_all_s"] = t_r3 + t_r1
+    run.details["create_r3_s"], run.details["create_r1_s"] = t_r3, t_r1
+    idle = await phase_idle(c, args)
+    run.details["idle"] = idle
+    run.figures["idle_cpu_pct"] = statistics.mean(idle["cpu_pct"].values())
+    run.figures["idle_cpu_pct_max"] = max(idle["cpu_pct"].values())
+    run.figures["rss_mb"] = statistics.mean(idle["rss_mb"].values())
+    run.figures["rss_mb_max"] = max(idle["rss_mb"].values())
+    print_idle(run, idle, args.r3 + args.r1 + 1)
+
+
+async def phase_creates_idle(c: Cluster, nc: NATS, run: Run, args: argparse.Namespace) -> None:
+    """The creates/s and idle phases (R1 streams)."""
+    n_creates, n_idle = args.creates, args.idle_streams
+    secs = await phase_creates(nc, 0, n_creates)
+    run.figures["creates_per_s"] = n_creates / secs
+    print(f"  {run.server} creates: {n_creates} in {secs:.2f}s", flush=True)
+    more = max(0, n_idle - n_creates)
+    secs_more = await phase_creates(nc, n_creates, more)
+    run.details["fill_creates_per_s"] = more / secs_more if more else None
+    idle = await phase_idle(c, args)
+    run.details["idle"] = idle
+    run.figures["idle_cpu_pct"] = statistics.mean(idle["cpu_pct"].values())
+    run.figures["rss_mb"] = statistics.mean(idle["rss_mb"].values())
+    print_idle(run, idle, max(n_idle, n_creates) + 1)
+
+
 async def run_phases(c: Cluster, run: Run, args: argparse.Namespace) -> None:
     nc = await nats.connect(c.urls[0], error_cb=_quiet)
     try:
@@ -233,25 +307,10 @@ async def run_phases(c: Cluster, run: Run, args: argparse.Namespace) -> None:
         if why:
             run.na = why
             return
-        n_creates, n_idle = args.creates, args.idle_streams
-        secs = await phase_creates(nc, 0, n_creates)
-        run.figures["creates_per_s"] = n_creates / secs
-        print(f"  {run.server} creates: {n_creates} in {secs:.2f}s", flush=True)
-        more = max(0, n_idle - n_creates)
-        secs_more = await phase_creates(nc, n_creates, more)
-        run.details["fill_creates_per_s"] = more / secs_more if more else None
-        idle = await phase_idle(c, args)
-        run.details["idle"] = idle
-        run.figures["idle_cpu_pct"] = statistics.mean(idle["cpu_pct"].values())
-        run.figures["rss_mb"] = statistics.mean(idle["rss_mb"].values())
-        print(
-            f"  {run.server} idle with {max(n_idle, n_creates) + 1} streams: cpu% "
-            + " ".join(f"{n}={v:.2f}" for n, v in idle["cpu_pct"].items())
-            + " rss_mb "
-            + " ".join(f"{n}={v:.1f}" for n, v in idle["rss_mb"].items())
-            + f" hosted {idle['streams_hosted']}",
-            flush=True,
-        )
+        if args.scale:
+            await phase_scale(c, nc, run, args)
+        else:
+            await phase_creates_idle(c, nc, run, args)
     finally:
         await nc.close()
     rounds = []
@@ -300,15 +359,19 @@ def fmt(v: float | None) -> str:
 
 def report(runs: list[Run], args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
+    metrics = SCALE_METRICS if args.scale else METRICS
     print()
     print(f"{'metric':34} {'sync':7} {'ref':>10} {'trijet':>10} {'ratio':>7}  note")
     for sync in args.syncs:
         by = {r.server: r for r in runs if r.sync == sync}
-        for key, label, higher in METRICS:
+        for key, label, higher in metrics:
             ref = by["ref"].figures.get(key) if "ref" in by else None
             tj = by["trijet"].figures.get(key) if "trijet" in by else None
             ratio = tj / ref if tj is not None and ref else None
             note = "" if higher else "lower=better"
+            target = SCALE_TARGETS.get(key) if args.scale else None
+            if target is not None and tj is not None:
+                note += f"; target <= {target:g}: {'met' if tj <= target else 'MISSED'}"
             if "trijet" in by and by["trijet"].na:
                 note = f"trijet: {by['trijet'].na}"
             rows.append({"metric": key, "sync": sync, "ref": ref, "trijet": tj, "ratio": ratio})
@@ -316,7 +379,7 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[dict[str, Any]]:
                 f"{label:34} {sync:7} {fmt(ref):>10} {fmt(tj):>10}"
                 f" {'n/a' if ratio is None else f'{ratio:.2f}':>7}  {note}"
             )
-    for key, _, _ in METRICS:
+    for key, _, _ in metrics:
         for sync in args.syncs:
             row = next(r for r in rows if r["metric"] == key and r["sync"] == sync)
             rtxt = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}"
@@ -336,6 +399,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--settle-s", type=float, default=2.0, help="pause before the idle window")
     p.add_argument("--try-timeout", type=float, default=0.25, help="failover: per-create timeout")
     p.add_argument("--quick", action="store_true", help="50,100 streams, 3 s idle, 2 rounds")
+    p.add_argument(
+        "--scale",
+        default="",
+        help="R3,R1: create that many R3 then R1 file streams, time it, then idle"
+        " (issue #13: 100,500); default sync only and no failover rounds unless given",
+    )
     p.add_argument("--store-parent", default=None, help="where the temp cluster dirs go")
     p.add_argument("--keep", action="store_true", help="keep logs and stores")
     p.add_argument("--json", default="", help="write all raw results to this file")
@@ -346,6 +415,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.creates, args.idle_streams = (int(x) for x in comma_list(args.sizes))
     except ValueError:
         p.error("--sizes takes CREATES,IDLE_STREAMS")
+    args.r3 = args.r1 = 0
+    if args.scale:
+        try:
+            args.r3, args.r1 = (int(x) for x in comma_list(args.scale))
+        except ValueError:
+            p.error("--scale takes R3,R1 stream counts")
+        explicit = argv if argv is not None else sys.argv[1:]
+        if not any(a.startswith("--sync") for a in explicit):
+            args.sync = "default"
+        if not any(a.startswith("--rounds") for a in explicit):
+            args.rounds = 0
     args.servers = comma_list(args.servers)
     args.syncs = comma_list(args.sync)
     bad = [s for s in args.servers if s not in KINDS] + [
@@ -359,9 +439,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     OUT_DIR.mkdir(exist_ok=True)
+    what = (
+        f"scale r3={args.r3} r1={args.r1}"
+        if args.scale
+        else f"creates={args.creates} idle_streams={args.idle_streams}"
+    )
     print(
-        f"meta_bench: 3 nodes each; creates={args.creates} idle_streams={args.idle_streams}"
+        f"meta_bench: 3 nodes each; {what}"
         f" idle_s={args.idle_s} rounds={args.rounds} sync={','.join(args.syncs)}"
+        f" load={' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     runs = []
     for sync in args.syncs:

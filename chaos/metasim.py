@@ -297,6 +297,7 @@ class MetaSimulation(Simulation):
                 self.violation(f"{nid} and {best_core.node_id} applied as much but differ")
         self._check_state(best.machine)
         self.result.acked = len(self.acked)
+        self.result.counts["quiesced"] = self.quiesced
         self.result.snapshots = sum(c.snapshots.taken + c.snapshots.installed for _, c in up)
 
     def _check_state(self, m: MetaMachine) -> None:

@@ -75,6 +75,11 @@ class SimNetwork:
         """One-way drop from ``src`` to ``dst``."""
         self.faults.blocked.add((src, dst))
 
+    def is_blocked(self, src: str, dst: str) -> bool:
+        """Traffic between the two is blocked in either direction."""
+        b = self.faults.blocked
+        return (src, dst) in b or (dst, src) in b
+
     def heal(self) -> None:
         self.faults.blocked.clear()
 

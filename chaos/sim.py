@@ -59,7 +59,9 @@ from chaos.toyfsm import ToyStateMachine
 from raft.core import PATCHES, Proposal, RaftConfig, RaftCore
 from raft.errors import RaftError
 from raft.fsm import StateMachine
+from raft.liveness import BEAT_S, PING_GROUP, SILENCE_S, PeerLiveness
 from raft.storage import MemoryDisk
+from raft.wire import encode_frame
 
 __all__ = [
     "SimConfig",
@@ -86,6 +88,11 @@ class SimConfig:
     client_interval_s: float = 0.02
     fault_interval_s: tuple[float, float] = (0.15, 0.6)
     workload: str = "toy"  # "meta": chaos.metasim; "stream": chaos.streamsim
+    #: hibernation of an idle group (raft.quiet); None: heartbeat forever
+    quiet_after_s: float | None = 0.2
+    #: probability that the client pauses (a lull: the group may hibernate)
+    lull: float = 0.015
+    lull_s: tuple[float, float] = (0.3, 1.0)
 
 
 @dataclass
@@ -108,6 +115,8 @@ class SimResult:
             flags += " --unsafe-send-before-fsync"
         if cfg.workload != "toy":
             flags += f" --workload {cfg.workload}"
+        if cfg.quiet_after_s is None:
+            flags += " --no-quiet"
         return f"python -m chaos.sim --seed {self.seed}{flags}"
 
 
@@ -135,7 +144,11 @@ class Simulation:
             # the stream workload's "no proposal forgotten" check can see them
             forward_reply_s_max=0.8,
             watch_s_max=1.5,
+            quiet_after_s=self.cfg.quiet_after_s,
         )
+        # link liveness (raft.liveness): pings, silence, link down/up events
+        self.live: dict[str, PeerLiveness] = {i: PeerLiveness(SILENCE_S) for i in self.ids}
+        self.next_ping = BEAT_S
         self.result = SimResult(seed)
         # checker state
         self.leaders: dict[int, str] = {}
@@ -151,6 +164,8 @@ class Simulation:
         self.clients_on = True
         self.faults_on = True
         self.lazy: dict[str, int] = {}
+        self._quiesced_seen: dict[str, int] = {}
+        self.quiesced = 0
         for i in self.ids:
             self.start(i)
 
@@ -168,6 +183,15 @@ class Simulation:
             rng=random.Random(self.rng.getrandbits(64)),
         )
         self.cores[nid] = core
+        live = self.live[nid] = PeerLiveness(SILENCE_S)
+        core.quiet_state.heard = live.last_heard
+        self._quiesced_seen[nid] = 0
+        # the links come up (both sides), unless a partition blocks them
+        for other, oc in self.up():
+            if other != nid and not self.net.is_blocked(nid, other):
+                live.heard(other, self.t)
+                self.live[other].heard(nid, self.t)
+                oc.peer_event(nid)
         self.checked_commit[nid] = 0
         core.journal.take_changed_from()
         self.check_log_matching(nid, core, from_idx=core.journal.first_index)
@@ -197,6 +221,8 @@ class Simulation:
                 self.send(nid, ready.outbox)
         self.disks[nid].crash(self.fault_rng)
         self.cores[nid] = None
+        for _other, oc in self.up():  # its sockets close: the links go down at once
+            oc.peer_event(nid)
         self.result.crashes += 1
         self.restart_at[nid] = self.t + self.fault_rng.uniform(0.05, 1.0)
 
@@ -210,8 +236,6 @@ class Simulation:
         return None
 
     def send(self, src: str, outbox: Iterable[tuple[str, bytes]]) -> None:
-        from raft.wire import encode_frame
-
         for peer, payload in outbox:
             self.net.send(src, peer, encode_frame(GROUP, payload), self.t)
 
@@ -231,8 +255,27 @@ class Simulation:
             ready.release()
             if ready.leadership is not None and ready.leadership.is_leader:
                 self.result.elections += 1
+            self.count_quiet(nid, core)
             if not ready.more:
                 break
+
+    def count_quiet(self, nid: str, core: RaftCore) -> None:
+        """Count hibernations (``counts["quiesced"]``)."""
+        n = core.quiet_state.quiesced
+        self.quiesced += n - self._quiesced_seen.get(nid, 0)
+        self._quiesced_seen[nid] = n
+
+    def link_beat(self) -> None:
+        """The links' pings (every ``BEAT_S``) and silence reports (raft.liveness)."""
+        if self.t >= self.next_ping:
+            self.next_ping = self.t + BEAT_S
+            for nid, _ in self.up():
+                for other in self.ids:
+                    if other != nid:
+                        self.net.send(nid, other, encode_frame(PING_GROUP, b""), self.t)
+        for nid, core in self.up():
+            for peer in self.live[nid].newly_silent(self.t):
+                core.peer_event(peer)
 
     # ------------------------------------------------------------ workload and faults
 
@@ -385,6 +428,7 @@ class Simulation:
                     f"{nid} applied {core.last_applied} != {best.last_applied} after settling"
                 )
         self.result.acked = len(self.acked)
+        self.result.counts["quiesced"] = self.quiesced
         self.result.snapshots = sum(c.snapshots.taken + c.snapshots.installed for _, c in up)
 
     # ------------------------------------------------------------ main loop
@@ -399,13 +443,18 @@ class Simulation:
         if self.faults_on:
             cands.append(self.next_fault)
         cands.extend(self.restart_at.values())
-        for _, core in self.up():
+        cands.append(self.next_ping)
+        for nid, core in self.up():
             cands.append(core.next_deadline())
+            cands.append(self.live[nid].next_silence())
         self.t = max(self.t + 1e-6, min(cands))
         for src, dst, frame in self.net.pop_due(self.t):
             core = self.cores.get(dst)
             if core is not None:
                 gid, payload = decode_one_frame(frame)
+                self.live[dst].heard(src, self.t)
+                if gid == PING_GROUP:
+                    continue
                 if not self.deliver(src, dst, gid, payload):
                     core.receive(src, payload)
         for nid, at in sorted(self.restart_at.items()):
@@ -415,6 +464,9 @@ class Simulation:
         if self.clients_on and self.next_client <= self.t:
             self.client()
             self.next_client = self.t + self.client_rng.expovariate(1 / self.cfg.client_interval_s)
+            if self.client_rng.random() < self.cfg.lull:
+                self.next_client += self.client_rng.uniform(*self.cfg.lull_s)
+        self.link_beat()
         if self.faults_on and self.next_fault <= self.t:
             self.fault()
             self.next_fault = self.t + self.fault_rng.uniform(*self.cfg.fault_interval_s)
@@ -506,6 +558,9 @@ def main(argv: list[str] | None = None) -> int:
         help="replicated state machine: toy values, the meta group's MetaMachine, or a "
         "replicated stream (ReplicatedStreamFSM over a memory store, catch-up included)",
     )
+    ap.add_argument(
+        "--no-quiet", action="store_true", help="idle groups never hibernate (raft.quiet off)"
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.CRITICAL)
@@ -516,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         without=frozenset(a.without),
         unsafe_send_before_fsync=a.unsafe_send_before_fsync,
         workload=a.workload,
+        quiet_after_s=None if a.no_quiet else SimConfig.quiet_after_s,
     )
     seeds = [a.seed] if a.seed is not None else list(range(a.start, a.start + (a.seeds or 20)))
     t0 = time.monotonic()
@@ -527,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"seed={r.seed} steps={r.steps} acked={r.acked} elections={r.elections} "
                 f"crashes={r.crashes} snapshots={r.snapshots} liveness_issues={len(r.liveness)}"
+                + "".join(f" {k}={v}" for k, v in sorted(r.counts.items()))
             )
         if r.liveness:
             live += 1

@@ -147,6 +147,7 @@ class StreamSimulation(Simulation):
                 self.result.elections += 1
                 if not self.rfsms[nid].current:
                     self.violation(f"{nid} leads with a hole")
+            self.count_quiet(nid, core)
             if not ready.more:
                 break
         rfsm = self.rfsms[nid]
@@ -308,5 +309,6 @@ class StreamSimulation(Simulation):
             "catchups": self.catchups,
             "store_losses": self.store_losses,
             "installs": sum(r.installs for r in self.rfsms.values()),
+            "quiesced": self.quiesced,
         }
         self.result.snapshots = sum(c.snapshots.taken + c.snapshots.installed for _, c in up)

@@ -108,6 +108,8 @@ log = logging.getLogger(__name__)
 
 #: how often the applied mark moves (store synced, then the mark written)
 MARK_INTERVAL_S = 0.2
+#: an idle stream group hibernates after this long (raft.quiet)
+QUIET_AFTER_S = 0.5
 MARK_FILE = "applied.json"
 #: entries applied before the bootstrap snapshot (see ``_bootstrap``)
 BOOTSTRAP_APPLIED_MIN = 3
@@ -502,6 +504,7 @@ class ReplicatedGroup:
             entry_bytes_max=ENTRY_BYTES_MAX,
             log_compaction_entries_min=NO_COMPACTION,
             log_compaction_s_min=float(NO_COMPACTION),
+            quiet_after_s=QUIET_AFTER_S,
         )
         self.raft = RaftGroup(
             group_id,
@@ -786,8 +789,16 @@ class ReplicatedGroup:
         """
         while True:
             await trio.sleep(MARK_INTERVAL_S)
+            # nothing applied since the last mark: wait for the group's next
+            # cycle rather than a timer (a hibernating group has none)
+            while self.rfsm.applied == self._marked:
+                await self.raft.wait_cycle()
             index = self.rfsm.applied
-            if not self.durable_store or not self.rfsm.current:
+            if not self.durable_store:
+                self._marked = index
+                self._maybe_compact()
+                continue
+            if not self.rfsm.current:
                 continue
             if index == self._marked:
                 self._maybe_compact()

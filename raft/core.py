@@ -49,6 +49,7 @@ turn off).  This module is what stays the same whichever SyncObj runs.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 import struct
@@ -73,6 +74,7 @@ from raft.errors import (
 )
 from raft.fsm import StateMachine
 from raft.journal import DurableJournal
+from raft.quiet import QuietState
 from raft.snapshot import SnapshotStore
 from raft.storage import Disk
 from raft.syncobj import (
@@ -130,6 +132,9 @@ class RaftConfig:
     # a forwarded proposal whose answer was lost is looked for in the applied
     # log this long at most (``RaftCore._watch_applied``)
     watch_s_max: float = 10.0
+    # None: heartbeat forever; else an idle group hibernates after this long
+    # (raft.quiet; needs peer links that report link events, raft.liveness)
+    quiet_after_s: float | None = None
     # a leader's append-entries leave before its own fsync (safe: see Ready)
     send_append_entries_before_fsync: bool = True
     patches: frozenset[str] = PATCHES
@@ -341,6 +346,8 @@ class RaftCore:
         self.watch_resolved = 0
         #: elections brought forward because the leader's link closed
         self.leader_links_lost = 0
+        #: hibernation of an idle group (raft.quiet); ``heard`` is set by the driver
+        self.quiet_state = QuietState(self)
         conf = self.config.syncobj_conf(self.journal, self.snapshots)
         with clock.bound(now, rng):
             self.obj = TrijetSyncObj(
@@ -418,6 +425,7 @@ class RaftCore:
             raise QueueFull(f"{len(self._pending)} proposals pending")
         p = Proposal(data, leader_only)
         self._pending.append(p)
+        self.quiet_state.wake()
         return p
 
     def barrier(self) -> Proposal:
@@ -454,13 +462,29 @@ class RaftCore:
             raise ValueError(op)
         p = Proposal(b"")
         self._membership_requests.append((p, op, peer_id))
+        self.quiet_state.wake()
         return p
 
     def transfer_leadership(self, target: str | None = None) -> Proposal:
         """Ask pysyncobj to hand leadership to ``target`` (None: most caught-up follower)."""
         p = Proposal(b"")
         self._transfer_requests.append((p, target))
+        self.quiet_state.wake()
         return p
+
+    def peer_event(self, peer_id: str) -> bool:
+        """The link to ``peer_id`` went down, came up or fell silent (raft.quiet):
+        True if this member woke from hibernation (run a cycle)."""
+        return self.quiet_state.peer_event(peer_id)
+
+    @property
+    def quiet(self) -> bool:
+        """This member hibernates (raft.quiet): no timer of its own runs."""
+        return self.quiet_state.quiet
+
+    def farewell(self) -> list[tuple[str, bytes]]:
+        """A leader closing down: a ``wake`` for each follower, encoded (raft.quiet)."""
+        return [(n.id, encode_messages([m])) for n, m in self.quiet_state.farewell()]
 
     # ------------------------------------------------------------ the cycle
 
@@ -647,6 +671,8 @@ class RaftCore:
                 self._submit_pending()
             if self._barriers:
                 self._submit_barriers()
+            quiet = self.quiet_state
+            quiet.before_tick()
             if not self.may_lead() and obj._SyncObj__raftState != STATE_LEADER:
                 # a replica with a hole never stands for election
                 later = self.now() + self.config.election_timeout_s_max
@@ -657,6 +683,9 @@ class RaftCore:
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
                 self._follower_again()
             self._sweep_orphans()
+            quiet.after_tick(
+                busy=bool(self._pending or self._barriers or obj._SyncObj__commandsWaitingReply)
+            )
         self._defer_apply = False
         ready = Ready(self)
         ready.early_outbox, ready.outbox = self._encode_outbox()
@@ -803,6 +832,8 @@ class RaftCore:
         pysyncobj compares ``now > deadline`` strictly, so we wake a hair later.
         """
         obj = self.obj
+        if self.quiet_state.quiet:
+            return math.inf
         if obj._SyncObj__raftState == STATE_LEADER:
             due = float(obj._SyncObj__newAppendEntriesTime)
             if self._pending and self._holding():  # held proposals go when the hold ends
@@ -892,8 +923,14 @@ class RaftCore:
         match = obj._SyncObj__raftMatchIndex
         nxt = obj._SyncObj__raftNextIndex
         peers = {}
+        quiet = self.quiet_state
+        heard = quiet.heard if quiet.quiet else None
         for n in sorted(obj._SyncObj__otherNodes, key=lambda n: n.id):
             seen = self.last_seen.get(n.id)
+            if heard is not None:  # hibernating: the peer's link speaks for the group
+                h = heard(n.id)
+                if h is not None and (seen is None or h > seen):
+                    seen = h
             peers[n.id] = {
                 "match_index": match.get(n) if self.is_leader else None,
                 "next_index": nxt.get(n) if self.is_leader else None,
@@ -922,6 +959,9 @@ class RaftCore:
             "watch_resolved": self.watch_resolved,
             "watching": len(self._watch),
             "removed": self.removed,
+            "quiet": quiet.quiet,
+            "quiesced": quiet.quiesced,
+            "woken": quiet.woken,
         }
 
     def leader_link_down(self, peer_id: str) -> bool:

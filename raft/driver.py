@@ -41,7 +41,9 @@ stands for election at once (``RaftCore.leader_link_down``).
 Proposals that pile up while a cycle's fsync runs are batched into the next
 cycle's entry, so batching grows with load by itself. No fixed tick: an idle
 follower only wakes for heartbeats (each heartbeat is a message) or its
-election deadline.
+election deadline; and a group with nothing to do hibernates (``quiet_after_s``,
+:mod:`raft.quiet`) over links that report link events (``watch``): then
+nothing of it runs until a message, a proposal or a link event wakes it.
 
 Snapshots (log compaction) are captured inside the cycle but written by the
 driver in its sync thread after the journal's fsync (``SnapshotStore.take_write``),
@@ -107,6 +109,11 @@ class RaftDriver:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
         self._kicked = True
         self._wake.set()
+
+    def _on_peer_event(self, peer_id: str) -> None:
+        if self.core.peer_event(peer_id):
+            self._kicked = True
+            self._wake.set()
 
     def _on_frame(self, peer_id: str, payload: bytes) -> None:
         self.core.receive(peer_id, payload)
@@ -210,6 +217,13 @@ class RaftDriver:
         self.links.register(gid, self._on_frame)
         watch = getattr(self.links, "on_peer_down", None)
         unwatch = watch(self._on_peer_down) if watch is not None else None
+        watch_events = getattr(self.links, "watch", None)
+        quiet = core.quiet_state
+        if watch_events is not None and core.config.quiet_after_s is not None:
+            watch_events(gid, self._on_peer_event)
+            quiet.heard = getattr(self.links, "last_heard", None)
+        else:
+            quiet.available = False  # no link events: never hibernate
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
         if syncer is not None:
             core.snapshots.defer_writes = True
@@ -249,6 +263,9 @@ class RaftDriver:
                 done.set()
                 await trio.lowlevel.checkpoint()
         finally:
+            if quiet.available:
+                for peer, payload in core.farewell():  # followers elect anew
+                    self.links.send(peer, gid, payload)
             self.links.unregister(gid)
             if unwatch is not None:
                 unwatch()

@@ -23,6 +23,11 @@ hand-over; whatever the kernel does not take right away is queued for the
 writer task, which keeps the byte order.  Over TLS every frame goes through
 the writer task.
 
+Link events for hibernating groups (:mod:`raft.quiet`, :mod:`raft.liveness`):
+a link that sent nothing in a beat (``beat_s``) sends a ping frame, so a
+peer's silence means trouble; a link that comes up, goes down, or whose peer
+falls silent for ``silence_s`` is reported to every group that ``watch``-es.
+
 Handshake (bounded sizes, ``handshake_timeout_s``; nothing else from the peer
 is decoded before it succeeds)::
 
@@ -57,6 +62,7 @@ from typing import Protocol
 
 import trio
 
+from raft.liveness import BEAT_S, PING_GROUP, SILENCE_S, PeerLiveness
 from raft.wire import FRAME_BYTES_MAX_DEFAULT, FrameDecoder, WireError, encode_frame
 
 __all__ = ["LINK_MAGIC", "PeerLinks", "TcpPeerLinks"]
@@ -68,6 +74,9 @@ NONCE_BYTES = 32
 NODE_ID_BYTES_MAX = 255
 
 FrameHandler = Callable[[str, bytes], None]
+PeerEventHandler = Callable[[str], None]
+#: after a late beat, how long the readers get before silence is judged
+STALL_READ_S = 0.01
 
 
 class PeerLinks(Protocol):
@@ -83,6 +92,19 @@ class PeerLinks(Protocol):
 
     def send(self, peer_id: str, group_id: str, payload: bytes) -> bool:
         """Queue a frame for ``peer_id``; False if dropped (no link, queue full)."""
+
+
+class WatchedPeerLinks(PeerLinks, Protocol):
+    """Peer links that also report link events (what hibernating groups need,
+    :mod:`raft.quiet`): optional; a driver over links without them never
+    lets its group hibernate."""
+
+    def watch(self, group_id: str, handler: PeerEventHandler) -> None:
+        """Call ``handler(peer_id)`` (must not block) whenever the link to a
+        peer comes up, goes down or falls silent; until ``unregister(group_id)``."""
+
+    def last_heard(self, peer_id: str) -> float | None:
+        """trio clock time of the last bytes from ``peer_id`` (None: never)."""
 
 
 class HandshakeError(Exception):
@@ -129,6 +151,9 @@ class _Conn:
         self.queued_bytes = 0
         self.wake = trio.Event()
         self.closed = False
+        #: frames sent (the beat pings a link that sent nothing since the last)
+        self.frames = 0
+        self.frames_at_beat = 0
         #: the socket's descriptor for direct writes (None: TLS, writer task only)
         self.fd: int | None = (
             stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
@@ -151,6 +176,9 @@ class TcpPeerLinks:
         handshake_timeout_s: bound on the handshake.
         backoff_s_min, backoff_s_max: reconnect backoff range (full jitter).
         rng: seeded RNG for jitter and nonces' companion randomness (nonces use os.urandom).
+        beat_s: a link that sent nothing else for this long sends a ping.
+        silence_s: a peer heard nothing from for this long is reported to the
+            watchers (:mod:`raft.liveness`; at most any group's minimum election timeout).
     """
 
     def __init__(
@@ -166,6 +194,8 @@ class TcpPeerLinks:
         backoff_s_min: float = 0.05,
         backoff_s_max: float = 2.0,
         rng: random.Random | None = None,
+        beat_s: float = BEAT_S,
+        silence_s: float = SILENCE_S,
     ) -> None:
         if not 0 < len(node_id.encode()) <= NODE_ID_BYTES_MAX:
             raise ValueError("bad node id")
@@ -182,6 +212,9 @@ class TcpPeerLinks:
         self.backoff_s_max = backoff_s_max
         self._rng = rng or random.Random()
         self._handlers: dict[str, FrameHandler] = {}
+        self._watchers: dict[str, PeerEventHandler] = {}
+        self.beat_s = beat_s
+        self.liveness = PeerLiveness(silence_s)
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
         self._dialing: set[str] = set()
@@ -197,6 +230,20 @@ class TcpPeerLinks:
 
     def unregister(self, group_id: str) -> None:
         self._handlers.pop(group_id, None)
+        self._watchers.pop(group_id, None)
+
+    def watch(self, group_id: str, handler: PeerEventHandler) -> None:
+        self._watchers[group_id] = handler
+
+    def last_heard(self, peer_id: str) -> float | None:
+        return self.liveness.last_heard(peer_id)
+
+    def _peer_event(self, peer_id: str) -> None:
+        for gid, handler in list(self._watchers.items()):
+            try:
+                handler(peer_id)
+            except Exception:
+                log.exception("event=peer_event_handler_raised group=%s", gid)
 
     def send(self, peer_id: str, group_id: str, payload: bytes) -> bool:
         c = self._conns.get(peer_id)
@@ -209,6 +256,7 @@ class TcpPeerLinks:
             log.error("event=frame_too_large peer=%s group=%s", peer_id, group_id)
             self.stats["dropped_frames"] += 1
             return False
+        c.frames += 1
         if c.fd is not None and not c.queue and not c.writing:
             try:
                 n = os.write(c.fd, frame)
@@ -283,6 +331,7 @@ class TcpPeerLinks:
             self._nursery = nursery
             for pid in list(self._peers):
                 self._maybe_dial(pid)
+            nursery.start_soon(self._beat_loop)
             task_status.started()
             try:
                 await trio.sleep_forever()
@@ -290,6 +339,27 @@ class TcpPeerLinks:
                 self._nursery = None
                 for c in list(self._conns.values()):
                     self._close(c)
+
+    async def _beat_loop(self) -> None:
+        """Ping every link that sent nothing in the last beat; report silent peers."""
+        last = trio.current_time()
+        while True:
+            await trio.sleep(self.beat_s)
+            for c in list(self._conns.values()):
+                if not c.closed and c.frames == c.frames_at_beat:
+                    self.send(c.peer_id, PING_GROUP, b"")
+                c.frames_at_beat = c.frames
+            now = trio.current_time()
+            if now - last > 2 * self.beat_s:
+                # this loop ran late (the event loop was busy): what the peers
+                # sent meanwhile may still sit unread in the sockets; let the
+                # readers take it before judging anyone silent
+                await trio.sleep(STALL_READ_S)
+                now = trio.current_time()
+            last = now
+            for pid in self.liveness.newly_silent(now, set(self._conns)):
+                log.info("event=link_silent peer=%s after_s=%.3f", pid, self.liveness.silence_s)
+                self._peer_event(pid)
 
     async def serve(
         self,
@@ -422,6 +492,8 @@ class TcpPeerLinks:
         if ev is not None:
             ev.set()
         log.info("event=link_up peer=%s", peer_id)
+        self.liveness.heard(peer_id, trio.current_time())
+        self._peer_event(peer_id)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer, c, nursery.cancel_scope)
@@ -435,6 +507,7 @@ class TcpPeerLinks:
                 del self._conns[peer_id]
                 for listener in list(self._down_listeners):
                     listener(peer_id)
+                self._peer_event(peer_id)
             await trio.aclose_forcefully(stream)
 
     async def _reader(self, c: _Conn, rest: bytes) -> None:
@@ -455,6 +528,7 @@ class TcpPeerLinks:
             data = await c.stream.receive_some(1 << 20)
             if not data:
                 return
+            self.liveness.heard(c.peer_id, trio.current_time())
 
     async def _writer(self, c: _Conn, scope: trio.CancelScope) -> None:
         while True:

@@ -192,6 +192,8 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
     # -- inbound messages
 
     def _SyncObj__onMessageReceived(self, node: Node, message: dict[str, Any]) -> None:
+        if self._trijet.quiet_state.on_message(node, message):
+            return  # raft.quiet's own messages
         patches = self._trijet.config.patches
         t = message["type"]
         if t == "append_entries":

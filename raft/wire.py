@@ -24,6 +24,10 @@ Two layers, both pure (no I/O, no trio):
   so that it never produces one (entries are bounded below
   ``appendEntriesBatchSizeBytes``) and encoding one raises.
 
+Three message types are trijet's own, for hibernating groups (:mod:`raft.quiet`):
+``quiet`` (term, idx, log_term, commit, round), ``quiet_ack`` (term, idx, round) and
+``wake`` (term).
+
 ``next_node_idx`` carries one field pysyncobj does not send: ``term`` (the
 sender's term when the response was made). pysyncobj's responses carry no
 term, so a stale response from an earlier term could raise a leader's match
@@ -62,6 +66,10 @@ _T_NEXT_NODE_IDX: Final = 5
 _T_APPLY_COMMAND: Final = 6
 _T_APPLY_COMMAND_RESPONSE: Final = 7
 _T_TIMEOUT_NOW: Final = 8
+# raft.quiet's own (never seen by pysyncobj)
+_T_QUIET: Final = 9
+_T_QUIET_ACK: Final = 10
+_T_WAKE: Final = 11
 
 
 class WireError(ValueError):
@@ -224,6 +232,12 @@ def _encode_one(m: Message) -> list[Any]:
         ]
     if t == "timeout_now":
         return [_T_TIMEOUT_NOW, m["term"]]
+    if t == "quiet":
+        return [_T_QUIET, m["term"], m["idx"], m["log_term"], m["commit"], m["round"]]
+    if t == "quiet_ack":
+        return [_T_QUIET_ACK, m["term"], m["idx"], m["round"]]
+    if t == "wake":
+        return [_T_WAKE, m["term"]]
     raise WireError(f"unknown message type {t!r}")
 
 
@@ -299,6 +313,24 @@ def _decode_one(a: Any) -> Message:
         return m
     if t == _T_TIMEOUT_NOW and n == 2:
         return {"type": "timeout_now", "term": _int(a[1], "term")}
+    if t == _T_QUIET and n == 6:
+        return {
+            "type": "quiet",
+            "term": _int(a[1], "term"),
+            "idx": _int(a[2], "idx"),
+            "log_term": _int(a[3], "log_term"),
+            "commit": _int(a[4], "commit"),
+            "round": _int(a[5], "round"),
+        }
+    if t == _T_QUIET_ACK and n == 4:
+        return {
+            "type": "quiet_ack",
+            "term": _int(a[1], "term"),
+            "idx": _int(a[2], "idx"),
+            "round": _int(a[3], "round"),
+        }
+    if t == _T_WAKE and n == 2:
+        return {"type": "wake", "term": _int(a[1], "term")}
     raise WireError(f"unknown message type/arity {t!r}/{n}")
 
 

@@ -88,6 +88,8 @@ PARK_POLL_S = 0.25
 QUORUM_LOST_S = 5.0
 #: meta snapshots: compact the journal after this many entries
 META_COMPACTION_ENTRIES = 2_000
+#: an idle meta group hibernates after this long (raft.quiet)
+META_QUIET_AFTER_S = 0.5
 
 #: ops answered by the meta leader only (tokens after ``API``)
 CLUSTER_OPS = {
@@ -270,7 +272,10 @@ class MetaLayer:
             nursery.start_soon(self._unpark_loop)
             peers = await self._members()
             others = [p for p in peers if p != self.name]
-            config = RaftConfig(log_compaction_entries_min=META_COMPACTION_ENTRIES)
+            config = RaftConfig(
+                log_compaction_entries_min=META_COMPACTION_ENTRIES,
+                quiet_after_s=META_QUIET_AFTER_S,
+            )
             self.group = RaftGroup(
                 META_GROUP,
                 self.name,
