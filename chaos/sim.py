@@ -129,6 +129,7 @@ class Simulation:
         self.rng = random.Random(seed)
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         self.client_rng = random.Random(self.rng.getrandbits(64))
+        self.lull_rng = random.Random(seed * 7919 + 1)  # leaves the other draws alone
         self.net = SimNetwork(random.Random(self.rng.getrandbits(64)), Faults())
         self.ids = [f"n{i}" for i in range(self.cfg.nodes)]
         self.t = 0.0
@@ -464,8 +465,8 @@ class Simulation:
         if self.clients_on and self.next_client <= self.t:
             self.client()
             self.next_client = self.t + self.client_rng.expovariate(1 / self.cfg.client_interval_s)
-            if self.client_rng.random() < self.cfg.lull:
-                self.next_client += self.client_rng.uniform(*self.cfg.lull_s)
+            if self.cfg.lull and self.lull_rng.random() < self.cfg.lull:
+                self.next_client += self.lull_rng.uniform(*self.cfg.lull_s)
         self.link_beat()
         if self.faults_on and self.next_fault <= self.t:
             self.fault()

@@ -515,6 +515,9 @@ class ReplicatedGroup:
             OsDisk(raft_dir),
             config,
             rng=rng,
+            # a new group: the first of its placed peers stands at once (the
+            # stream's create is answered once it has a leader)
+            first_candidate=peers[0] if peers else None,
         )
         self.leader_listeners: list[Callable[[bool], None]] = []
         self.leader_since_ns = 0

@@ -284,6 +284,14 @@ class RaftCore:
         config: tuning.
         now: clock (seconds, monotonic) pysyncobj reads.
         rng: seeded RNG for election timeouts.
+        first_candidate: the member of a new group that stands for election
+            at once when fresh (term 0, empty log) rather than after a random
+            election timeout; the other fresh members tell it when they start
+            (a ``wake``), and while it is still a candidate with an empty log
+            it sends them its vote request again (the first may have reached
+            them before they started). So a new group has a leader in
+            about a round trip. A timing choice only: Raft's safety never
+            depends on it.
     """
 
     def __init__(
@@ -297,6 +305,7 @@ class RaftCore:
         *,
         now: Callable[[], float],
         rng: random.Random,
+        first_candidate: str | None = None,
     ) -> None:
         self.group_id = group_id
         self.node_id = node_id
@@ -363,6 +372,13 @@ class RaftCore:
             self.obj._SyncObj__loadDumpFile(clearJournal=False)
             self._replay_membership()
             self.transport.connect_initial(self.obj._SyncObj__otherNodes)
+            # fresh: pysyncobj's log starts with one entry of term 0
+            if first_candidate is not None and self.term == 0 and self.journal.last_index <= 1:
+                if first_candidate == node_id:
+                    self.obj._SyncObj__raftElectionDeadline = now() - 1.0
+                elif any(n.id == first_candidate for n in self.obj._SyncObj__otherNodes):
+                    hello = {"type": "wake", "term": 0}
+                    self.transport.send(Node(first_candidate), hello)
 
     def _replay_membership(self) -> None:
         """Raft: a member uses the latest configuration in its log, committed or not."""
@@ -398,7 +414,7 @@ class RaftCore:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._inbound or self._pending or self._barriers)
+        return bool(self._inbound or self._pending or self._barriers or self.transport.outbox)
 
     def propose(self, data: bytes, *, leader_only: bool = False) -> Proposal:
         """Queue a proposal for the next cycle.

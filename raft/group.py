@@ -64,6 +64,8 @@ class RaftGroup:
         rng: seeded RNG for election timeouts (default: unseeded).
         fsync_in_thread: run the per-cycle fsync in a worker thread.
         leadership_buffer: capacity of each leadership subscription channel.
+        first_candidate: of a new group, the member that stands for election
+            at once (see :class:`RaftCore`).
     """
 
     def __init__(
@@ -79,7 +81,9 @@ class RaftGroup:
         rng: random.Random | None = None,
         fsync_in_thread: bool = True,
         leadership_buffer: int = 16,
+        first_candidate: str | None = None,
     ) -> None:
+        self._first_candidate = first_candidate
         self.group_id = group_id
         self.node_id = node_id
         self.config = config or RaftConfig()
@@ -114,6 +118,7 @@ class RaftGroup:
             self.config,
             now=trio.current_time,
             rng=self._rng,
+            first_candidate=self._first_candidate,
         )
         self._core = core
         self._driver = RaftDriver(

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from pysyncobj.node import Node
 
-from raft.syncobj import STATE_FOLLOWER, STATE_LEADER
+from raft.syncobj import STATE_CANDIDATE, STATE_FOLLOWER, STATE_LEADER
 
 if TYPE_CHECKING:
     from raft.core import RaftCore
@@ -134,6 +134,21 @@ class QuietState:
             self._acks.discard(node.id)
             self._calm_key = None
             self.wake(woken_by=None)
+            if (
+                obj._SyncObj__raftState == STATE_CANDIDATE
+                and self.core.journal.last_index <= 1  # nothing since pysyncobj's first
+                and obj._SyncObj__raftLeader is None
+            ):
+                # a new group's first candidate hears from a member that has just
+                # started (its vote request found none): ask it again, same term
+                j = self.core.journal
+                vote = {
+                    "type": "request_vote",
+                    "term": obj._SyncObj__raftCurrentTerm,
+                    "last_log_index": j.last_index,
+                    "last_log_term": j.term_at(j.last_index) or 0,
+                }
+                self.core.transport.send(node, vote)
         return True
 
     def _idle(self, node: Node, m: dict[str, Any]) -> bool:

@@ -9,13 +9,14 @@ throughout; any violation fails the test.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 import pytest
 
 from chaos.sim import SimConfig, Simulation
 from raft.core import RaftCore
-from raft.liveness import SILENCE_S
+from raft.liveness import SILENCE_S, PeerLiveness
 
 SIM_S_MAX = 10.0  # simulated seconds any wait may take
 
@@ -190,3 +191,44 @@ def test_restarted_follower_rejoins_a_quiet_group() -> None:
     run_until(sim, lambda: all_quiet(sim), "hibernation with the follower back")
     assert sim.leader() is leader
     assert all(c.last_applied == leader.last_applied for _, c in sim.up())
+
+
+class _FirstCandidateSim(Simulation):
+    """Members of a new group started with ``first_candidate`` (n0)."""
+
+    late: set[str] = set()
+
+    def start(self, nid: str) -> None:
+        if nid in self.late and self.t == 0.0:
+            self.restart_at[nid] = 0.1  # starts later, as a slow node's group would
+            return
+        core = RaftCore(
+            "sim",
+            nid,
+            self.ids,
+            self.new_fsm(),
+            self.disks[nid],
+            self.raft_config,
+            now=lambda: self.t,
+            rng=random.Random(self.rng.getrandbits(64)),
+            first_candidate="n0",
+        )
+        self.cores[nid] = core
+        self.live[nid] = PeerLiveness(SILENCE_S)
+        core.quiet_state.heard = self.live[nid].last_heard
+        self.checked_commit[nid] = 0
+        core.journal.take_changed_from()
+
+
+@pytest.mark.parametrize("late", [set(), {"n1", "n2"}])
+def test_a_new_groups_first_candidate_leads_within_a_round_trip(late: set[str]) -> None:
+    _FirstCandidateSim.late = late
+    sim = _FirstCandidateSim(9, SimConfig(duration_s=0.0, settle_s=0.0))
+    sim.faults_on = False
+    sim.clients_on = False
+    start = 0.1 if late else 0.0
+    took = run_until(sim, lambda: sim.leader() is not None, "first leader")
+    leader = sim.leader()
+    assert leader is not None and leader.node_id == "n0" and leader.term == 1
+    # well inside the minimum election timeout: no random timeout was waited for
+    assert took - start < leader.config.election_timeout_s_min / 3

@@ -51,6 +51,10 @@ MESSAGES = [
     {"type": "apply_command_response", "request_id": 42, "log_idx": 12, "log_term": 5},
     {"type": "apply_command_response", "request_id": 43, "error": 4},
     {"type": "timeout_now", "term": 5},
+    # raft.quiet's own
+    {"type": "quiet", "term": 5, "idx": 12, "log_term": 5, "commit": 12, "round": 3},
+    {"type": "quiet_ack", "term": 5, "idx": 12, "round": 3},
+    {"type": "wake", "term": 5},
 ]
 
 
@@ -90,6 +94,9 @@ def test_chunked_transmission_is_refused() -> None:
         [[99, 1]],  # unknown type
         {"type": "request_vote"},  # not an array
         [[5, 1, 1, True, None]],  # reset not bool
+        [[9, 5, 12, 5, 12]],  # quiet without its round
+        [[10, 5, "12", 3]],  # quiet_ack idx not int
+        [[11, None]],  # wake without a term
     ],
 )
 def test_malformed_messages_raise_wire_error(raw: object) -> None:
