@@ -183,6 +183,8 @@ class QuietState:
         j = self.core.journal
         leader = obj._SyncObj__raftLeader
         idx = m["idx"]
+        if not self.enabled:
+            return  # no link events here: never hibernate (the leader stays awake)
         if (
             obj._SyncObj__raftState != STATE_FOLLOWER
             or m["term"] != obj._SyncObj__raftCurrentTerm
