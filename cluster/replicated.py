@@ -412,6 +412,7 @@ class ReplicaSpec:
         links: the server's peer links.
         seed: seeds the group's election timeouts.
         journal_entries_max, journal_bytes_max: compaction bounds.
+        first_candidate: set only when the group is created (see raft.core).
     """
 
     group_id: str
@@ -421,6 +422,8 @@ class ReplicaSpec:
     seed: int = 0
     journal_entries_max: int = JOURNAL_ENTRIES_MAX
     journal_bytes_max: int = JOURNAL_BYTES_MAX
+    #: a brand-new group's member that stands for election at once (raft.core)
+    first_candidate: str | None = None
 
 
 class ReplicatedGroup:
@@ -456,6 +459,7 @@ class ReplicatedGroup:
         rng: random.Random,
         *,
         durable_store: bool = True,
+        first_candidate: str | None = None,
     ) -> None:
         self.group_id = group_id
         self.node_id = node_id
@@ -515,9 +519,9 @@ class ReplicatedGroup:
             OsDisk(raft_dir),
             config,
             rng=rng,
-            # a new group: the first of its placed peers stands at once (the
-            # stream's create is answered once it has a leader)
-            first_candidate=peers[0] if peers else None,
+            # a new group: its first placed peer stands at once (the stream's
+            # create is answered once it has a leader); never on a reopen
+            first_candidate=first_candidate,
         )
         self.leader_listeners: list[Callable[[bool], None]] = []
         self.leader_since_ns = 0

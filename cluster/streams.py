@@ -718,6 +718,7 @@ class StreamRegistry:
                 raft_dir,
                 random.Random(replica.seed),
                 durable_store=cfg.storage is Storage.FILE,
+                first_candidate=replica.first_candidate,
             )
             g.journal_entries_max = replica.journal_entries_max
             g.journal_bytes_max = replica.journal_bytes_max

@@ -12,6 +12,7 @@ otherwise moves the old directory aside (never deletes it) and starts fresh.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +84,10 @@ async def ensure_local(
             sa.name,
             where,
         )
+    if replica is not None and join is None and saved is None and sa.peers:
+        # a brand-new group (not a newcomer, not a reopen): its first placed
+        # peer stands for election at once (raft.core ``first_candidate``)
+        replica = dataclasses.replace(replica, first_candidate=sa.peers[0])
     return await svc.api.create_stream(cfg, created_ns=sa.created_ns, replica=replica)
 
 
