@@ -699,9 +699,7 @@ class RaftCore:
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
                 self._follower_again()
             self._sweep_orphans()
-            quiet.after_tick(
-                busy=bool(self._pending or self._barriers or obj._SyncObj__commandsWaitingReply)
-            )
+            quiet.after_tick(busy=self.outstanding())
         self._defer_apply = False
         ready = Ready(self)
         ready.early_outbox, ready.outbox = self._encode_outbox()
@@ -841,6 +839,19 @@ class RaftCore:
                 if chunk:
                     out.append((pid, encode_messages(chunk)))
         return early, late
+
+    def outstanding(self) -> bool:
+        """Work of this member that its own timers look after (proposals,
+        barriers, forwarded proposals awaiting an answer or watched for in the
+        log): while there is any, it does not hibernate (raft.quiet)."""
+        return bool(
+            self._pending
+            or self._barriers
+            or self._forwarded_since
+            or self._watch
+            or self.obj._SyncObj__commandsWaitingReply
+            or self.obj._SyncObj__commandsWaitingCommit
+        )
 
     def next_deadline(self) -> float:
         """Clock time at which the next cycle is due if nothing arrives.

@@ -187,6 +187,7 @@ class QuietState:
             return  # no link events here: never hibernate (the leader stays awake)
         if (
             obj._SyncObj__raftState != STATE_FOLLOWER
+            or self.core.outstanding()  # its own timers still have work to do
             or m["term"] != obj._SyncObj__raftCurrentTerm
             or leader is None
             or leader.id != node.id

@@ -232,3 +232,20 @@ def test_a_new_groups_first_candidate_leads_within_a_round_trip(late: set[str]) 
     assert leader is not None and leader.node_id == "n0" and leader.term == 1
     # well inside the minimum election timeout: no random timeout was waited for
     assert took - start < leader.config.election_timeout_s_min / 3
+
+
+def test_a_follower_with_a_lost_forward_does_not_hibernate_until_it_is_resolved() -> None:
+    sim = quiet_sim(10)
+    leader = hibernate(sim)
+    nid, follower = next((n, c) for n, c in sim.up() if not c.is_leader)
+    sim.net.block(nid, leader.node_id)  # the forwarded proposal is lost
+    done = propose(sim, follower, b"lost")
+    end = sim.t + 0.3
+    while sim.t < end:
+        sim.step(end)
+    sim.net.heal()
+    # the forward's own timers resolve it; meanwhile the follower stays awake
+    took = run_until(sim, lambda: bool(done), "the lost forward resolved")
+    assert took < SIM_S_MAX
+    run_until(sim, lambda: all_quiet(sim), "hibernation once resolved")
+    assert not follower.outstanding()
