@@ -234,6 +234,28 @@ def decode_lenient(body: bytes, request: Request) -> dict[str, Any] | None:
     return None if ctx.first is not None else out
 
 
+def unmarshal(body: bytes, request: Request) -> dict[str, Any]:
+    """Go's ``json.Unmarshal`` into ``request`` (one value, unknown fields
+    ignored), raising its error as nats-server answers it.
+
+    Raises:
+        JSApiError: 10025 ``invalid JSON: <Go message>``.
+    """
+    from node.jetstream.pullreq import unmarshal_value
+
+    value, err = unmarshal_value(body)
+    if err is not None:
+        raise JSApiError(INVALID_JSON, err=err)
+    if isinstance(value, _Obj):
+        value = _Obj((k, v) for k, v in value if _field(request, k) is not None)
+    ctx = new_ctx(request.go_name)
+    out: dict[str, Any] = {}
+    decode_struct(value, request.schema, ctx, out)
+    if ctx.first is not None:
+        raise JSApiError(INVALID_JSON, err=str(ctx.first))
+    return out
+
+
 def _field(request: Request, key: str) -> str | None:
     fields = request.schema.fields
     if key in fields:

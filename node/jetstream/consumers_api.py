@@ -7,12 +7,8 @@ or updates the consumer.  Create and info answers show the dynamic
 ``_nats.ver``/``_nats.level`` metadata, LIST the stored keys only; PAUSE
 rewrites the stored ``_nats.req.level`` (``node.jsapi.versioning``).
 
-Priority groups (``priority_policy`` other than ``none``) are not served by
-trijet's pull delivery (no ``group``/``Nats-Pin-Id``/``min_pending``
-handling), so a valid config using them is refused with 412/10185
-``JetStream minimum api level required`` — the answer nats-server gives a
-request needing an API level it cannot serve — instead of creating a
-consumer that would silently ignore them.
+Priority groups: the pull dispatcher serves them (``node.jetstream.pull``,
+``node.jetstream.priority``); UNPIN releases a ``pinned_client`` consumer's pin.
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from cluster.consumer_model import PriorityPolicy
 from cluster.consumers import Consumer
 from node.jetstream import apireq, cluster_advisories
 from node.jetstream.common import ApiAnswer, ApiRequest, checked_off_loop, dumps, error
@@ -32,15 +27,17 @@ from node.jetstream.replicated_consumers import consumer_replicas
 from node.jetstream.streams_api import stream_of
 from node.jsapi import consumer_render as cr
 from node.jsapi.consumer_render import ConsumerFigures
-from node.jsapi.consumerconfig import decide_create, parse_create
+from node.jsapi.consumerconfig import decide_create, parse_create, valid_group_name
 from node.jsapi.errors import (
+    CONSUMER_INVALID_GROUP_NAME,
+    CONSUMER_INVALID_PRIORITY_GROUP,
     CONSUMER_NOT_FOUND,
+    INVALID_JSON,
     NOT_EMPTY_REQUEST,
-    REQUIRED_API_LEVEL,
     STREAM_NOT_FOUND,
     JSApiError,
 )
-from node.jsapi.godecode import INT
+from node.jsapi.godecode import INT, d_str
 from node.jsapi.render import rfc3339_ns
 from node.jsapi.versioning import REQUIRED_LEVEL_STATUS, demands_higher_level, with_static_consumer
 from node.version import NATS_VERSION
@@ -77,6 +74,8 @@ def figures(svc: JetStreamService, c: Consumer) -> ConsumerFigures:
         num_pending=_num_pending(c),
         push_bound=push.active if push is not None else None,
         pause_remaining_ns=paused,
+        pinned_id=pull.pin_id if pull is not None else "",
+        pinned_ns=pull.pinned_ns if pull is not None else 0,
     )
 
 
@@ -174,8 +173,6 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
                 deliver_bound=lambda s: bound.get(s, False),
             ),
         )
-        if cfg.priority_policy is not PriorityPolicy.NONE:
-            raise JSApiError(REQUIRED_API_LEVEL)  # priority groups: not served here
         if is_new:
             svc.limits.check_consumer(len(existing))
     except JSApiError as err:
@@ -335,6 +332,53 @@ async def pause(svc: JetStreamService, req: ApiRequest) -> str:
     if remaining is not None:
         body["pause_remaining"] = remaining
     return cr.with_type(type_, body)
+
+
+CONSUMER_UNPIN_RESPONSE = "io.nats.jetstream.api.v1.consumer_unpin_response"
+_UNPIN_REQUEST = apireq.Request("JSApiConsumerUnpinRequest", {"group": d_str})
+
+
+def _unpin_group(body: bytes) -> str:
+    """The ``group`` of an UNPIN body, read as Go's ``json.Unmarshal``.
+
+    Raises:
+        JSApiError: 10025 for a body Go cannot read or without a group,
+            10162 for a group name nats-server refuses.
+    """
+    got = apireq.unmarshal(body, _UNPIN_REQUEST)
+    group = got.get("group") or ""
+    if not group:
+        raise JSApiError(INVALID_JSON, err="consumer group not specified")
+    if not valid_group_name(group):
+        raise JSApiError(CONSUMER_INVALID_GROUP_NAME)
+    return group
+
+
+async def unpin(svc: JetStreamService, req: ApiRequest) -> str:
+    """UNPIN ``{"group": …}``: release the pin of a consumer's group.
+
+    nats-server's order: the body (10025, 10162), the stream (10059), the
+    consumer (10014), the group among the consumer's (10160); then the pin
+    is dropped and the UNPINNED advisory (reason ``admin``) goes out, pinned
+    or not.
+    """
+    type_ = CONSUMER_UNPIN_RESPONSE
+    try:
+        group = _unpin_group(req.body)
+        stream_of(svc, req.op[2], type_)
+        c = svc.consumers.of(req.op[2]).get(req.op[3])
+        if c is None:
+            raise JSApiError(CONSUMER_NOT_FOUND)
+        if group not in c.cfg.priority_groups:
+            raise JSApiError(CONSUMER_INVALID_PRIORITY_GROUP)
+    except JSApiError as err:
+        raise error(type_, err) from None
+    pull = svc.consumers.pulls.get((req.op[2], req.op[3]))
+    if pull is not None:
+        pull.unpin(group, "admin")
+    else:
+        svc.consumers.unpin_advisory(c, group, "admin")
+    return dumps({"type": type_})
 
 
 def error_with(type_: str, body: dict[str, Any]) -> Exception:

@@ -519,9 +519,12 @@ class ConsumerManager:
 
     # -- advisories ----------------------------------------------------------------
 
-    def _publish_advisory(self, subject: str, type_: str, body: dict[str, Any]) -> None:
+    def _publish_advisory(
+        self, subject: str, type_: str, body: dict[str, Any], *, domain_after: str = ""
+    ) -> None:
         """Publish a consumer advisory as nats-server does: only when someone
-        listens, NUID ``id``, Go-escaped JSON, ``domain`` last when set."""
+        listens, NUID ``id``, Go-escaped JSON, ``domain`` last when set (or
+        right after the key ``domain_after``)."""
         adv = self.svc.advisories
         subj = subject.encode()
         if not adv.interested(subj):
@@ -533,7 +536,13 @@ class ConsumerManager:
             **body,
         }
         if self.svc.domain:
-            doc["domain"] = self.svc.domain
+            if domain_after:
+                keys = list(doc)
+                at = keys.index(domain_after) + 1
+                items = list(doc.items())
+                doc = dict([*items[:at], ("domain", self.svc.domain), *items[at:]])
+            else:
+                doc["domain"] = self.svc.domain
         self.svc.client.publish(subj, dumps(doc).encode())
 
     def _ack_metric(self, c: Consumer, item: AckItem) -> Callable[[Any], None] | None:
@@ -587,6 +596,40 @@ class ConsumerManager:
         }
         subject = f"$JS.EVENT.ADVISORY.CONSUMER.PAUSE.{c.stream.cfg.name}.{c.name}"
         self._publish_advisory(subject, "consumer_pause", body)
+
+    def pin_advisory(self, c: Consumer, group: str, pin_id: str) -> None:
+        """``$JS.EVENT.ADVISORY.CONSUMER.PINNED``: ``group`` pinned to ``pin_id``."""
+        s, n = c.stream.cfg.name, c.name
+        body = {
+            "account": self.svc.account.name,
+            "stream": s,
+            "consumer": n,
+            "group": group,
+            "pinned_id": pin_id,
+        }
+        self._publish_advisory(
+            f"$JS.EVENT.ADVISORY.CONSUMER.PINNED.{s}.{n}",
+            "consumer_group_pinned",
+            body,
+            domain_after="consumer",
+        )
+
+    def unpin_advisory(self, c: Consumer, group: str, reason: str) -> None:
+        """``$JS.EVENT.ADVISORY.CONSUMER.UNPINNED`` (``admin`` or ``timeout``)."""
+        s, n = c.stream.cfg.name, c.name
+        body = {
+            "account": self.svc.account.name,
+            "stream": s,
+            "consumer": n,
+            "group": group,
+            "reason": reason,
+        }
+        self._publish_advisory(
+            f"$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.{s}.{n}",
+            "consumer_group_unpinned",
+            body,
+            domain_after="consumer",
+        )
 
     def action(self, c: Consumer, action: str) -> None:
         word = {"create": "CREATED", "delete": "DELETED"}[action]

@@ -124,6 +124,7 @@ _STREAM_SCOPED = {
     ("CONSUMER", "NAMES"): 2,
     ("CONSUMER", "LIST"): 2,
     ("CONSUMER", "PAUSE"): 2,
+    ("CONSUMER", "UNPIN"): 2,
 }
 
 

@@ -7,12 +7,19 @@ consumer may deliver (``Consumer.changed``), sends the 404/408/409 status
 messages and idle heartbeats byte for byte as nats-server, and retires
 requests that expired, were fulfilled or were superseded.  The messages
 themselves go out through ``ConsumerManager.send``.
+
+Priority groups (``node.jetstream.priority``): the request served is the one
+``pick`` chooses; a ``pinned_client`` consumer holds its pin here, in the
+leader's memory only (as nats-server: a new leader starts without one), with
+its ``priority_timeout`` timer, ``Nats-Pin-Id`` on every message and the
+PINNED/UNPINNED advisories.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,14 +28,17 @@ import trio
 from cluster.consumer_fsm import (
     rfc3339_to_ns,
 )
-from cluster.consumer_model import ConsumerConfig
+from cluster.consumer_model import ConsumerConfig, PriorityPolicy
 from cluster.consumers import Consumer
+from node.jetstream.priority import insert_prioritized, pick, with_pin_header
 from node.jetstream.pullreq import decode_pull, priority_refusal
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jsapi.consumerconfig import go_duration
 
 if TYPE_CHECKING:
+    from cluster.consumer_fsm import Delivery
     from node.jetstream.delivery import ConsumerManager
+    from store.api import StoredMsg
 
 
 def status(code: int, text: str, *headers: tuple[str, int]) -> bytes:
@@ -49,6 +59,22 @@ class PullRequest:
     hb_s: float
     next_hb: float | None
     delivered: int = 0
+    #: a JSON request (it may name a priority group)
+    formal: bool = False
+    group: str = ""
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    pin_id: str = ""
+    priority: int = 0
+
+
+def _wrong_pin(wr: PullRequest) -> bytes:
+    return status(
+        423,
+        "Nats-Wrong-Pin-Id",
+        ("Nats-Pending-Messages", wr.n),
+        ("Nats-Pending-Bytes", wr.max_bytes),
+    )
 
 
 class PullDispatcher:
@@ -60,6 +86,12 @@ class PullDispatcher:
         self.waiting: deque[PullRequest] = deque()
         self.last_request = trio.current_time()
         self.last_check = self.last_request  # last ``_housekeeping``
+        #: the pin of a ``pinned_client`` consumer ("" none), when it was
+        #: given (ns since the epoch), its group and when it lapses (trio time)
+        self.pin_id = ""
+        self.pinned_ns = 0
+        self.pin_group = ""
+        self.pin_deadline: float | None = None
 
     @property
     def cfg(self) -> ConsumerConfig:
@@ -103,6 +135,12 @@ class PullDispatcher:
         if refusal is not None:
             self._send(reply, status(400, f"Bad Request - {refusal}"))
             return
+        if spec.formal and self.pin_id and cfg.priority_policy is not PriorityPolicy.NONE:
+            if spec.pin_id == self.pin_id:
+                self._arm_pin(now)
+            elif spec.pin_id:
+                self._send(reply, status(423, "Nats-Pin-Id mismatch"))
+                return
         max_waiting = max(cfg.max_waiting, 1)
         if len(self.waiting) >= max_waiting and now - self.last_check > 1.0:
             self._housekeeping(now)
@@ -127,17 +165,49 @@ class PullDispatcher:
         ):
             return  # nobody listens (here or across routes): nats-server drops it at once
         hb_s = spec.hb_ns / 1e9
-        self.waiting.append(
-            PullRequest(
-                reply=reply,
-                n=max(spec.batch, 1),
-                max_bytes=max(spec.max_bytes, 0),
-                no_wait=spec.no_wait,
-                expires_at=now + expires_ns / 1e9 if expires_ns else None,
-                hb_s=hb_s,
-                next_hb=now + hb_s if spec.hb_ns > 0 else None,
-            )
+        wr = PullRequest(
+            reply=reply,
+            n=max(spec.batch, 1),
+            max_bytes=max(spec.max_bytes, 0),
+            no_wait=spec.no_wait,
+            expires_at=now + expires_ns / 1e9 if expires_ns else None,
+            hb_s=hb_s,
+            next_hb=now + hb_s if spec.hb_ns > 0 else None,
+            formal=spec.formal,
+            group=spec.group,
+            min_pending=spec.min_pending,
+            min_ack_pending=spec.min_ack_pending,
+            pin_id=spec.pin_id,
+            priority=spec.priority,
         )
+        if cfg.priority_policy is PriorityPolicy.PRIORITIZED:
+            insert_prioritized(self.waiting, wr)
+        else:
+            self.waiting.append(wr)
+        self.consumer.changed.set()
+
+    # -- the pin (pinned_client) --------------------------------------------------
+
+    def _arm_pin(self, now: float) -> None:
+        self.pin_deadline = now + self.cfg.priority_timeout_ns / 1e9
+
+    def _pin(self, wr: PullRequest) -> None:
+        """Give ``wr`` (the first of its group without an id) a new pin."""
+        self.pin_id = self.mgr.svc.advisories.nuid.next()
+        self.pinned_ns = time.time_ns()
+        self.pin_group = wr.group
+        wr.pin_id = self.pin_id
+        self._arm_pin(trio.current_time())
+        self.mgr.pin_advisory(self.consumer, wr.group, self.pin_id)
+
+    def _drop_pin(self) -> None:
+        self.pin_id, self.pinned_ns, self.pin_deadline = "", 0, None
+
+    def unpin(self, group: str, reason: str) -> None:
+        """Release the pin (``admin``: the UNPIN API, ``timeout``: no pull in
+        ``priority_timeout``); the UNPINNED advisory goes out either way."""
+        self._drop_pin()
+        self.mgr.unpin_advisory(self.consumer, group, reason)
         self.consumer.changed.set()
 
     def num_waiting(self) -> int:
@@ -160,6 +230,13 @@ class PullDispatcher:
             c.changed = trio.Event()
             now = trio.current_time()
             deadline = self._housekeeping(now)
+            if self.pin_deadline is not None:
+                if now >= self.pin_deadline:
+                    self.unpin(self.pin_group, "timeout")
+                else:
+                    deadline = (
+                        self.pin_deadline if deadline is None else min(deadline, self.pin_deadline)
+                    )
             paused_s = self._paused_s()
             if paused_s is not None:
                 end = now + paused_s
@@ -235,12 +312,36 @@ class PullDispatcher:
         c = self.consumer
         if not self.waiting or not c.has_messages():
             return False
-        wr = self.waiting[0]
-        got, too_big = await c.deliver(
-            wr.n, wr.max_bytes, send=lambda got: self.mgr.send(c, wr.reply, got)
-        )
+        policy = self.cfg.priority_policy
+        n = self.waiting[0].n
+        new_pin = False
+        if policy is PriorityPolicy.NONE:
+            wr = self.waiting[0]
+        else:
+            fsm = c.fsm
+            chosen = pick(
+                self.waiting,
+                policy,
+                self.pin_id,
+                max(0, c.num_pending() - c.ahead.unapplied),
+                fsm.num_ack_pending,
+                redelivery_next=bool(fsm.redeliveries()),
+            )
+            for refused in chosen.refused:
+                self._send(refused.reply, _wrong_pin(refused))
+            if chosen.wr is None:
+                return bool(chosen.refused)
+            wr = chosen.wr
+            if chosen.new_pin:
+                self._pin(wr)
+                new_pin = True
+            n = wr.n if chosen.limit is None else max(1, min(wr.n, chosen.limit))
+        send = self._sender(wr.reply, policy is PriorityPolicy.PINNED_CLIENT)
+        got, too_big = await c.deliver(n, wr.max_bytes, send=send)
         if too_big:
-            self.waiting.popleft()
+            self._forget(wr)
+            if new_pin and self.pin_id == wr.pin_id:
+                self._drop_pin()  # as nats-server: the pin goes with the request
             if wr.delivered == 0:
                 hdr = status(
                     409,
@@ -257,9 +358,33 @@ class PullDispatcher:
             wr.delivered += 1
             if wr.max_bytes:
                 wr.max_bytes -= len(m.subject) + len(m.headers) + len(m.payload)
-        if wr.n <= 0 and self.waiting and self.waiting[0] is wr:
-            self.waiting.popleft()
+        if wr.n <= 0:
+            self._forget(wr)
         return True
+
+    def _sender(
+        self, reply: bytes, pinned: bool
+    ) -> Callable[[list[tuple[StoredMsg, Delivery]]], None]:
+        """How a run of messages goes to ``reply`` (a pinned consumer's
+        messages carry ``Nats-Pin-Id``; "" when served without a pin)."""
+        c, mgr = self.consumer, self.mgr
+        if not pinned:
+            return lambda got: mgr.send(c, reply, got)
+
+        def send(got: list[tuple[StoredMsg, Delivery]]) -> None:
+            pin = self.pin_id
+            mgr.send(
+                c, reply, [(m._replace(headers=with_pin_header(m.headers, pin)), d) for m, d in got]
+            )
+
+        return send
+
+    def _forget(self, wr: PullRequest) -> None:
+        """Remove ``wr`` (by identity) from the waiting list, wherever it is."""
+        for i, other in enumerate(self.waiting):
+            if other is wr:
+                del self.waiting[i]
+                return
 
     def _end_of_stream(self) -> None:
         """No more messages: finish ``no_wait`` requests as nats-server does."""

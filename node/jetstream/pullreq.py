@@ -80,23 +80,13 @@ def decode_pull(body: bytes) -> PullSpec | str:
             return PullSpec(batch=int(text))
         except ValueError:
             return PullSpec()
-    try:
-        values = scan_go(text)
-    except GoJSONError as e:
-        msg = str(e)
-        if msg == "unexpected EOF":
-            return "unexpected end of JSON input"
-        end = first_value_end(text)  # Unmarshal wants exactly one value
-        if end is None:
-            return _AT_OFFSET.sub("", msg)
-        rest = text[end:].decode(errors="replace").lstrip(" \t\r\n")
-        return f"invalid character {rest[:1]!r} after top-level value"
-    if len(values) != 1:
-        return "invalid character '{' after top-level value"
+    values, err = unmarshal_value(text)
+    if err is not None:
+        return err
     ctx = new_ctx("")
     got: dict[str, Any] = {}
     folded = {k.lower(): k for k in _PULL_FIELDS}
-    for key, item in values[0]:
+    for key, item in values:
         name = key if key in _PULL_FIELDS else folded.get(key.lower())
         if name is None:
             continue
@@ -123,6 +113,26 @@ def decode_pull(body: bytes) -> PullSpec | str:
         pin_id=got.get("id", ""),
         priority=got.get("priority", 0),
     )
+
+
+def unmarshal_value(text: bytes) -> tuple[Any, str | None]:
+    """``(value, None)``: the one JSON value of ``text`` as Go's
+    ``json.Unmarshal`` reads it; ``(None, error)``: its syntax error text
+    (without the offset Go's message leaves out)."""
+    try:
+        values = scan_go(text)
+    except GoJSONError as e:
+        msg = str(e)
+        if msg == "unexpected EOF":
+            return None, "unexpected end of JSON input"
+        end = first_value_end(text)  # Unmarshal wants exactly one value
+        if end is None:
+            return None, _AT_OFFSET.sub("", msg)
+        rest = text[end:].decode(errors="replace").lstrip(" \t\r\n")
+        return None, f"invalid character {rest[:1]!r} after top-level value"
+    if len(values) != 1:
+        return None, "invalid character '{' after top-level value"
+    return values[0], None
 
 
 def parse_pull(body: bytes) -> tuple[int, int, bool, int, int] | str:

@@ -103,6 +103,7 @@ ROUTES: dict[tuple[str, ...], tuple[Handler, int, int]] = {
     ("CONSUMER", "LIST"): (consumers_api.list_, 1, 1),
     ("CONSUMER", "MSG", "NEXT"): (consumers_api.msg_next, 2, 2),
     ("CONSUMER", "PAUSE"): (consumers_api.pause, 2, 2),
+    ("CONSUMER", "UNPIN"): (consumers_api.unpin, 2, 2),
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumers_api.leader_stepdown, 2, 2),
 }
 

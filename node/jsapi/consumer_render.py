@@ -67,6 +67,9 @@ class ConsumerFigures:
     num_pending: int = 0
     push_bound: bool | None = None
     pause_remaining_ns: int | None = None
+    #: the pin of a ``pinned_client`` consumer ("" none) and when it was given
+    pinned_id: str = ""
+    pinned_ns: int = 0
 
 
 def _seq_info(dseq: int, sseq: int, last_ns: int) -> dict[str, Any]:
@@ -117,6 +120,12 @@ def consumer_info_dict(
         d["paused"] = True
         d["pause_remaining"] = f.pause_remaining_ns
     d["ts"] = rfc3339_ns(ts_ns)
+    if cfg.priority_groups:  # nats-server shows the first group's state only
+        group: dict[str, Any] = {"group": cfg.priority_groups[0]}
+        if f.pinned_id:
+            group["pinned_client_id"] = f.pinned_id
+        group["pinned_ts"] = rfc3339_ns(f.pinned_ns)
+        d["priority_groups"] = [group]
     return d
 
 

@@ -125,7 +125,12 @@ DESCRIPTION_BYTES_MAX = 4 * 1024
 METADATA_BYTES_MAX = 128 * 1024
 NAME_LEN_MAX = 255
 NAME_CHARS_BAD = " \t\r\n\f.*>\\/"
-_GROUP_NAME = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
+_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
+
+
+def valid_group_name(name: str) -> bool:
+    """nats-server's ``validGroupName`` (Go's ``$``: the very end, no newline)."""
+    return _GROUP_NAME.fullmatch(name) is not None
 
 
 def _pedantic(text: str) -> JSApiError:
@@ -302,7 +307,7 @@ def _check_priority(cfg: ConsumerConfig) -> None:
         for g in cfg.priority_groups:
             if not g:
                 raise JSApiError(CONSUMER_EMPTY_GROUP_NAME)
-            if not _GROUP_NAME.match(g):
+            if not valid_group_name(g):
                 raise JSApiError(CONSUMER_INVALID_GROUP_NAME)
     else:
         if cfg.priority_groups:
