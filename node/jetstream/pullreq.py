@@ -130,6 +130,8 @@ def unmarshal_value(text: bytes) -> tuple[Any, str | None]:
             return None, _AT_OFFSET.sub("", msg)
         rest = text[end:].decode(errors="replace").lstrip(" \t\r\n")
         return None, f"invalid character {rest[:1]!r} after top-level value"
+    if not values:
+        return None, "unexpected end of JSON input"
     if len(values) != 1:
         return None, "invalid character '{' after top-level value"
     return values[0], None

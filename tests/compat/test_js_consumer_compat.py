@@ -12,10 +12,8 @@ request; streams are deleted after each case.  trijet's pure create path
 * on failure: the same ``error`` object (``code``, ``err_code``,
   ``description``).
 
-Deliberate difference: these cases check the pure decision
-(``decide_create``); trijet's CONSUMER.CREATE handler then refuses a valid
-priority policy with 412/10185 (priority groups are not served by its pull
-delivery), which the reference accepts.
+These cases check the pure decision (``decide_create``); priority-group
+creates through the servers are compared in ``test_js_priority_compat``.
 """
 
 from __future__ import annotations
