@@ -1,0 +1,148 @@
+"""Priority groups on an R3 stream, three servers, driven by nats-py with raw JSON pulls.
+
+The same session runs on three trijet servers and on three nats-server
+processes (when the reference binary is installed): a ``pinned_client``
+consumer is pinned by a pull sent to a server that does not lead it, the pin
+shows in ConsumerInfo asked of another server, a pull with the pin id is
+served from a third; after ``CONSUMER.LEADER.STEPDOWN`` the new leader holds
+no pin (the pin lives in the leader's memory), a pull with the old id gets
+``423 Nats-Wrong-Pin-Id`` and a pull without one is pinned anew.  An
+``overflow`` consumer's minimums are honoured for requests from any server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from tests.support.aio import noop_cb, run
+from tests.support.cluster import start_cluster
+from tests.support.prio import Got, Puller, api
+from tests.support.servers import reference_binary
+
+EXPIRES_NS = 1_000_000_000
+#: bounded retries across a leader election (each waits on a request timeout)
+TRIES = 60
+
+
+async def _info(nc: Any, consumer: str) -> dict[str, Any]:
+    for _ in range(TRIES):
+        try:
+            doc = await api(nc, f"$JS.API.CONSUMER.INFO.S.{consumer}")
+        except nats.errors.TimeoutError:
+            continue
+        if "error" not in doc and doc.get("cluster", {}).get("leader"):
+            return doc
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no info for {consumer}")
+
+
+async def _pull(p: Puller, body: dict[str, Any], want: int = 1) -> list[Got]:
+    """A pull, sent again while the consumer's leader is being elected (no answer)."""
+    for _ in range(TRIES):
+        try:
+            return await p.pull(body, want=want)
+        except nats.errors.TimeoutError:
+            continue
+    raise AssertionError("pull never answered")
+
+
+async def session(urls: list[str]) -> None:
+    ncs = [await nats.connect(u, error_cb=noop_cb) for u in urls]
+    try:
+        nc0 = ncs[0]
+        doc = await api(
+            nc0,
+            "$JS.API.STREAM.CREATE.S",
+            {"name": "S", "subjects": ["s.>"], "num_replicas": 3},
+        )
+        assert "error" not in doc, doc
+        for i in range(10):
+            for _ in range(TRIES):
+                try:
+                    await nc0.request(f"s.{i}", b"m%d" % i, timeout=2)
+                    break
+                except nats.errors.TimeoutError:
+                    continue
+        cfg = {
+            "durable_name": "P",
+            "ack_policy": "explicit",
+            "priority_policy": "pinned_client",
+            "priority_groups": ["A"],
+            "priority_timeout": 60_000_000_000,
+        }
+        doc = await api(nc0, "$JS.API.CONSUMER.CREATE.S.P", {"stream_name": "S", "config": cfg})
+        assert "error" not in doc, doc
+        info = await _info(nc0, "P")
+        leader = info["cluster"]["leader"]
+        names = [info["cluster"]["leader"]] + [r["name"] for r in info["cluster"]["replicas"]]
+        assert len(names) == 3
+        # the connection of each server, by its name
+        by_name: dict[str, Any] = {}
+        for nc in ncs:
+            by_name[nc._server_info["server_name"]] = nc
+        followers = [n for n in names if n != leader]
+        req = {"batch": 1, "expires": EXPIRES_NS, "group": "A"}
+
+        got = await _pull(Puller(by_name[followers[0]], "S", "P"), req)
+        assert not got[0].status, got
+        pin = got[0].headers["Nats-Pin-Id"]
+        info = await _info(by_name[followers[1]], "P")
+        assert info["priority_groups"][0]["pinned_client_id"] == pin
+        got = await _pull(Puller(by_name[leader], "S", "P"), {**req, "id": pin})
+        assert (got[0].status, got[0].headers.get("Nats-Pin-Id")) == ("", pin), got
+
+        resp = await api(nc0, "$JS.API.CONSUMER.LEADER.STEPDOWN.S.P")
+        assert resp.get("success") is True, resp
+        for _ in range(TRIES):
+            info = await _info(nc0, "P")
+            if info["cluster"]["leader"] != leader:
+                break
+            await asyncio.sleep(0.1)
+        assert info["cluster"]["leader"] != leader
+        assert info["priority_groups"] == [{"group": "A", "pinned_ts": "0001-01-01T00:00:00Z"}]
+
+        old = await _pull(Puller(by_name[followers[0]], "S", "P"), {**req, "id": pin})
+        assert [(g.status, g.description, g.headers) for g in old] == [
+            (
+                "423",
+                "Nats-Wrong-Pin-Id",
+                {"Nats-Pending-Messages": "1", "Nats-Pending-Bytes": "0"},
+            )
+        ]
+        got = await _pull(Puller(by_name[leader], "S", "P"), req)
+        assert not got[0].status, got
+        assert got[0].headers["Nats-Pin-Id"] not in ("", pin)
+
+        # overflow: a request below its minimum waits, one meeting it is served
+        cfg = {
+            "durable_name": "O",
+            "ack_policy": "explicit",
+            "priority_policy": "overflow",
+            "priority_groups": ["A"],
+        }
+        doc = await api(nc0, "$JS.API.CONSUMER.CREATE.S.O", {"stream_name": "S", "config": cfg})
+        assert "error" not in doc, doc
+        await _info(nc0, "O")
+        o = [Puller(nc, "S", "O") for nc in ncs]
+        low = await _pull(o[1], {**req, "batch": 4, "min_pending": 11}, want=4)
+        assert [g.status for g in low] == ["408"], low
+        ok = await _pull(o[2], {**req, "batch": 4, "min_pending": 8}, want=4)
+        assert [g.data for g in ok if not g.status] == [b"m0", b"m1", b"m2"], ok
+        assert ok[-1].status == "408"
+    finally:
+        for nc in ncs:
+            await nc.close()
+
+
+KINDS = ["trijet"] + (["reference"] if reference_binary() is not None else [])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_r3_pin_across_nodes_and_stepdown(kind: str, tmp_path: Path) -> None:
+    with start_cluster(kind, workdir=tmp_path) as c:  # type: ignore[arg-type]
+        run(lambda: session(c.urls), timeout=120)
