@@ -56,6 +56,7 @@ _SHAPES: dict[tuple[str, ...], tuple[str, dict[str, Any]]] = {
         "consumer_pause_response",
         {"paused": False, "pause_until": _ZERO_TIME},
     ),
+    ("CONSUMER", "UNPIN"): ("consumer_unpin_response", {}),
 }
 
 

@@ -13,6 +13,7 @@ rest must be equal.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -121,7 +122,14 @@ async def session(port: int) -> dict[str, Any]:
             await api(nc, "$JS.API.CONSUMER.UNPIN.S.NOPE", {"group": "A"}),
             await api(nc, "$JS.API.CONSUMER.UNPIN.T.NOPE", {"group": "A"}),
         ]
-        seen["unpin"] = await api(nc, "$JS.API.CONSUMER.UNPIN.S.P", {"group": "A"})
+        lvl = await nc.request(
+            "$JS.API.CONSUMER.UNPIN.S.P",
+            b"garbage",
+            headers={"Nats-Required-Api-Level": "99"},
+            timeout=2,
+        )
+        seen["unpin_level"] = json.loads(lvl.data)
+        seen["unpin"] = await api(nc, "$JS.API.CONSUMER.UNPIN.S.P", b'{"Group":"A","x":1}')
         seen["info_unpinned"] = (await api(nc, "$JS.API.CONSUMER.INFO.S.P"))["priority_groups"]
         seen["old_id"] = shape(await p.pull({**req, "id": pin}), pins)
         again = await p.pull(req)
@@ -186,6 +194,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
         "info_pinned",
         "unpin_errors",
         "unpin",
+        "unpin_level",
         "info_unpinned",
         "old_id",
         "new_pin",
