@@ -13,6 +13,7 @@ rest must be equal.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -136,9 +137,17 @@ async def session(port: int) -> dict[str, Any]:
         seen["new_pin"] = shape(again, pins)
         await adv.wait_for(lambda d: d.get("reason") == "timeout", 10 * TTL_NS / 1e9)
         seen["info_after_ttl"] = (await api(nc, "$JS.API.CONSUMER.INFO.S.P"))["priority_groups"]
+        big = await p.pull({**req, "max_bytes": 1})
+        seen["pinned_too_big"] = shape(big, pins)
+        info = await api(nc, "$JS.API.CONSUMER.INFO.S.P")
+        seen["info_after_too_big"] = [
+            {k: v for k, v in g.items() if k != "pinned_client_id"}
+            | {"pinned": "pinned_client_id" in g}
+            for g in info["priority_groups"]
+        ]
         seen["advisories"] = [
             {
-                k: (pins.get(v, v) if k == "pinned_id" else v)
+                k: (pins.get(v, "unseen") if k == "pinned_id" else v)
                 for k, v in d.items()
                 if k not in ("id", "timestamp")
             }
@@ -164,9 +173,41 @@ async def session(port: int) -> dict[str, Any]:
         b = Puller(nc, "S", "b")
         seen["overflow_field_on_pinned"] = shape(await b.pull({**req, "min_pending": 1}), pins)
         seen["prio_range"] = shape(await Puller(nc, "S", "c").pull({**req, "priority": 10}), pins)
+        seen["prioritized"] = await _prioritized(nc)
     finally:
         await nc.close()
     return seen
+
+
+async def _num_waiting(nc: Any, consumer: str, n: int) -> None:
+    """Until ``consumer`` has ``n`` waiting requests (bounded)."""
+    for _ in range(100):
+        if (await api(nc, f"$JS.API.CONSUMER.INFO.S.{consumer}"))["num_waiting"] == n:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{consumer}: never {n} waiting")
+
+
+async def _prioritized(nc: Any) -> list[Any]:
+    """Two waiting requests, priority 5 then 1: each message goes to the lower number first."""
+    cfg = {
+        "durable_name": "Q",
+        "filter_subject": "s.q",
+        "priority_policy": "prioritized",
+        "priority_groups": ["A"],
+    }
+    await api(nc, f"{S}.Q", {"stream_name": "S", "config": cfg})
+    q = Puller(nc, "S", "Q")
+    req = {"batch": 1, "expires": 5_000_000_000, "group": "A"}
+    five = asyncio.create_task(q.pull({**req, "priority": 5}))
+    await _num_waiting(nc, "Q", 1)
+    one = asyncio.create_task(q.pull({**req, "priority": 1}))
+    await _num_waiting(nc, "Q", 2)
+    await nc.request("s.q", b"first", timeout=2)
+    got_one = await one
+    await nc.request("s.q", b"second", timeout=2)
+    got_five = await five
+    return [shape(got_one, {}), shape(got_five, {})]
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +236,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
         "unpin_errors",
         "unpin",
         "unpin_level",
+        "pinned_too_big",
+        "info_after_too_big",
+        "prioritized",
         "info_unpinned",
         "old_id",
         "new_pin",
@@ -232,4 +276,9 @@ def test_expected_shapes(outcomes: dict[str, dict[str, Any]]) -> None:
         "consumer_group_pinned",
         "consumer_group_unpinned",
     }
+    assert ref["prioritized"] == [
+        [("msg", "first", [])],
+        [("msg", "second", [])],
+    ]
+    assert ref["pinned_too_big"][0][:2] == ("409", "Message Size Exceeds MaxBytes")
     assert ref["info_after_ttl"] == [{"group": "A", "pinned_ts": "0001-01-01T00:00:00Z"}]
