@@ -25,6 +25,8 @@ from tests.support.prio import Got, Puller, api
 from tests.support.servers import reference_binary
 
 EXPIRES_NS = 1_000_000_000
+#: a create or stepdown on a loaded machine (three servers, Raft round trips)
+SLOW_S = 15.0
 #: bounded retries across a leader election (each waits on a request timeout)
 TRIES = 60
 
@@ -32,7 +34,7 @@ TRIES = 60
 async def _info(nc: Any, consumer: str) -> dict[str, Any]:
     for _ in range(TRIES):
         try:
-            doc = await api(nc, f"$JS.API.CONSUMER.INFO.S.{consumer}")
+            doc = await api(nc, f"$JS.API.CONSUMER.INFO.S.{consumer}", wait_s=SLOW_S)
         except nats.errors.TimeoutError:
             continue
         if "error" not in doc and doc.get("cluster", {}).get("leader"):
@@ -59,12 +61,13 @@ async def session(urls: list[str]) -> None:
             nc0,
             "$JS.API.STREAM.CREATE.S",
             {"name": "S", "subjects": ["s.>"], "num_replicas": 3},
+            wait_s=SLOW_S,
         )
         assert "error" not in doc, doc
         for i in range(10):
             for _ in range(TRIES):
                 try:
-                    await nc0.request(f"s.{i}", b"m%d" % i, timeout=2)
+                    await nc0.request(f"s.{i}", b"m%d" % i, timeout=SLOW_S)
                     break
                 except nats.errors.TimeoutError:
                     continue
@@ -75,7 +78,9 @@ async def session(urls: list[str]) -> None:
             "priority_groups": ["A"],
             "priority_timeout": 60_000_000_000,
         }
-        doc = await api(nc0, "$JS.API.CONSUMER.CREATE.S.P", {"stream_name": "S", "config": cfg})
+        doc = await api(
+            nc0, "$JS.API.CONSUMER.CREATE.S.P", {"stream_name": "S", "config": cfg}, wait_s=SLOW_S
+        )
         assert "error" not in doc, doc
         info = await _info(nc0, "P")
         leader = info["cluster"]["leader"]
@@ -96,7 +101,7 @@ async def session(urls: list[str]) -> None:
         got = await _pull(Puller(by_name[leader], "S", "P"), {**req, "id": pin})
         assert (got[0].status, got[0].headers.get("Nats-Pin-Id")) == ("", pin), got
 
-        resp = await api(nc0, "$JS.API.CONSUMER.LEADER.STEPDOWN.S.P")
+        resp = await api(nc0, "$JS.API.CONSUMER.LEADER.STEPDOWN.S.P", wait_s=SLOW_S)
         assert resp.get("success") is True, resp
         for _ in range(TRIES):
             info = await _info(nc0, "P")
@@ -125,7 +130,9 @@ async def session(urls: list[str]) -> None:
             "priority_policy": "overflow",
             "priority_groups": ["A"],
         }
-        doc = await api(nc0, "$JS.API.CONSUMER.CREATE.S.O", {"stream_name": "S", "config": cfg})
+        doc = await api(
+            nc0, "$JS.API.CONSUMER.CREATE.S.O", {"stream_name": "S", "config": cfg}, wait_s=SLOW_S
+        )
         assert "error" not in doc, doc
         await _info(nc0, "O")
         o = [Puller(nc, "S", "O") for nc in ncs]

@@ -31,9 +31,11 @@ class Got:
     reply: str = ""
 
 
-async def api(nc: Any, subject: str, body: Any = b"") -> dict[str, Any]:
+async def api(
+    nc: Any, subject: str, body: Any = b"", *, wait_s: float = REQUEST_TIMEOUT_S
+) -> dict[str, Any]:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    msg = await nc.request(subject, raw, timeout=REQUEST_TIMEOUT_S)
+    msg = await nc.request(subject, raw, timeout=wait_s)
     doc: dict[str, Any] = json.loads(msg.data)
     return doc
 
