@@ -52,6 +52,7 @@ from typing import Any, BinaryIO
 
 import cbor2
 
+from cluster.model import StreamConfig
 from cluster.placement import NoPlacement, PeerSpec, PlacementRequest, place
 
 __all__ = [
@@ -545,8 +546,25 @@ class MetaMachine:
     listener: Callable[[Effect], None] | None = None
     solo: str | None = None
     overlap: Callable[[Mapping[str, Any], Iterable[Mapping[str, Any]]], bool] | None = None
+    #: ``configs()``'s parses: name -> (the assignment parsed, its config)
+    _parsed: dict[str, tuple[StreamAssignment, StreamConfig]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     # -- queries ----------------------------------------------------------
+
+    def configs(self) -> dict[str, StreamConfig]:
+        """Every stream's config, parsed (once per assignment), by name."""
+        cache = self._parsed
+        out = {}
+        for name, sa in self.streams.items():
+            hit = cache.get(name)
+            if hit is None or hit[0] is not sa:
+                hit = cache[name] = (sa, StreamConfig.from_dict(sa.config))
+            out[name] = hit[1]
+        for name in [n for n in cache if n not in out]:
+            del cache[name]
+        return out
 
     def load(self) -> dict[str, int]:
         """Assets hosted per server (placement's load)."""

@@ -312,30 +312,11 @@ class Membership:
 
     async def _ask_members(self, group: str) -> list[str] | None:
         """The members the group's leader reports, or None (no answer in time)."""
-        svc = self.svc
-        assert svc.meta is not None
-        inbox = f"_INBOX.jgm.{svc.meta.rng.getrandbits(64):016x}".encode()
-        got: list[list[str]] = []
-        done = trio.Event()
-
-        def on_reply(sub: Any, subject: bytes, reply: Any, hdr: Any, body: bytes) -> None:
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                return
-            m = doc.get("members") if isinstance(doc, dict) else None
-            if isinstance(m, list) and all(isinstance(x, str) for x in m):
-                got.append(m)
-                done.set()
-
-        sub = svc.client.subscribe(inbox, on_reply)
-        try:
-            svc.client.publish((MEMBERS_SUBJECT + group).encode(), b"", reply=inbox)
-            with trio.move_on_after(LEAVER_ASK_S):
-                await done.wait()
-        finally:
-            svc.client.unsubscribe(sub)
-        return got[0] if got else None
+        doc = await ask_group(self.svc, group, LEAVER_ASK_S)
+        m = None if doc is None else doc.get("members")
+        if isinstance(m, list) and all(isinstance(x, str) for x in m):
+            return m
+        return None
 
     async def _drop(self, stream: Stream) -> None:
         """Stop the replica and remove its data (it is no longer a member)."""
@@ -351,3 +332,30 @@ class Membership:
             svc.consumers.drop_stream(name)
         await svc.api.delete_stream(name)
         svc.resources.forget(name)
+
+
+async def ask_group(svc: JetStreamService, group: str, timeout_s: float) -> dict[str, Any] | None:
+    """What a stream group's leader answers on ``$JSC.GM.<group>`` (its members
+    and leader), or None when nothing came within ``timeout_s``."""
+    assert svc.meta is not None
+    inbox = f"_INBOX.jgm.{svc.meta.rng.getrandbits(64):016x}".encode()
+    got: list[dict[str, Any]] = []
+    done = trio.Event()
+
+    def on_reply(sub: Any, subject: bytes, reply: Any, hdr: Any, body: bytes) -> None:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return
+        if isinstance(doc, dict):
+            got.append(doc)
+            done.set()
+
+    sub = svc.client.subscribe(inbox, on_reply)
+    try:
+        svc.client.publish((MEMBERS_SUBJECT + group).encode(), b"", reply=inbox)
+        with trio.move_on_after(timeout_s):
+            await done.wait()
+    finally:
+        svc.client.unsubscribe(sub)
+    return got[0] if got else None

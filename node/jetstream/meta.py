@@ -223,7 +223,6 @@ class MetaLayer:
         self.started_wall = time.time()
         self._effects_send, self._effects_recv = trio.open_memory_channel[Effect](math.inf)
         self.rng = random.Random(server.rng.random())
-        self._configs: dict[str, tuple[StreamAssignment, StreamConfig]] = {}
         self._parked: list[tuple[float, Any, Callable[[Any], None]]] = []
         self._parked_wake = trio.Event()
         self._changed = trio.Event()
@@ -337,17 +336,8 @@ class MetaLayer:
         return [self.name] + [n for n in self.known if self.links.is_connected(n)]
 
     def configs(self) -> dict[str, StreamConfig]:
-        """The cluster's stream configs, by name (parsed once per assignment)."""
-        cache = self._configs
-        out = {}
-        for name, sa in self.machine.streams.items():
-            hit = cache.get(name)
-            if hit is None or hit[0] is not sa:
-                hit = cache[name] = (sa, StreamConfig.from_dict(sa.config))
-            out[name] = hit[1]
-        for name in [n for n in cache if n not in out]:
-            del cache[name]
-        return out
+        """Every stream's config, by name (the meta state's, parsed once)."""
+        return self.machine.configs()
 
     def assignment(self, stream: str) -> StreamAssignment | None:
         return self.machine.streams.get(stream)

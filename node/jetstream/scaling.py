@@ -34,7 +34,6 @@ consumers live in that group's log.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -47,7 +46,6 @@ from cluster.meta import StreamAssignment, StreamUpdated, scale_fields
 from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
 from cluster.streams import Stream
-from node.jetstream.membership import MEMBERS_SUBJECT
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
@@ -81,30 +79,11 @@ async def scale_request(
 
 async def ask_leader(svc: JetStreamService, group: str) -> str:
     """The leader a stream group's leader names on ``$JSC.GM`` ("" if none in time)."""
-    meta = svc.meta
-    assert meta is not None
-    inbox = f"_INBOX.jsl.{meta.rng.getrandbits(64):016x}".encode()
-    got: list[str] = []
-    done = trio.Event()
+    from node.jetstream.membership import ask_group
 
-    def on_reply(sub: Any, subject: bytes, reply: Any, hdr: Any, body: bytes) -> None:
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return
-        leader = doc.get("leader") if isinstance(doc, dict) else None
-        if isinstance(leader, str):
-            got.append(leader)
-            done.set()
-
-    sub = svc.client.subscribe(inbox, on_reply)
-    try:
-        svc.client.publish((MEMBERS_SUBJECT + group).encode(), b"", reply=inbox)
-        with trio.move_on_after(LEADER_ASK_S):
-            await done.wait()
-    finally:
-        svc.client.unsubscribe(sub)
-    return got[0] if got else ""
+    doc = await ask_group(svc, group, LEADER_ASK_S)
+    leader = None if doc is None else doc.get("leader")
+    return leader if isinstance(leader, str) else ""
 
 
 def joining_members(sa: StreamAssignment, me: str) -> tuple[str, ...]:

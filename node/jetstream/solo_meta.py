@@ -71,7 +71,6 @@ class SoloMeta:
         self.unique_tag = server.cfg.jetstream.unique_tag or ""
         self.machine = MetaMachine(solo=self.name, overlap=configs_overlap)
         self.rng = random.Random(server.rng.random())
-        self._configs: dict[str, tuple[StreamAssignment, StreamConfig]] = {}
 
     # -- who answers: always this server ---------------------------------------
 
@@ -96,17 +95,8 @@ class SoloMeta:
     # -- the state --------------------------------------------------------------
 
     def configs(self) -> dict[str, StreamConfig]:
-        """Every stream's config, by name (parsed once per assignment)."""
-        cache = self._configs
-        out = {}
-        for name, sa in self.machine.streams.items():
-            hit = cache.get(name)
-            if hit is None or hit[0] is not sa:
-                hit = cache[name] = (sa, StreamConfig.from_dict(sa.config))
-            out[name] = hit[1]
-        for name in [n for n in cache if n not in out]:
-            del cache[name]
-        return out
+        """Every stream's config, by name (the meta state's, parsed once)."""
+        return self.machine.configs()
 
     def assignment(self, stream: str) -> StreamAssignment | None:
         return self.machine.streams.get(stream)

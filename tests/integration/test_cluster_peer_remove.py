@@ -27,6 +27,8 @@ from tests.support.aio import noop_cb, run
 from tests.support.cluster import Cluster, get_json, start_cluster
 
 REQUEST_TIMEOUT_S = 2.0
+#: a request to the meta leader right after it was killed: election plus parking
+META_FAILOVER_WAIT_S = 15.0
 BEFORE, DURING, ACKED = 200, 100, 50
 
 
@@ -168,10 +170,12 @@ def test_peer_remove_of_a_dead_member_on_four_servers(tmp_path: Path) -> None:
             nc = await nats.connect(c.urls[alive], error_cb=noop_cb)
             try:
                 js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
+                # the dead server may have been the meta leader: the request then
+                # waits (bounded) for the next one, who answers it
                 reply = await nc.request(
                     "$JS.API.STREAM.PEER.REMOVE.DM",
                     json.dumps({"peer": dead}).encode(),
-                    timeout=REQUEST_TIMEOUT_S,
+                    timeout=META_FAILOVER_WAIT_S,
                 )
                 for i in range(100, 150):
                     await _publish_retrying(js, "dm.a", b"%d" % i, f"id-{i}")
