@@ -304,8 +304,15 @@ def test_stream_delete_announces_its_consumers_first(kind: Any, tmp_path: Path) 
             # advisories within the wait; trijet must send all three, consumers first
             return len(subjects) >= 3 or (kind == "reference" and stream_deleted in subjects)
 
-        async with advs._cond:
-            await asyncio.wait_for(advs._cond.wait_for(done), WAIT_S)
+        try:
+            async with advs._cond:
+                await asyncio.wait_for(advs._cond.wait_for(done), WAIT_S)
+        except TimeoutError:
+            if kind != "reference" or deleted():
+                raise
+            # nats-server 2.15.1 was also seen (once, under load) to deliver none of
+            # the three within the wait: nothing of the reference's to compare then
+            pytest.skip("nats-server delivered no DELETED advisory within the wait")
         order = [a[0] for a in deleted()]
         assert order[-1] == stream_deleted, order  # the consumers' come first
         got = sorted(deleted(), key=lambda a: a[0])
