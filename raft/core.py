@@ -254,9 +254,15 @@ class Ready:
     def apply(self) -> None:
         """Apply what the cycle committed (after ``cycle(defer_apply=True)``):
         its results join this Ready's completions."""
-        self.core._apply_committed()
-        self.completions.extend(self.core._completions)
-        self.core._completions = []
+        core = self.core
+        core._apply_committed()
+        self.completions.extend(core._completions)
+        core._completions = []
+        # a new leader serves once its term's first entry is applied: maybe now
+        state = core.leader_state()
+        if state != core._last_leader:
+            core._last_leader = state
+            self.leadership = state
 
     def release(self) -> None:
         for p, res, err in self.completions:
@@ -879,12 +885,16 @@ class RaftCore:
         """Apply every committed, unapplied entry (pysyncobj's own apply step),
         unless the state machine holds applies back (``can_apply``)."""
         obj = self.obj
-        can_apply = getattr(self.fsm, "can_apply", None)
-        if can_apply is not None and not can_apply():
+        if not self.may_apply():
             return
         if obj._SyncObj__raftCommitIndex > obj._SyncObj__raftLastApplied:
             with clock.bound(self.now, self.rng):
                 TrijetSyncObj._pysyncobj_apply(obj)
+
+    def may_apply(self) -> bool:
+        """False while the state machine holds applies back (``can_apply``)."""
+        can_apply = getattr(self.fsm, "can_apply", None)
+        return can_apply is None or bool(can_apply())
 
     def _apply_batch(self, data: bytes) -> list[object] | None:
         try:
@@ -921,6 +931,27 @@ class RaftCore:
         return bool(self.obj._SyncObj__raftState == STATE_LEADER)
 
     @property
+    def leader_ready(self) -> bool:
+        """Leading, and this term's first entry (pysyncobj's no-op) is applied: every
+        entry committed by an earlier leader is in the state machine.  Until then a
+        new leader's state may lack acknowledged entries, so it serves nothing
+        (reads, deliveries, captures); proposals are accepted and queue behind."""
+        obj = self.obj
+        if obj._SyncObj__raftState != STATE_LEADER:
+            return False
+        noop = obj._SyncObj__noopIDx
+        return noop is None or int(obj._SyncObj__raftLastApplied) >= noop
+
+    @property
+    def serving_leader_id(self) -> str | None:
+        """``leader_id``, but None while that is this member and it does not serve
+        yet (``leader_ready``)."""
+        lid = self.leader_id
+        if lid == self.node_id and not self.leader_ready:
+            return None
+        return lid
+
+    @property
     def leader_id(self) -> str | None:
         n = self.obj._SyncObj__raftLeader
         return None if n is None else str(n.id)
@@ -942,7 +973,7 @@ class RaftCore:
         return sorted([self.node_id, *(n.id for n in self.obj._SyncObj__otherNodes)])
 
     def leader_state(self) -> LeaderState:
-        return LeaderState(self.term, self.leader_id, self.is_leader)
+        return LeaderState(self.term, self.serving_leader_id, self.leader_ready)
 
     def status(self) -> dict[str, Any]:
         obj = self.obj

@@ -234,11 +234,14 @@ class RaftGroup:
 
     @property
     def is_leader(self) -> bool:
-        return self._core is not None and self._core.is_leader
+        """Leading and serving: this term's first entry is applied (``RaftCore.leader_ready``)."""
+        return self._core is not None and self._core.leader_ready
 
     @property
     def leader_id(self) -> str | None:
-        return None if self._core is None else self._core.leader_id
+        """The serving leader: None while this member leads but does not serve yet
+        (``is_leader``), as while a group elects; requests wait as they do then."""
+        return None if self._core is None else self._core.serving_leader_id
 
     @property
     def term(self) -> int:
@@ -277,7 +280,7 @@ class RaftGroup:
                 self._subscribers.remove(s)
 
     async def wait_leader(self) -> str:
-        """Wait until some leader is known and return its id.
+        """Wait until some leader is known and return its id (``leader_id``).
 
         Cancellation: nothing to undo.
         """

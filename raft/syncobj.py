@@ -287,8 +287,12 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
         core = self._trijet
         if core._defer_apply:
             # applied by the driver once this cycle's outbox is out (Ready.apply);
-            # pysyncobj would announce the commit after applying: same decision
-            need = self._SyncObj__raftCommitIndex > self._SyncObj__raftLastApplied
+            # pysyncobj would announce the commit after applying: the same decision,
+            # none while applies are held (a leader would send append-entries every
+            # cycle until they resume)
+            need = (
+                self._SyncObj__raftCommitIndex > self._SyncObj__raftLastApplied and core.may_apply()
+            )
         else:
             need = self._pysyncobj_apply()
         delay = core.config.commit_notify_s_max

@@ -501,12 +501,12 @@ class MetaLayer:
         """Track when the meta group lost its leader (for parking and 10008)."""
         assert self.group is not None
         leadership = self.group.subscribe_leadership()
-        was: str | None = None
+        serving = False
         async with leadership:
             async for state in leadership:
-                if state.leader_id == self.name and was != self.name:
+                if state.is_leader and not serving:  # leads and serves (its state is whole)
                     self._announce_leader()
-                was = state.leader_id
+                serving = state.is_leader
                 if state.leader_id is None:
                     if self._leaderless_since is None:
                         self._leaderless_since = trio.current_time()

@@ -44,12 +44,18 @@ async def _info(nc: Any, consumer: str) -> dict[str, Any]:
 
 
 async def _pull(p: Puller, body: dict[str, Any], want: int = 1) -> list[Got]:
-    """A pull, sent again while the consumer's leader is being elected (no answer)."""
+    """A pull, sent again while the consumer's leader is being elected (no answer), or
+    while the server asked does not yet know of the consumer's interest (503 no
+    responders: nats-server 2.15.1 was seen to answer so right after the create)."""
     for _ in range(TRIES):
         try:
-            return await p.pull(body, want=want)
+            got = await p.pull(body, want=want)
         except nats.errors.TimeoutError:
             continue
+        if len(got) == 1 and got[0].status == "503":
+            await asyncio.sleep(0.1)
+            continue
+        return got
     raise AssertionError("pull never answered")
 
 

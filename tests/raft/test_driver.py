@@ -82,7 +82,7 @@ class CheckingLinks:
             from raft.wire import decode_messages
 
             types = {m["type"] for m in decode_messages(payload)}
-            assert types == {"append_entries"} and self.owner.is_leader, (
+            assert types == {"append_entries"} and self.owner.core.is_leader, (
                 f"{types} sent before its journal records were fsynced"
             )
             self.early += 1

@@ -7,6 +7,7 @@ import trio
 import trio.testing
 
 from chaos.toyfsm import ToyStateMachine
+from raft.core import LeaderState
 from raft.errors import TransferFailed
 from tests.raft.cluster_helpers import Cluster
 
@@ -53,4 +54,58 @@ async def test_a_member_that_may_not_lead_never_leads(mock_clock: trio.testing.M
             await other.start()
             new = await c.wait_leader()
             assert new in (holed, other)
+        nursery.cancel_scope.cancel()
+
+
+class HeldFSM(ToyStateMachine):
+    hold = False
+
+    def can_apply(self) -> bool:
+        return not self.hold
+
+
+async def test_a_new_leader_serves_only_once_its_state_holds_every_committed_entry(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A member elected with committed entries not yet applied is leading (it takes
+    proposals) but not serving: ``is_leader`` and the leadership channel say so only
+    after this term's first entry is applied, so nothing reads a state that lacks an
+    acknowledged entry (a consumer on it saw num_pending 0 short of the stream's end)."""
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS, fsm_factory=HeldFSM)
+        await c.start()
+        with trio.fail_after(60):
+            leader = await c.wait_leader()
+            await leader.g.propose(b"x")
+            await c.wait_applied(1)
+            nxt = next(m for m in c.live() if m is not leader)
+            fsm = nxt.g.core.fsm
+            assert isinstance(fsm, HeldFSM)
+            fsm.hold = True
+            await leader.g.propose(b"y")  # committed by the leader and the third member
+            seen: list[LeaderState] = []
+            channel = nxt.g.subscribe_leadership()
+            await leader.g.step_down(timeout_s=5.0, target=nxt.node_id)
+            for _ in range(500):  # the transfer lands (bounded)
+                if nxt.g.core.is_leader:
+                    break
+                await trio.sleep(0.01)
+            await trio.sleep(2.0)  # leading for a while, applies held
+            while True:
+                try:
+                    seen.append(channel.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            assert nxt.g.core.is_leader and not nxt.g.is_leader
+            assert not any(s.is_leader for s in seen), seen
+            assert fsm.values == [b"x"]
+            fsm.hold = False
+            await nxt.g.propose(b"z")  # the next cycle applies y, the no-op and z
+            with trio.fail_after(5):
+                while True:
+                    s = await channel.receive()
+                    if s.is_leader:
+                        break
+            assert nxt.g.is_leader
+            assert fsm.values[:3] == [b"x", b"y", b"z"]
         nursery.cancel_scope.cancel()
