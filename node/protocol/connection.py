@@ -28,9 +28,8 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
-from node.protocol.boundedjson import loads as bounded_loads
 from node.protocol.bulk import MIXED_BULK_SIZE_DIGITS_MAX, MIXED_WINDOW, mixed_bulk
 from node.protocol.events import (
     OK,
@@ -50,12 +49,19 @@ from node.protocol.events import (
     Sub,
     Unsub,
 )
-
-ERR_UNKNOWN_OP = "Unknown Protocol Operation"
-ERR_MAX_PAYLOAD = "Maximum Payload Violation"
-ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
-# nats-server's parseSize rejects sizes of more than 9 digits as invalid (not oversize)
-SIZE_DIGITS_MAX = 9
+from node.protocol.lines import (
+    ERR_MAX_CONTROL_LINE,
+    ERR_MAX_PAYLOAD,
+    ERR_UNKNOWN_OP,
+    SIZE_DIGITS_MAX,
+    ProtocolViolation,
+    err_text,
+    json_event,
+    missing_args,
+    split_args,
+    split_verb,
+)
+from node.protocol.pubruns import MANY_PAYLOAD_MAX, hand_mixed, hand_run, many_subjects
 
 
 class Role(enum.Enum):
@@ -66,13 +72,6 @@ class Role(enum.Enum):
 
 # per role, the line the fast path recognises (see ``_fast_runs``)
 _FAST_LINE: dict[Role, Callable[[bytes, int], re.Match[bytes] | None]] = {}
-
-
-class ProtocolViolation(NamedTuple):
-    """Fatal input: send ``-ERR '<err>'`` when ``err`` is not None, then close."""
-
-    err: str | None
-    detail: str
 
 
 # A well-formed PUB line: subject, optional reply, size (at most 9 digits),
@@ -88,79 +87,6 @@ _RMSG_LINE = re.compile(
 
 _FAST_LINE[Role.SERVER] = _PUB_LINE.match
 _FAST_LINE[Role.ROUTE] = _RMSG_LINE.match
-
-#: largest payload a run of reply-less PUBs to differing subjects may share
-#: (JetStream acks: ``+ACK``, ``-NAK``, empty, ...) to be handed over as one call
-MANY_PAYLOAD_MAX = 8
-#: bytes looked at per attempt to take such a run (bounds the work per attempt)
-MANY_WINDOW = 16384
-_WS = (b" ", b"\t", b"\r", b"\n")
-
-
-def _hand_run(
-    on_pub: Callable[[bytes, bytes | None, bytes], object],
-    on_pub_run: Callable[[bytes, list[bytes | None], list[bytes]], object],
-    subject: bytes,
-    replies: list[bytes | None],
-    payloads: list[bytes],
-) -> None:
-    """Hand over a run of messages to one subject (a run of one to ``on_pub``),
-    then empty the lists (the callbacks do not keep them: they are reused)."""
-    if len(payloads) == 1:
-        on_pub(subject, replies[0], payloads[0])
-    else:
-        on_pub_run(subject, replies, payloads)
-    replies.clear()
-    payloads.clear()
-
-
-def _hand_mixed(
-    on_mixed: Callable[[list[bytes], list[bytes]], object] | None,
-    subjects: list[bytes],
-    payloads: list[bytes],
-) -> None:
-    """Hand over reply-less singles to changing subjects, then empty the lists."""
-    assert on_mixed is not None
-    on_mixed(subjects, payloads)
-    subjects.clear()
-    payloads.clear()
-
-
-def _many_subjects(buf: bytes, pos: int, payload: bytes, longest: int) -> list[bytes] | None:
-    """The subjects of a run of ``PUB <subject> <size>\r\n<payload>\r\n``
-    ops (single spaces, no reply, this payload) at ``pos``: each op of it that
-    another PUB follows (at least two; the run ends at ``pos`` + the ops'
-    lengths; a last op followed by something else goes the usual way), or None.
-
-    One ``split`` of a bounded window on what separates two such subjects
-    (the rest of one op and the next op's verb); a piece between two
-    separators is a subject exactly when it is 1..``longest`` bytes without
-    whitespace.
-    """
-    sep = b" %d\r\n%b\r\nPUB " % (len(payload), payload)
-    pieces = buf[pos + 4 : pos + 4 + MANY_WINDOW].split(sep)
-    pieces.pop()  # the run's last op and what follows it, or a partial op
-    if len(pieces) < 2:
-        return None
-    joined = b"".join(pieces)
-    if (
-        b" " in joined
-        or b"\t" in joined
-        or b"\r" in joined
-        or b"\n" in joined
-        or b"" in pieces
-        or max(map(len, pieces)) > longest
-    ):
-        k = 0
-        for piece in pieces:
-            if not piece or len(piece) > longest or any(w in piece for w in _WS):
-                break
-            k += 1
-        if k < 2:
-            return None
-        del pieces[k:]
-    return pieces
-
 
 # kinds of pending payload ops
 _K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
@@ -332,7 +258,7 @@ class ProtocolConnection:
                     end_line = nl - 1 if buf[nl - 1] == 13 else nl
                     if end_line - pos > mcl:
                         return self._fail(on_event, ERR_MAX_CONTROL_LINE, "control line")
-                    args = _split_args(buf[pos + 4 : end_line])
+                    args = split_args(buf[pos + 4 : end_line])
                     na = len(args)
                     if na == 2:
                         size_tok = args[1]
@@ -454,14 +380,14 @@ class ProtocolConnection:
                     # reply-less small messages to differing subjects (acks):
                     # the whole run with one split
                     payload = buf[start:end]
-                    subjects = _many_subjects(buf, pos, payload, limit - 7 - len(size_tok))
+                    subjects = many_subjects(buf, pos, payload, limit - 7 - len(size_tok))
                     if subjects is not None:
                         if mixed_s:
-                            _hand_mixed(on_mixed, mixed_s, mixed_p)
+                            hand_mixed(on_mixed, mixed_s, mixed_p)
                             if self._dead:
                                 return pos
                         if payloads:
-                            _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
+                            hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
                             run_subject = b""
                             if self._dead:
                                 return pos
@@ -481,7 +407,7 @@ class ProtocolConnection:
                 ):
                     # a single to its subject (the next op differs): batched
                     if payloads:
-                        _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
+                        hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
                         run_subject = b""
                         if self._dead:
                             return pos
@@ -506,12 +432,12 @@ class ProtocolConnection:
                     m = match(buf, pos)
                     continue
                 if mixed_s:
-                    _hand_mixed(on_mixed, mixed_s, mixed_p)
+                    hand_mixed(on_mixed, mixed_s, mixed_p)
                     if self._dead:
                         return pos
                 if subject != run_subject:
                     if payloads:
-                        _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
+                        hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
                         if self._dead:
                             return pos
                     run_subject = subject
@@ -528,9 +454,9 @@ class ProtocolConnection:
                         break
             m = match(buf, pos)
         if mixed_s:
-            _hand_mixed(on_mixed, mixed_s, mixed_p)
+            hand_mixed(on_mixed, mixed_s, mixed_p)
         elif payloads and on_pub_run is not None:
-            _hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
+            hand_run(on_pub, on_pub_run, run_subject, replies, payloads)
         return pos
 
     def _fail(
@@ -551,7 +477,7 @@ class ProtocolConnection:
         Returns an event, a pending-payload tuple, a violation, or None for a
         line that produces nothing.
         """
-        parts = line.split(None, 1) if self.role is not Role.SERVER else _split_verb(line)
+        parts = line.split(None, 1) if self.role is not Role.SERVER else split_verb(line)
         if not parts or line[:1] in (b" ", b"\t"):
             return ProtocolViolation(ERR_UNKNOWN_OP, "empty line")
         verb = parts[0].upper()
@@ -572,18 +498,18 @@ class ProtocolConnection:
     ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
         if verb == b"PUB":
             if not rest:
-                return _missing(line)
-            return self._pub_args(_split_args(rest))
+                return missing_args(line)
+            return self._pub_args(split_args(rest))
         if verb == b"HPUB":
             if not rest:
-                return _missing(line)
+                return missing_args(line)
             if not self.headers:
                 return ProtocolViolation(None, "HPUB without headers support")
-            return self._hpub_args(_split_args(rest))
+            return self._hpub_args(split_args(rest))
         if verb == b"SUB":
             if not rest:
-                return _missing(line)
-            args = _split_args(rest)
+                return missing_args(line)
+            args = split_args(rest)
             if len(args) == 2:
                 return Sub(args[0], None, args[1])
             if len(args) == 3:
@@ -591,8 +517,8 @@ class ProtocolConnection:
             return ProtocolViolation(None, "SUB arguments")
         if verb == b"UNSUB":
             if not rest:
-                return _missing(line)
-            args = _split_args(rest)
+                return missing_args(line)
+            args = split_args(rest)
             if len(args) == 1:
                 return Unsub(args[0], None)
             if len(args) == 2:
@@ -603,7 +529,7 @@ class ProtocolConnection:
         if verb.startswith(b"CONNECT"):
             # nats-server's argument starts right after the verb: CONNECT{} is
             # accepted, CONNECTX {} is bad JSON (silent close)
-            ev = _json_event(Connect, line[7:])
+            ev = json_event(Connect, line[7:])
             if type(ev) is Connect and isinstance(ev.fields.get("headers"), bool):
                 # nats-server applies CONNECT as it parses: an HPUB later in
                 # the same chunk already sees the client's headers support
@@ -611,12 +537,12 @@ class ProtocolConnection:
             return ev
         if verb.startswith(b"INFO"):
             # a client's INFO is ignored when it is a JSON object, else fatal (silent)
-            ev = _json_event(Info, line[4:])
+            ev = json_event(Info, line[4:])
             return None if type(ev) is Info else ev
         if verb.startswith(b"+OK"):  # nats-server ignores the rest of a +OK line
             return OK
         if verb == b"-ERR":
-            return Err(_err_text(rest))
+            return Err(err_text(rest))
         return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
 
     def _client_line(
@@ -639,11 +565,11 @@ class ProtocolConnection:
             reply = args[2] if len(args) == 5 else None
             return (_K_HMSG, total, args[0], args[1], reply, hsize)
         if verb == b"INFO":
-            return _json_event(Info, rest)
+            return json_event(Info, rest)
         if verb == b"+OK":
             return OK
         if verb == b"-ERR":
-            return Err(_err_text(rest))
+            return Err(err_text(rest))
         return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
 
     def _route_line(
@@ -665,13 +591,13 @@ class ProtocolConnection:
                 return RUnsub(args[0], args[1], args[2] if len(args) == 3 else None)
             return ProtocolViolation(None, "RS- arguments")
         if verb == b"INFO":
-            return _json_event(Info, rest)
+            return json_event(Info, rest)
         if verb == b"CONNECT":
-            return _json_event(Connect, rest)
+            return json_event(Connect, rest)
         if verb == b"+OK":
             return OK
         if verb == b"-ERR":
-            return Err(_err_text(rest))
+            return Err(err_text(rest))
         return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
 
     def _pub_args(self, args: list[bytes]) -> tuple[Any, ...] | ProtocolViolation:
@@ -753,60 +679,3 @@ class ProtocolConnection:
         if h < 0:
             return RMsg(pend[2], pend[3], pend[4], pend[5], None, body)
         return RMsg(pend[2], pend[3], pend[4], pend[5], body[:h], body[h:])
-
-
-_ODD_WS = (b"\r", b"\x0b", b"\x0c")
-
-
-def _split_args(b: bytes) -> list[bytes]:
-    """Split arguments on spaces and tabs only, as nats-server does (``bytes.split()``
-    would also split on CR, VT and FF, turning ``0\\r`` into a valid size)."""
-    if b"\r" in b or b"\x0b" in b or b"\x0c" in b:
-        return [a for a in b.replace(b"\t", b" ").split(b" ") if a]
-    return b.split()
-
-
-def _split_verb(line: bytes) -> list[bytes]:
-    """``line.split(None, 1)`` but only spaces and tabs separate the verb."""
-    if b"\r" in line or b"\x0b" in line or b"\x0c" in line:
-        parts = line.replace(b"\t", b" ").split(b" ", 1)
-        if len(parts) == 2:
-            parts[1] = parts[1].lstrip(b" \t")
-            if not parts[1]:
-                parts.pop()
-        return [p for p in parts if p] if parts[0] else []
-    return line.split(None, 1)
-
-
-def _missing(line: bytes) -> ProtocolViolation:
-    # "SUB\r\n": the verb with no separator at all is an unknown op;
-    # "SUB \r\n" (separator, no args) closes silently, as nats-server does.
-    if line.rstrip(b" \t") == line:
-        return ProtocolViolation(ERR_UNKNOWN_OP, "missing arguments")
-    return ProtocolViolation(None, "missing arguments")
-
-
-def _without_nulls(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object whose ``null`` members are left out: Go's Unmarshal leaves a
-    field as it was on null, even one an earlier duplicate key just set."""
-    return {k: v for k, v in pairs if v is not None}
-
-
-def _json_event(cls: Any, rest: bytes) -> Event | ProtocolViolation:
-    # Go's decoder takes invalid UTF-8 inside strings (as U+FFFD); anywhere
-    # else the replacement character is a syntax error there and here too
-    try:
-        obj = bounded_loads(rest, object_pairs_hook=_without_nulls if cls is Connect else None)
-    except ValueError:
-        return ProtocolViolation(None, "bad JSON")
-    if not isinstance(obj, dict):
-        return ProtocolViolation(None, "JSON is not an object")
-    ev: Event = cls(obj)
-    return ev
-
-
-def _err_text(rest: bytes) -> str:
-    text = rest.decode("utf-8", "replace").strip()
-    if len(text) >= 2 and text[0] == "'" and text[-1] == "'":
-        text = text[1:-1]
-    return text
