@@ -115,7 +115,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
         group=group_name("S", cfg.num_replicas, cfg.storage is Storage.FILE, meta.rng),
         created_ns=time.time_ns(),
         seed=meta.rng.getrandbits(63),
-        online=meta.online(),
+        online=await meta.online_for(cfg.num_replicas),
         unique_tag=meta.unique_tag,
         reply=req.reply.decode(),
         origin=_origin(svc, req),

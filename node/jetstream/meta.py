@@ -191,6 +191,11 @@ def route_address(info: dict[str, Any]) -> tuple[str, int] | None:
     return None
 
 
+#: a server this young waits (bounded by the rest of it) for peer links not up yet
+#: before a create is placed short of peers (``MetaShell.online_for``)
+STARTUP_PLACEMENT_GRACE_S = 10.0
+
+
 class MetaLayer:
     """This server's member of the meta group, and who answers what.
 
@@ -221,6 +226,7 @@ class MetaLayer:
         self._known_changed = trio.Event()
         self.ready = trio.Event()
         self.started_wall = time.time()
+        self._born = trio.current_time()
         self._effects_send, self._effects_recv = trio.open_memory_channel[Effect](math.inf)
         self.rng = random.Random(server.rng.random())
         self._parked: list[tuple[float, Any, Callable[[Any], None]]] = []
@@ -334,6 +340,28 @@ class MetaLayer:
     def online(self) -> list[str]:
         """Servers this one can reach now (itself included)."""
         return [self.name] + [n for n in self.known if self.links.is_connected(n)]
+
+    async def online_for(self, replicas: int) -> list[str]:
+        """``online()``; while this server is young (``STARTUP_PLACEMENT_GRACE_S``) and
+        fewer than ``replicas`` are up but enough are known, first wait (bounded by the
+        grace) for the links of known peers not connected yet: a cluster that has just
+        formed places an R3 stream although one peer link lags behind the meta election."""
+        up = self.online()
+        remaining = self._born + STARTUP_PLACEMENT_GRACE_S - trio.current_time()
+        missing = [n for n in self.known if not self.links.is_connected(n)]
+        if len(up) >= replicas or remaining <= 0 or len(up) + len(missing) < replicas:
+            return up
+        with trio.move_on_after(remaining):
+            async with trio.open_nursery() as nursery:
+
+                async def one(peer: str) -> None:
+                    await self.links.wait_connected(peer)
+                    if len(self.online()) >= replicas:
+                        nursery.cancel_scope.cancel()
+
+                for peer in missing:
+                    nursery.start_soon(one, peer)
+        return self.online()
 
     def configs(self) -> dict[str, StreamConfig]:
         """Every stream's config, by name (the meta state's, parsed once)."""

@@ -83,6 +83,9 @@ class SoloMeta:
     def online(self) -> list[str]:
         return [self.name]
 
+    async def online_for(self, replicas: int) -> list[str]:
+        return [self.name]
+
     def answers(self, op: tuple[str, ...]) -> bool:
         return True
 
