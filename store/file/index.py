@@ -93,6 +93,17 @@ class StreamIndex:
             self._sid_of_b[subj] = sid
         return sid
 
+    def _intern_s(self, s: str) -> int:
+        sid = self._sid_of.get(s)
+        if sid is None:
+            sid = len(self._subjects)
+            self._subjects.append(s)
+            self._sid_of[s] = sid
+            self._scount.append(0)
+            self._sfirst.append(0)
+            self._slast.append(0)
+        return sid
+
     def _add_seg(self, seg: Segment) -> None:
         self._segs.append(seg)
         self._bases.append(seg.base)
@@ -104,7 +115,7 @@ class StreamIndex:
         changed: set[int] = set()
         for k, seg in enumerate(self._segs):
             if seg.base < floor and seg.nlive:
-                n = min(len(seg.offs), floor - seg.base)
+                n = min(seg.nent, floor - seg.base)
                 if seg.live.find(1, 0, n) >= 0:
                     seg.live[0:n] = bytes(n)
                     changed.add(k)
@@ -117,7 +128,7 @@ class StreamIndex:
                     continue
                 s2 = self._segs[k]
                 i = t - s2.base
-                if i < len(s2.live) and s2.live[i]:
+                if i < s2.nent and s2.nlive and s2.live[i]:
                     s2.live[i] = 0
                     changed.add(k)
         for k in changed:
@@ -125,6 +136,7 @@ class StreamIndex:
             seg.nlive = seg.live.count(1)
             seg.lbytes = sum(compress(seg.sizes, seg.live))
             seg.stats = None
+            seg.cstats = None
             seg.idx_dirty = True
 
     def _derive_totals(self) -> None:
@@ -133,21 +145,29 @@ class StreamIndex:
         for seg in self._segs:
             self._msgs += seg.nlive
             self._bytes += seg.lbytes
-            if seg.offs:
+            nent = seg.nent
+            if nent:
                 if seg.last_msg_seq >= last_seq:
                     last_seq, last_ts = seg.last_msg_seq, seg.last_ts
-            if seg.base - 1 >= last_seq and not seg.offs:
+            if seg.base - 1 >= last_seq and not nent:
                 last_seq, last_ts = seg.base - 1, seg.prev_last_ts
-            stats = seg.stats if seg.stats is not None else seg.compute_stats()
+            cst = seg.cstats
+            seg.cstats = None
+            if cst is not None:  # a checkpoint summary's: no pass over entries
+                rows = zip(*cst)
+            else:
+                stats = seg.stats if seg.stats is not None else seg.compute_stats()
+                rows = ((sid, c, f, last) for sid, (c, f, last) in stats.items())
             seg.stats = None
-            for sid, (c, f, last) in stats.items():
+            scount, sfirst, slast = self._scount, self._sfirst, self._slast
+            for sid, c, f, last in rows:
                 if c <= 0:
                     continue
-                if self._scount[sid] == 0:
-                    self._sfirst[sid] = f
+                if scount[sid] == 0:
+                    sfirst[sid] = f
                     self._nsubj += 1
-                self._scount[sid] += c
-                self._slast[sid] = last
+                scount[sid] += c
+                slast[sid] = last
         self._last_seq = last_seq
         self._last_ts = last_ts
         self._first = self._next_live(0)
