@@ -93,16 +93,23 @@ class StreamIndex:
             self._sid_of_b[subj] = sid
         return sid
 
-    def _intern_s(self, s: str) -> int:
-        sid = self._sid_of.get(s)
-        if sid is None:
-            sid = len(self._subjects)
-            self._subjects.append(s)
-            self._sid_of[s] = sid
-            self._scount.append(0)
-            self._sfirst.append(0)
-            self._slast.append(0)
-        return sid
+    def _intern_many(self, names: list[str]) -> array[int]:
+        """The subject id of each of ``names``, interning new ones in bulk
+        (C-level map and extends: a checkpoint summary of a KV-shaped segment
+        holds tens of thousands)."""
+        sid_of = self._sid_of
+        got = list(map(sid_of.get, names))
+        if None in got:
+            new = list(dict.fromkeys([s for s, g in zip(names, got, strict=True) if g is None]))
+            base = len(self._subjects)
+            self._subjects.extend(new)
+            sid_of.update(zip(new, range(base, base + len(new)), strict=True))
+            zero = bytes(8 * len(new))
+            self._scount.frombytes(zero)
+            self._sfirst.frombytes(zero)
+            self._slast.frombytes(zero)
+            got = list(map(sid_of.__getitem__, names))
+        return array("I", got)
 
     def _add_seg(self, seg: Segment) -> None:
         self._segs.append(seg)

@@ -190,7 +190,7 @@ class StreamLog(StreamIndex):
                     intern=self._intern_b,
                     verify=verify,
                     file_crc=crcs[name].result if name in crcs else None,
-                    intern_s=self._intern_s,
+                    intern_many=self._intern_many,
                     on_bad=None if verify else self._rebuild_body,
                 )
                 for k, name in enumerate(names)

@@ -75,8 +75,8 @@ COUNTS: dict[str, int] = {"records": 0, "entries": 0}
 
 Intern = Callable[[bytes], int]
 """subject bytes -> subject id (interning as needed)."""
-InternS = Callable[[str], int]
-"""subject -> subject id (interning as needed)."""
+InternMany = Callable[[list[str]], "array[int]"]
+"""subjects -> their subject ids (interning as needed)."""
 
 log = logging.getLogger(__name__)
 
@@ -374,10 +374,13 @@ def _from_checkpoint(seg: Segment, ck: dict[str, Any], intern: Intern) -> None:
     seg.lbytes = sum(seg.sizes) if seg.nlive == n else sum(compress(seg.sizes, seg.live))
 
 
-def _summary_into(seg: Segment, sm: dict[str, Any], intern_s: InternS) -> array[int]:
+def _summary_into(seg: Segment, sm: dict[str, Any], intern_many: InternMany) -> array[int]:
     """Set ``seg``'s totals from a format-2 summary; returns the store's
     subject id of each of the checkpoint's local subjects."""
-    gmap = array("I", map(intern_s, sm["names"]))
+    names = sm["names"]
+    if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+        raise ValueError("summary names")
+    gmap = intern_many(names)
     cnt, first, last = array("Q"), array("Q"), array("Q")
     cnt.frombytes(sm["cnt"])
     first.frombytes(sm["first"])
@@ -410,7 +413,7 @@ def _body_into(seg: Segment, body: dict[str, Any], gmap: array[int], n: int) -> 
     live = bytearray(body["live"])
     if not (len(offs) == len(sizes) == len(lsids) == len(live) == n):
         raise ValueError("checkpoint arrays disagree")
-    if any(gmap[i] != i for i in range(len(gmap))):
+    if gmap != array("I", range(len(gmap))):
         lsids = array("I", map(gmap.__getitem__, lsids))
     ch = [array("Q"), array("Q"), array("I"), array("I")]
     for a, b in zip(ch, body["ch"], strict=True):
@@ -469,7 +472,7 @@ def open_segment(
     intern: Intern,
     verify: bool,
     file_crc: Callable[[], int] | None = None,
-    intern_s: InternS | None = None,
+    intern_many: InternMany | None = None,
     on_bad: Callable[[Segment], None] | None = None,
 ) -> SegmentScan | None:
     """Open one segment: checkpoint if usable, scan the rest.
@@ -501,7 +504,9 @@ def open_segment(
         sm, body_off = got2
         try:
             n = int(sm["n"])
-            gmap = _summary_into(seg, sm, intern_s or (lambda x: intern(x.encode())))
+            gmap = _summary_into(
+                seg, sm, intern_many or (lambda xs: array("I", [intern(x.encode()) for x in xs]))
+            )
             if on_bad is not None and not is_last and not verify and seg.sealed:
                 seg.make_lazy(n, _lazy_loader(seg, body_off, gmap, n, on_bad))
             else:
