@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import compress
 
 from store.api import Filters
@@ -108,8 +108,8 @@ class StreamIndex:
             self._scount.frombytes(zero)
             self._sfirst.frombytes(zero)
             self._slast.frombytes(zero)
-            got = list(map(sid_of.__getitem__, names))
-        return array("I", got)
+            return array("I", map(sid_of.__getitem__, names))
+        return array("I", got)  # type: ignore[arg-type]  # no None left
 
     def _add_seg(self, seg: Segment) -> None:
         self._segs.append(seg)
@@ -160,8 +160,9 @@ class StreamIndex:
                 last_seq, last_ts = seg.base - 1, seg.prev_last_ts
             cst = seg.cstats
             seg.cstats = None
+            rows: Iterable[tuple[int, int, int, int]]
             if cst is not None:  # a checkpoint summary's: no pass over entries
-                rows = zip(*cst)
+                rows = zip(*cst, strict=True)
             else:
                 stats = seg.stats if seg.stats is not None else seg.compute_stats()
                 rows = ((sid, c, f, last) for sid, (c, f, last) in stats.items())

@@ -255,9 +255,7 @@ class StreamLog(StreamIndex):
     def _rebuild_body(self, seg: Segment) -> None:
         """Rebuild the arrays of a lazily opened segment whose checkpoint body
         failed: scan its file, then apply the floor and every tombstone."""
-        scan = open_segment(
-            self._dir, seg.name, is_last=False, intern=self._intern_b, verify=True
-        )
+        scan = open_segment(self._dir, seg.name, is_last=False, intern=self._intern_b, verify=True)
         if scan is None or scan.damage or scan.seg.nent != seg.nent:
             log.error("event=segment_rebuild_mismatch path=%s", seg.path)
         src = scan.seg if scan is not None else None

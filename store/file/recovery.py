@@ -212,10 +212,9 @@ def _scan_plain(seg: Segment, buf: bytes, pos: int, loff0: int, intern: Intern) 
     if not k:
         return start
     # a headerless record's accounted size is its length plus a constant
-    o = array("I", offs)
-    sizes = array("I", [b - a + _HDR_LESS_EXTRA for a, b in zip(offs, offs[1:] + [pos])])
-    if loff0:
-        o = array("I", [x + loff0 for x in offs])
+    ends = [*offs[1:], pos]
+    sizes = array("I", [b - a + _HDR_LESS_EXTRA for a, b in zip(offs, ends, strict=True)])
+    o = array("I", [x + loff0 for x in offs] if loff0 else offs)
     seg.offs.extend(o)
     seg.sizes.extend(sizes)
     seg.sids.extend(array("I", sids))

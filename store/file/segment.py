@@ -932,11 +932,11 @@ def load_checkpoint(path: Path) -> dict[str, Any] | None:
         return None
     if len(data) < 9 or data[:5] != IDX_MAGIC:
         return None
-    body = data[9:]
-    if zlib.crc32(body) != int.from_bytes(data[5:9], "little"):
+    raw = data[9:]
+    if zlib.crc32(raw) != int.from_bytes(data[5:9], "little"):
         return None
     try:
-        d = cbor2.loads(body)
+        d = cbor2.loads(raw)
     except Exception:  # any decode failure means "stale"
         return None
     return d if isinstance(d, dict) else None
