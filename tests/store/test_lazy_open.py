@@ -12,9 +12,12 @@ not time.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from pathlib import Path
+
+import pytest
 
 from store.file import FileStreamStore
 from store.file.recovery import COUNTS
@@ -204,7 +207,10 @@ def _reopen_cost(d: Path, n: int) -> int:
     return COUNTS["records"] + COUNTS["entries"] - before
 
 
-def test_reopen_reads_do_not_grow_with_sealed_data(tmp_path: Path) -> None:
+def test_reopen_reads_do_not_grow_with_sealed_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # ~250 rolls: durability is not the point
     small = _reopen_cost(tmp_path / "small", 1_000)
     big = _reopen_cost(tmp_path / "big", 100_000)
     assert small >= 1
