@@ -199,7 +199,7 @@ class FileStreamStore(StreamLog):
     def recovery_report(self) -> RecoveryReport:
         """What the last open (or restore/truncate reload) found; sealed
         segments taken on trust at open are verified first (once)."""
-        if self._unverified:
+        if self._unverified and not self._closed:
             self._verify_lazy()
         return self._report
 
