@@ -568,5 +568,7 @@ def open_segment(
     if seg.damaged:
         seg.stats = None
         seg.cstats = None
-    seg.idx_dirty = used is None or scanned
+    # a format-1 checkpoint is rewritten as format 2 at the next checkpoint
+    # or close, so the next open can leave the segment's arrays on disk
+    seg.idx_dirty = used is None or scanned or got2 is None
     return SegmentScan(seg, damage, torn, used is None)

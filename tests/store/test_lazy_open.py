@@ -15,12 +15,15 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import zlib
 from pathlib import Path
 
+import cbor2
 import pytest
 
 from store.file import FileStreamStore
 from store.file.recovery import COUNTS
+from store.file.segment import IDX_MAGIC, load_checkpoint
 from store.limits import StreamLimits
 
 SEG = 400  # bytes: a few messages per segment
@@ -215,3 +218,26 @@ def test_reopen_reads_do_not_grow_with_sealed_data(
     big = _reopen_cost(tmp_path / "big", 100_000)
     assert small >= 1
     assert big <= 1.5 * small, (small, big)
+
+
+def test_format_1_checkpoints_are_read_and_rewritten(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    _fill(d, 150, seed=5)
+    want = FileStreamStore(d, segment_bytes_max=SEG, verify_on_open=True)
+    state = want.state(deleted_details=True, subjects_filter=">")
+    want.close()
+    for p in d.glob("*.idx"):  # as an older trijet wrote them
+        ck = load_checkpoint(p)
+        assert ck is not None
+        body = cbor2.dumps(ck)
+        p.write_bytes(IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body)
+    st = FileStreamStore(d, segment_bytes_max=SEG)
+    assert all(s.loaded for s in st._segs)  # format 1: loaded whole
+    assert st.state(deleted_details=True, subjects_filter=">") == state
+    st.close()  # rewritten as format 2
+    st = FileStreamStore(d, segment_bytes_max=SEG)
+    try:
+        assert any(not s.loaded for s in st._segs)
+        assert st.state(deleted_details=True, subjects_filter=">") == state
+    finally:
+        st.close()
