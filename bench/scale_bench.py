@@ -247,7 +247,9 @@ def direct_fill(name: str, store_dir: str, n: int, size: int) -> float:
     through the server takes longer than the figure is worth."""
     t0 = time.perf_counter()
     cwd = Path(name.split("=", 1)[1]).resolve() if "=" in name else Path.cwd()
-    msgs = Path(store_dir) / "jetstream" / "streams" / STREAM / "msgs"
+    # <store>/jetstream/<account>/streams/<stream>/msgs (older: no account level)
+    found = sorted(Path(store_dir).glob(f"jetstream/*/streams/{STREAM}/msgs"))
+    msgs = found[0] if found else Path(store_dir) / "jetstream" / "streams" / STREAM / "msgs"
     if not msgs.is_dir():
         sys.exit(f"scale_bench: no stream store at {msgs}")
     env = dict(os.environ, PYTHONPATH=str(cwd))
