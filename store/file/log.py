@@ -34,10 +34,10 @@ per-segment summaries.  Unless ``verify_on_open``, a sealed segment is taken
 on its checkpoint's word and size (the tail segment's bytes are always
 checked, and a torn tail cut): its arrays load on first use, and its file's
 CRC and its checkpoint's body are checked when ``recovery_report`` is first
-read (``_verify_lazy``).  A mismatch found then reloads the store with
-every segment verified, so the report is what an eager open would have
-said; reads check every record's CRC meanwhile, so damage is never served.  Damage is reported in ``recovery_report`` and never
-served.  Damaged segments are never checkpointed, so damage is reported at
+read or a read meets a bad record (``_verify_lazy``).  A mismatch found then
+reloads the store with every segment verified, so the report is what an
+eager open would have said; reads check every record's CRC meanwhile.
+Damage is reported in ``recovery_report`` and never served.  Damaged segments are never checkpointed, so damage is reported at
 every open until the data is gone (purged/compacted away).  An open first
 finishes a restore whose files were staged and marked (see
 ``store.file.store``).
