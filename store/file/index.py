@@ -111,6 +111,17 @@ class StreamIndex:
             return array("I", map(sid_of.__getitem__, names))
         return array("I", got)  # type: ignore[arg-type]  # no None left
 
+    def _intern_bulk(self, subjs: list[bytes]) -> array[int]:
+        """``_intern_b`` of each of ``subjs`` (a tail scan's), new ones in bulk."""
+        sid_of_b = self._sid_of_b
+        got = list(map(sid_of_b.get, subjs))
+        if None in got:
+            new = list(dict.fromkeys([b for b, g in zip(subjs, got, strict=True) if g is None]))
+            ids = self._intern_many([b.decode() for b in new])
+            sid_of_b.update(zip(new, ids, strict=True))
+            return array("I", map(sid_of_b.__getitem__, subjs))
+        return array("I", got)  # type: ignore[arg-type]  # no None left
+
     def _add_seg(self, seg: Segment) -> None:
         self._segs.append(seg)
         self._bases.append(seg.base)

@@ -191,6 +191,7 @@ class StreamLog(StreamIndex):
                     verify=verify,
                     file_crc=crcs[name].result if name in crcs else None,
                     intern_many=self._intern_many,
+                    intern_bulk=self._intern_bulk,
                     on_bad=None if verify else self._rebuild_body,
                 )
                 for k, name in enumerate(names)

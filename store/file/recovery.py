@@ -77,6 +77,8 @@ Intern = Callable[[bytes], int]
 """subject bytes -> subject id (interning as needed)."""
 InternMany = Callable[[list[str]], "array[int]"]
 """subjects -> their subject ids (interning as needed)."""
+InternBulk = Callable[[list[bytes]], "array[int]"]
+"""subjects as bytes -> their subject ids (interning as needed)."""
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,9 @@ _CRC_RESIDUE = 0x2144DF1C  # zlib.crc32(m + zlib.crc32(m).to_bytes(4, "little"))
 _HDR_LESS_EXTRA = msg_size_raw(0, 0, 0, Accounting.FILE) - REC_OVERHEAD
 
 
-def _scan_plain(seg: Segment, buf: bytes, pos: int, loff0: int, intern: Intern) -> int:
+def _scan_plain(
+    seg: Segment, buf: bytes, pos: int, loff0: int, intern: Intern, bulk: InternBulk | None
+) -> int:
     """The common run of ``_scan_records`` in one loop: consecutive valid
     MSG records without headers, at the segment's next sequence, indexed in
     bulk.  Returns where the run stopped (the first record it does not take:
@@ -183,6 +187,7 @@ def _scan_plain(seg: Segment, buf: bytes, pos: int, loff0: int, intern: Intern) 
     hs = REC_HDR.size
     offs: list[int] = []
     sids: list[int] = []
+    subjs: list[bytes] = []
     nxt = seg.next_seq
     last_subj = None
     sid = 0
@@ -200,7 +205,9 @@ def _scan_plain(seg: Segment, buf: bytes, pos: int, loff0: int, intern: Intern) 
         ):
             break
         subj = buf[pos + hs : pos + hs + slen]
-        if subj != last_subj:
+        if bulk is not None:
+            subjs.append(subj)
+        elif subj != last_subj:
             sid = intern(subj)
             last_subj = subj
         offs.append(pos)
@@ -217,7 +224,7 @@ def _scan_plain(seg: Segment, buf: bytes, pos: int, loff0: int, intern: Intern) 
     o = array("I", [x + loff0 for x in offs] if loff0 else offs)
     seg.offs.extend(o)
     seg.sizes.extend(sizes)
-    seg.sids.extend(array("I", sids))
+    seg.sids.extend(bulk(subjs) if bulk is not None else array("I", sids))
     seg.live.extend(b"\x01" * k)
     seg.nlive += k
     seg.lbytes += sum(sizes)
@@ -234,6 +241,7 @@ def _scan_records(
     foff0: int,
     intern: Intern,
     damage: list[PendingDamage],
+    bulk: InternBulk | None = None,
 ) -> int:
     """Scan records in ``buf`` (logical offset ``loff0``, file offset ``foff0``).
 
@@ -245,7 +253,7 @@ def _scan_records(
     open_dmg: PendingDamage | None = None
     while pos < n:
         if open_dmg is None:
-            pos = _scan_plain(seg, buf, pos, loff0, intern)
+            pos = _scan_plain(seg, buf, pos, loff0, intern, bulk)
             if pos >= n:
                 break
         total = check_record(buf, pos)
@@ -272,7 +280,13 @@ def _scan_records(
     return n
 
 
-def _scan_chunks(seg: Segment, buf: bytes, intern: Intern, damage: list[PendingDamage]) -> int:
+def _scan_chunks(
+    seg: Segment,
+    buf: bytes,
+    intern: Intern,
+    damage: list[PendingDamage],
+    bulk: InternBulk | None = None,
+) -> int:
     """Scan a compressed body (``buf`` = whole file).  Returns end of valid data."""
     pos = SEG_HDR_SIZE
     n = len(buf)
@@ -311,7 +325,7 @@ def _scan_chunks(seg: Segment, buf: bytes, intern: Intern, damage: list[PendingD
                 open_dmg.last_seq = first_msg - 1
                 open_dmg = None
         inner: list[PendingDamage] = []
-        end = _scan_records(seg, raw, lstart, pos, intern, inner)
+        end = _scan_records(seg, raw, lstart, pos, intern, inner, bulk)
         for d in inner:
             d.reason = "chunk-record"
         damage.extend(inner)
@@ -472,6 +486,7 @@ def open_segment(
     verify: bool,
     file_crc: Callable[[], int] | None = None,
     intern_many: InternMany | None = None,
+    intern_bulk: InternBulk | None = None,
     on_bad: Callable[[Segment], None] | None = None,
 ) -> SegmentScan | None:
     """Open one segment: checkpoint if usable, scan the rest.
@@ -534,7 +549,7 @@ def open_segment(
         if used is None:
             with open(path, "rb") as f:
                 buf = f.read()
-            _scan_chunks(seg, buf, intern, damage)
+            _scan_chunks(seg, buf, intern, damage, intern_bulk)
             seg.file_crc = zlib.crc32(buf)
         else:
             seg.file_crc = int(used["file_crc"])
@@ -545,7 +560,7 @@ def open_segment(
         with open(path, "rb") as f:
             f.seek(SEG_HDR_SIZE + start)
             buf = f.read()
-        valid = _scan_records(seg, buf, start, SEG_HDR_SIZE + start, intern, damage)
+        valid = _scan_records(seg, buf, start, SEG_HDR_SIZE + start, intern, damage, intern_bulk)
         crc0 = int(used["file_crc"]) if used is not None else zlib.crc32(head)
         seg.file_crc = zlib.crc32(memoryview(buf)[:valid], crc0)
         if valid < len(buf):

@@ -181,15 +181,17 @@ def stats_of(sids: array[int], live: bytes | bytearray, nlive: int, base: int) -
                 j = rev.index(sid, j + 1)
             out[sid] = [c, base + i, base + n - 1 - j]
         return out
-    for i in range(len(sids)):
-        if live[i]:
-            st = out.get(sids[i])
-            if st is None:
-                out[sids[i]] = [1, base + i, base + i]
-            else:
-                st[0] += 1
-                st[2] = base + i
-    return out
+    # many subjects (the KV shape): first and last positions by dicts built
+    # in C (a later key overwrites an earlier one), one step per subject after
+    if nlive == len(sids):
+        pos: list[int] | range = range(len(sids))
+        ids: array[int] | list[int] = sids
+    else:
+        pos = list(compress(range(len(sids)), live))
+        ids = list(compress(sids, live))
+    last = dict(zip(ids, pos, strict=True))
+    first = dict(zip(reversed(ids), reversed(pos), strict=True))
+    return {sid: [c, base + first[sid], base + last[sid]] for sid, c in counts.items()}
 
 
 class Segment:
