@@ -33,7 +33,18 @@ so one bad chunk loses only its records, and the chunk magic lets recovery
 resynchronise after damage.  The *index checkpoint* ``seg-<base>.idx`` holds a
 segment's in-memory index (arrays as raw bytes, CBOR-framed, CRC-checked) and
 the size and CRC of the segment bytes it describes; a checkpoint that does
-not match its segment is ignored and the segment is rescanned.
+not match its segment is ignored and the segment is rescanned.  Format 2
+(``store.file.segment.encode_checkpoint``) is written now::
+
+    b"TJIX\x02" | u32 summary_len | u32 crc32(summary) | summary (CBOR)
+    | u32 crc32(body) | body (CBOR)
+
+The *summary* is what an open needs: file size and CRC, entry/live counts and
+live bytes, last timestamp, floor, tombstones, how many msg ids and TTL facts
+the body holds, and the segment's subjects (names, numbered locally) with
+each one's live count, first and last sequence.  The *body* holds the
+per-entry arrays (subject ids local), chunk tables, msg ids and TTL facts,
+read on first use.  Format 1 (``b"TJIX\x01"``, one CBOR map) is still read.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import compress
 
 from store.api import Filters
@@ -93,6 +93,35 @@ class StreamIndex:
             self._sid_of_b[subj] = sid
         return sid
 
+    def _intern_many(self, names: list[str]) -> array[int]:
+        """The subject id of each of ``names``, interning new ones in bulk
+        (C-level map and extends: a checkpoint summary of a KV-shaped segment
+        holds tens of thousands)."""
+        sid_of = self._sid_of
+        got = list(map(sid_of.get, names))
+        if None in got:
+            new = list(dict.fromkeys([s for s, g in zip(names, got, strict=True) if g is None]))
+            base = len(self._subjects)
+            self._subjects.extend(new)
+            sid_of.update(zip(new, range(base, base + len(new)), strict=True))
+            zero = bytes(8 * len(new))
+            self._scount.frombytes(zero)
+            self._sfirst.frombytes(zero)
+            self._slast.frombytes(zero)
+            return array("I", map(sid_of.__getitem__, names))
+        return array("I", got)  # type: ignore[arg-type]  # no None left
+
+    def _intern_bulk(self, subjs: list[bytes]) -> array[int]:
+        """``_intern_b`` of each of ``subjs`` (a tail scan's), new ones in bulk."""
+        sid_of_b = self._sid_of_b
+        got = list(map(sid_of_b.get, subjs))
+        if None in got:
+            new = list(dict.fromkeys([b for b, g in zip(subjs, got, strict=True) if g is None]))
+            ids = self._intern_many([b.decode() for b in new])
+            sid_of_b.update(zip(new, ids, strict=True))
+            return array("I", map(sid_of_b.__getitem__, subjs))
+        return array("I", got)  # type: ignore[arg-type]  # no None left
+
     def _add_seg(self, seg: Segment) -> None:
         self._segs.append(seg)
         self._bases.append(seg.base)
@@ -104,7 +133,7 @@ class StreamIndex:
         changed: set[int] = set()
         for k, seg in enumerate(self._segs):
             if seg.base < floor and seg.nlive:
-                n = min(len(seg.offs), floor - seg.base)
+                n = min(seg.nent, floor - seg.base)
                 if seg.live.find(1, 0, n) >= 0:
                     seg.live[0:n] = bytes(n)
                     changed.add(k)
@@ -117,7 +146,7 @@ class StreamIndex:
                     continue
                 s2 = self._segs[k]
                 i = t - s2.base
-                if i < len(s2.live) and s2.live[i]:
+                if i < s2.nent and s2.nlive and s2.live[i]:
                     s2.live[i] = 0
                     changed.add(k)
         for k in changed:
@@ -125,6 +154,7 @@ class StreamIndex:
             seg.nlive = seg.live.count(1)
             seg.lbytes = sum(compress(seg.sizes, seg.live))
             seg.stats = None
+            seg.cstats = None
             seg.idx_dirty = True
 
     def _derive_totals(self) -> None:
@@ -133,21 +163,30 @@ class StreamIndex:
         for seg in self._segs:
             self._msgs += seg.nlive
             self._bytes += seg.lbytes
-            if seg.offs:
+            nent = seg.nent
+            if nent:
                 if seg.last_msg_seq >= last_seq:
                     last_seq, last_ts = seg.last_msg_seq, seg.last_ts
-            if seg.base - 1 >= last_seq and not seg.offs:
+            if seg.base - 1 >= last_seq and not nent:
                 last_seq, last_ts = seg.base - 1, seg.prev_last_ts
-            stats = seg.stats if seg.stats is not None else seg.compute_stats()
+            cst = seg.cstats
+            seg.cstats = None
+            rows: Iterable[tuple[int, int, int, int]]
+            if cst is not None:  # a checkpoint summary's: no pass over entries
+                rows = zip(*cst, strict=True)
+            else:
+                stats = seg.stats if seg.stats is not None else seg.compute_stats()
+                rows = ((sid, c, f, last) for sid, (c, f, last) in stats.items())
             seg.stats = None
-            for sid, (c, f, last) in stats.items():
+            scount, sfirst, slast = self._scount, self._sfirst, self._slast
+            for sid, c, f, last in rows:
                 if c <= 0:
                     continue
-                if self._scount[sid] == 0:
-                    self._sfirst[sid] = f
+                if scount[sid] == 0:
+                    sfirst[sid] = f
                     self._nsubj += 1
-                self._scount[sid] += c
-                self._slast[sid] = last
+                scount[sid] += c
+                slast[sid] = last
         self._last_seq = last_seq
         self._last_ts = last_ts
         self._first = self._next_live(0)

@@ -30,8 +30,14 @@ themselves.  An append is durable only once ``sync()`` has returned.
 *Recovery.*  ``store.file.recovery`` rebuilds each segment's index from its
 checkpoint (verified by size and CRC) plus a scan of unchecked bytes; then
 the floor and all tombstones are applied and per-subject state is merged from
-per-segment summaries.  Damage is reported in ``recovery_report`` and never
-served.  Damaged segments are never checkpointed, so damage is reported at
+per-segment summaries.  Unless ``verify_on_open``, a sealed segment is taken
+on its checkpoint's word and size (the tail segment's bytes are always
+checked, and a torn tail cut): its arrays load on first use, and its file's
+CRC and its checkpoint's body are checked when ``recovery_report`` is first
+read or a read meets a bad record (``_verify_lazy``).  A mismatch found then
+reloads the store with every segment verified, so the report is what an
+eager open would have said; reads check every record's CRC meanwhile.
+Damage is reported in ``recovery_report`` and never served.  Damaged segments are never checkpointed, so damage is reported at
 every open until the data is gone (purged/compacted away).  An open first
 finishes a restore whose files were staged and marked (see
 ``store.file.store``).
@@ -56,7 +62,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from store.api import DamagedRange, RecoveryReport, StoredMsg
-from store.errors import InvariantViolation
+from store.errors import CorruptionError, InvariantViolation, MsgNotFound
 from store.file.format import (
     KIND_ERASED,
     KIND_FLOOR,
@@ -70,7 +76,13 @@ from store.file.format import (
 from store.file.index import StreamIndex
 from store.file.readcache import ReadCache
 from store.file.recovery import add_gap, open_segment
-from store.file.segment import Segment, fsync_dir, read_file_crc
+from store.file.segment import (
+    Segment,
+    checkpoint_body_ok,
+    fsync_dir,
+    read_checkpoint_summary,
+    read_file_crc,
+)
 from store.limits import Accounting, msg_size_raw
 from store.msgids import msg_id_of
 from store.ttl import msg_ttl_s
@@ -101,7 +113,7 @@ class StreamLog(StreamIndex):
         segment_bytes_max: Seal the active segment past this many body bytes.
         compression: lz4-compress sealed segments.
         verify_on_open: Check sealed segments' CRCs against their checkpoints
-            at open.
+            at open (True), lazily (None), or never (False).
 
     Raises:
         OSError: the directory cannot be used.
@@ -113,7 +125,7 @@ class StreamLog(StreamIndex):
         *,
         segment_bytes_max: int,
         compression: bool,
-        verify_on_open: bool,
+        verify_on_open: bool | None,
     ) -> None:
         self._dir = Path(directory)
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -123,6 +135,8 @@ class StreamLog(StreamIndex):
         self._cache = ReadCache()
         self._open_fds: list[Segment] = []
         self._fd_last: Segment | None = None  # the segment _track_fd saw last
+        #: sealed segments opened unverified, each with the ``gen`` it had
+        self._unverified: list[tuple[Segment, int]] = []
 
     # ================================================================== opening
 
@@ -145,7 +159,9 @@ class StreamLog(StreamIndex):
         elif stage.exists():
             shutil.rmtree(stage)
 
-    def _load(self) -> None:
+    def _load(self, verify: bool | None = None) -> None:
+        lazy_check = verify is None and self._verify is None
+        verify = bool(self._verify) if verify is None else verify
         for s in getattr(self, "_segs", ()):  # background checkpoints land first
             s.wait_checkpoint()
         self._finish_pending_restore()
@@ -160,7 +176,7 @@ class StreamLog(StreamIndex):
         # reading and checking them overlaps the (GIL-bound) index loading
         pool = None
         crcs: dict[str, Future[int]] = {}
-        if self._verify and len(names) > 2:
+        if verify and len(names) > 2:
             pool = ThreadPoolExecutor(max_workers=CRC_THREADS, thread_name_prefix="seg-crc")
             for name in names[:-1]:
                 path = self._dir / name
@@ -172,8 +188,11 @@ class StreamLog(StreamIndex):
                     name,
                     is_last=k == len(names) - 1,
                     intern=self._intern_b,
-                    verify=self._verify,
+                    verify=verify,
                     file_crc=crcs[name].result if name in crcs else None,
+                    intern_many=self._intern_many,
+                    intern_bulk=self._intern_bulk,
+                    on_bad=None if verify else self._rebuild_body,
                 )
                 for k, name in enumerate(names)
             ]
@@ -205,9 +224,63 @@ class StreamLog(StreamIndex):
         if report.damaged:
             log.warning("store_recovery dir=%s damaged=%s", self._dir, report.damaged)
         self._bases = [s.base for s in self._segs]
+        self._unverified = (
+            [(s, s.gen) for s in self._segs[:-1] if not s.loaded] if lazy_check else []
+        )
         self._apply_deletions()
         self._derive_totals()
         self._ensure_active()
+
+    def _verify_lazy(self) -> None:
+        """Check what an open took on trust (see the module docstring)."""
+        pend, self._unverified = self._unverified, []
+        live = {id(s) for s in self._segs}
+        bad = []
+        for s, gen in pend:
+            if id(s) not in live or s.gen != gen or s.file_crc is None:
+                continue  # changed or gone since: rewritten and checkpointed afresh
+            s.wait_checkpoint()
+            if read_file_crc(s.path, s.file_size) != s.file_crc:
+                bad.append(s.name)
+            elif not s.idx_dirty and not _body_ok(s):
+                bad.append(s.idx_path.name)
+        if bad:
+            log.warning("store_lazy_verify dir=%s mismatch=%s: reloading verified", self._dir, bad)
+            for s, _gen in pend:  # rescanned at every open from now on
+                if s.name in bad or s.idx_path.name in bad:
+                    s.drop_checkpoint()
+            self._active.sync()
+            self._close_files()
+            self._load(verify=True)
+
+    def _rebuild_body(self, seg: Segment) -> None:
+        """Rebuild the arrays of a lazily opened segment whose checkpoint body
+        failed: scan its file, then apply the floor and every tombstone."""
+        scan = open_segment(self._dir, seg.name, is_last=False, intern=self._intern_b, verify=True)
+        if scan is None or scan.damage or scan.seg.nent != seg.nent:
+            log.error("event=segment_rebuild_mismatch path=%s", seg.path)
+        src = scan.seg if scan is not None else None
+        n = seg.nent
+        for name in ("offs", "sizes", "sids"):
+            a = array("I", getattr(src, name)[:n]) if src is not None else array("I")
+            a.extend(array("I", bytes(4 * (n - len(a)))))
+            setattr(seg, name, a)
+        live = bytearray(src.live[:n]) if src is not None else bytearray()
+        live.extend(bytes(n - len(live)))
+        seg.live = live
+        for name in ("ch_lstart", "ch_foff", "ch_rlen", "ch_clen"):
+            setattr(seg, name, getattr(src, name) if src is not None else array("Q"))
+        floor = max([max(s.hdr_floor, s.floor) for s in self._segs] or [0])
+        if floor > seg.base:
+            k = min(n, floor - seg.base)
+            live[0:k] = bytes(k)
+        for s in self._segs:
+            for t in s.tombs:
+                if 0 <= t - seg.base < n:
+                    live[t - seg.base] = 0
+        if live.count(1) != seg.nlive:
+            log.error("event=segment_rebuild_live_mismatch path=%s", seg.path)
+        seg.idx_dirty = True
 
     def _reset_memory(self) -> None:
         self._reset_index()
@@ -239,7 +312,17 @@ class StreamLog(StreamIndex):
     def _read(self, seg: Segment, i: int) -> StoredMsg:
         if seg is not self._fd_last:
             self._track_fd(seg)
-        return seg.read_msg(i, self._cache)
+        try:
+            return seg.read_msg(i, self._cache)
+        except CorruptionError:
+            if not self._unverified:
+                raise
+        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
+        seq = seg.base + i
+        loc = self._locate(seq)
+        if loc is None or not loc[0].live[loc[1]]:
+            raise MsgNotFound("no message found")
+        return loc[0].read_msg(loc[1], self._cache)
 
     def _first_ts_value(self) -> int:
         if not self._msgs:
@@ -459,6 +542,11 @@ class StreamLog(StreamIndex):
         self._open_fds.clear()
         self._fd_last = None
         self._cache.clear()
+
+
+def _body_ok(s: Segment) -> bool:
+    got = read_checkpoint_summary(s.idx_path)
+    return got is not None and checkpoint_body_ok(s.idx_path, got[1])
 
 
 def _erase_in(buf: bytearray, pos: int) -> None:

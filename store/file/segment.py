@@ -24,6 +24,14 @@ sealed segment may be rewritten compressed (independent lz4 chunks) and then
 is read chunk by chunk through the same cache's one-chunk entry.
 ``file_crc`` tracks the CRC of the bytes on disk so an index checkpoint can
 prove it matches the file it describes.
+
+*Lazy index.*  A sealed segment opened from its checkpoint (format 2, see
+``store.file.format``) gets only the checkpoint's *summary* at open: entry
+count, live count and bytes, tombstones, floor, per-subject count/first/last.
+Its arrays (``LAZY_FIELDS``) are absent until first touched: ``__getattr__``
+runs the loader recovery left in ``_body`` once, which reads and checks the
+checkpoint's body and sets them.  ``nent``/``next_seq``/``last_msg_seq``
+answer from the summary meanwhile.
 """
 
 from __future__ import annotations
@@ -66,17 +74,28 @@ from store.file.format import (
 )
 from store.file.readcache import ReadCache
 
-__all__ = ["Segment", "SubjectStats"]
+__all__ = ["LAZY_FIELDS", "Segment", "SubjectStats"]
+
+#: a lazily opened segment's attributes that its checkpoint body provides
+LAZY_FIELDS = frozenset(
+    {"offs", "sizes", "sids", "live", "ch_lstart", "ch_foff", "ch_rlen", "ch_clen"}
+)
 
 WBUF_BYTES_MAX = 256 << 10
 CHUNK_RAW_BYTES = 64 << 10
 IDX_MAGIC = b"TJIX\x01"
+IDX2_MAGIC = b"TJIX\x02"
+IDX2_HEAD = struct.Struct("<5sII")  # magic, summary length, crc32(summary)
 _U32 = struct.Struct("<I")
 _CRC_RESIDUE = 0x2144DF1C  # zlib.crc32(m + zlib.crc32(m).to_bytes(4, "little")) for any m
 _new_tuple = tuple.__new__  # builds a StoredMsg (a NamedTuple) without its Python __new__
 
 SubjectStats = dict[int, list[int]]
 """subject id -> [count, first_seq, last_seq] over live entries."""
+
+CompactStats = tuple[array, array, array, array]  # type: ignore[type-arg]
+"""Per-subject state from a checkpoint summary: parallel arrays of subject id
+(the store's), count, first and last sequence (count 0: no live message)."""
 
 
 def read_file_crc(path: Path, size: int) -> int:
@@ -162,15 +181,17 @@ def stats_of(sids: array[int], live: bytes | bytearray, nlive: int, base: int) -
                 j = rev.index(sid, j + 1)
             out[sid] = [c, base + i, base + n - 1 - j]
         return out
-    for i in range(len(sids)):
-        if live[i]:
-            st = out.get(sids[i])
-            if st is None:
-                out[sids[i]] = [1, base + i, base + i]
-            else:
-                st[0] += 1
-                st[2] = base + i
-    return out
+    # many subjects (the KV shape): first and last positions by dicts built
+    # in C (a later key overwrites an earlier one), one step per subject after
+    if nlive == len(sids):
+        pos: list[int] | range = range(len(sids))
+        ids: array[int] | list[int] = sids
+    else:
+        pos = list(compress(range(len(sids)), live))
+        ids = list(compress(sids, live))
+    last = dict(zip(ids, pos, strict=True))
+    first = dict(zip(reversed(ids), reversed(pos), strict=True))
+    return {sid: [c, base + first[sid], base + last[sid]] for sid, c in counts.items()}
 
 
 class Segment:
@@ -223,18 +244,55 @@ class Segment:
         #: was opened from predates them (read the messages instead).
         self.ttls: list[tuple[int, int, int]] | None = []
         self.ttls_lost = False
+        #: a summary's per-subject state, merged into the store's at open
+        self.cstats: CompactStats | None = None
+        #: entries while the arrays are not loaded (``None``: loaded)
+        self.lazy_n: int | None = None
+        #: the loader of the arrays while they are not loaded
+        self._body: Callable[[], None] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when an attribute is missing: the arrays of a lazily
+        # opened segment, loaded on first use
+        body = self.__dict__.get("_body")
+        if body is not None and name in LAZY_FIELDS:
+            self._body = None
+            body()
+            self.lazy_n = None
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+    def make_lazy(self, n: int, loader: Callable[[], None]) -> None:
+        """Drop the arrays; ``loader`` sets them (all of ``LAZY_FIELDS``) on
+        first use.  ``n``: the entry count meanwhile."""
+        for name in LAZY_FIELDS:
+            self.__dict__.pop(name, None)
+        self.lazy_n = n
+        self._body = loader
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the arrays are in memory."""
+        return self.lazy_n is None
+
+    @property
+    def nent(self) -> int:
+        """Number of entries (sequences covered), loaded or not."""
+        n = self.lazy_n
+        return len(self.offs) if n is None else n
 
     # ------------------------------------------------------------------ basics
 
     @property
     def next_seq(self) -> int:
         """Sequence the next entry would get."""
-        return self.base + len(self.offs)
+        n = self.lazy_n
+        return self.base + (len(self.offs) if n is None else n)
 
     @property
     def last_msg_seq(self) -> int:
         """Sequence of the last entry (``base - 1`` if none)."""
-        return self.base + len(self.offs) - 1
+        return self.next_seq - 1
 
     def header(self) -> SegHeader:
         """The header this segment was created with."""
@@ -648,7 +706,9 @@ class Segment:
         live = bytes(self.live)
         nlive, base = self.nlive, self.base
         names = list(subjects)
-        head: dict[str, Any] = {
+        mids = self._mids_for_checkpoint()
+        ttls = self._ttls_for_checkpoint()
+        summary: dict[str, Any] = {
             "base": self.base,
             "file_size": self.file_size,
             "file_crc": self.file_crc,
@@ -657,31 +717,26 @@ class Segment:
             "last_ts": self.last_ts,
             "floor": self.floor,
             "sealed": self.sealed,
+            "n": len(sids),
+            "nlive": nlive,
+            "lbytes": self.lbytes,
+            "tombs": self.tombs.tobytes(),
+            "n_mids": len(mids) if mids is not None else None,
+            "n_ttls": len(ttls) if ttls is not None else None,
         }
-        tail: dict[str, Any] = {
+        body: dict[str, Any] = {
             "offs": self.offs.tobytes(),
             "sizes": self.sizes.tobytes(),
-            "sids": sids.tobytes(),
             "live": live,
-            "tombs": self.tombs.tobytes(),
-        }
-        rest: dict[str, Any] = {
             "ch": [a.tobytes() for a in (self.ch_lstart, self.ch_foff, self.ch_rlen, self.ch_clen)],
-            "mids": self._mids_for_checkpoint(),
-            "ttls": self._ttls_for_checkpoint(),
+            "mids": mids,
+            "ttls": ttls,
         }
         idx_path = self.idx_path
         self.idx_dirty = False
 
         def job() -> None:
-            stats = stats_of(sids, live, nlive, base)
-            d = dict(head)
-            d["subj"] = {sid: names[sid] for sid in set(sids) | set(stats)}
-            d.update(tail)
-            d["stats"] = stats
-            d.update(rest)
-            body = cbor_dumps_sliced(d)
-            data = IDX_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
+            data = encode_checkpoint(summary, body, sids, live, nlive, base, names)
             tmp = idx_path.with_suffix(".idx.tmp")
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -756,19 +811,134 @@ class Segment:
             pass
 
 
+def encode_checkpoint(
+    summary: dict[str, Any],
+    body: dict[str, Any],
+    sids: array[int],
+    live: bytes,
+    nlive: int,
+    base: int,
+    names: list[str],
+) -> bytes:
+    """A format-2 checkpoint: ``summary`` and ``body`` completed with the
+    segment's subjects, numbered locally (0.. in the order of the store's ids):
+    the summary gets their names and per-subject count/first/last, the body
+    the per-entry local subject ids.  Costs a pass over the entries in C
+    (``map``) and one per subject; runs in the checkpoint thread."""
+    used = sorted(set(sids))
+    if used == list(range(len(used))):
+        lsids = sids
+    else:
+        loc = {g: i for i, g in enumerate(used)}
+        lsids = array("I", map(loc.__getitem__, sids))
+    stats = stats_of(sids, live, nlive, base)
+    cnt = array("Q", bytes(8 * len(used)))
+    first = array("Q", cnt)
+    last = array("Q", cnt)
+    for i, g in enumerate(used):
+        st = stats.get(g)
+        if st is not None:
+            cnt[i], first[i], last[i] = st
+    summary = dict(summary)
+    summary["names"] = [names[g] for g in used]
+    summary["cnt"] = cnt.tobytes()
+    summary["first"] = first.tobytes()
+    summary["last"] = last.tobytes()
+    body = dict(body)
+    body["sids"] = lsids.tobytes()
+    sb = cbor_dumps_sliced(summary)
+    bb = cbor_dumps_sliced(body)
+    head = IDX2_HEAD.pack(IDX2_MAGIC, len(sb), zlib.crc32(sb))
+    return b"".join((head, sb, zlib.crc32(bb).to_bytes(4, "little"), bb))
+
+
+def read_checkpoint_summary(path: Path) -> tuple[dict[str, Any], int] | None:
+    """The summary of a format-2 checkpoint and the file offset of its body
+    (CRC then CBOR); ``None`` if missing, of another format, or bad.  Reads
+    the summary only."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(IDX2_HEAD.size)
+            if len(head) < IDX2_HEAD.size or head[:5] != IDX2_MAGIC:
+                return None
+            _m, n, crc = IDX2_HEAD.unpack(head)
+            sb = f.read(n)
+    except FileNotFoundError:
+        return None
+    if len(sb) != n or zlib.crc32(sb) != crc:
+        return None
+    try:
+        d = cbor2.loads(sb)
+    except Exception:  # any decode failure means "stale"
+        return None
+    return (d, IDX2_HEAD.size + n) if isinstance(d, dict) else None
+
+
+def read_checkpoint_body(path: Path, off: int) -> dict[str, Any] | None:
+    """The body of a format-2 checkpoint at ``off``; ``None`` if bad."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(off)
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if len(data) < 4 or zlib.crc32(memoryview(data)[4:]) != int.from_bytes(data[:4], "little"):
+        return None
+    try:
+        d = cbor2.loads(memoryview(data)[4:])
+    except Exception:  # any decode failure means "stale"
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def checkpoint_body_ok(path: Path, off: int) -> bool:
+    """Whether the body of a format-2 checkpoint passes its CRC (not decoded)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    b = memoryview(data)[off:]
+    return len(b) >= 4 and zlib.crc32(b[4:]) == int.from_bytes(b[:4], "little")
+
+
+def _as_format1(summary: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 checkpoint as one dict with the keys format 1 had."""
+    d = {k: v for k, v in summary.items() if k not in ("names", "cnt", "first", "last")}
+    d.update(body)
+    names = summary["names"]
+    d["subj"] = dict(enumerate(names))
+    cnt, first, last = array("Q"), array("Q"), array("Q")
+    cnt.frombytes(summary["cnt"])
+    first.frombytes(summary["first"])
+    last.frombytes(summary["last"])
+    d["stats"] = {i: [cnt[i], first[i], last[i]] for i in range(len(names)) if cnt[i]}
+    return d
+
+
 def load_checkpoint(path: Path) -> dict[str, Any] | None:
-    """Read and verify a checkpoint file; ``None`` if missing or bad."""
+    """Read and verify a checkpoint file, whole; ``None`` if missing or bad.
+    Either format comes back as format 1's keys (``subj`` and ``stats`` by
+    the checkpoint's own subject numbering)."""
+    got = read_checkpoint_summary(path)
+    if got is not None:
+        body = read_checkpoint_body(path, got[1])
+        if body is None:
+            return None
+        try:
+            return _as_format1(got[0], body)
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
     if len(data) < 9 or data[:5] != IDX_MAGIC:
         return None
-    body = data[9:]
-    if zlib.crc32(body) != int.from_bytes(data[5:9], "little"):
+    raw = data[9:]
+    if zlib.crc32(raw) != int.from_bytes(data[5:9], "little"):
         return None
     try:
-        d = cbor2.loads(body)
+        d = cbor2.loads(raw)
     except Exception:  # any decode failure means "stale"
         return None
     return d if isinstance(d, dict) else None

@@ -50,6 +50,7 @@ from store.api import (
     SyncPolicy,
 )
 from store.errors import (
+    CorruptionError,
     MsgNotFound,
     SequenceMismatch,
     StoreClosed,
@@ -90,9 +91,15 @@ class FileStreamStore(StreamLog):
         sync_policy: Reported to the owner; see ``store.api``.
         sync_interval_s: With ``SyncPolicy.INTERVAL``, how often the owner
             should call ``sync()``.
-        verify_on_open: Check the CRC of every sealed segment against its
-            checkpoint at open (reads every byte once); if False only sizes
-            are checked and record CRCs are verified when read.
+        verify_on_open: True: check the CRC of every sealed segment against
+            its checkpoint at open (reads every byte once).  None (the
+            default): only sizes are checked at open and sealed segments'
+            indexes load on first use; record CRCs are verified when read,
+            and the whole check runs when ``recovery_report`` is first read
+            or a read meets a bad record (damage found then reloads the store
+            verified: it becomes gaps, as an eager open would have made it).
+            False: as None, but never checked beyond each record read (a bad
+            record raises ``CorruptionError``).
 
     Raises:
         OSError: the directory cannot be used.
@@ -107,7 +114,7 @@ class FileStreamStore(StreamLog):
         compression: bool = False,
         sync_policy: SyncPolicy = SyncPolicy.ALWAYS,
         sync_interval_s: float = 120.0,
-        verify_on_open: bool = True,
+        verify_on_open: bool | None = None,
     ) -> None:
         if not 0 < segment_bytes_max <= 1 << 30:
             raise ValueError("segment_bytes_max must be in (0, 1 GiB]")
@@ -131,9 +138,9 @@ class FileStreamStore(StreamLog):
         if self._closed:
             raise StoreClosed("store is closed")
 
-    def _load(self) -> None:
+    def _load(self, verify: bool | None = None) -> None:
         """Open the log (``StreamLog._load``), then rebuild the TTL index."""
-        super()._load()
+        super()._load(verify)
         self._reindex_ttls()
 
     def _reindex_ttls(self) -> None:
@@ -150,6 +157,8 @@ class FileStreamStore(StreamLog):
             facts = seg.ttls
             if facts is None and not seg.ttls_lost:
                 facts = seg.disk_ttls_of(load_checkpoint(seg.idx_path))
+            if facts is not None and not facts:
+                continue  # none: the arrays need not be loaded
             if facts is None:
                 j = seg.live.find(1)
                 while j >= 0:
@@ -188,7 +197,10 @@ class FileStreamStore(StreamLog):
 
     @property
     def recovery_report(self) -> RecoveryReport:
-        """What the last open (or restore/truncate reload) found."""
+        """What the last open (or restore/truncate reload) found; sealed
+        segments taken on trust at open are verified first (once)."""
+        if self._unverified and not self._closed:
+            self._verify_lazy()
         return self._report
 
     @property
@@ -447,6 +459,15 @@ class FileStreamStore(StreamLog):
 
     def load(self, seq: int) -> StoredMsg:
         """See ``StreamStore.load``."""
+        try:
+            return self._load_one(seq)
+        except CorruptionError:
+            if not self._unverified:
+                raise
+        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
+        return self._load_one(seq)
+
+    def _load_one(self, seq: int) -> StoredMsg:
         if self._closed:
             raise StoreClosed("store is closed")
         k = bisect_right(self._bases, seq) - 1  # _locate + _read, inlined: hot
@@ -464,6 +485,15 @@ class FileStreamStore(StreamLog):
     def load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
         """See ``StreamStore.load_run``: each segment's part is read by
         ``Segment.read_run`` (consecutive records parsed from one buffer)."""
+        try:
+            return self._load_run(start_seq, max_msgs)
+        except CorruptionError:
+            if not self._unverified:
+                raise
+        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
+        return self._load_run(start_seq, max_msgs)
+
+    def _load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
         if self._closed:
             raise StoreClosed("store is closed")
         out: list[StoredMsg] = []
@@ -546,8 +576,11 @@ class FileStreamStore(StreamLog):
             if not seg.nlive:
                 continue
             a = max(lo - seg.base, 0)
-            b = min(hi - seg.base + 1, len(seg.sids))
+            b = min(hi - seg.base + 1, seg.nent)
             if a >= b:
+                continue
+            if wanted is None and a == 0 and b == seg.nent:
+                n += seg.nlive  # the whole segment: its count, not its arrays
                 continue
             if wanted is None:
                 n += seg.live.count(1, a, b)
@@ -626,12 +659,12 @@ class FileStreamStore(StreamLog):
         self._check_open()
         out: list[tuple[str, int, int]] = []
         for seg in reversed(list(self._segs)):
-            if not seg.offs:
+            if not seg.nent:
                 continue
             if seg.last_ts < ts_floor_ns:
                 break
-            if not seg.nlive:
-                continue
+            if not seg.nlive or (seg.mids is None and seg.n_mids == 0):
+                continue  # none kept: the arrays need not be loaded
             got = seg.disk_mids()
             if got is None:
                 got = []
