@@ -88,22 +88,25 @@ def decode_reply(data: bytes) -> tuple[int, int, list[StoredMsg]]:
     try:
         v: Any = cbor2.loads(data)
         req_id, through, raw = v
-        msgs = [
-            StoredMsg(int(s), str(subj), bytes(h), bytes(p), int(ts)) for s, subj, h, p, ts in raw
-        ]
     except Exception as e:
         raise ValueError(f"bad catch-up reply: {e}") from e
-    if type(req_id) is not int or type(through) is not int:
+    if type(req_id) is not int or type(through) is not int or type(raw) is not list:
         raise ValueError("bad catch-up reply fields")
+    make = StoredMsg._make
+    msgs: list[StoredMsg] = []
     prev = 0
-    for m in msgs:
-        if type(m.seq) is not int or m.seq <= prev or m.seq > through:
+    for item in raw:  # one pass: shape, types and order of every message
+        if type(item) is not list or len(item) != 5:
+            raise ValueError("bad catch-up reply: a message is an array of 5")
+        seq, subject, headers, payload, ts_ns = item
+        if type(seq) is not int or seq <= prev or seq > through:
             raise ValueError("catch-up reply messages out of order")
-        if type(m.subject) is not str or type(m.payload) is not bytes:
+        if type(subject) is not str or type(payload) is not bytes:
             raise ValueError("catch-up reply message fields")
-        if type(m.headers) is not bytes or type(m.ts_ns) is not int:
+        if type(headers) is not bytes or type(ts_ns) is not int:
             raise ValueError("catch-up reply message fields")
-        prev = m.seq
+        msgs.append(make(item))
+        prev = seq
     return req_id, through, msgs
 
 
@@ -146,16 +149,30 @@ def install_batch(store: StreamStore, through: int, msgs: list[StoredMsg]) -> No
     """Append one batch at its own sequences and cover the gaps up to ``through``.
 
     Messages at or below the store's ``last_seq`` (a repeated answer) are
-    ignored.
+    ignored.  Each run of consecutive sequences is one ``append_batch`` (one
+    store write); a gap before a run is a ``skip``.
+
+    Raises:
+        LimitExceeded: the store refused a message (its limits; the messages
+            before it are stored).
     """
     cur = store.state().last_seq
-    for m in msgs:
-        if m.seq <= cur:
-            continue
-        if m.seq > cur + 1:
-            store.skip(m.seq - 1)
-        store.append(m.subject, m.headers, m.payload, m.ts_ns, seq=m.seq)
-        cur = m.seq
+    i, n = 0, len(msgs)
+    while i < n and msgs[i].seq <= cur:
+        i += 1
+    while i < n:
+        start = msgs[i].seq
+        if start > cur + 1:
+            store.skip(start - 1)
+        j = i + 1
+        while j < n and msgs[j].seq == start + (j - i):
+            j += 1
+        run = [(m.subject, m.headers, m.payload, m.ts_ns) for m in msgs[i:j]]
+        k, err = store.append_batch(run)
+        if err is not None:
+            raise err
+        cur = start + k - 1
+        i = j
     if through > cur:
         store.skip(through)
 

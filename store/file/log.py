@@ -50,8 +50,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
 import zlib
 from array import array
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -78,6 +80,8 @@ from store.ttl import msg_ttl_s
 __all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
 
 log = logging.getLogger(__name__)
+
+_U32 = struct.Struct("<I")
 
 RESTORE_DIR = "restore.tmp"
 RESTORE_MARKER = "RESTORE.ready"
@@ -293,6 +297,126 @@ class StreamLog(StreamIndex):
         self._scount[sid] = c + 1
         self._slast[sid] = seq
         self._stale_last.discard(sid)
+
+    def _write_msgs(self, msgs: Sequence[tuple[str, bytes, bytes, int]]) -> None:
+        """``_write_msg`` for a run of messages at ``last_seq + 1``, ``+ 2`` …
+
+        The same records, index entries and totals as one ``_write_msg`` per
+        message, built in one pass: the records of a segment go to it as one
+        write, its index arrays are extended once, the per-subject counts are
+        summed per subject (a run usually has one or a few).
+        """
+        pack, crc32, overhead = REC_HDR.pack, zlib.crc32, REC_HDR.size + 4
+        u32 = _U32.pack
+        seg_max = self._seg_max
+        enc: dict[str, bytes] = {}
+        i, n = 0, len(msgs)
+        while i < n:
+            seg = self._active
+            seq0 = self._last_seq + 1
+            end0 = seg.end
+            off = end0
+            held = len(seg.offs)
+            recs: list[bytes] = []
+            offs: list[int] = []
+            sizes: list[int] = []
+            subj_runs: dict[bytes, list[int]] = {}  # subject -> [count, first, last]
+            sid_list: list[bytes] = []
+            seq = seq0
+            ts = 0
+            hdr_msgs: list[tuple[int, int, bytes]] = []
+            while i < n:
+                subject, headers, payload, ts = msgs[i]
+                subj_b = enc.get(subject)
+                if subj_b is None:
+                    subj_b = enc[subject] = subject.encode()
+                hl = len(headers)
+                body = (
+                    pack(
+                        overhead + len(subj_b) + hl + len(payload),
+                        KIND_MSG,
+                        seq,
+                        ts,
+                        len(subj_b),
+                        hl,
+                    )
+                    + subj_b
+                    + headers
+                    + payload
+                )
+                rec_len = len(body) + 4
+                if (held or recs) and off + rec_len > seg_max:
+                    break  # this segment is full: commit what it takes, then roll
+                recs.append(body)
+                recs.append(u32(crc32(body)))
+                offs.append(off)
+                off += rec_len
+                slen = len(subj_b)
+                sizes.append(
+                    22 + slen + len(payload) + 8
+                    if not hl
+                    else 22 + slen + 4 + hl + len(payload) + 8
+                )
+                sid_list.append(subj_b)
+                r = subj_runs.get(subj_b)
+                if r is None:
+                    subj_runs[subj_b] = [1, seq, seq]
+                else:
+                    r[0] += 1
+                    r[2] = seq
+                if hl:
+                    hdr_msgs.append((seq, ts, headers))
+                seq += 1
+                i += 1
+            if not recs:
+                self._roll()
+                continue
+            k = len(offs)
+            first_off = seg.write_record(b"".join(recs))
+            if first_off != end0:
+                raise InvariantViolation("segment offset moved under a batched write")
+            gap = seq0 - seg.next_seq
+            if gap > 0:
+                add_gap(seg, gap, end0)
+            sid_of = {s: self._intern_b(s) for s in subj_runs}
+            seg.offs.extend(array("I", offs))
+            seg.sizes.extend(array("I", sizes))
+            if len(sid_of) == 1:
+                seg.sids.extend(array("I", [next(iter(sid_of.values()))]) * k)
+            else:
+                seg.sids.extend(array("I", [sid_of[s] for s in sid_list]))
+            seg.live.extend(b"\x01" * k)
+            total = sum(sizes)
+            seg.nlive += k
+            seg.lbytes += total
+            seg.last_ts = ts
+            seg.idx_dirty = True
+            for hseq, hts, headers in hdr_msgs:
+                mid = msg_id_of(headers)
+                if mid and seg.mids is not None:
+                    seg.mids.append((mid, hseq, hts))
+                ttl = msg_ttl_s(headers)
+                if ttl and seg.ttls is not None:
+                    seg.ttls.append((hseq, hts, ttl))
+            last = seq - 1
+            self._msgs += k
+            self._bytes += total
+            self._last_seq = last
+            self._last_ts = ts
+            if self._first == 0:
+                self._first = seq0
+                self._first_ts = msgs[i - k][3]
+            scount, sfirst, slast = self._scount, self._sfirst, self._slast
+            for subj_b, (cnt, s_first, s_last) in subj_runs.items():
+                sid = sid_of[subj_b]
+                c = scount[sid]
+                if c == 0:
+                    self._nsubj += 1
+                    sfirst[sid] = s_first
+                    self._stale_first.discard(sid)
+                scount[sid] = c + cnt
+                slast[sid] = s_last
+                self._stale_last.discard(sid)
 
     def _finish_op(self) -> None:
         """Write the operation's tombstones; drop sealed segments left empty."""
