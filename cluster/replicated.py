@@ -664,7 +664,11 @@ class ReplicatedGroup:
             await trio.lowlevel.checkpoint()
         if self.rfsm.target is not snap:
             return  # a newer snapshot was installed meanwhile: its hole comes next
-        self.store.sync()
+        # the fsync in a worker thread (the records are handed to the OS here):
+        # a hundred thousand messages are megabytes to make durable
+        await self._sync_store()
+        if self.rfsm.target is not snap:
+            return
         st = self.store.state()
         if self.durable_store:
             await trio.to_thread.run_sync(

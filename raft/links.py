@@ -218,6 +218,8 @@ class TcpPeerLinks:
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
         self._dialing: set[str] = set()
+        #: a dial loop waiting out its backoff: set to dial now (``redial``)
+        self._redial: dict[str, trio.Event] = {}
         self._connected_events: dict[str, trio.Event] = {}
         self.stats = {"sent_frames": 0, "dropped_frames": 0, "auth_failures": 0, "bad_frames": 0}
         #: called with a peer's id when its link closes (a crashed peer's at once)
@@ -468,11 +470,24 @@ class TcpPeerLinks:
                     failures = 0
                     await self._run_conn(peer_id, stream, rest)
                 cap = min(self.backoff_s_max, self.backoff_s_min * 2 ** min(failures, 16))
-                await trio.sleep(
+                wake = self._redial[peer_id] = trio.Event()
+                with trio.move_on_after(
                     self._rng.uniform(self.backoff_s_min / 2, max(cap, self.backoff_s_min))
-                )
+                ):
+                    await wake.wait()
         finally:
+            self._redial.pop(peer_id, None)
             self._dialing.discard(peer_id)
+
+    def redial(self, peer_id: str) -> None:
+        """The peer is reachable again (its route came up): a dial loop waiting
+        out its backoff dials now.  After a restart the backoff had grown to
+        ``backoff_s_max`` while the peer was down; without this the peer's
+        groups wait that long for this link (and a follower that hears no
+        leader meanwhile stands for election)."""
+        ev = self._redial.get(peer_id)
+        if ev is not None:
+            ev.set()
 
     # ------------------------------------------------------------ connections
 
