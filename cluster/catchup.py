@@ -30,6 +30,8 @@ a ``StreamStore``; the shell (``cluster.replicated``) does the I/O.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import Any
 
 import cbor2
@@ -80,7 +82,8 @@ def decode_request(data: bytes) -> tuple[int, int, int]:
 
 
 def encode_reply(req_id: int, through: int, msgs: list[StoredMsg]) -> bytes:
-    return cbor2.dumps([req_id, through, [list(m) for m in msgs]])
+    # a StoredMsg is a tuple: cbor2 writes it as the array it is
+    return cbor2.dumps([req_id, through, msgs])
 
 
 def decode_reply(data: bytes) -> tuple[int, int, list[StoredMsg]]:
@@ -110,6 +113,10 @@ def decode_reply(data: bytes) -> tuple[int, int, list[StoredMsg]]:
     return req_id, through, msgs
 
 
+def _seq_of(m: StoredMsg) -> int:
+    return m.seq
+
+
 def serve_batch(
     store: StreamStore,
     from_seq: int,
@@ -132,11 +139,23 @@ def serve_batch(
         run = store.load_run(seq, min(_READ_STEP, msgs_max - len(out)))
         if not run:
             break
-        for m in run:
-            if m.seq > to_seq or len(out) >= msgs_max or size >= bytes_max:
+        past = run[-1].seq > to_seq
+        if past:
+            run = run[: bisect_right(run, to_seq, key=_seq_of)]
+            if not run:
                 break
-            out.append(m)
-            size += len(m.payload) + len(m.headers) + len(m.subject)
+        # every message whose bytes before it are under the bound (the one that
+        # crosses it included): a prefix found on the running sums
+        sums = list(
+            accumulate(
+                (len(m.payload) + len(m.headers) + len(m.subject) for m in run), initial=size
+            )
+        )
+        take = min(len(run), bisect_left(sums, bytes_max))
+        out.extend(run[:take])
+        size = sums[take]
+        if take < len(run) or past:
+            break
         seq = run[-1].seq + 1
         if run[-1].seq >= to_seq:
             break
