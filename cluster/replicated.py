@@ -87,7 +87,7 @@ import trio
 from cluster import catchup
 from cluster.consumer_table import ConsumerTable
 from cluster.group_bootstrap import read_bootstrap, unlink_bootstrap
-from cluster.ops import CONSUMER_ENTRY_TYPES, ConsumerRemove, decode_any, encode_op
+from cluster.ops import CONSUMER_ENTRY_TYPES, ConsumerRemove, StreamMsg, decode_any, encode_op
 from cluster.stream_fsm import StreamStateMachine
 from cluster.stream_snapshot import (
     ConsumerSnap,
@@ -136,6 +136,8 @@ NO_COMPACTION = 2**62
 #: the journal of a stream group (file store) is compacted past these bounds
 JOURNAL_ENTRIES_MAX = 50_000
 JOURNAL_BYTES_MAX = 64 * 1024 * 1024
+#: publish entries applied together (one store write) up to this many bytes
+RUN_BYTES_MAX = 8 * 1024 * 1024
 #: a catch-up request unanswered this long is asked again
 CATCHUP_TIMEOUT_S = 2.0
 #: no leader to ask: look again this much later
@@ -198,19 +200,84 @@ class ReplicatedStreamFSM:
         try:
             outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
         except OSError as exc:
-            # the store failed under an apply (a full disk while a segment rolls):
-            # it no longer holds the state of an index.  The replica stops
-            # leading, serving reads and catch-up, marking and snapshotting, so
-            # nothing trusts it; a restart rebuilds it from its mark, the journal
-            # and its peers
-            if not self.damaged:
-                log.error("event=stream_store_failed index=%d error=%r", index, exc)
-                self.damaged = True
-                if self.on_damaged is not None:
-                    self.on_damaged()
+            self._store_failed(index, exc)
             raise
         self.applied = index
         return outcome
+
+    def _store_failed(self, index: int, exc: OSError) -> None:
+        """The store failed under an apply (a full disk while a segment rolls):
+        it no longer holds the state of an index.  The replica stops leading,
+        serving reads and catch-up, marking and snapshotting, so nothing
+        trusts it; a restart rebuilds it from its mark, the journal and its
+        peers."""
+        if not self.damaged:
+            log.error("event=stream_store_failed index=%d error=%r", index, exc)
+            self.damaged = True
+            if self.on_damaged is not None:
+                self.on_damaged()
+
+    def apply_run(self, entries: list[tuple[list[bytes], int]]) -> list[list[object]]:
+        """Apply a run of committed entries ``(items, index)`` (``raft.fsm``):
+        the results ``apply_at`` gives each item, in log order.
+
+        Consecutive publish ops (``StreamMsg``) are applied together
+        (``StreamStateMachine.apply_stream_msgs``: one store write per run,
+        up to ``RUN_BYTES_MAX`` of entries); any other op applies on its own,
+        after them.  ``applied`` moves to a run's last index once it is
+        stored.  A store failure fails every op of the run with it
+        (``ApplyFailed``; the replica is damaged, as under ``apply_at``).
+        """
+        out: list[list[object]] = []
+        pending: list[tuple[list[object], int, StreamMsg, int]] = []
+        size = 0
+        for items, index in entries:
+            res: list[object] = [None] * len(items)
+            out.append(res)
+            if index > self.last_index:
+                self.last_index = index
+            for k, item in enumerate(items):
+                try:
+                    op = decode_any(item)
+                except Exception as exc:  # a bad entry: its proposer learns, the rest applies
+                    log.exception("event=apply_raised index=%d", index)
+                    res[k] = ApplyFailed(exc)
+                    continue
+                if index <= self.skip_through and not isinstance(op, CONSUMER_ENTRY_TYPES):
+                    continue  # already in the store (re-applied from the journal at start)
+                if type(op) is StreamMsg:
+                    pending.append((res, k, op, index))
+                    size += len(item)
+                    if size >= RUN_BYTES_MAX:
+                        self._apply_pending(pending)
+                        pending, size = [], 0
+                    continue
+                if pending:
+                    self._apply_pending(pending)
+                    pending, size = [], 0
+                try:
+                    res[k] = self.apply_at(item, index)
+                except Exception as exc:
+                    log.exception("event=apply_raised index=%d", index)
+                    res[k] = ApplyFailed(exc)
+        if pending:
+            self._apply_pending(pending)
+        return out
+
+    def _apply_pending(self, pending: list[tuple[list[object], int, StreamMsg, int]]) -> None:
+        index = pending[-1][3]
+        try:
+            outcomes = self.fsm.apply_stream_msgs([p[2] for p in pending])
+        except Exception as exc:
+            if isinstance(exc, OSError):
+                self._store_failed(index, exc)
+            log.exception("event=apply_raised index=%d", index)
+            for res, k, _, _ in pending:
+                res[k] = ApplyFailed(exc)
+            return
+        for (res, k, _, _), outcome in zip(pending, outcomes, strict=True):
+            res[k] = outcome
+        self.applied = index
 
     def apply(self, entry: bytes) -> object:
         raise InvariantViolation("a stream group applies through apply_at")

@@ -238,6 +238,37 @@ class StreamStateMachine(SourcingApply):
             effects.append(NewMessages(stored))
         return ApplyOutcome(tuple(results), tuple(effects))
 
+    def apply_stream_msgs(self, ops: list[StreamMsg]) -> list[ApplyOutcome]:
+        """``apply_op`` of each ``StreamMsg`` in turn, with the same outcomes
+        and store state; when none of their publishes has headers (and no
+        interest retention or ``Stored`` effects are wanted) the publishes of
+        all of them are stored by one ``append_batch`` run.
+
+        Raises:
+            StoreError, OSError: the store failed (some ops may be stored).
+        """
+        if (
+            len(ops) == 1
+            or self.report_stored
+            or self._interest is not None
+            or any(m.headers for op in ops for m in op.msgs)
+        ):
+            return [self._apply_stream_msg(op) for op in ops]
+        results: list[Result] = []
+        self._publish_plain(tuple(m for op in ops for m in op.msgs), results)
+        out: list[ApplyOutcome] = []
+        pos = 0
+        for op in ops:
+            mine = tuple(results[pos : pos + len(op.msgs)])
+            pos += len(op.msgs)
+            last = 0
+            for r in reversed(mine):  # no msg ids: never a duplicate
+                if isinstance(r, PubResult):
+                    last = r.seq
+                    break
+            out.append(ApplyOutcome(mine, (NewMessages(last),) if last else ()))
+        return out
+
     def _apply_runs(self, msgs: tuple[Publish, ...]) -> ApplyOutcome:
         """``_apply_stream_msg`` (no interest retention, no ``Stored`` effects)
         with each run of publishes without headers stored by one
