@@ -288,9 +288,13 @@ class TcpPeerLinks:
     # ------------------------------------------------------------ peers
 
     def add_peer(self, peer_id: str, address: tuple[str, int]) -> None:
-        """Learn (or change) a peer's address; starts dialing if this node dials it."""
+        """Learn (or change) a peer's address; starts dialing if this node dials it
+        (a new address is dialed at once, not after the backoff)."""
+        changed = self._peers.get(peer_id) != address
         self._peers[peer_id] = address
         self._maybe_dial(peer_id)
+        if changed:
+            self.redial(peer_id)
 
     def remove_peer(self, peer_id: str) -> None:
         """Forget a peer and close its link."""
