@@ -220,6 +220,8 @@ class TcpPeerLinks:
         self._dialing: set[str] = set()
         #: a dial loop waiting out its backoff: set to dial now (``redial``)
         self._redial: dict[str, trio.Event] = {}
+        #: a redial asked while its loop was dialing (see ``redial``)
+        self._redial_asked: set[str] = set()
         self._connected_events: dict[str, trio.Event] = {}
         self.stats = {"sent_frames": 0, "dropped_frames": 0, "auth_failures": 0, "bad_frames": 0}
         #: called with a peer's id when its link closes (a crashed peer's at once)
@@ -474,13 +476,18 @@ class TcpPeerLinks:
                     failures = 0
                     await self._run_conn(peer_id, stream, rest)
                 cap = min(self.backoff_s_max, self.backoff_s_min * 2 ** min(failures, 16))
+                if peer_id in self._redial_asked:  # told while it was dialing: once more now
+                    self._redial_asked.discard(peer_id)
+                    continue
                 wake = self._redial[peer_id] = trio.Event()
                 with trio.move_on_after(
                     self._rng.uniform(self.backoff_s_min / 2, max(cap, self.backoff_s_min))
                 ):
                     await wake.wait()
+                self._redial.pop(peer_id, None)
         finally:
             self._redial.pop(peer_id, None)
+            self._redial_asked.discard(peer_id)
             self._dialing.discard(peer_id)
 
     def redial(self, peer_id: str) -> None:
@@ -492,6 +499,10 @@ class TcpPeerLinks:
         ev = self._redial.get(peer_id)
         if ev is not None:
             ev.set()
+        elif peer_id in self._dialing:
+            # in the middle of a dial (maybe one that is failing): the loop
+            # skips its next backoff once
+            self._redial_asked.add(peer_id)
 
     # ------------------------------------------------------------ connections
 
