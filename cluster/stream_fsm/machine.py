@@ -72,6 +72,8 @@ from store.subjects import Matcher, compile_filters
 
 __all__ = ["HEADER_BYTES_MAX", "SNAPSHOT_VERSION", "StreamSnapshotError", "StreamStateMachine"]
 
+_tuple_new = tuple.__new__
+
 SNAPSHOT_VERSION = 1
 """Version of the document ``snapshot()`` writes."""
 
@@ -329,7 +331,10 @@ class StreamStateMachine(SourcingApply):
         while batch:
             k, err = store.append_batch(batch)
             if k:
-                results.extend([PubResult(name, s) for s in range(seq, seq + k)])
+                # PubResult(name, s) built as the tuple it is (its __new__ is Python)
+                results.extend(
+                    [_tuple_new(PubResult, (name, s, False)) for s in range(seq, seq + k)]
+                )
                 seq += k
                 last = seq - 1
                 self._last_msg_id = ""
