@@ -28,7 +28,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster import catchup
@@ -53,6 +53,8 @@ from store.memory import MemoryStreamStore
 T0 = 1_700_000_000 * 1_000_000_000
 SEGMENT_BYTES = 700  # a few messages per segment: runs cross rolls
 SUBJECTS = ("a", "b", "c.d")
+#: a loaded CI machine makes example generation slow: never a failure
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 POLICIES = {
     "plain": StreamPolicy("S"),
@@ -197,7 +199,7 @@ def _apply_runs(
     return results
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     kind=st.sampled_from(["file", "memory"]),
     policy=st.sampled_from(sorted(POLICIES)),
@@ -218,7 +220,7 @@ def test_batched_apply_equals_item_by_item(
         assert _fingerprint(rfsm) == ref_state
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     policy=st.sampled_from(["plain", "max_msgs_old", "per_subject", "ttl_markers"]),
     entries=_entries,
@@ -272,7 +274,7 @@ def test_crash_between_batches_recovers_exactly(
         assert rfsm2.applied == ref_state[5]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     kind=st.sampled_from(["file", "memory"]),
     msgs=st.lists(
