@@ -30,6 +30,8 @@ a ``StreamStore``; the shell (``cluster.replicated``) does the I/O.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import Any
 
 import cbor2
@@ -80,7 +82,8 @@ def decode_request(data: bytes) -> tuple[int, int, int]:
 
 
 def encode_reply(req_id: int, through: int, msgs: list[StoredMsg]) -> bytes:
-    return cbor2.dumps([req_id, through, [list(m) for m in msgs]])
+    # a StoredMsg is a tuple: cbor2 writes it as the array it is
+    return cbor2.dumps([req_id, through, msgs])
 
 
 def decode_reply(data: bytes) -> tuple[int, int, list[StoredMsg]]:
@@ -88,23 +91,30 @@ def decode_reply(data: bytes) -> tuple[int, int, list[StoredMsg]]:
     try:
         v: Any = cbor2.loads(data)
         req_id, through, raw = v
-        msgs = [
-            StoredMsg(int(s), str(subj), bytes(h), bytes(p), int(ts)) for s, subj, h, p, ts in raw
-        ]
     except Exception as e:
         raise ValueError(f"bad catch-up reply: {e}") from e
-    if type(req_id) is not int or type(through) is not int:
+    if type(req_id) is not int or type(through) is not int or type(raw) is not list:
         raise ValueError("bad catch-up reply fields")
+    make = StoredMsg._make
+    msgs: list[StoredMsg] = []
     prev = 0
-    for m in msgs:
-        if type(m.seq) is not int or m.seq <= prev or m.seq > through:
+    for item in raw:  # one pass: shape, types and order of every message
+        if type(item) is not list or len(item) != 5:
+            raise ValueError("bad catch-up reply: a message is an array of 5")
+        seq, subject, headers, payload, ts_ns = item
+        if type(seq) is not int or seq <= prev or seq > through:
             raise ValueError("catch-up reply messages out of order")
-        if type(m.subject) is not str or type(m.payload) is not bytes:
+        if type(subject) is not str or type(payload) is not bytes:
             raise ValueError("catch-up reply message fields")
-        if type(m.headers) is not bytes or type(m.ts_ns) is not int:
+        if type(headers) is not bytes or type(ts_ns) is not int:
             raise ValueError("catch-up reply message fields")
-        prev = m.seq
+        msgs.append(make(item))
+        prev = seq
     return req_id, through, msgs
+
+
+def _seq_of(m: StoredMsg) -> int:
+    return m.seq
 
 
 def serve_batch(
@@ -129,11 +139,23 @@ def serve_batch(
         run = store.load_run(seq, min(_READ_STEP, msgs_max - len(out)))
         if not run:
             break
-        for m in run:
-            if m.seq > to_seq or len(out) >= msgs_max or size >= bytes_max:
+        past = run[-1].seq > to_seq
+        if past:
+            run = run[: bisect_right(run, to_seq, key=_seq_of)]
+            if not run:
                 break
-            out.append(m)
-            size += len(m.payload) + len(m.headers) + len(m.subject)
+        # every message whose bytes before it are under the bound (the one that
+        # crosses it included): a prefix found on the running sums
+        sums = list(
+            accumulate(
+                (len(m.payload) + len(m.headers) + len(m.subject) for m in run), initial=size
+            )
+        )
+        take = min(len(run), bisect_left(sums, bytes_max))
+        out.extend(run[:take])
+        size = sums[take]
+        if take < len(run) or past:
+            break
         seq = run[-1].seq + 1
         if run[-1].seq >= to_seq:
             break
@@ -146,16 +168,30 @@ def install_batch(store: StreamStore, through: int, msgs: list[StoredMsg]) -> No
     """Append one batch at its own sequences and cover the gaps up to ``through``.
 
     Messages at or below the store's ``last_seq`` (a repeated answer) are
-    ignored.
+    ignored.  Each run of consecutive sequences is one ``append_batch`` (one
+    store write); a gap before a run is a ``skip``.
+
+    Raises:
+        LimitExceeded: the store refused a message (its limits; the messages
+            before it are stored).
     """
     cur = store.state().last_seq
-    for m in msgs:
-        if m.seq <= cur:
-            continue
-        if m.seq > cur + 1:
-            store.skip(m.seq - 1)
-        store.append(m.subject, m.headers, m.payload, m.ts_ns, seq=m.seq)
-        cur = m.seq
+    i, n = 0, len(msgs)
+    while i < n and msgs[i].seq <= cur:
+        i += 1
+    while i < n:
+        start = msgs[i].seq
+        if start > cur + 1:
+            store.skip(start - 1)
+        j = i + 1
+        while j < n and msgs[j].seq == start + (j - i):
+            j += 1
+        run = [(m.subject, m.headers, m.payload, m.ts_ns) for m in msgs[i:j]]
+        k, err = store.append_batch(run)
+        if err is not None:
+            raise err
+        cur = start + k - 1
+        i = j
     if through > cur:
         store.skip(through)
 

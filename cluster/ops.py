@@ -570,14 +570,44 @@ def encode_op(op: Entry) -> bytes:
     return cbor2.dumps([FORMAT_VERSION, int(op.code), body])
 
 
+# the slots of a Publish and a StreamMsg, set directly by the decoder (it has
+# checked every field itself: the validating constructors cost more than the
+# cbor decoding of the entry, on every replica, for every message)
+_set_subject = Publish.__dict__["subject"].__set__
+_set_headers = Publish.__dict__["headers"].__set__
+_set_payload = Publish.__dict__["payload"].__set__
+_set_ts = Publish.__dict__["ts_ns"].__set__
+_set_msgs = StreamMsg.__dict__["msgs"].__set__
+
+
 def _dec_stream_msg(body: object) -> StreamMsg:
+    """The same checks as ``Publish(...)`` and ``StreamMsg(...)``, in one pass."""
     if type(body) is not list or not 1 <= len(body) <= PUBLISHES_PER_ENTRY_MAX:
         raise OpError("stream_msg body must be a non-empty array")
+    new = _object_new
     msgs = []
     for item in body:
-        subject, headers, payload, ts_ns = check_array("publish", item, 4)
-        msgs.append(Publish(subject, headers, payload, ts_ns))
-    return StreamMsg(tuple(msgs))
+        if type(item) is not list or len(item) != 4:
+            raise OpError("publish must be an array of 4")
+        subject, headers, payload, ts_ns = item
+        if (
+            type(subject) is not str
+            or not subject
+            or type(payload) is not bytes
+            or (headers is not None and type(headers) is not bytes)
+            or type(ts_ns) is not int
+            or not 0 <= ts_ns <= INT64_MAX
+        ):
+            _check_message(subject, headers, payload, ts_ns)  # raises its precise error
+        m = new(Publish)
+        _set_subject(m, subject)
+        _set_headers(m, headers)
+        _set_payload(m, payload)
+        _set_ts(m, ts_ns)
+        msgs.append(m)
+    op = new(StreamMsg)
+    _set_msgs(op, tuple(msgs))
+    return op
 
 
 def _dec_purge(body: object) -> Purge:

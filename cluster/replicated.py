@@ -69,38 +69,41 @@ or loses the lead (capture, expiry and answers follow it).
 
 Cancellation: a cancelled ``propose`` may still commit and apply on every
 replica; its result is dropped (retries use ``Nats-Msg-Id``).
+
+The state machine (``ReplicatedStreamFSM``, batched apply of entry runs) and
+the applied mark's functions live in ``cluster.replicated_fsm`` (re-exported).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import trio
 
 from cluster import catchup
-from cluster.consumer_table import ConsumerTable
 from cluster.group_bootstrap import read_bootstrap, unlink_bootstrap
-from cluster.ops import CONSUMER_ENTRY_TYPES, ConsumerRemove, decode_any, encode_op
-from cluster.stream_fsm import StreamStateMachine
-from cluster.stream_snapshot import (
-    ConsumerSnap,
-    GroupSnapshot,
-    decode_group_snapshot,
-    encode_group_snapshot,
-    ranges,
+from cluster.ops import ConsumerRemove, encode_op
+from cluster.replicated_fsm import (  # the state machine and its mark (re-exported)
+    MARK_FILE,
+    RUN_BYTES_MAX,  # noqa: F401
+    ReplicatedStreamFSM,
+    read_mark,  # noqa: F401
+    restore_to_mark,
+    snapshot_mark,
+    write_mark,
 )
-from raft.core import Proposal, RaftConfig, safe_file_stem
-from raft.errors import ApplyFailed, InvariantViolation, RaftError
+from cluster.stream_fsm import StreamStateMachine
+from cluster.stream_snapshot import GroupSnapshot
+from raft.core import Proposal, RaftConfig
+from raft.errors import ApplyFailed, RaftError
 from raft.group import RaftGroup
 from raft.links import PeerLinks
-from raft.snapshot import decode_snapshot
 from raft.storage import OsDisk
 from store.api import StreamStore
 
@@ -110,7 +113,6 @@ log = logging.getLogger(__name__)
 MARK_INTERVAL_S = 0.2
 #: an idle stream group hibernates after this long (raft.quiet)
 QUIET_AFTER_S = 0.5
-MARK_FILE = "applied.json"
 #: entries applied before the bootstrap snapshot (see ``_bootstrap``)
 BOOTSTRAP_APPLIED_MIN = 3
 #: a consumer name no consumer has (``$`` is not allowed in names): a no-op entry
@@ -140,265 +142,6 @@ JOURNAL_BYTES_MAX = 64 * 1024 * 1024
 CATCHUP_TIMEOUT_S = 2.0
 #: no leader to ask: look again this much later
 CATCHUP_RETRY_S = 0.1
-
-
-class ReplicatedStreamFSM:
-    """The stream state machine as a Raft state machine over a durable store.
-
-    Args:
-        fsm: the stream's state machine (over its store).
-        skip_through: entries up to this Raft index are already in the store.
-    """
-
-    def __init__(self, fsm: StreamStateMachine, skip_through: int) -> None:
-        self.fsm = fsm
-        self.skip_through = skip_through
-        #: the Raft index the store's state is at (the applied mark's)
-        self.applied = skip_through
-        #: the last entry index handed to apply_at (any kind)
-        self.last_index = 0
-        #: the stream's consumers (memory only: rebuilt from snapshot + journal)
-        self.consumers = ConsumerTable()
-        #: an installed snapshot whose messages the store still lacks (a hole)
-        self.target: GroupSnapshot | None = None
-        self._target_doc = b""
-        #: called (synchronously) when a hole appears
-        self.on_hole: Callable[[], None] | None = None
-        #: called before a snapshot is taken (the group syncs the store)
-        self.before_snapshot: Callable[[], None] | None = None
-        self.installs = 0
-        #: the store failed under an apply (see ``apply_at``)
-        self.damaged = False
-        #: called (synchronously) when the store fails under an apply
-        self.on_damaged: Callable[[], None] | None = None
-
-    # -- gates read by raft.core every cycle
-
-    def can_apply(self) -> bool:
-        """False while the store has a hole: entries after the snapshot wait."""
-        return self.target is None
-
-    def can_lead(self) -> bool:
-        """A replica with a hole (or a damaged store) never leads."""
-        return self.target is None and not self.damaged
-
-    @property
-    def current(self) -> bool:
-        """The store holds everything this replica has applied or installed."""
-        return self.target is None and not self.damaged
-
-    def apply_at(self, entry: bytes, index: int) -> object:
-        if index > self.last_index:
-            self.last_index = index
-        op = decode_any(entry)
-        if isinstance(op, CONSUMER_ENTRY_TYPES):  # never skipped (see the module doc)
-            return self.consumers.apply(op)  # type: ignore[arg-type]
-        if index <= self.skip_through:
-            return None  # already in the store (re-applied from the journal at start)
-        try:
-            outcome = self.fsm.apply_op(op)  # type: ignore[arg-type]
-        except OSError as exc:
-            # the store failed under an apply (a full disk while a segment rolls):
-            # it no longer holds the state of an index.  The replica stops
-            # leading, serving reads and catch-up, marking and snapshotting, so
-            # nothing trusts it; a restart rebuilds it from its mark, the journal
-            # and its peers
-            if not self.damaged:
-                log.error("event=stream_store_failed index=%d error=%r", index, exc)
-                self.damaged = True
-                if self.on_damaged is not None:
-                    self.on_damaged()
-            raise
-        self.applied = index
-        return outcome
-
-    def apply(self, entry: bytes) -> object:
-        raise InvariantViolation("a stream group applies through apply_at")
-
-    def snapshot(self) -> bytes:
-        """The stream's state at the last applied entry (``cluster.stream_snapshot``).
-
-        The store is synced first (``before_snapshot``), so the snapshot's
-        ``(index, last_seq, msgs)`` is a valid applied mark.
-
-        Raises:
-            InvariantViolation: the journal is still being replayed into a
-                store that is ahead of it (a snapshot now would describe a
-                later state than its index); pysyncobj retries later.
-        """
-        if self.target is not None:
-            return self._target_doc  # nothing applied since it was installed
-        if self.damaged:
-            raise InvariantViolation("no snapshot of a damaged store")
-        if self.last_index < self.skip_through:
-            raise InvariantViolation(
-                f"snapshot while replaying ({self.last_index} < {self.skip_through})"
-            )
-        if self.before_snapshot is not None:
-            self.before_snapshot()
-        st = self.fsm.store.state(deleted_details=True)
-        snap = GroupSnapshot(
-            index=max(self.last_index, self.applied),
-            first_seq=st.first_seq,
-            last_seq=st.last_seq,
-            last_ts=st.last_ts,
-            msgs=st.msgs,
-            bytes=st.bytes,
-            deleted=ranges(st.deleted or ()),
-            last_msg_id=self.fsm.last_msg_id,
-            dedupe=tuple(self.fsm.dedupe_entries()),
-            consumers=tuple(ConsumerSnap(*c) for c in self.consumers.snapshot()),
-            interest=self.fsm.interest,
-        )
-        return encode_group_snapshot(snap)
-
-    def restore(self, reader: BinaryIO) -> None:
-        """Install a snapshot (this replica's own at start, or the leader's).
-
-        The consumer table always comes from it.  A store that already holds
-        the snapshot's state (its mark is at or past it) keeps its own; one
-        that is behind is reconciled with it (``cluster.catchup.reconcile``),
-        takes its dedupe window, and if messages are missing gets a hole.
-
-        Raises:
-            StreamSnapshotError: malformed (nothing changed).
-        """
-        doc = reader.read()
-        snap = decode_group_snapshot(doc)
-        self.consumers.install(
-            [(c.name, c.config, c.created_ns, c.group, c.state) for c in snap.consumers]
-        )
-        store = self.fsm.store
-        self.last_index = max(self.last_index, snap.index)
-        if snap.index <= self.skip_through and store.state().last_seq >= snap.last_seq:
-            return  # the store is at or past the snapshot (a restart)
-        catchup.reconcile(store, snap)
-        self.fsm.install_dedupe(snap.last_msg_id, iter(snap.dedupe))
-        self.fsm.install_interest(snap.interest)
-        self.skip_through = max(self.skip_through, snap.index)
-        self.installs += 1
-        if store.state().last_seq < snap.last_seq:
-            self.target, self._target_doc = snap, doc
-            log.warning(
-                "event=stream_snapshot_hole index=%d have=%d need=%d",
-                snap.index,
-                store.state().last_seq,
-                snap.last_seq,
-            )
-            if self.on_hole is not None:
-                self.on_hole()
-        else:
-            self.applied = snap.index
-
-    def filled(self) -> None:
-        """The hole is filled: entries after the snapshot may apply."""
-        if self.target is not None:
-            self.applied = self.target.index
-            self.target = None
-            self._target_doc = b""
-
-
-def snapshot_mark(raft_dir: Path, group_id: str) -> tuple[int, int, int]:
-    """The applied mark a group's snapshot file carries (``(0, 0, 0)`` if none)."""
-    path = raft_dir / (safe_file_stem(group_id) + ".snap")
-    try:
-        snap = decode_snapshot(path.read_bytes())
-        g = decode_group_snapshot(snap.fsm_bytes)
-    except FileNotFoundError:
-        return 0, 0, 0
-    except Exception as exc:  # unreadable: the raft layer will say so too
-        log.error("event=snapshot_mark_unreadable path=%s reason=%r", path, exc)
-        return 0, 0, 0
-    return g.index, g.last_seq, g.msgs
-
-
-def read_mark(raft_dir: Path) -> tuple[int, int, int]:
-    """``(index, last_seq, msgs)`` of the applied mark, ``(0, 0, 0)`` if none or
-    damaged (then the store is rebuilt from the journal: nothing is skipped);
-    ``msgs`` is -1 in a mark written before it was recorded."""
-    path = raft_dir / MARK_FILE
-    try:
-        doc = json.loads(path.read_text())
-        return int(doc["index"]), int(doc["last_seq"]), int(doc.get("msgs", -1))
-    except FileNotFoundError:
-        return 0, 0, 0
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        log.error("event=applied_mark_unreadable path=%s reason=%r rebuild=journal", path, exc)
-        return 0, 0, 0
-
-
-def write_mark(raft_dir: Path, index: int, last_seq: int, msgs: int) -> None:
-    raft_dir.mkdir(parents=True, exist_ok=True)
-    tmp = raft_dir / (MARK_FILE + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump({"index": index, "last_seq": last_seq, "msgs": msgs}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, raft_dir / MARK_FILE)
-
-
-def restore_to_mark(
-    store: StreamStore,
-    raft_dir: Path,
-    group_id: str,
-    floor: tuple[int, int, int] = (0, 0, 0),
-) -> int:
-    """Bring a durable store back to its applied mark; the Raft index to skip
-    through (0: rebuild, every entry applies again).
-
-    The store is exactly at the mark when, cut back to the mark's
-    ``last_seq``, it holds the mark's number of messages: only appends were
-    made durable past the mark, and a cut undoes them.  A removal past the mark
-    (limits, deletes, purges, a work queue's acks) cannot be undone by a cut:
-    applying the entries after the mark again over it would decide them on a
-    different state (an expected-last-subject-sequence, a per-subject limit)
-    than the other replicas did, so the store is rebuilt instead.  So is one
-    that holds less than the mark says (a damaged or cut file), or reports
-    damage: skipping to the mark would leave a hole that is never repaired.
-    The journal keeps every entry after the newest snapshot (and the leader
-    sends what it lost); ``floor`` is that snapshot's own mark, used when it
-    is newer than the mark file (a crash right after a compaction).
-    """
-    index, last_seq, msgs = read_mark(raft_dir)
-    if floor[0] > index:
-        index, last_seq, msgs = floor
-    st = store.state()
-    why = None
-    if not store.recovery_report.clean:
-        why = "damaged"
-    elif st.last_seq < last_seq:
-        why = "short"
-        if floor[0] > 0 and st.last_seq <= floor[1]:
-            # behind the snapshot itself (a crash during catch-up): the store is
-            # some state before the snapshot's; installing it reconciles the
-            # store and fetches the rest from the leader (nothing to throw away)
-            log.warning(
-                "event=stream_store_behind_snapshot group=%s last_seq=%d snapshot=%d/%d",
-                group_id,
-                st.last_seq,
-                floor[0],
-                floor[1],
-            )
-            return 0
-    else:
-        if st.last_seq > last_seq:
-            store.truncate(last_seq)
-        if msgs >= 0 and store.state().msgs != msgs:
-            why = "removed_past_mark"
-    if why is None:
-        return index
-    log.warning(
-        "event=stream_store_rebuild group=%s reason=%s last_seq=%d msgs=%d mark=%d/%d/%d",
-        group_id,
-        why,
-        st.last_seq,
-        st.msgs,
-        index,
-        last_seq,
-        msgs,
-    )
-    store.truncate(0)
-    return 0
 
 
 @dataclass(frozen=True)
@@ -664,7 +407,11 @@ class ReplicatedGroup:
             await trio.lowlevel.checkpoint()
         if self.rfsm.target is not snap:
             return  # a newer snapshot was installed meanwhile: its hole comes next
-        self.store.sync()
+        # the fsync in a worker thread (the records are handed to the OS here):
+        # a hundred thousand messages are megabytes to make durable
+        await self._sync_store()
+        if self.rfsm.target is not snap:
+            return
         st = self.store.state()
         if self.durable_store:
             await trio.to_thread.run_sync(

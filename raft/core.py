@@ -918,6 +918,27 @@ class RaftCore:
             self._watch_applied(data, results)
         return results
 
+    def _apply_run(self, entries: list[tuple[bytes, int]]) -> list[list[object] | None]:
+        """Apply a run of regular entries ``(batch, index)`` with the state
+        machine's ``apply_run``: one result list per entry (None: not a batch),
+        as ``_apply_batch`` gives each."""
+        decoded: list[tuple[list[bytes], int]] = []
+        bad: set[int] = set()
+        for k, (data, index) in enumerate(entries):
+            try:
+                decoded.append((decode_batch(data), index))
+            except ValueError as e:
+                log.error("event=bad_batch group=%s error=%s", self.group_id, e)
+                decoded.append(([], index))
+                bad.add(k)
+        out: list[list[object] | None] = list(self.fsm.apply_run(decoded))  # type: ignore[attr-defined]
+        for k in bad:
+            out[k] = None
+        if self._watch:
+            for (data, _), results in zip(entries, out, strict=True):
+                self._watch_applied(data, results)
+        return out
+
     def _on_membership_applied(self, req: list[str]) -> None:
         if req[1] == self.node_id:
             # the latest change about this node decides: one removed and added

@@ -17,6 +17,14 @@ calls it instead of ``apply`` with the Raft index of the entry (the items of
 one batch share an index).  A machine whose state lives in a durable store of
 its own uses it to skip entries that store already holds after a restart.
 
+A state machine may also define ``apply_run(entries)``: ``entries`` is a run
+of consecutive committed regular entries as ``(items, index)`` (each entry's
+proposals and its Raft index) and it returns one result list per entry, one
+result per item (an exception per item as ``raft.errors.ApplyFailed``); the
+group then hands it every run instead of one ``apply_at`` per item, so it can
+apply a run in one pass (one store write).  Results still reach each proposer
+as ``apply_at``'s would.
+
 Optional gates, read by :class:`raft.core.RaftCore` every cycle:
 ``can_apply()`` (False: committed entries wait; e.g. while a snapshot's data
 is still being fetched) and ``can_lead()`` (False: this member never stands

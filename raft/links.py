@@ -218,6 +218,10 @@ class TcpPeerLinks:
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
         self._dialing: set[str] = set()
+        #: a dial loop waiting out its backoff: set to dial now (``redial``)
+        self._redial: dict[str, trio.Event] = {}
+        #: a redial asked while its loop was dialing (see ``redial``)
+        self._redial_asked: set[str] = set()
         self._connected_events: dict[str, trio.Event] = {}
         self.stats = {"sent_frames": 0, "dropped_frames": 0, "auth_failures": 0, "bad_frames": 0}
         #: called with a peer's id when its link closes (a crashed peer's at once)
@@ -286,9 +290,13 @@ class TcpPeerLinks:
     # ------------------------------------------------------------ peers
 
     def add_peer(self, peer_id: str, address: tuple[str, int]) -> None:
-        """Learn (or change) a peer's address; starts dialing if this node dials it."""
+        """Learn (or change) a peer's address; starts dialing if this node dials it
+        (a new address is dialed at once, not after the backoff)."""
+        changed = self._peers.get(peer_id) != address
         self._peers[peer_id] = address
         self._maybe_dial(peer_id)
+        if changed:
+            self.redial(peer_id)
 
     def remove_peer(self, peer_id: str) -> None:
         """Forget a peer and close its link."""
@@ -468,11 +476,33 @@ class TcpPeerLinks:
                     failures = 0
                     await self._run_conn(peer_id, stream, rest)
                 cap = min(self.backoff_s_max, self.backoff_s_min * 2 ** min(failures, 16))
-                await trio.sleep(
+                if peer_id in self._redial_asked:  # told while it was dialing: once more now
+                    self._redial_asked.discard(peer_id)
+                    continue
+                wake = self._redial[peer_id] = trio.Event()
+                with trio.move_on_after(
                     self._rng.uniform(self.backoff_s_min / 2, max(cap, self.backoff_s_min))
-                )
+                ):
+                    await wake.wait()
+                self._redial.pop(peer_id, None)
         finally:
+            self._redial.pop(peer_id, None)
+            self._redial_asked.discard(peer_id)
             self._dialing.discard(peer_id)
+
+    def redial(self, peer_id: str) -> None:
+        """The peer is reachable again (its route came up): a dial loop waiting
+        out its backoff dials now.  After a restart the backoff had grown to
+        ``backoff_s_max`` while the peer was down; without this the peer's
+        groups wait that long for this link (and a follower that hears no
+        leader meanwhile stands for election)."""
+        ev = self._redial.get(peer_id)
+        if ev is not None:
+            ev.set()
+        elif peer_id in self._dialing:
+            # in the middle of a dial (maybe one that is failing): the loop
+            # skips its next backoff once
+            self._redial_asked.add(peer_id)
 
     # ------------------------------------------------------------ connections
 

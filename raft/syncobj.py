@@ -79,6 +79,7 @@ CMD_REGULAR = 0
 CMD_NO_OP = 1
 CMD_MEMBERSHIP = 2
 STATE_FOLLOWER, STATE_CANDIDATE, STATE_LEADER = 0, 1, 2
+_REGULAR = bytes([CMD_REGULAR])
 
 
 # --------------------------------------------------------------------- hooks
@@ -268,8 +269,45 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
     # -- apply and commit notification
 
     def _pysyncobj_apply(self) -> bool:
-        """pysyncobj's apply step: every committed entry; True if any."""
-        return bool(_so.SyncObj._SyncObj__applyLogEntries(self))
+        """pysyncobj's apply step: every committed entry; True if any.
+
+        With a state machine that applies runs (``apply_run``, see
+        :mod:`raft.fsm`) each run of consecutive regular entries goes to it
+        in one call (``RaftCore._apply_run``); then, entry by entry in log
+        order, the proposers' callbacks and ``raftLastApplied`` as
+        pysyncobj's own loop does them.  Other entries (membership, no-op)
+        apply one at a time through ``__doApplyCommand``.
+        """
+        core = self._trijet
+        if getattr(core.fsm, "apply_run", None) is None:
+            return bool(_so.SyncObj._SyncObj__applyLogEntries(self))
+        applied = self._SyncObj__raftLastApplied
+        count = self._SyncObj__raftCommitIndex - applied
+        if count <= 0:
+            return False
+        entries = self._SyncObj__getEntries(applied + 1, count)
+        waiting = self._SyncObj__commandsWaitingCommit
+        i, n = 0, len(entries)
+        while i < n:
+            j = i
+            while j < n and entries[j][0][:1] == _REGULAR:
+                j += 1
+            if j > i:
+                run = entries[i:j]
+                results = core._apply_run([(e[0][1:], e[1]) for e in run])
+                i = j
+            else:
+                run = entries[i : i + 1]
+                results = [self._SyncObj__doApplyCommand(run[0][0])]
+                i += 1
+            for entry, res in zip(run, results, strict=True):
+                for term, callback in waiting.pop(entry[1], []):
+                    if term == entry[2]:
+                        callback(res, _so.FAIL_REASON.SUCCESS)
+                    else:
+                        callback(None, _so.FAIL_REASON.DISCARDED)
+                self._SyncObj__raftLastApplied += 1
+        return True
 
     def _SyncObj__applyLogEntries(self) -> bool:
         """Apply committed entries; with ``commit_notify_s_max`` a leader does not

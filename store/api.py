@@ -262,6 +262,22 @@ class StreamStore(Protocol):
         """
         ...
 
+    def append_batch(
+        self, msgs: Sequence[tuple[str, bytes, bytes, int]]
+    ) -> tuple[int, LimitExceeded | None]:
+        """Store ``(subject, headers, payload, ts_ns)`` messages at ``last_seq + 1``,
+        ``+ 2`` … in order: the same state as one ``append`` per message.
+
+        Stops at the first message ``append`` would refuse (a limit): returns
+        how many were stored and that refusal (the store is as the appends
+        before it left it), else ``(len(msgs), None)``.  A store writes an
+        unlimited run in one pass (one write, one index update per run).
+
+        Raises:
+            StoreClosed, OSError: as ``append`` (the run may be partly stored).
+        """
+        ...
+
     def load(self, seq: int) -> StoredMsg:
         """Load the live message at ``seq``.
 

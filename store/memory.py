@@ -23,7 +23,7 @@ memory stream's durability is its replicas.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 from store.api import (
@@ -37,7 +37,7 @@ from store.api import (
     SubjectState,
     SyncPolicy,
 )
-from store.errors import MsgNotFound, SequenceMismatch, StoreClosed, StoreEOF
+from store.errors import LimitExceeded, MsgNotFound, SequenceMismatch, StoreClosed, StoreEOF
 from store.limits import (
     Accounting,
     StreamLimits,
@@ -168,6 +168,19 @@ class MemoryStreamStore:
                 yield m
 
     # ------------------------------------------------------------------ writes
+
+    def append_batch(
+        self, msgs: Sequence[tuple[str, bytes, bytes, int]]
+    ) -> tuple[int, LimitExceeded | None]:
+        """See ``StreamStore.append_batch`` (one ``append`` per message: a
+        memory store's append is already a dict insert)."""
+        append = self.append
+        for i, (subject, headers, payload, ts_ns) in enumerate(msgs):
+            try:
+                append(subject, headers, payload, ts_ns)
+            except LimitExceeded as e:
+                return i, e
+        return len(msgs), None
 
     def append(
         self,

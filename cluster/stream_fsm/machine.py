@@ -72,6 +72,8 @@ from store.subjects import Matcher, compile_filters
 
 __all__ = ["HEADER_BYTES_MAX", "SNAPSHOT_VERSION", "StreamSnapshotError", "StreamStateMachine"]
 
+_tuple_new = tuple.__new__
+
 SNAPSHOT_VERSION = 1
 """Version of the document ``snapshot()`` writes."""
 
@@ -217,6 +219,8 @@ class StreamStateMachine(SourcingApply):
     # ------------------------------------------------------------------ publish
 
     def _apply_stream_msg(self, op: StreamMsg) -> ApplyOutcome:
+        if not self.report_stored and self._interest is None:
+            return self._apply_runs(op.msgs)
         results: list[Result] = []
         effects: list[Effect] = []
         stored = 0
@@ -235,6 +239,110 @@ class StreamStateMachine(SourcingApply):
         if stored:
             effects.append(NewMessages(stored))
         return ApplyOutcome(tuple(results), tuple(effects))
+
+    def apply_stream_msgs(self, ops: list[StreamMsg]) -> list[ApplyOutcome]:
+        """``apply_op`` of each ``StreamMsg`` in turn, with the same outcomes
+        and store state; when none of their publishes has headers (and no
+        interest retention or ``Stored`` effects are wanted) the publishes of
+        all of them are stored by one ``append_batch`` run.
+
+        Raises:
+            StoreError, OSError: the store failed (some ops may be stored).
+        """
+        if (
+            len(ops) == 1
+            or self.report_stored
+            or self._interest is not None
+            or any(m.headers for op in ops for m in op.msgs)
+        ):
+            return [self._apply_stream_msg(op) for op in ops]
+        results: list[Result] = []
+        self._publish_plain(tuple(m for op in ops for m in op.msgs), results)
+        out: list[ApplyOutcome] = []
+        pos = 0
+        for op in ops:
+            mine = tuple(results[pos : pos + len(op.msgs)])
+            pos += len(op.msgs)
+            last = 0
+            for r in reversed(mine):  # no msg ids: never a duplicate
+                if isinstance(r, PubResult):
+                    last = r.seq
+                    break
+            out.append(ApplyOutcome(mine, (NewMessages(last),) if last else ()))
+        return out
+
+    def _apply_runs(self, msgs: tuple[Publish, ...]) -> ApplyOutcome:
+        """``_apply_stream_msg`` (no interest retention, no ``Stored`` effects)
+        with each run of publishes without headers stored by one
+        ``StreamStore.append_batch``: the same results, effects and store
+        state as one ``_publish`` per message (headers need the per-message
+        rules, so a publish with headers goes through ``_publish``)."""
+        results: list[Result] = []
+        effects: list[Effect] = []
+        stored = 0
+        i, n = 0, len(msgs)
+        while i < n:
+            j = i
+            while j < n and not msgs[j].headers:
+                j += 1
+            if j - i > 1:
+                stored = self._publish_plain(msgs[i:j], results) or stored
+                i = j
+                continue
+            r, purged = self._publish(msgs[i])
+            results.append(r)
+            if isinstance(r, PubResult) and not r.duplicate:
+                stored = r.seq
+            if purged is not None:
+                effects.append(purged)
+            i += 1
+        if stored:
+            effects.append(NewMessages(stored))
+        return ApplyOutcome(tuple(results), tuple(effects))
+
+    def _publish_plain(self, run: tuple[Publish, ...], results: list[Result]) -> int:
+        """Store a run of publishes without headers (``_publish`` of each, in
+        one store write); their results go to ``results``.  The last sequence
+        stored (0: none)."""
+        pol = self._policy
+        if self._dedupe:
+            # pruning by each publish's time in turn leaves what pruning by the
+            # latest leaves (the table's front only ever shrinks)
+            self._prune_dedupe(max(m.ts_ns for m in run))
+        if pol.sealed:
+            results.extend([ERR_SEALED] * len(run))
+            return 0
+        max_size = pol.limits.max_msg_size
+        if max_size >= 0 and any(len(m.payload) > max_size for m in run):
+            last = 0
+            for m in run:  # rare: some are refused, one at a time
+                r, _ = self._publish(m)
+                results.append(r)
+                if isinstance(r, PubResult):
+                    last = r.seq
+            return last
+        self._stored_hdr = b""
+        self._skipped = False
+        batch = [(m.subject, b"", m.payload, m.ts_ns) for m in run]
+        name = pol.name
+        store = self._store
+        seq = store.state().last_seq + 1
+        last = 0
+        while batch:
+            k, err = store.append_batch(batch)
+            if k:
+                # PubResult(name, s) built as the tuple it is (its __new__ is Python)
+                results.extend(
+                    [_tuple_new(PubResult, (name, s, False)) for s in range(seq, seq + k)]
+                )
+                seq += k
+                last = seq - 1
+                self._last_msg_id = ""
+            if err is None:
+                break
+            results.append(err_store_failed(err))
+            batch = batch[k + 1 :]
+        return last
 
     def _subject_last_seq(self, subject: str) -> int:
         try:

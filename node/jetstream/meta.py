@@ -253,6 +253,10 @@ class MetaLayer:
             self.links.add_peer(name, addr)
             ev, self._known_changed = self._known_changed, trio.Event()
             ev.set()
+        else:
+            # the peer is back (a restart): its Raft link need not wait out
+            # the dial backoff that grew while it was down
+            self.links.redial(name)
 
     def _dialed_address(self, server_id: str) -> tuple[str, int] | None:
         """The address of a configured route URL that reached ``server_id``:

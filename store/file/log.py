@@ -56,8 +56,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
 import zlib
 from array import array
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -70,6 +72,7 @@ from store.file.format import (
     KIND_SEAL,
     KIND_TOMB,
     REC_HDR,
+    REC_OVERHEAD,
     SEG_HDR_SIZE,
     encode_record,
 )
@@ -90,6 +93,12 @@ from store.ttl import msg_ttl_s
 __all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
 
 log = logging.getLogger(__name__)
+
+_U32 = struct.Struct("<I")
+#: a message's accounted size (``msg_size_raw``, file) less its record's length:
+#: both grow byte for byte with subject, headers and payload
+_SIZE_LESS_RECORD = msg_size_raw(0, 0, 0, Accounting.FILE) - REC_OVERHEAD
+_SIZE_LESS_RECORD_HDR = msg_size_raw(0, 1, 0, Accounting.FILE) - (REC_OVERHEAD + 1)
 
 RESTORE_DIR = "restore.tmp"
 RESTORE_MARKER = "RESTORE.ready"
@@ -376,6 +385,138 @@ class StreamLog(StreamIndex):
         self._scount[sid] = c + 1
         self._slast[sid] = seq
         self._stale_last.discard(sid)
+
+    def _write_msgs(self, msgs: Sequence[tuple[str, bytes, bytes, int]]) -> None:
+        """``_write_msg`` for a run of messages at ``last_seq + 1``, ``+ 2`` …
+
+        The same records, index entries and totals as one ``_write_msg`` per
+        message, built in one pass: the records of a segment go to it as one
+        write, its index arrays are extended once, the per-subject counts are
+        summed per subject (a run usually has one or a few).
+        """
+        i, n = 0, len(msgs)
+        while i < n:
+            took = self._write_msgs_seg(msgs, i)
+            if not took:
+                self._roll()  # the active segment is full
+                continue
+            i += took
+
+    def _write_msgs_seg(self, msgs: Sequence[tuple[str, bytes, bytes, int]], i: int) -> int:
+        """Write ``msgs[i:]`` into the active segment as far as it takes them
+        (it rolls past ``segment_bytes_max``); how many it took (0: full)."""
+        pack, crc32, u32 = REC_HDR.pack, zlib.crc32, _U32.pack
+        seg = self._active
+        room = self._seg_max - seg.end  # a segment holding messages rolls past it
+        empty = not seg.offs
+        seq0 = seq = self._last_seq + 1
+        enc: dict[str, bytes] = {}
+        recs: list[bytes] = []
+        rec_lens: list[int] = []
+        subjects: list[bytes] = []
+        hdr_msgs: list[tuple[int, int, bytes]] = []
+        used = 0
+        ts = 0
+        for subject, headers, payload, ts in msgs[i:] if i else msgs:
+            subj_b = enc.get(subject)
+            if subj_b is None:
+                subj_b = enc[subject] = subject.encode()
+            hl = len(headers)
+            body = (
+                pack(
+                    REC_OVERHEAD + len(subj_b) + hl + len(payload),
+                    KIND_MSG,
+                    seq,
+                    ts,
+                    len(subj_b),
+                    hl,
+                )
+                + subj_b
+                + headers
+                + payload
+            )
+            rec_len = len(body) + 4
+            if used + rec_len > room and not (empty and not recs):
+                break
+            recs.append(body)
+            recs.append(u32(crc32(body)))
+            rec_lens.append(rec_len)
+            subjects.append(subj_b)
+            used += rec_len
+            if hl:
+                hdr_msgs.append((seq, ts, headers))
+            seq += 1
+        k = len(rec_lens)
+        if not k:
+            return 0
+        ts = msgs[i + k - 1][3]
+        end0 = seg.end
+        if seg.write_record(b"".join(recs)) != end0:
+            raise InvariantViolation("segment offset moved under a batched write")
+        gap = seq0 - seg.next_seq
+        if gap > 0:
+            add_gap(seg, gap, end0)
+        # offsets: a running sum; sizes (``msg_size_raw``, file accounting) differ
+        # from the record's length by a constant (another with headers)
+        offs = array("I", [end0])
+        off = end0
+        for ln in rec_lens[:-1]:
+            off += ln
+            offs.append(off)
+        seg.offs.extend(offs)
+        sizes = array("I", [x + _SIZE_LESS_RECORD for x in rec_lens])
+        for hseq, _, _ in hdr_msgs:
+            sizes[hseq - seq0] += _SIZE_LESS_RECORD_HDR - _SIZE_LESS_RECORD
+        seg.sizes.extend(sizes)
+        total = sum(sizes)
+        intern = self._intern_b
+        if len(enc) == 1:
+            subj_b = subjects[0]
+            sid = intern(subj_b)
+            seg.sids.extend(array("I", [sid]) * k)
+            per_subject = {sid: (k, seq0, seq0 + k - 1)}
+        else:
+            sids = array("I", [intern(b) for b in subjects])
+            seg.sids.extend(sids)
+            per: dict[int, list[int]] = {}
+            for j, sid in enumerate(sids):
+                r = per.get(sid)
+                if r is None:
+                    per[sid] = [1, seq0 + j, seq0 + j]
+                else:
+                    r[0] += 1
+                    r[2] = seq0 + j
+            per_subject = {sid: (r[0], r[1], r[2]) for sid, r in per.items()}
+        seg.live.extend(b"\x01" * k)
+        seg.nlive += k
+        seg.lbytes += total
+        seg.last_ts = ts
+        seg.idx_dirty = True
+        for hseq, hts, headers in hdr_msgs:
+            mid = msg_id_of(headers)
+            if mid and seg.mids is not None:
+                seg.mids.append((mid, hseq, hts))
+            ttl = msg_ttl_s(headers)
+            if ttl and seg.ttls is not None:
+                seg.ttls.append((hseq, hts, ttl))
+        self._msgs += k
+        self._bytes += total
+        self._last_seq = seq0 + k - 1
+        self._last_ts = ts
+        if self._first == 0:
+            self._first = seq0
+            self._first_ts = msgs[i][3]
+        scount, sfirst, slast = self._scount, self._sfirst, self._slast
+        for sid, (cnt, s_first, s_last) in per_subject.items():
+            c = scount[sid]
+            if c == 0:
+                self._nsubj += 1
+                sfirst[sid] = s_first
+                self._stale_first.discard(sid)
+            scount[sid] = c + cnt
+            slast[sid] = s_last
+            self._stale_last.discard(sid)
+        return k
 
     def _finish_op(self) -> None:
         """Write the operation's tombstones; drop sealed segments left empty."""

@@ -35,7 +35,7 @@ import os
 import shutil
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import compress, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -51,6 +51,7 @@ from store.api import (
 )
 from store.errors import (
     CorruptionError,
+    LimitExceeded,
     MsgNotFound,
     SequenceMismatch,
     StoreClosed,
@@ -254,6 +255,42 @@ class FileStreamStore(StreamLog):
             self._enforce_stream()
             self._finish_op()
         return new_seq, ts_ns
+
+    def append_batch(
+        self, msgs: Sequence[tuple[str, bytes, bytes, int]]
+    ) -> tuple[int, LimitExceeded | None]:
+        """See ``StreamStore.append_batch``.
+
+        Without count, byte, per-subject or size limits nothing can refuse or
+        evict a message: the run is written by ``StreamLog._write_msgs`` (one
+        write and one index pass per segment).  Otherwise one ``append`` each.
+        """
+        self._check_open()
+        lim = self._limits
+        if (
+            lim.max_msgs > 0
+            or lim.max_bytes > 0
+            or lim.max_msgs_per_subject > 0
+            or lim.max_msg_size >= 0
+        ):
+            append = self.append
+            for i, (subject, headers, payload, ts_ns) in enumerate(msgs):
+                try:
+                    append(subject, headers, payload, ts_ns)
+                except LimitExceeded as e:
+                    return i, e
+            return len(msgs), None
+        if not msgs:
+            return 0, None
+        seq = self._last_seq + 1
+        self._write_msgs(msgs)
+        honour = lim.msg_ttl
+        note = self._ttls.note
+        for _subject, headers, _payload, ts_ns in msgs:
+            if headers:
+                note(seq, headers, ts_ns, honour_ttl=honour)
+            seq += 1
+        return len(msgs), None
 
     def _enforce_subject(self, sid: int) -> int:
         n = 0

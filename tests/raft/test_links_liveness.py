@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from raft.links import TcpPeerLinks
 from raft.liveness import PING_GROUP, PeerLiveness
@@ -93,3 +94,30 @@ def test_peer_liveness_reports_each_silence_once() -> None:
     live.heard("n2", 5.0)
     assert live.newly_silent(5.31, peers={"n3"}) == []
     assert live.newly_silent(5.31) == ["n2"]
+
+
+async def test_redial_skips_the_backoff_once_the_peer_is_back() -> None:
+    """A dialer waiting out a long backoff (its peer was down) dials at once when
+    told the peer is reachable again (``redial``: its route came up)."""
+    sock = trio.socket.socket()
+    await sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there yet: a's first dial fails
+    a = TcpPeerLinks(
+        "a", b"secret", {"b": ("127.0.0.1", port)}, backoff_s_min=600.0, backoff_s_max=600.0
+    )
+    ev_b = Events()
+    b = TcpPeerLinks("b", b"secret", {})
+    b.register("g", lambda peer, payload: None)
+    b.watch("g", ev_b)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run)
+        with trio.fail_after(WAIT_S):  # a's dial failed: it waits out its backoff
+            while "b" not in a._redial:
+                await trio.testing.wait_all_tasks_blocked(0.01)
+        await nursery.start(b.serve, "127.0.0.1", port)
+        await nursery.start(b.run)
+        a.redial("b")
+        await ev_b.wait_count(1)  # long before the 300-600 s backoff
+        assert a.is_connected("b")
+        nursery.cancel_scope.cancel()
