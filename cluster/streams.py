@@ -197,6 +197,9 @@ class Stream:
         self.rejected = 0
         #: called with the ``ApplyOutcome`` of every op (consumers, advisories)
         self.listeners: list[Callable[[ApplyOutcome], None]] = []
+        #: runs the answering of one batch of publishes (``Router.batched``: one
+        #: write per client for the whole batch); None: called directly
+        self.answer_batch: Callable[[Callable[[], None]], None] | None = None
         # proposals in flight, and the event a snapshot holds them back with
         self._inflight = 0
         self._idle = trio.Event()
@@ -343,10 +346,22 @@ class Stream:
             else:
                 self._answer_failed(error, batch)
             return
-        self._after(op, outcome)
-        for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
-            if cb is not None:
-                cb(result)
+        self._answer(op, outcome, batch)
+
+    def _answer(self, op: StreamMsg, outcome: Any, batch: list[Queued]) -> None:
+        """Tell the listeners, then hand each publish of ``batch`` its result,
+        as one batch (``answer_batch``)."""
+
+        def answer() -> None:
+            self._after(op, outcome)
+            for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
+                if cb is not None:
+                    cb(result)
+
+        if self.answer_batch is None:
+            answer()
+        else:
+            self.answer_batch(answer)
 
     def _refused(self, error: RaftError, batch: list[Queued], rerouted: bool = False) -> None:
         """A batch this replica's group did not commit: the publishes with a
@@ -467,10 +482,7 @@ class Stream:
         if error is not None:
             self._answer_failed(error, batch)
             return
-        self._after(op, outcome)
-        for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
-            if cb is not None:
-                cb(result)
+        self._answer(op, outcome, batch)
 
     def _answer_failed(self, exc: BaseException, batch: list[Queued]) -> None:
         """The store refused or failed: every publish of the batch hears it;

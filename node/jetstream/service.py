@@ -308,6 +308,7 @@ class JetStreamService:
         """Capture a stream's subjects: R1 at once; a replicated stream only
         while this server leads it (publishes elsewhere reach the leader over
         routes; during an election nobody listens: 503, as nats-server)."""
+        stream.answer_batch = self.router.batched
         rg = stream.replicated
         if rg is None:
             self._subscribe_stream(stream)
