@@ -307,7 +307,8 @@ class JetStreamService:
     def _capture(self, stream: Stream) -> None:
         """Capture a stream's subjects: R1 at once; a replicated stream only
         while this server leads it (publishes elsewhere reach the leader over
-        routes; during an election nobody listens: 503, as nats-server)."""
+        routes; during an election nobody listens: 503, as nats-server), and
+        ``CAPTURE_GRACE_S`` after it lost the lead (``_release_lost_lead``)."""
         stream.answer_batch = self.router.batched
         rg = stream.replicated
         if rg is None:
