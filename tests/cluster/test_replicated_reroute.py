@@ -41,8 +41,18 @@ def _stream(n: str, net: FakeNetwork, d: Path) -> Stream:
     cfg = StreamConfig(name="S", subjects=("s.>",), num_replicas=3)  # type: ignore[call-arg]
 
     def make(fsm: StreamStateMachine, store: StreamStore) -> ReplicatedGroup:
+        # no worker threads: the mock clock alone decides (deterministic under load)
         return ReplicatedGroup(
-            "S-R3F-reroute", n, IDS, fsm, store, net.links(n), d / n, random.Random(n)
+            "S-R3F-reroute",
+            n,
+            IDS,
+            fsm,
+            store,
+            net.links(n),
+            d / n,
+            random.Random(n),
+            durable_store=False,
+            fsync_in_thread=False,
         )
 
     return Stream(cfg, MemoryStreamStore(), 0, group_factory=make)
