@@ -308,7 +308,7 @@ class JetStreamService:
         """Capture a stream's subjects: R1 at once; a replicated stream only
         while this server leads it (publishes elsewhere reach the leader over
         routes; during an election nobody listens: 503, as nats-server), and
-        ``CAPTURE_GRACE_S`` after it lost the lead (``_release_lost_lead``)."""
+        ``CAPTURE_GRACE_S`` after it handed the lead over (``_release_lost_lead``)."""
         stream.answer_batch = self.router.batched
         rg = stream.replicated
         if rg is None:
@@ -448,15 +448,18 @@ class JetStreamService:
             self.client.unsubscribe(sub)
 
     def _release_lost_lead(self, stream: Stream) -> None:
-        """This replica lost the lead: release the stream's subscriptions, its
-        capture only ``CAPTURE_GRACE_S`` later.
+        """This replica lost the lead: release the stream's subscriptions; after
+        a stepdown (it handed the lead over) its capture only ``CAPTURE_GRACE_S``
+        later.
 
         The unsubscribe reaches the other servers over routes after a while;
         a publish they routed here meanwhile found no subscription and was
         dropped (its client waited for its timeout).  Kept a little longer,
         the capture offers it to the stream, which refuses it at once as a
         follower: one with a ``Nats-Msg-Id`` goes to the new leader
-        (``cluster.reroute``), the others get the late ``NOT_COMMITTED``.
+        (``cluster.reroute``), the others get the late ``NOT_COMMITTED``.  A
+        lead lost otherwise (no majority, a partition) releases everything at
+        once, so publishes meet no responders (503) at once, as nats-server's.
         """
         name = stream.cfg.name
         subs = self._subs.pop(name, [])
@@ -464,7 +467,8 @@ class JetStreamService:
         capture, others = subs[:n], subs[n:]
         for sub in others + self._graced.pop(name, []):
             self.client.unsubscribe(sub)
-        if not capture or self._nursery is None:
+        rg = stream.replicated
+        if not capture or self._nursery is None or rg is None or not rg.raft.handing_over:
             for sub in capture:
                 self.client.unsubscribe(sub)
             return
