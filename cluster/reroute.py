@@ -10,7 +10,9 @@ outgoing leader holds new entries while its chosen successor catches up
 (``RaftCore.transfer_leadership``); what it captured meanwhile is refused once
 it is a follower (``NotLeader``/``NoLeader``: provably never appended), and
 before this module those publishes waited for their client's timeout and
-retry.
+retry.  So did those routed to it while its unsubscribe travelled over the
+routes: after a stepdown the node keeps the capture ``CAPTURE_GRACE_S``
+longer (``node.jetstream.service``), and the stream refuses them the same way.
 
 A publish that carries a ``Nats-Msg-Id`` (and a stream with a duplicate
 window) can go to the new leader without that risk: if the new leader captured
