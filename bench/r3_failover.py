@@ -10,7 +10,7 @@ short per-try timeout, so a timeout costs at most ``--try-timeout``.
   asked to step down (``$JS.API.STREAM.LEADER.STEPDOWN``).  Figure: the longest interval
   between two consecutive PubAcks that spans the request, until the new leader has served
   for ``STEPDOWN_TAIL_S``; median over the rounds.  A round whose leader did not change is
-  noted.
+  noted; each failed try is printed as (kind, sent after the request s, answered after s).
 * **quorum** -- acknowledged publishes first; then the stream leader and one follower are
   SIGKILLed, leaving one replica.  For ``--quorum-s`` seconds the publisher (on the
   survivor) keeps publishing with a ``QUORUM_TRY_S`` timeout; every answer is classified
@@ -159,6 +159,11 @@ async def one_stepdown(c: Cluster, rnd: int, args: argparse.Namespace) -> dict[s
         "new": new,
         "api": doc.get("success", doc.get("error")),
         "errors": sum(1 for a in pub.answers if a[2] != "ok"),
+        "failed": [
+            (a[2], round(a[0] - t_req, 3), round(a[1] - a[0], 3))
+            for a in pub.answers
+            if a[2] != "ok"
+        ],
     }
 
 
@@ -173,7 +178,7 @@ async def phase_stepdown(c: Cluster, run: Any, args: argparse.Namespace) -> None
             run.notes.append(f"stepdown {rnd}: leader stayed {r['old']} (api: {r['api']})")
         print(
             f"  {run.server} stepdown {rnd}: gap {r['s']:.3f}s ({r['old']} -> {r['new']},"
-            f" {r['errors']} failed tries, load={r3.load1():.2f})",
+            f" {r['errors']} failed tries {r['failed']}, load={r3.load1():.2f})",
             flush=True,
         )
     run.details["stepdown"] = rounds

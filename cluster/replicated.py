@@ -182,6 +182,9 @@ class ReplicatedGroup:
         raft_dir: where the journal and the applied mark live.
         rng: seeds election timeouts.
         durable_store: False for a memory store (no mark: it starts empty).
+        first_candidate: a new group's first placed peer (stands at once).
+        fsync_in_thread: the journal's fsync in the driver's sync thread (False:
+            inline, for deterministic tests under a mock clock).
     """
 
     sync_each_batch = True  # durability is the journal's (majority)
@@ -203,6 +206,7 @@ class ReplicatedGroup:
         *,
         durable_store: bool = True,
         first_candidate: str | None = None,
+        fsync_in_thread: bool = True,
     ) -> None:
         self.group_id = group_id
         self.node_id = node_id
@@ -265,6 +269,7 @@ class ReplicatedGroup:
             # a new group: its first placed peer stands at once (the stream's
             # create is answered once it has a leader); never on a reopen
             first_candidate=first_candidate,
+            fsync_in_thread=fsync_in_thread,  # False: deterministic tests (mock clock)
         )
         self.leader_listeners: list[Callable[[bool], None]] = []
         self.leader_since_ns = 0

@@ -59,6 +59,7 @@ from typing import Any
 
 import trio
 
+from cluster import reroute
 from cluster.local import LocalGroup
 from cluster.model import Compression, Retention, Storage, StreamConfig
 from cluster.ops import (
@@ -76,7 +77,7 @@ from cluster.ops import (
 from cluster.quarantine import Quarantine, Quarantined
 from cluster.replicated import ReplicaSpec, ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
-from raft.errors import ApplyFailed, ProposalDropped, QueueFull, RaftError
+from raft.errors import ApplyFailed, NoLeader, ProposalDropped, QueueFull, RaftError
 from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.file import FileStreamStore
@@ -196,6 +197,9 @@ class Stream:
         self.rejected = 0
         #: called with the ``ApplyOutcome`` of every op (consumers, advisories)
         self.listeners: list[Callable[[ApplyOutcome], None]] = []
+        #: runs the answering of one batch of publishes (``Router.batched``: one
+        #: write per client for the whole batch); None: called directly
+        self.answer_batch: Callable[[Callable[[], None]], None] | None = None
         # proposals in flight, and the event a snapshot holds them back with
         self._inflight = 0
         self._idle = trio.Event()
@@ -208,6 +212,10 @@ class Stream:
         #: NOT_COMMITTED answers waiting for their time: (due, callbacks)
         self._late: list[tuple[float, list[OnResult]]] = []
         self._late_added = trio.Event()
+        #: captured publishes with a msg id the old leader never appended (``cluster.reroute``)
+        self._reroutes: list[list[Queued]] = []
+        self._reroute_added = trio.Event()
+        self.rerouted_msgs = 0
 
     @property
     def is_leader(self) -> bool:
@@ -293,8 +301,10 @@ class Stream:
         captured them as leader and has lost the lead since never forwards
         them (the new leader may have captured the same messages -- subject
         interest moves over routes while both capture -- and a forwarded copy
-        was stored twice).  What is left, or everything while a snapshot holds
-        proposals back, is the task's.
+        was stored twice); those refused that carry a ``Nats-Msg-Id`` go to the
+        new leader all the same (``_refused``, ``cluster.reroute``: the
+        stream's dedupe keeps one copy).  What is left, or everything while a
+        snapshot holds proposals back, is the task's.
         """
         rg = self.replicated
         assert rg is not None
@@ -311,14 +321,19 @@ class Stream:
                 if not self._inflight:
                     self._idle.set()
                 if isinstance(exc, RaftError):  # refused at once: nothing appended
-                    self._not_committed(exc, batch)
+                    self._refused(exc, batch)
                 else:
                     self._answer_failed(exc, batch)
         if self._queue:
             self._wake.set()
 
     def _replicated_done(
-        self, op: StreamMsg, batch: list[Queued], outcome: Any, error: BaseException | None
+        self,
+        op: StreamMsg,
+        batch: list[Queued],
+        outcome: Any,
+        error: BaseException | None,
+        rerouted: bool = False,
     ) -> None:
         """A started batch of a replicated stream is resolved (in the driver's task)."""
         self._inflight -= 1
@@ -327,14 +342,39 @@ class Stream:
         self._room.set()
         if error is not None:
             if isinstance(error, RaftError) and not isinstance(error, ApplyFailed):
-                self._not_committed(error, batch)
+                self._refused(error, batch, rerouted)
             else:
                 self._answer_failed(error, batch)
             return
-        self._after(op, outcome)
-        for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
-            if cb is not None:
-                cb(result)
+        self._answer(op, outcome, batch)
+
+    def _answer(self, op: StreamMsg, outcome: Any, batch: list[Queued]) -> None:
+        """Tell the listeners, then hand each publish of ``batch`` its result,
+        as one batch (``answer_batch``)."""
+
+        def answer() -> None:
+            self._after(op, outcome)
+            for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
+                if cb is not None:
+                    cb(result)
+
+        if self.answer_batch is None:
+            answer()
+        else:
+            self.answer_batch(answer)
+
+    def _refused(self, error: RaftError, batch: list[Queued], rerouted: bool = False) -> None:
+        """A batch this replica's group did not commit: the publishes with a
+        msg id that are provably in no log go to the new leader
+        (``cluster.reroute``, once), the others to ``_not_committed``."""
+        if not rerouted and reroute.reroutable(error):
+            ids, batch = reroute.split(batch, self.cfg.duplicate_window_ns)
+            if ids:
+                self._reroutes.append(ids)
+                self._reroute_added.set()
+            if not batch:
+                return
+        self._not_committed(error, batch)
 
     def _not_committed(self, error: RaftError, batch: list[Queued]) -> None:
         """A batch that this proposal did not commit.
@@ -386,6 +426,35 @@ class Stream:
             for cb in cbs:
                 cb(NOT_COMMITTED)
 
+    async def _reroute_loop(self) -> None:
+        """Forward the publishes ``_replicated_done`` set aside to the leader,
+        once one is known (``cluster.reroute``)."""
+        rg = self.replicated
+        assert rg is not None
+        while True:
+            if not self._reroutes:
+                self._reroute_added = trio.Event()
+                await self._reroute_added.wait()
+                continue
+            with trio.move_on_after(reroute.WAIT_LEADER_S_MAX):
+                await rg.raft.wait_leader()
+                while self._held is not None:  # a snapshot is being taken
+                    await self._held.wait()
+            batches, self._reroutes = self._reroutes, []
+            for batch in batches:
+                if rg.raft.leader_id is None or self._held is not None:
+                    self._not_committed(NoLeader("no leader known"), batch)
+                    continue
+                op = _publish_op(batch)
+                done = partial(self._replicated_done, op, batch, rerouted=True)
+                self._inflight += 1
+                try:
+                    rg.start(op, done)  # forwarded to the leader (or appended, if this leads)
+                except (RaftError, ValueError) as exc:
+                    done(None, exc)
+                    continue
+                self.rerouted_msgs += len(batch)
+
     def _take_batch(self) -> list[Queued]:
         n = min(len(self._queue), BATCH_MSGS_MAX)
         if self.replicated is not None:  # one Raft entry: bounded by bytes too
@@ -413,10 +482,7 @@ class Stream:
         if error is not None:
             self._answer_failed(error, batch)
             return
-        self._after(op, outcome)
-        for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
-            if cb is not None:
-                cb(result)
+        self._answer(op, outcome, batch)
 
     def _answer_failed(self, exc: BaseException, batch: list[Queued]) -> None:
         """The store refused or failed: every publish of the batch hears it;
@@ -434,6 +500,7 @@ class Stream:
             nursery.start_soon(self._expire_loop)
             if self.replicated is not None:
                 nursery.start_soon(self._late_answers)
+                nursery.start_soon(self._reroute_loop)
             if not self.group.sync_each_batch:
                 nursery.start_soon(self._sync_loop)
             task_status.started()

@@ -576,6 +576,22 @@ class Router(JetStreamDelivery, QueueDelivery):
         """Deferred work is running: the enclosing ``flush()`` wakes what it touches."""
         return self._flushing
 
+    def batched(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` as one batch: the buffers it publishes to are woken
+        (a client session's: written) once, when it returns, rather than once
+        per message -- a replicated stream hands out a committed batch's
+        PubAcks from its Raft driver this way (one socket write per batch,
+        not per PubAck)."""
+        if self._flushing:
+            fn()
+            return
+        self._flushing = True
+        try:
+            fn()
+        finally:
+            self._flushing = False
+            self.flush()
+
     def defer(self, fn: Callable[[], None]) -> None:
         """Have ``fn()`` called at the next ``flush()``, before the buffers are
         woken: work that a batch of messages being routed gathers (a stream's

@@ -1069,6 +1069,12 @@ class RaftCore:
         """Does a pending leadership transfer hold new entries back now?"""
         return self.is_leader and self.now() < self._hold_until
 
+    @property
+    def handing_over(self) -> bool:
+        """A leadership transfer this member asked for as leader is recent (within
+        its hold): true from the request until the hold ends, leader or not."""
+        return self.now() < self._hold_until
+
     def _follower_again(self) -> None:
         """This cycle ended the lead (pysyncobj's leader fallback, or a higher term seen):
         start a whole election timeout from now, as Raft restarts a follower's timer.  The

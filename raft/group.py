@@ -407,6 +407,12 @@ class RaftGroup:
         driver.kick()
 
     @property
+    def handing_over(self) -> bool:
+        """This member asked to hand its lead over (``step_down``) within the
+        last maximum election timeout: a lead lost now went to the successor."""
+        return self._core is not None and self._core.handing_over
+
+    @property
     def core(self) -> RaftCore:
         """The underlying core (tests and chaos tooling only)."""
         core, _ = self._need()

@@ -95,6 +95,9 @@ class OsDisk:
         os.fsync(self._fd(name))
 
     def size(self, name: str) -> int:
+        fd = self._fds.get(name)
+        if fd is not None:  # the journal's, before each append: no path lookup
+            return os.fstat(fd).st_size
         try:
             return os.stat(self._path(name)).st_size
         except FileNotFoundError:

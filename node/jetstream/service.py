@@ -75,6 +75,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_QUEUE_MAX = 10_000
+#: a replicated stream's capture outlives the lead this long (``_release_lost_lead``):
+#: the unsubscribe's trip over the routes, with room for a loaded machine
+CAPTURE_GRACE_S = 0.25
 #: op prefixes nats-server drops when they come without a reply subject
 _MSG_NEXT = ("CONSUMER", "MSG", "NEXT")
 _NEED_REPLY = (("DIRECT", "GET"), _MSG_NEXT)
@@ -196,6 +199,9 @@ class JetStreamService:
         acc_spec = server.cfg.accounts.get(self.account.name)
         self.limits = AccountLimits.from_config(acc_spec.js_limits if acc_spec else {})
         self._subs: dict[str, list[Subscription]] = {}
+        #: a replicated stream's capture kept ``CAPTURE_GRACE_S`` after its lead was lost
+        self._graced: dict[str, list[Subscription]] = {}
+        self._nursery: trio.Nursery | None = None
         self._send, self._recv = trio.open_memory_channel[ApiRequest](API_QUEUE_MAX)
         self.api_total = 0
         self.api_errors = 0
@@ -220,6 +226,7 @@ class JetStreamService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Recover streams, subscribe the API, answer requests until cancelled."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             self.api = JetStreamApi(
                 self.store_dir, nursery, domain=self.domain, messaging=ClientMessaging(self.client)
             )
@@ -300,7 +307,9 @@ class JetStreamService:
     def _capture(self, stream: Stream) -> None:
         """Capture a stream's subjects: R1 at once; a replicated stream only
         while this server leads it (publishes elsewhere reach the leader over
-        routes; during an election nobody listens: 503, as nats-server)."""
+        routes; during an election nobody listens: 503, as nats-server), and
+        ``CAPTURE_GRACE_S`` after it handed the lead over (``_release_lost_lead``)."""
+        stream.answer_batch = self.router.batched
         rg = stream.replicated
         if rg is None:
             self._subscribe_stream(stream)
@@ -323,7 +332,7 @@ class JetStreamService:
                     for c in list(self.consumers.of(name).values()):
                         cluster_advisories.consumer_leader_elected(self, c)
             else:
-                self.release(name)
+                self._release_lost_lead(stream)
                 if self.meta is not None and cluster_advisories.lost_quorum(stream):
                     cluster_advisories.quorum_lost(self, stream)
             if self.meta is not None:
@@ -435,8 +444,43 @@ class JetStreamService:
 
     def release(self, name: str) -> None:
         """Stop capturing for stream ``name``."""
-        for sub in self._subs.pop(name, []):
+        for sub in self._subs.pop(name, []) + self._graced.pop(name, []):
             self.client.unsubscribe(sub)
+
+    def _release_lost_lead(self, stream: Stream) -> None:
+        """This replica lost the lead: release the stream's subscriptions; after
+        a stepdown (it handed the lead over) its capture only ``CAPTURE_GRACE_S``
+        later.
+
+        The unsubscribe reaches the other servers over routes after a while;
+        a publish they routed here meanwhile found no subscription and was
+        dropped (its client waited for its timeout).  Kept a little longer,
+        the capture offers it to the stream, which refuses it at once as a
+        follower: one with a ``Nats-Msg-Id`` goes to the new leader
+        (``cluster.reroute``), the others get the late ``NOT_COMMITTED``.  A
+        lead lost otherwise (no majority, a partition) releases everything at
+        once, so publishes meet no responders (503) at once, as nats-server's.
+        """
+        name = stream.cfg.name
+        subs = self._subs.pop(name, [])
+        n = len(stream.cfg.subjects)  # the capture comes first (``_subscribe_stream``)
+        capture, others = subs[:n], subs[n:]
+        for sub in others + self._graced.pop(name, []):
+            self.client.unsubscribe(sub)
+        rg = stream.replicated
+        if not capture or self._nursery is None or rg is None or not rg.raft.handing_over:
+            for sub in capture:
+                self.client.unsubscribe(sub)
+            return
+        self._graced[name] = capture
+        self._nursery.start_soon(self._end_grace, name, capture)
+
+    async def _end_grace(self, name: str, capture: list[Subscription]) -> None:
+        await trio.sleep(CAPTURE_GRACE_S)
+        if self._graced.get(name) is capture:
+            del self._graced[name]
+            for sub in capture:
+                self.client.unsubscribe(sub)
 
     def _acker(self, stream: str) -> Callable[[bytes, Any], None]:
         """The PubAck sender of ``stream``: ``ack(reply, result)``.

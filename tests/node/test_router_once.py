@@ -72,6 +72,39 @@ async def test_deferred_work_runs_once_per_flush_before_buffers_wake() -> None:
     await trio.lowlevel.checkpoint()
 
 
+async def test_batched_wakes_each_buffer_once_for_the_whole_batch() -> None:
+    """A committed batch's PubAcks (``Stream.answer_batch``): one wake-up (one write
+    of a client session) per batch, not one per PubAck as each ``flush()`` gave."""
+    router = _router()
+    c = FakeClient()
+    router.sublist.insert(Subscription(c, b"_INBOX.*", None, b"4"))
+    wakes = 0
+    flush_batch = c.flush_batch
+
+    def counting() -> None:
+        nonlocal wakes
+        wakes += 1
+        flush_batch()
+
+    c.flush_batch = counting  # type: ignore[method-assign]
+
+    def acks() -> None:
+        for i in range(5):
+            router.publish_once(b"_INBOX.%d" % i, b"ack")
+            if not router.flushing:  # as the PubAck sender does
+                router.flush()
+
+    router.batched(acks)
+    assert wakes == 1 and not router.flushing
+    assert c.written().count(b"MSG _INBOX.") == 5
+    acks()
+    assert wakes == 6  # outside a batch: one per publish
+    router.defer(lambda: router.batched(acks))  # nested in a flush: the flush wakes
+    router.flush()
+    assert wakes == 7
+    await trio.lowlevel.checkpoint()
+
+
 class _Capture:
     """An internal subscriber recording deliveries; may act on the router."""
 
