@@ -24,9 +24,9 @@ accounts had directories (``<store_dir>/jetstream/streams``, ``_meta_``,
 ``quarantine`` directly under ``jetstream``) is moved once into the home
 account's directory at start (:func:`account_store_dir`).
 
-In a cluster only one account may enable JetStream (refused at start by
-``node.confaccounts.check_cluster_accounts``): the meta layer keeps one
-account's assignments.
+In a cluster the services of every account share the server's one meta layer
+(``node.jetstream.meta_account``): its assignments are keyed by account and
+stream name, and each service sees and acts on its own account's only.
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ async def purge_account(svc: JetStreamService) -> None:
     names = sorted(svc.assignments.configs())
     counted = svc.api_total, svc.api_errors  # the effects count their answers: not these
     for name in names:
-        result = await svc.assignments.propose(delete_stream_entry(name, reply=""))
+        entry = delete_stream_entry(name, reply="", account=svc.account.name)
+        result = await svc.assignments.propose(entry)
         if isinstance(result, MetaError):
             log.warning("event=account_purge_failed stream=%s reason=%r", name, result)
     svc.api_total, svc.api_errors = counted
