@@ -99,20 +99,25 @@ async def purge_account(svc: JetStreamService) -> None:
     goes as by STREAM.DELETE, through the account's meta layer (its consumers'
     ``CONSUMER.DELETED`` advisories, then its ``STREAM.DELETED``, in the account),
     ``<store_dir>/jetstream/<account>`` is removed, and the account's API counters do
-    not count it.
+    not count it.  In a cluster this runs on the meta leader: the account's streams
+    are deleted cluster-wide through the meta log (each host drops its copy, as for
+    STREAM.DELETE); the account's directories stay.
     """
     from cluster.meta import MetaError, delete_stream_entry
+    from raft.errors import RaftError
 
-    if svc.meta is not None:  # a cluster's meta leader would decide (not served yet)
-        return
     names = sorted(svc.assignments.configs())
     counted = svc.api_total, svc.api_errors  # the effects count their answers: not these
     for name in names:
         entry = delete_stream_entry(name, reply="", account=svc.account.name)
-        result = await svc.assignments.propose(entry)
+        try:
+            result = await svc.assignments.propose(entry)
+        except RaftError as exc:  # the meta leader changed: the rest is not purged
+            log.warning("event=account_purge_failed stream=%s reason=%r", name, exc)
+            break
         if isinstance(result, MetaError):
             log.warning("event=account_purge_failed stream=%s reason=%r", name, result)
     svc.api_total, svc.api_errors = counted
-    if not svc.api.streams:
+    if svc.meta is None and not svc.api.streams:
         await trio.to_thread.run_sync(lambda: shutil.rmtree(svc.store_dir, ignore_errors=True))
     log.info("event=account_purged account=%s streams=%d", svc.account.name, len(names))

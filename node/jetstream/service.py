@@ -614,8 +614,12 @@ class JetStreamService:
         )
         meta = self.meta
         return JetStreamView(
-            # R>1 groups hosted here and the meta group (R1 streams do not count)
-            ha_assets=(1 + sum(1 for s in self.api.streams.values() if s.replicated))
+            # R>1 groups hosted here and the meta group, counted by the service that runs
+            # it (the home account's: the views are summed over accounts; R1 streams do
+            # not count)
+            ha_assets=(
+                int(meta.runs_layer) + sum(1 for s in self.api.streams.values() if s.replicated)
+            )
             if meta is not None and self.api is not None
             else 0,
             meta=meta.cluster_info() if meta is not None else None,

@@ -5,7 +5,8 @@ replicated on three servers, B's on one.  Each account publishes into, consumes 
 lists and asks about its own stream only; ``$JS.API.INFO`` counts the account's own
 streams and shows its limits on any node; A's limits answer with the reference's codes
 (the meta leader checks them, reservations counted once per replica); a restarted node
-comes back with both accounts' streams.  The same conf files start both kinds
+comes back with both accounts' streams; ``ACCOUNT.PURGE`` of B from the system account
+removes B's streams cluster-wide and leaves A's.  The same conf files start both kinds
 (``tests.support.cluster``), and every assertion holds for both.
 """
 
@@ -71,6 +72,19 @@ async def _until_info(nc: Any, stream: str, messages: int) -> dict[str, Any]:
                 return last
         await asyncio.sleep(RETRY_S)
     raise AssertionError(f"{stream}: not back with {messages} messages: {last}")
+
+
+async def _until_names(nc: Any, want: list[str]) -> dict[str, Any]:
+    """STREAM.NAMES once it lists ``want`` (bounded)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECOVER_S
+    last: dict[str, Any] = {}
+    while loop.time() < deadline:
+        last = await _req(nc, "$JS.API.STREAM.NAMES")
+        if (last.get("streams") or []) == want:
+            return last
+        await asyncio.sleep(RETRY_S)
+    raise AssertionError(f"names not {want}: {last}")
 
 
 @pytest.mark.parametrize("kind", ["trijet", "reference"])
@@ -175,6 +189,17 @@ def test_two_accounts_same_stream_name(kind: str, tmp_path: Path) -> None:
                 assert (await jb.publish("orders.2", b"b2")).seq == 2
                 assert (await _req(a, "$JS.API.STREAM.NAMES"))["streams"] == ["F", "ORDERS"]
                 assert (await _req(b, "$JS.API.STREAM.NAMES"))["streams"] == ["G", "ORDERS"]
+                # ACCOUNT.PURGE of B from the system account: B's streams go, A's stay
+                sys = await nats.connect(urls[i], user="sys", password="sys", error_cb=noop_cb)
+                try:
+                    purged = await _req(sys, "$JS.API.ACCOUNT.PURGE.B")
+                finally:
+                    await sys.close()
+                assert purged.get("initiated") is True and "error" not in purged, purged
+                names = await _until_names(b, [])
+                assert names["total"] == 0
+                assert (await _req(a, "$JS.API.STREAM.NAMES"))["streams"] == ["F", "ORDERS"]
+                assert (await _until_info(a, "ORDERS", 2))["config"]["num_replicas"] == 3
             finally:
                 await a.close()
                 await b.close()
