@@ -38,6 +38,13 @@ the group stays a Raft group even at one replica (its consumers live in its
 log).  The servers make the membership real one change at a time
 (``node.jetstream.membership``).
 
+Accounts: assignments are keyed by (account, stream name) (``streams``);
+every stream entry names its account and touches that account's stream only,
+subjects overlap only within an account, and an entry or snapshot document
+without an account (written before accounts were carried) is the machine's
+``default_account``'s.  Raft group names stay unique over every account (the
+proposer draws a name not in ``groups()``).
+
 Snapshots are one cbor2 document of the whole state (``snapshot``/``restore``).
 """
 

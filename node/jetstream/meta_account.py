@@ -66,6 +66,8 @@ class AccountMeta:
 
     def __getattr__(self, name: str) -> Any:
         # the group, leadership, placement, links, rng, proposals: the layer's
+        if name == "layer":  # not set yet (never recurse)
+            raise AttributeError(name)
         return getattr(self.layer, name)
 
     # -- the account's assignments ------------------------------------------------

@@ -21,7 +21,7 @@ import nats
 import pytest
 
 from tests.support.aio import noop_cb, run
-from tests.support.cluster import start_cluster
+from tests.support.cluster import get_json, start_cluster
 
 ACCOUNTS_CONF = """
 accounts {
@@ -168,12 +168,16 @@ def test_two_accounts_same_stream_name(kind: str, tmp_path: Path) -> None:
                     assert got_limits == (limits or (-1, -1, -1, -1)), info
                 info_a = await _req(a2, "$JS.API.INFO")
                 assert info_a["reserved_storage"] == 4 * MB and info_a["consumers"] == 1
-                return str(ib["cluster"]["leader"])
+                return f"{ib['cluster']['leader']} {group_a}"
             finally:
                 for nc in (a, b, a2):
                     await nc.close()
 
-        b_host = run(scenario, timeout=60)
+        b_host, group_a = run(scenario, timeout=60).split()
+        # /raftz per account: A's R3 group under A, and not under B
+        raftz_a = get_json(c.monitoring_urls[0] + "/raftz?acc=A") or {}
+        assert group_a in raftz_a.get("A", {}), raftz_a
+        assert group_a not in (get_json(c.monitoring_urls[0] + "/raftz?acc=B") or {}).get("B", {})
         # a restart of B's R1 host (a member of A's R3 group too) keeps both streams
         c.restart(c.index(b_host))
 
