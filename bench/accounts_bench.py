@@ -194,6 +194,13 @@ def run_js_phase(lg: list[str], port: int, phase: str, args: argparse.Namespace)
     acks = sum(int(r.get("acks_ok", 0)) for r in res)
     span = max(float(r.get("elapsed_s", 0.0)) for r in res)
     ok = all(r.get("ok") for r in res) and all(h == n for h in held)
+    if not ok:  # what failed: a publisher's own report, or a stream's count
+        bad = [
+            (i, r, h)
+            for i, (r, h) in enumerate(zip(res, held, strict=True))
+            if h != n or not r.get("ok")
+        ]
+        print(f"{phase}: expected {n} each; failed: {bad}", file=sys.stderr, flush=True)
     return {"ok": ok, "leak": False, "msgs": acks, "msgs_per_s": acks / span if span else 0.0}
 
 
