@@ -65,6 +65,8 @@ from bench.js_bench import API_TIMEOUT_S, ApiClient
 PHASES = ("accounts", "one-account", "js-accounts", "js-one-account")
 JS_STREAM = "BENCH"
 JS_SUBJECT = "bench.js"
+#: how long a stream create is retried while placement finds peers offline (10005)
+CREATE_RETRY_S = 10.0
 
 
 def accounts_text(n: int) -> str:
@@ -160,15 +162,15 @@ def run_js_phase(lg: list[str], port: int, phase: str, args: argparse.Namespace)
         apis = [UserApi(port, "s0")] * k
     try:
         for api, (_, stream, subject) in zip(apis, plan, strict=True):
-            created = api.request(
-                f"$JS.API.STREAM.CREATE.{stream}",
-                {
-                    "name": stream,
-                    "subjects": [subject],
-                    "storage": "file",
-                    "num_replicas": args.replicas,
-                },
-            )
+            cfg = {"name": stream, "subjects": [subject], "storage": "file"}
+            cfg["num_replicas"] = args.replicas
+            deadline = time.monotonic() + CREATE_RETRY_S
+            while True:  # a just-formed cluster may not see every peer yet (10005)
+                created = api.request(f"$JS.API.STREAM.CREATE.{stream}", cfg)
+                err = created.get("error") or {}
+                if err.get("err_code") != 10005 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             if "error" in created:
                 raise RuntimeError(f"{phase}: stream create failed: {created['error']}")
         common = ["-H", "127.0.0.1", "-P", str(port), "-n", str(n), "-z", str(args.size)]
