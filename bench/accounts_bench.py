@@ -85,6 +85,19 @@ def config_text(n: int, store_dir: str) -> str:
     )
 
 
+def _meta_peers_current(c: Any) -> bool:
+    """Whether the meta leader sees every other server current (R3 placement finds
+    them online: a just-formed cluster may not yet)."""
+    from tests.support.cluster import get_json
+
+    leader = c.meta_leader()
+    if leader is None:
+        return False
+    doc = get_json(c.monitoring_urls[c.index(leader)] + "/jsz") or {}
+    reps = (doc.get("meta_cluster") or {}).get("replicas") or []
+    return len(reps) == len(c.names) - 1 and all(r.get("current") for r in reps)
+
+
 class ClusterRun:
     """A three-node cluster of one kind (``--cluster``); clients use the first node."""
 
@@ -102,6 +115,7 @@ class ClusterRun:
             jetstream_conf="  sync_interval: always",
         )
         self.port = self.cluster.specs[0].client_port
+        self.cluster.wait_until(_meta_peers_current, timeout=30, what="meta peers current")
 
     def stop(self) -> None:
         self.cluster.stop()
