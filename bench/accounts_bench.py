@@ -24,8 +24,14 @@ run says ``FAILED``.  The streams are deleted after each phase.  ``js-accounts``
 than in one).  Figures are medians over ``--repeat`` runs; the order of servers and of
 phases alternates.
 
+``--cluster`` runs each kind as a three-node cluster (``tests.support.cluster``: the same
+conf files for both kinds, ``sync_interval: always``) with the same accounts, and every
+client on the first node; ``--replicas`` sets the streams' replicas there (1 or 3: R3
+streams of ten accounts are thirty Raft groups beside the meta group).
+
 Run: ``python -m bench.accounts_bench [--accounts 10] [--msgs 200000] [--js-msgs 20000]
-[--repeat 3] [--phases accounts,one-account,js-accounts,js-one-account]``
+[--repeat 3] [--phases accounts,one-account,js-accounts,js-one-account] [--cluster
+--replicas 3]``
 """
 
 from __future__ import annotations
@@ -59,18 +65,61 @@ from bench.js_bench import API_TIMEOUT_S, ApiClient
 PHASES = ("accounts", "one-account", "js-accounts", "js-one-account")
 JS_STREAM = "BENCH"
 JS_SUBJECT = "bench.js"
+#: how long a stream create is retried while placement finds peers offline (10005)
+CREATE_RETRY_S = 10.0
 
 
-def config_text(n: int, store_dir: str) -> str:
+def accounts_text(n: int) -> str:
     js = "jetstream: enabled"
     accs = "\n".join(
         f"  A{i}: {{ users: [{{user: u{i}, password: u{i}}}], {js} }}" for i in range(n)
     )
     single = ", ".join(f"{{user: s{i}, password: s{i}}}" for i in range(n))
+    return f"accounts {{\n{accs}\n  ONE: {{ users: [{single}], {js} }}\n}}\n"
+
+
+def config_text(n: int, store_dir: str) -> str:
     return (
         f'jetstream {{\n  store_dir: "{store_dir}"\n  sync_interval: always\n}}\n'
-        f"accounts {{\n{accs}\n  ONE: {{ users: [{single}], {js} }}\n}}\n"
+        + accounts_text(n)
     )
+
+
+def _meta_peers_current(c: Any) -> bool:
+    """Whether the meta leader sees every other server current (R3 placement finds
+    them online: a just-formed cluster may not yet)."""
+    from tests.support.cluster import get_json
+
+    leader = c.meta_leader()
+    if leader is None:
+        return False
+    doc = get_json(c.monitoring_urls[c.index(leader)] + "/jsz") or {}
+    reps = (doc.get("meta_cluster") or {}).get("replicas") or []
+    return len(reps) == len(c.names) - 1 and all(r.get("current") for r in reps)
+
+
+class ClusterRun:
+    """A three-node cluster of one kind (``--cluster``); clients use the first node."""
+
+    def __init__(self, name: str, args: argparse.Namespace) -> None:
+        from tests.support.cluster import start_cluster
+
+        if name not in ("ref", "trijet"):
+            raise SystemExit(f"accounts_bench: --cluster runs ref and trijet only, not {name}")
+        self.workdir = tempfile.mkdtemp(prefix=f"accounts_bench_cl_{safe_name(name)}_")
+        self.cluster = start_cluster(
+            "reference" if name == "ref" else "trijet",
+            3,
+            workdir=self.workdir,
+            extra_conf=accounts_text(args.accounts),
+            jetstream_conf="  sync_interval: always",
+        )
+        self.port = self.cluster.specs[0].client_port
+        self.cluster.wait_until(_meta_peers_current, timeout=30, what="meta peers current")
+
+    def stop(self) -> None:
+        self.cluster.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class UserApi(ApiClient):
@@ -127,10 +176,15 @@ def run_js_phase(lg: list[str], port: int, phase: str, args: argparse.Namespace)
         apis = [UserApi(port, "s0")] * k
     try:
         for api, (_, stream, subject) in zip(apis, plan, strict=True):
-            created = api.request(
-                f"$JS.API.STREAM.CREATE.{stream}",
-                {"name": stream, "subjects": [subject], "storage": "file", "num_replicas": 1},
-            )
+            cfg = {"name": stream, "subjects": [subject], "storage": "file"}
+            cfg["num_replicas"] = args.replicas
+            deadline = time.monotonic() + CREATE_RETRY_S
+            while True:  # a just-formed cluster may not see every peer yet (10005)
+                created = api.request(f"$JS.API.STREAM.CREATE.{stream}", cfg)
+                err = created.get("error") or {}
+                if err.get("err_code") != 10005 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             if "error" in created:
                 raise RuntimeError(f"{phase}: stream create failed: {created['error']}")
         common = ["-H", "127.0.0.1", "-P", str(port), "-n", str(n), "-z", str(args.size)]
@@ -156,6 +210,13 @@ def run_js_phase(lg: list[str], port: int, phase: str, args: argparse.Namespace)
     acks = sum(int(r.get("acks_ok", 0)) for r in res)
     span = max(float(r.get("elapsed_s", 0.0)) for r in res)
     ok = all(r.get("ok") for r in res) and all(h == n for h in held)
+    if not ok:  # what failed: a publisher's own report, or a stream's count
+        bad = [
+            (i, r, h)
+            for i, (r, h) in enumerate(zip(res, held, strict=True))
+            if h != n or not r.get("ok")
+        ]
+        print(f"{phase}: expected {n} each; failed: {bad}", file=sys.stderr, flush=True)
     return {"ok": ok, "leak": False, "msgs": acks, "msgs_per_s": acks / span if span else 0.0}
 
 
@@ -214,6 +275,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle-s", type=float, default=20.0, help="subscriber gives up after idle")
     p.add_argument("--servers", default="ref,trijet", help="comma list: ref, trijet, trijet=DIR")
     p.add_argument("--nats-server", default="", help="reference binary (default: found)")
+    p.add_argument("--cluster", action="store_true", help="three-node clusters of each kind")
+    p.add_argument("--replicas", type=int, default=1, help="JetStream streams' replicas")
     return p.parse_args(argv)
 
 
@@ -230,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.repeat):
         order = servers if rep % 2 == 0 else list(reversed(servers))
         for name in order:
-            s, store_dir = start(name, nats_server, f"r{rep}", args)
+            cl = ClusterRun(name, args) if args.cluster else None
+            s, store_dir = (cl, "") if cl is not None else start(name, nats_server, f"r{rep}", args)
             try:
                 for phase in phases if rep % 2 == 0 else tuple(reversed(phases)):
                     r = run_phase(lg, s.port, phase, args)
@@ -242,8 +306,11 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
             finally:
-                stop_server(s)
-                shutil.rmtree(store_dir, ignore_errors=True)
+                if cl is not None:
+                    cl.stop()
+                else:
+                    stop_server(s)
+                    shutil.rmtree(store_dir, ignore_errors=True)
     print()
     med: dict[tuple[str, str], float] = {}
     for key, rs in results.items():

@@ -227,7 +227,7 @@ class MetaSimulation(Simulation):
             cfg = self._config()
             fsm = proposer.fsm
             assert isinstance(fsm, RecordingMetaMachine)
-            seen = fsm.machine.streams.get(cfg["name"])
+            seen = fsm.machine.stream(cfg["name"])
             scale = None
             if seen is not None:  # the proposer validated: same placement
                 cfg.pop("placement", None)
@@ -304,7 +304,7 @@ class MetaSimulation(Simulation):
         groups: set[str] = set()
         for name, sa in m.streams.items():
             replicas = sa.config.get("num_replicas") or 1
-            if sa.name != name or len(sa.peers) != replicas or len(set(sa.peers)) != replicas:
+            if sa.key != name or len(sa.peers) != replicas or len(set(sa.peers)) != replicas:
                 self.violation(f"stream {name}: {len(sa.peers)} peers for R{replicas}: {sa}")
             if len(sa.peers) > 1 and not sa.replicated:
                 self.violation(f"stream {name}: {len(sa.peers)} peers without a Raft group")

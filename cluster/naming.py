@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Collection
 from typing import Literal
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -62,3 +63,25 @@ def group_name(
         raise ValueError(f"replicas must be >= 1, got {replicas}")
     suffix = "".join(rng.choice(ALPHABET) for _ in range(GROUP_SUFFIX_CHARS))
     return f"{kind}-R{replicas}{'F' if storage_file else 'M'}-{suffix}"
+
+
+#: bound on drawing a group name not in use
+GROUP_DRAWS_MAX = 16
+
+
+def fresh_group_name(
+    kind: Literal["S", "C"],
+    replicas: int,
+    storage_file: bool,
+    rng: random.Random,
+    used: Collection[str],
+) -> str:
+    """A new group name as ``group_name`` draws it, drawn again while it is in
+    ``used`` (groups of every account share the servers' peer links; at most
+    ``GROUP_DRAWS_MAX`` draws: 62**8 names make a second draw already rare)."""
+    name = group_name(kind, replicas, storage_file, rng)
+    for _ in range(GROUP_DRAWS_MAX):
+        if name not in used:
+            break
+        name = group_name(kind, replicas, storage_file, rng)
+    return name

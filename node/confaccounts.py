@@ -14,9 +14,9 @@ exists and one of its exports of the same kind covers the subject and admits the
 What trijet does not do yet is refused with an error that names it, never ignored (an ignored
 mapping would deliver on the wrong subjects, an ignored limit would let one tenant fill the
 disk): account ``mappings``, per-account JetStream fields other than max_mem, max_file,
-max_streams and max_consumers (``max_ack_pending`` among them), and, in a cluster, JetStream
-enabled in more than one account (:func:`check_cluster_accounts`: the meta layer keeps one
-account's assignments; a single server runs one JetStream service per account).
+max_streams and max_consumers (``max_ack_pending`` among them).  JetStream may be enabled in
+several accounts, on one server and in a cluster alike (one JetStream service per account; a
+cluster's meta layer keys its assignments by account and stream name).
 """
 
 from __future__ import annotations
@@ -418,19 +418,6 @@ def jetstream_accounts(cfg: ServerConfig) -> list[str]:
     if not user_accounts(cfg):
         return [GLOBAL_ACCOUNT]
     return [a.name for a in cfg.accounts.values() if a.jetstream and a.name != cfg.system_account]
-
-
-def check_cluster_accounts(cfg: ServerConfig) -> str | None:
-    """The refusal of what a cluster cannot do yet (JetStream in several accounts: the
-    meta layer keeps one account's assignments), or None."""
-    accs = jetstream_accounts(cfg)
-    if cfg.cluster is not None and len(accs) > 1:
-        return (
-            "JetStream in more than one account is not supported in a cluster yet (enabled in "
-            + ", ".join(accs)
-            + "): trijet's cluster runs JetStream in one account"
-        )
-    return None
 
 
 def _kind(v: Any) -> str:

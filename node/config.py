@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import sys
 
-from node.confaccounts import check_cluster_accounts
 from node.configtypes import (
     EXE,
     AuthConfig,
@@ -114,9 +113,6 @@ def load(argv: list[str], *, env: dict[str, str] | None = None) -> ServerConfig:
     apply_flags(cfg, flags)
     if cfg.cluster is not None and cfg.jetstream.enabled and not cfg.server_name:
         raise ConfigError("jetstream cluster requires `server_name` to be set")
-    refused = check_cluster_accounts(cfg)
-    if refused is not None:
-        raise ConfigError(refused)
     return cfg
 
 

@@ -4,6 +4,7 @@
 ``node.jetstream.meta``.
 """
 
+from cluster.meta.entries import origin_doc
 from cluster.meta.machine import (
     Assigned,
     MetaError,
@@ -20,7 +21,6 @@ from cluster.meta.machine import (
     StreamUpdated,
     add_stream_entry,
     delete_stream_entry,
-    origin_doc,
     peer_entry,
     remove_peer_entry,
     remove_server_entry,

@@ -38,6 +38,13 @@ the group stays a Raft group even at one replica (its consumers live in its
 log).  The servers make the membership real one change at a time
 (``node.jetstream.membership``).
 
+Accounts: assignments are keyed by (account, stream name) (``streams``);
+every stream entry names its account and touches that account's stream only,
+subjects overlap only within an account, and an entry or snapshot document
+without an account (written before accounts were carried) is the machine's
+``default_account``'s.  Raft group names stay unique over every account (the
+proposer draws a name not in ``groups()``).
+
 Snapshots are one cbor2 document of the whole state (``snapshot``/``restore``).
 """
 
@@ -47,16 +54,69 @@ import dataclasses
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any, BinaryIO
 
 import cbor2
 
+from cluster.meta.entries import (
+    BAD_ENTRY,
+    DEFAULT_ACCOUNT,
+    NAME_IN_USE,
+    PEER_NOT_MEMBER,
+    PEER_REMAP_FAILED,
+    REPLICAS_NOT_UPDATABLE,
+    SERVER_NOT_MEMBER,
+    SNAPSHOT_VERSION,
+    STREAM_NOT_FOUND,
+    SUBJECT_OVERLAP,
+    Assigned,
+    Effect,
+    EntryError,
+    MetaError,
+    MetaOp,
+    PeerRecord,
+    PeerRegistered,
+    PeerReplaced,
+    Removed,
+    ServerRemoved,
+    StreamAssigned,
+    StreamAssignment,
+    StreamPeersChanged,
+    StreamRemoved,
+    StreamUpdated,
+    _account,
+    _i,
+    _map,
+    _origin,
+    _s,
+    _strs,
+    add_stream_entry,
+    decode_entry,
+    delete_stream_entry,
+    origin_doc,
+    peer_entry,
+    remove_peer_entry,
+    remove_server_entry,
+    scale_fields,
+    update_stream_entry,
+)
 from cluster.model import StreamConfig
 from cluster.placement import NoPlacement, PeerSpec, PlacementRequest, place
 
 __all__ = [
+    "BAD_ENTRY",
+    "DEFAULT_ACCOUNT",
+    "NAME_IN_USE",
+    "PEER_NOT_MEMBER",
+    "PEER_REMAP_FAILED",
+    "REPLICAS_NOT_UPDATABLE",
+    "SERVER_NOT_MEMBER",
+    "SNAPSHOT_VERSION",
+    "STREAM_NOT_FOUND",
+    "SUBJECT_OVERLAP",
     "Assigned",
+    "Effect",
+    "EntryError",
     "MetaError",
     "MetaMachine",
     "MetaOp",
@@ -70,455 +130,23 @@ __all__ = [
     "StreamPeersChanged",
     "StreamRemoved",
     "StreamUpdated",
+    "_account",
+    "_i",
+    "_map",
+    "_origin",
+    "_s",
+    "_strs",
     "add_stream_entry",
+    "decode_entry",
     "delete_stream_entry",
+    "origin_doc",
     "peer_entry",
     "remove_peer_entry",
     "remove_server_entry",
     "scale_fields",
+    "specs_of",
     "update_stream_entry",
 ]
-
-FORMAT_VERSION = 1
-SNAPSHOT_VERSION = 1
-
-
-class MetaOp(IntEnum):
-    """Meta entry codes (append only; never renumber or reuse)."""
-
-    PEER = 1
-    ADD_STREAM = 2
-    UPDATE_STREAM = 3
-    DELETE_STREAM = 4
-    REMOVE_STREAM_PEER = 5
-    REMOVE_SERVER = 6
-
-
-# ---------------------------------------------------------------- state types
-
-
-@dataclass(frozen=True, slots=True)
-class PeerRecord:
-    """A JetStream server as placement knows it."""
-
-    name: str
-    cluster: str
-    tags: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class StreamAssignment:
-    """One stream of the cluster.
-
-    Attributes:
-        name: the stream name.
-        config: the stream's config as JSON-able data (``StreamConfig.to_dict``).
-        group: its Raft group name (``S-R1F-…``).
-        peers: the servers holding it; the first is the preferred leader.
-        created_ns: creation time (the proposer's clock).
-        raft: whether it runs a Raft group (None: when it has two peers or
-            more; a stream scaled down to one keeps its group).
-        joiners: peers added by the last scale-up, which join the running
-            group (they start knowing only the others, never each other).
-        desired_ns: when the last scale was asked (the proposer's clock; 0: never).
-        origin: the replica count before the last scale (StreamInfo ``desired``).
-    """
-
-    name: str
-    config: Mapping[str, Any]
-    group: str
-    peers: tuple[str, ...]
-    created_ns: int
-    raft: bool | None = None
-    joiners: tuple[str, ...] = ()
-    desired_ns: int = 0
-    origin: int = 0
-
-    @property
-    def replicated(self) -> bool:
-        """Whether the stream runs a Raft group (else an R1 ``LocalGroup``)."""
-        return self.raft if self.raft is not None else len(self.peers) > 1
-
-    def to_doc(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "name": self.name,
-            "config": dict(self.config),
-            "group": self.group,
-            "peers": list(self.peers),
-            "created": self.created_ns,
-        }
-        if self.raft is not None:
-            doc["raft"] = self.raft
-        if self.joiners:
-            doc["joiners"] = list(self.joiners)
-        if self.desired_ns or self.origin:
-            doc["desired"] = [self.desired_ns, self.origin]
-        return doc
-
-    @classmethod
-    def from_doc(cls, d: Mapping[str, Any]) -> StreamAssignment:
-        raft = d.get("raft")
-        if raft is not None and not isinstance(raft, bool):
-            raise EntryError("raft: not a bool")
-        desired = d.get("desired", [0, 0])
-        if (
-            not isinstance(desired, list)
-            or len(desired) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in desired)
-        ):
-            raise EntryError("desired: not [time, origin]")
-        return cls(
-            _s(d, "name"),
-            _map(d, "config"),
-            _s(d, "group"),
-            tuple(_strs(d, "peers")),
-            _i(d, "created"),
-            raft,
-            tuple(_strs(d, "joiners")) if "joiners" in d else (),
-            desired[0],
-            desired[1],
-        )
-
-
-# ---------------------------------------------------------------- results
-
-
-@dataclass(frozen=True, slots=True)
-class MetaError:
-    """A refused meta change (the API error to answer with)."""
-
-    code: int
-    err_code: int
-    description: str
-
-
-@dataclass(frozen=True, slots=True)
-class Assigned:
-    """ADD_STREAM applied; ``created`` is False for an identical re-create."""
-
-    assignment: StreamAssignment
-    created: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Removed:
-    """DELETE_STREAM applied."""
-
-    assignment: StreamAssignment
-
-
-@dataclass(frozen=True, slots=True)
-class PeerReplaced:
-    """REMOVE_STREAM_PEER applied: ``removed`` left, ``added`` took its place."""
-
-    assignment: StreamAssignment
-    removed: str
-    added: str
-
-
-@dataclass(frozen=True, slots=True)
-class ServerRemoved:
-    """REMOVE_SERVER applied: ``streams`` had their peers changed."""
-
-    server: str
-    streams: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PeerRegistered:
-    """PEER applied."""
-
-    peer: PeerRecord
-
-
-# ---------------------------------------------------------------- effects
-
-
-@dataclass(frozen=True, slots=True)
-class StreamAssigned:
-    """A stream was assigned (``created``) or an identical create re-sent."""
-
-    assignment: StreamAssignment
-    reply: str
-    created: bool
-    #: the request's subject, body and client (``origin_doc``), for the answer's audit
-    origin: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamUpdated:
-    """A stream's config was replaced (``old`` is the config before);
-    ``old_peers`` differ from the assignment's when it was scaled."""
-
-    assignment: StreamAssignment
-    old: Mapping[str, Any]
-    reply: str
-    origin: Mapping[str, Any] = field(default_factory=dict)
-    old_peers: tuple[str, ...] = ()
-
-    @property
-    def scaled(self) -> bool:
-        return bool(self.old_peers) and self.old_peers != self.assignment.peers
-
-
-@dataclass(frozen=True, slots=True)
-class StreamRemoved:
-    """A stream was deleted."""
-
-    assignment: StreamAssignment
-    reply: str
-
-
-@dataclass(frozen=True, slots=True)
-class StreamPeersChanged:
-    """A stream's peer set changed (PEER.REMOVE, SERVER.REMOVE): ``old`` is the set
-    before; ``added`` is "" when no free server could take the removed one's place."""
-
-    assignment: StreamAssignment
-    old: tuple[str, ...]
-    removed: str
-    added: str
-
-
-Effect = StreamAssigned | StreamUpdated | StreamRemoved | StreamPeersChanged
-
-NAME_IN_USE = MetaError(400, 10058, "stream name already in use with a different configuration")
-STREAM_NOT_FOUND = MetaError(404, 10059, "stream not found")
-SUBJECT_OVERLAP = MetaError(400, 10065, "subjects overlap with an existing stream")
-REPLICAS_NOT_UPDATABLE = MetaError(400, 10061, "Replicas configuration can not be updated")
-BAD_ENTRY = MetaError(500, 10010, "malformed meta entry")
-PEER_NOT_MEMBER = MetaError(400, 10040, "peer not a member")
-SERVER_NOT_MEMBER = MetaError(400, 10044, "server is not a member of the cluster")
-PEER_REMAP_FAILED = MetaError(503, 10075, "peer remap failed")
-
-
-# ---------------------------------------------------------------- entries
-
-
-def peer_entry(peer: PeerRecord) -> bytes:
-    """Register (or refresh) a server's placement facts."""
-    return _dump(MetaOp.PEER, {"name": peer.name, "cluster": peer.cluster, "tags": list(peer.tags)})
-
-
-def add_stream_entry(
-    config: Mapping[str, Any],
-    *,
-    group: str,
-    created_ns: int,
-    seed: int,
-    online: Iterable[str],
-    unique_tag: str,
-    reply: str,
-    origin: Mapping[str, Any] | None = None,
-    peers: Sequence[str] | None = None,
-) -> bytes:
-    """Create a stream: placement happens in apply.
-
-    Args:
-        config: the validated config (``StreamConfig.to_dict``).
-        group: the Raft group name the proposer drew (used if this is new).
-        created_ns: the proposer's wall clock.
-        seed: seeds placement's RNG.
-        online: servers the proposer sees as up (others are excluded).
-        unique_tag: the proposer's ``unique_tag`` setting ("" for none).
-        reply: the client's reply subject (answered by the stream's host).
-        origin: the request (``origin_doc``), which the host's answer audits.
-        peers: where the stream already is (a restore on the proposer): placed
-            there, not by placement (they must be known servers, as many as
-            the stream's replicas).
-    """
-    body = {
-        "config": dict(config),
-        "group": group,
-        "created": created_ns,
-        "seed": seed,
-        "online": sorted(online),
-        "unique_tag": unique_tag,
-        "reply": reply,
-    }
-    if origin:
-        body["origin"] = dict(origin)
-    if peers is not None:
-        body["peers"] = list(peers)
-    return _dump(MetaOp.ADD_STREAM, body)
-
-
-def update_stream_entry(
-    config: Mapping[str, Any],
-    *,
-    reply: str,
-    origin: Mapping[str, Any] | None = None,
-    scale: Mapping[str, Any] | None = None,
-) -> bytes:
-    """Replace a stream's config (validated by the proposer against the state).
-
-    Args:
-        origin: the request (``origin_doc``), which the host's answer audits.
-        scale: required when ``num_replicas`` changes (``scale_fields``);
-            without it such an update is refused (10061), as before scaling.
-    """
-    body: dict[str, Any] = {"config": dict(config), "reply": reply}
-    if origin:
-        body["origin"] = dict(origin)
-    if scale is not None:
-        body["scale"] = dict(scale)
-    return _dump(MetaOp.UPDATE_STREAM, body)
-
-
-def scale_fields(
-    *,
-    group: str,
-    seed: int,
-    online: Iterable[str],
-    unique_tag: str,
-    leader: str,
-    created_ns: int = 0,
-) -> dict[str, Any]:
-    """What a scaling update carries from the proposer's view.
-
-    Args:
-        group: a Raft group name drawn for a stream that gets its first group.
-        seed: seeds placement's RNG.
-        online: servers the proposer sees as up.
-        unique_tag: the proposer's ``unique_tag`` setting.
-        leader: the stream's leader as the proposer saw it ("" unknown):
-            kept when scaling down.
-        created_ns: the proposer's wall clock (StreamInfo ``desired.created``).
-    """
-    return {
-        "created": created_ns,
-        "group": group,
-        "seed": seed,
-        "online": sorted(online),
-        "unique_tag": unique_tag,
-        "leader": leader,
-    }
-
-
-def delete_stream_entry(name: str, *, reply: str) -> bytes:
-    """Delete a stream."""
-    return _dump(MetaOp.DELETE_STREAM, {"name": name, "reply": reply})
-
-
-def remove_peer_entry(
-    stream: str, peer: str, *, seed: int, online: Iterable[str], unique_tag: str
-) -> bytes:
-    """Replace ``peer`` in ``stream``'s assignment (STREAM.PEER.REMOVE): the
-    replacement is placed in apply, among ``online`` servers not in the group.
-
-    Args:
-        stream: the stream name.
-        peer: the server name to remove.
-        seed: seeds placement's RNG.
-        online: servers the proposer sees as up.
-        unique_tag: the proposer's ``unique_tag`` setting ("" for none).
-    """
-    return _dump(
-        MetaOp.REMOVE_STREAM_PEER,
-        {
-            "stream": stream,
-            "peer": peer,
-            "seed": seed,
-            "online": sorted(online),
-            "unique_tag": unique_tag,
-        },
-    )
-
-
-def remove_server_entry(server: str, *, seed: int, online: Iterable[str], unique_tag: str) -> bytes:
-    """Remove a server from the cluster's JetStream (``$JS.API.SERVER.REMOVE``): it
-    leaves placement, and each replicated stream it held takes a free server in its place
-    when one fits (placed in apply), else keeps running on its other peers.
-
-    Args:
-        server: the server name.
-        seed: seeds placement's RNG.
-        online: servers the proposer sees as up.
-        unique_tag: the proposer's ``unique_tag`` setting ("" for none).
-    """
-    return _dump(
-        MetaOp.REMOVE_SERVER,
-        {"server": server, "seed": seed, "online": sorted(online), "unique_tag": unique_tag},
-    )
-
-
-def _dump(op: MetaOp, body: dict[str, Any]) -> bytes:
-    body["v"] = FORMAT_VERSION
-    body["op"] = int(op)
-    return cbor2.dumps(body, canonical=True)
-
-
-class EntryError(ValueError):
-    """A meta entry that does not decode."""
-
-
-def _s(d: Mapping[str, Any], k: str) -> str:
-    v = d.get(k)
-    if not isinstance(v, str):
-        raise EntryError(f"{k}: not a string")
-    return v
-
-
-def _i(d: Mapping[str, Any], k: str) -> int:
-    v = d.get(k)
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise EntryError(f"{k}: not an integer")
-    return v
-
-
-def _strs(d: Mapping[str, Any], k: str) -> list[str]:
-    v = d.get(k)
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise EntryError(f"{k}: not a list of strings")
-    return v
-
-
-def _map(d: Mapping[str, Any], k: str) -> dict[str, Any]:
-    v = d.get(k)
-    if not isinstance(v, dict):
-        raise EntryError(f"{k}: not a map")
-    return v
-
-
-def origin_doc(subject: str, request: bytes, client: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What a host needs to audit its answer to a request it did not receive
-    (nats-server's assignments carry the client, subject and request too)."""
-    doc: dict[str, Any] = {"subject": subject, "request": request.decode(errors="replace")}
-    if client is not None:
-        doc["client"] = dict(client)
-    return doc
-
-
-def _origin(d: Mapping[str, Any]) -> Mapping[str, Any]:
-    v = d.get("origin")
-    if v is None:
-        return {}
-    if not isinstance(v, dict) or not isinstance(v.get("subject"), str):
-        raise EntryError("origin: not a request")
-    return v
-
-
-def decode_entry(raw: bytes) -> tuple[MetaOp, dict[str, Any]]:
-    """``(op, body)`` of an entry.
-
-    Raises:
-        EntryError: not a meta entry of a known version and op.
-    """
-    try:
-        d = cbor2.loads(raw)
-    except Exception as e:  # cbor2 raises many types; all mean "malformed"
-        raise EntryError(f"not cbor: {e}") from None
-    if not isinstance(d, dict) or d.get("v") != FORMAT_VERSION:
-        raise EntryError("unknown format")
-    code = d.get("op")
-    if not isinstance(code, int) or isinstance(code, bool):
-        raise EntryError(f"op {code!r}: not an integer")
-    try:
-        op = MetaOp(code)
-    except ValueError:
-        raise EntryError(f"unknown op {code}") from None
-    return op, d
-
 
 # ---------------------------------------------------------------- the machine
 
@@ -529,7 +157,7 @@ class MetaMachine:
 
     Attributes:
         peers: servers known to placement, by name.
-        streams: stream assignments, by name.
+        streams: stream assignments, by ``(account, name)``.
         listener: receives effects as entries apply (None: none emitted).
         solo: a standalone server's name: the machine of a cluster of one,
             which places every stream on that server without consulting
@@ -538,32 +166,59 @@ class MetaMachine:
             overlap another's (the shell's subject rules; pure).  The proposer
             checks too, against its view; apply checks again against the
             state, so two creates decided by successive leaders cannot both
-            capture one subject (None: not checked).
+            capture one subject (None: not checked).  Subjects are an
+            account's own: only the same account's streams are compared.
+        default_account: the account of entries and snapshot documents that
+            name none (written before accounts were carried: the single
+            JetStream account of the cluster that wrote them).
     """
 
     peers: dict[str, PeerRecord] = field(default_factory=dict)
-    streams: dict[str, StreamAssignment] = field(default_factory=dict)
+    streams: dict[tuple[str, str], StreamAssignment] = field(default_factory=dict)
     listener: Callable[[Effect], None] | None = None
     solo: str | None = None
     overlap: Callable[[Mapping[str, Any], Iterable[Mapping[str, Any]]], bool] | None = None
-    #: ``configs()``'s parses: name -> (the assignment parsed, its config)
-    _parsed: dict[str, tuple[StreamAssignment, StreamConfig]] = field(
+    default_account: str = DEFAULT_ACCOUNT
+    #: ``configs()``'s parses: key -> (the assignment parsed, its config)
+    _parsed: dict[tuple[str, str], tuple[StreamAssignment, StreamConfig]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
     # -- queries ----------------------------------------------------------
 
-    def configs(self) -> dict[str, StreamConfig]:
-        """Every stream's config, parsed (once per assignment), by name."""
+    def stream(self, name: str, account: str | None = None) -> StreamAssignment | None:
+        """The assignment of ``account``'s (None: the default account's) stream ``name``."""
+        return self.streams.get((self.default_account if account is None else account, name))
+
+    def account_streams(self, account: str | None = None) -> dict[str, StreamAssignment]:
+        """``account``'s assignments (None: the default account's), by name, sorted."""
+        acc = self.default_account if account is None else account
+        return {n: sa for (a, n), sa in sorted(self.streams.items()) if a == acc}
+
+    def groups(self) -> set[str]:
+        """The Raft group names in use (every account's: groups share the servers'
+        peer links, so a proposer draws a new name until it is not among them)."""
+        return {sa.group for sa in self.streams.values()}
+
+    def accounts(self) -> list[str]:
+        """The accounts that have streams, sorted."""
+        return sorted({a for a, _ in self.streams})
+
+    def configs(self, account: str | None = None) -> dict[str, StreamConfig]:
+        """``account``'s (None: the default account's) stream configs, parsed (once
+        per assignment), by name."""
+        acc = self.default_account if account is None else account
         cache = self._parsed
         out = {}
-        for name, sa in self.streams.items():
-            hit = cache.get(name)
+        for key, sa in self.streams.items():
+            if key[0] != acc:
+                continue
+            hit = cache.get(key)
             if hit is None or hit[0] is not sa:
-                hit = cache[name] = (sa, StreamConfig.from_dict(sa.config))
-            out[name] = hit[1]
-        for name in [n for n in cache if n not in out]:
-            del cache[name]
+                hit = cache[key] = (sa, StreamConfig.from_dict(sa.config))
+            out[key[1]] = hit[1]
+        for key in [k for k in cache if k not in self.streams]:
+            del cache[key]
         return out
 
     def load(self) -> dict[str, int]:
@@ -575,7 +230,7 @@ class MetaMachine:
         return out
 
     def assigned_to(self, server: str) -> list[StreamAssignment]:
-        """Streams ``server`` holds, by name."""
+        """Streams ``server`` holds (every account's), by (account, name)."""
         return [sa for _, sa in sorted(self.streams.items()) if server in sa.peers]
 
     # -- apply --------------------------------------------------------------
@@ -612,19 +267,20 @@ class MetaMachine:
         reply = _s(d, "reply")
         group, created_ns = _s(d, "group"), _i(d, "created")
         origin = _origin(d)
-        existing = self.streams.get(name)
+        account = _account(d, self.default_account)
+        existing = self.streams.get((account, name))
         if existing is not None:
             if dict(existing.config) != config:
                 return NAME_IN_USE
             self._emit(StreamAssigned(existing, reply, created=False, origin=origin))
             return Assigned(existing, created=False)
-        if self._overlaps(config, name):
+        if self._overlaps(config, (account, name)):
             return SUBJECT_OVERLAP
         chosen = self._pinned(config, d) if "peers" in d else self._place(config, d)
         if isinstance(chosen, NoPlacement):
             return MetaError(400, 10005, chosen.description)
-        sa = StreamAssignment(name, config, group, chosen, created_ns)
-        self.streams[name] = sa
+        sa = StreamAssignment(name, config, group, chosen, created_ns, account=account)
+        self.streams[sa.key] = sa
         self._emit(StreamAssigned(sa, reply, created=True, origin=origin))
         return Assigned(sa, created=True)
 
@@ -663,10 +319,12 @@ class MetaMachine:
         rng = random.Random(_i(d, "seed"))
         return place(req, specs, unique_tag=_s(d, "unique_tag"), rng=rng, keep=kept)
 
-    def _overlaps(self, config: Mapping[str, Any], name: str) -> bool:
+    def _overlaps(self, config: Mapping[str, Any], key: tuple[str, str]) -> bool:
+        """Whether ``config`` overlaps another stream of its account (subjects are an
+        account's own)."""
         if self.overlap is None:
             return False
-        others = [sa.config for n, sa in self.streams.items() if n != name]
+        others = [sa.config for k, sa in self.streams.items() if k[0] == key[0] and k != key]
         return bool(others) and self.overlap(config, others)
 
     def _pinned(self, config: Mapping[str, Any], d: Mapping[str, Any]) -> tuple[str, ...]:
@@ -688,7 +346,7 @@ class MetaMachine:
         copied (its only replica goes), which is not built."""
         name, peer = _s(d, "stream"), _s(d, "peer")
         _i(d, "seed"), _strs(d, "online"), _s(d, "unique_tag")  # checked before any answer
-        sa = self.streams.get(name)
+        sa = self.streams.get((_account(d, self.default_account), name))
         if sa is None:
             return STREAM_NOT_FOUND
         if peer not in sa.peers:
@@ -702,9 +360,16 @@ class MetaMachine:
             return PEER_REMAP_FAILED
         added = chosen[0]
         new = StreamAssignment(
-            name, sa.config, sa.group, (*keep, added), sa.created_ns, sa.replicated, (added,)
+            name,
+            sa.config,
+            sa.group,
+            (*keep, added),
+            sa.created_ns,
+            sa.replicated,
+            (added,),
+            account=sa.account,
         )
-        self.streams[name] = new
+        self.streams[new.key] = new
         self._emit(StreamPeersChanged(new, sa.peers, peer, added))
         return PeerReplaced(new, peer, added)
 
@@ -719,7 +384,8 @@ class MetaMachine:
         if scale is not None:
             _s(scale, "group"), _i(scale, "seed"), _strs(scale, "online")
             _s(scale, "unique_tag"), _s(scale, "leader"), _i(scale, "created")
-        old = self.streams.get(name)
+        key = (_account(d, self.default_account), name)
+        old = self.streams.get(key)
         if old is None:
             return STREAM_NOT_FOUND
         want = _replicas(config)
@@ -732,9 +398,9 @@ class MetaMachine:
             if isinstance(scaled, MetaError):
                 return scaled
             sa = scaled
-        if config.get("subjects") != old.config.get("subjects") and self._overlaps(config, name):
+        if config.get("subjects") != old.config.get("subjects") and self._overlaps(config, key):
             return SUBJECT_OVERLAP
-        self.streams[name] = sa
+        self.streams[key] = sa
         self._emit(StreamUpdated(sa, old.config, reply, origin, old.peers))
         return Assigned(sa, created=False)
 
@@ -768,11 +434,12 @@ class MetaMachine:
             joiners,
             _i(scale, "created"),
             _replicas(old.config),
+            old.account,
         )
 
     def _delete_stream(self, d: Mapping[str, Any]) -> Removed | MetaError:
         name, reply = _s(d, "name"), _s(d, "reply")  # checked before the state changes
-        sa = self.streams.pop(name, None)
+        sa = self.streams.pop((_account(d, self.default_account), name), None)
         if sa is None:
             return STREAM_NOT_FOUND
         self._emit(StreamRemoved(sa, reply))
@@ -803,9 +470,16 @@ class MetaMachine:
             peers = (*rest, added) if added is not None else rest
             joiners = (added,) if added is not None else ()
             new = StreamAssignment(
-                sa.name, sa.config, sa.group, peers, sa.created_ns, sa.replicated, joiners
+                sa.name,
+                sa.config,
+                sa.group,
+                peers,
+                sa.created_ns,
+                sa.replicated,
+                joiners,
+                account=sa.account,
             )
-            self.streams[sa.name] = new
+            self.streams[new.key] = new
             self._emit(StreamPeersChanged(new, sa.peers, server, added or ""))
         return ServerRemoved(server, tuple(sa.name for sa, _ in changes))
 
@@ -830,8 +504,8 @@ class MetaMachine:
             peers[name] = PeerRecord(name, cluster, tuple(tags))
         streams = {}
         for sd in doc["streams"]:
-            sa = StreamAssignment.from_doc(sd)
-            streams[sa.name] = sa
+            sa = StreamAssignment.from_doc(sd, self.default_account)
+            streams[sa.key] = sa
         self.peers, self.streams = peers, streams
 
 

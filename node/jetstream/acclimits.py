@@ -7,7 +7,9 @@ Theory of operation: nats-server checks an account's JetStream limits beside the
   (checked first), then the account's reservations: a stream's ``max_bytes`` (1 byte when it
   has none) beside the other streams' ``max_bytes`` of its storage type must fit under
   ``max_mem``/``max_file``: else 500/10028 (memory) or 500/10047 (file).  An update checks
-  the growth of its ``max_bytes``.
+  the growth of its ``max_bytes``.  In a cluster every reservation counts once per replica
+  (an R3 stream of ``max_bytes`` 4M reserves 12M of the account's ``max_file``), as the
+  reference's meta leader counts them (observed on a three-node 2.15.1 cluster).
 * CONSUMER.CREATE of a new consumer on a stream that already has ``max_consumers``:
   400/10026 ``maximum consumers limit reached`` (the limit is per stream, as nats-server's).
 * A publish whose message would take the account's stored bytes of its storage type past
@@ -71,8 +73,11 @@ class AccountLimits:
     def _limit(self, storage: Storage) -> int:
         return self.max_memory if storage is Storage.MEMORY else self.max_storage
 
-    def check_create(self, cfg: StreamConfig, existing: Iterable[StreamConfig]) -> None:
-        """Whether the account may add stream ``cfg`` beside ``existing``.
+    def check_create(
+        self, cfg: StreamConfig, existing: Iterable[StreamConfig], *, replicated: bool = False
+    ) -> None:
+        """Whether the account may add stream ``cfg`` beside ``existing``
+        (``replicated``: in a cluster, where reservations count per replica).
 
         Raises:
             JSApiError: 10027, then 10028 (memory) or 10047 (file).
@@ -80,26 +85,39 @@ class AccountLimits:
         others = [c for c in existing if c.name != cfg.name]
         if self.max_streams > 0 and len(others) >= self.max_streams:
             raise JSApiError(MAXIMUM_STREAMS_LIMIT)
-        add = cfg.max_bytes if cfg.max_bytes > 0 else 1
-        self._check_bytes(cfg.storage, add, others)
+        add = (cfg.max_bytes if cfg.max_bytes > 0 else 1) * _copies(cfg, replicated)
+        self._check_bytes(cfg.storage, add, others, replicated)
 
     def check_update(
-        self, old: StreamConfig, new: StreamConfig, existing: Iterable[StreamConfig]
+        self,
+        old: StreamConfig,
+        new: StreamConfig,
+        existing: Iterable[StreamConfig],
+        *,
+        replicated: bool = False,
     ) -> None:
         """Whether stream ``old`` may become ``new`` within the account's reservations.
 
         Raises:
             JSApiError: 10028 (memory) or 10047 (file).
         """
-        grow = max(new.max_bytes, 0) - max(old.max_bytes, 0)
+        grow = max(new.max_bytes, 0) * _copies(new, replicated) - max(old.max_bytes, 0) * _copies(
+            old, replicated
+        )
         if grow > 0:
-            self._check_bytes(new.storage, grow, existing)
+            self._check_bytes(new.storage, grow, existing, replicated)
 
-    def _check_bytes(self, storage: Storage, add: int, configs: Iterable[StreamConfig]) -> None:
+    def _check_bytes(
+        self, storage: Storage, add: int, configs: Iterable[StreamConfig], replicated: bool
+    ) -> None:
         limit = self._limit(storage)
         if limit < 0:
             return
-        reserved = sum(c.max_bytes for c in configs if c.storage is storage and c.max_bytes > 0)
+        reserved = sum(
+            c.max_bytes * _copies(c, replicated)
+            for c in configs
+            if c.storage is storage and c.max_bytes > 0
+        )
         if reserved + add > limit:
             if storage is Storage.MEMORY:
                 raise JSApiError(MEMORY_RESOURCES_EXCEEDED)
@@ -124,3 +142,8 @@ class AccountLimits:
         acct = Accounting.MEMORY if storage is Storage.MEMORY else Accounting.FILE
         size = msg_size_raw(len(subject), len(hdr or b""), len(payload), acct)
         return used + size > limit
+
+
+def _copies(cfg: StreamConfig, replicated: bool) -> int:
+    """How many times a stream's reservation counts (its replicas, in a cluster)."""
+    return max(cfg.num_replicas, 1) if replicated else 1

@@ -24,9 +24,9 @@ accounts had directories (``<store_dir>/jetstream/streams``, ``_meta_``,
 ``quarantine`` directly under ``jetstream``) is moved once into the home
 account's directory at start (:func:`account_store_dir`).
 
-In a cluster only one account may enable JetStream (refused at start by
-``node.confaccounts.check_cluster_accounts``): the meta layer keeps one
-account's assignments.
+In a cluster the services of every account share the server's one meta layer
+(``node.jetstream.meta_account``): its assignments are keyed by account and
+stream name, and each service sees and acts on its own account's only.
 """
 
 from __future__ import annotations
@@ -99,19 +99,25 @@ async def purge_account(svc: JetStreamService) -> None:
     goes as by STREAM.DELETE, through the account's meta layer (its consumers'
     ``CONSUMER.DELETED`` advisories, then its ``STREAM.DELETED``, in the account),
     ``<store_dir>/jetstream/<account>`` is removed, and the account's API counters do
-    not count it.
+    not count it.  In a cluster this runs on the meta leader: the account's streams
+    are deleted cluster-wide through the meta log (each host drops its copy, as for
+    STREAM.DELETE); the account's directories stay.
     """
     from cluster.meta import MetaError, delete_stream_entry
+    from raft.errors import RaftError
 
-    if svc.meta is not None:  # a cluster's meta leader would decide (not served yet)
-        return
     names = sorted(svc.assignments.configs())
     counted = svc.api_total, svc.api_errors  # the effects count their answers: not these
     for name in names:
-        result = await svc.assignments.propose(delete_stream_entry(name, reply=""))
+        entry = delete_stream_entry(name, reply="", account=svc.account.name)
+        try:
+            result = await svc.assignments.propose(entry)
+        except RaftError as exc:  # the meta leader changed: the rest is not purged
+            log.warning("event=account_purge_failed stream=%s reason=%r", name, exc)
+            break
         if isinstance(result, MetaError):
             log.warning("event=account_purge_failed stream=%s reason=%r", name, result)
     svc.api_total, svc.api_errors = counted
-    if not svc.api.streams:
+    if svc.meta is None and not svc.api.streams:
         await trio.to_thread.run_sync(lambda: shutil.rmtree(svc.store_dir, ignore_errors=True))
     log.info("event=account_purged account=%s streams=%d", svc.account.name, len(names))

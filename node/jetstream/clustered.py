@@ -37,7 +37,7 @@ from cluster.meta import (
     update_stream_entry,
 )
 from cluster.model import Storage, StreamConfig
-from cluster.naming import group_name
+from cluster.naming import fresh_group_name
 from node.jetstream import scaling
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, checked_off_loop, dumps, error
 from node.jsapi import render
@@ -103,7 +103,7 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
             check_recreate(cfg, existing[cfg.name])
             config: dict[str, Any] = dict(sa.config)  # identical: its host answers again
         else:
-            svc.limits.check_create(cfg, existing.values())
+            svc.limits.check_create(cfg, existing.values(), replicated=clustered)
             if not clustered:  # a cluster's reservations are per server (not checked yet)
                 svc.resources.check_create(cfg, existing.values())
             await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
@@ -112,13 +112,16 @@ async def create(svc: JetStreamService, req: ApiRequest) -> str | None:
         raise error(type_, err) from None
     entry = add_stream_entry(
         config,
-        group=group_name("S", cfg.num_replicas, cfg.storage is Storage.FILE, meta.rng),
+        group=fresh_group_name(
+            "S", cfg.num_replicas, cfg.storage is Storage.FILE, meta.rng, meta.machine.groups()
+        ),
         created_ns=time.time_ns(),
         seed=meta.rng.getrandbits(63),
         online=await meta.online_for(cfg.num_replicas),
         unique_tag=meta.unique_tag,
         reply=req.reply.decode(),
         origin=_origin(svc, req),
+        account=svc.account.name,
     )
     result = await _propose(svc, entry)
     if isinstance(result, MetaError):
@@ -139,7 +142,7 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
         if old is None:
             raise JSApiError(STREAM_NOT_FOUND)
         cfg = check_update(old, new, clustered=svc.clustered)
-        svc.limits.check_update(old, cfg, existing.values())
+        svc.limits.check_update(old, cfg, existing.values(), replicated=svc.clustered)
         if not svc.clustered:
             svc.resources.check_update(old, cfg, existing.values())
         await checked_off_loop(req.body, lambda: check_overlap(cfg, existing.values()))
@@ -151,7 +154,11 @@ async def update(svc: JetStreamService, req: ApiRequest) -> str | None:
         scale = await scaling.scale_request(svc, sa, cfg)  # placed in meta apply
         log.info("event=stream_scale_proposed stream=%s replicas=%d", cfg.name, cfg.num_replicas)
     entry = update_stream_entry(
-        cfg.to_dict(), reply=req.reply.decode(), origin=_origin(svc, req), scale=scale
+        cfg.to_dict(),
+        reply=req.reply.decode(),
+        origin=_origin(svc, req),
+        scale=scale,
+        account=svc.account.name,
     )
     result = await _propose(svc, entry)
     if isinstance(result, MetaError):
@@ -164,7 +171,8 @@ async def delete(svc: JetStreamService, req: ApiRequest) -> str | None:
     meta = svc.assignments
     if meta.assignment(req.op[2]) is None:
         raise error(DELETE_RESPONSE, JSApiError(STREAM_NOT_FOUND))
-    result = await _propose(svc, delete_stream_entry(req.op[2], reply=""))
+    entry = delete_stream_entry(req.op[2], reply="", account=svc.account.name)
+    result = await _propose(svc, entry)
     if result is None:
         return None
     if isinstance(result, MetaError):

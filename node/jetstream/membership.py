@@ -100,6 +100,7 @@ async def peer_remove(svc: JetStreamService, req: ApiRequest) -> str | None:
         seed=meta.rng.getrandbits(63),
         online=meta.online(),
         unique_tag=meta.unique_tag,
+        account=svc.account.name,
     )
     result = await _propose(svc, entry)
     if result is None:

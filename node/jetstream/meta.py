@@ -1,4 +1,4 @@
-"""The meta layer of a clustered server: one JetStream per cluster.
+"""The meta layer of a clustered server: one JetStream per cluster, in every account.
 
 Theory of operation
 -------------------
@@ -29,6 +29,17 @@ itself, so a delete is answered even when the host is down).  At start the
 server reconciles its local streams with the assignments it recovered from
 its journal; a stream directory found on disk with no assignment is left
 untouched (never deleted on a guess).
+
+Accounts: a server runs one ``MetaLayer`` (one member of ``_meta_``) whatever
+the number of accounts with JetStream; the assignments are keyed by (account,
+stream name).  Each account's ``JetStreamService`` sees the group through its
+own ``node.jetstream.meta_account.AccountMeta``: its assignments only, and the
+API requests of its account decided by who hosts its streams.  The layer
+hands each effect to the service of the assignment's account (and only to
+it), and at start reconciles every account's assignments once every
+account's service is running.  The layer itself belongs to the home
+account's service (the first with JetStream): its directory holds ``_meta_``,
+and meta entries written before accounts were carried are that account's.
 """
 
 from __future__ import annotations
@@ -58,7 +69,6 @@ from cluster.meta import (
     peer_entry,
 )
 from cluster.meta.machine import Effect
-from cluster.model import StreamConfig
 from cluster.naming import peer_id
 from cluster.placement import PeerSpec
 from cluster.replicated import ReplicaSpec
@@ -71,6 +81,7 @@ from raft.links import TcpPeerLinks
 from raft.storage import OsDisk
 
 if TYPE_CHECKING:
+    from node.jetstream.meta_account import AccountMeta
     from node.jetstream.service import JetStreamService
     from node.route import Route
 
@@ -215,7 +226,12 @@ class MetaLayer:
         js = server.cfg.jetstream
         #: compaction bounds of this server's replicated stream groups
         self.journal_bounds = (js.raft_journal_entries_max, js.raft_journal_bytes_max)
-        self.machine = MetaMachine(overlap=configs_overlap)
+        self.machine = MetaMachine(overlap=configs_overlap, default_account=svc.account.name)
+        #: every account's view, by account name (registered by the services)
+        self.views: dict[str, AccountMeta] = {}
+        #: the accounts JetStream runs in on this server (each registers a view)
+        self.expected = {a.name for a in server.accounts.jetstream_accounts} or {svc.account.name}
+        self._views_started = trio.Event()
         self.group: RaftGroup | None = None
         self.links = TcpPeerLinks(
             self.name, link_secret(cluster), rng=random.Random(server.rng.random())
@@ -229,13 +245,26 @@ class MetaLayer:
         self._born = trio.current_time()
         self._effects_send, self._effects_recv = trio.open_memory_channel[Effect](math.inf)
         self.rng = random.Random(server.rng.random())
-        self._parked: list[tuple[float, Any, Callable[[Any], None]]] = []
+        self._parked: list[
+            tuple[float, Any, Callable[[Any], None], Callable[[tuple[str, ...]], bool | None]]
+        ] = []
         self._parked_wake = trio.Event()
         self._changed = trio.Event()
         self._ever_had_leader = False
         self._leaderless_since: float | None = trio.current_time()
         self._nursery: trio.Nursery | None = None
         self._sys_client: Any = None  # publishes the meta advisories (system account)
+
+    # -- accounts -------------------------------------------------------------
+
+    def register(self, view: AccountMeta) -> None:
+        """An account's service joins (before its ``started``)."""
+        self.views[view.account] = view
+
+    def view_started(self) -> None:
+        """One more account's service runs: reconcile once all of them do."""
+        if self.expected <= {a for a, v in self.views.items() if v.started}:
+            self._views_started.set()
 
     # -- routes -------------------------------------------------------------
 
@@ -298,6 +327,7 @@ class MetaLayer:
             )
             await nursery.start(self.group.run)
             self.machine.listener = self._effects_send.send_nowait
+            await self._views_started.wait()
             await self._reconcile()
             self.ready.set()
             log.info("event=meta_started members=%s", ",".join(sorted(peers)))
@@ -367,13 +397,6 @@ class MetaLayer:
                     nursery.start_soon(one, peer)
         return self.online()
 
-    def configs(self) -> dict[str, StreamConfig]:
-        """Every stream's config, by name (the meta state's, parsed once)."""
-        return self.machine.configs()
-
-    def assignment(self, stream: str) -> StreamAssignment | None:
-        return self.machine.streams.get(stream)
-
     def hosts(self, sa: StreamAssignment) -> bool:
         """Whether this server runs ``sa`` (one of its peers)."""
         return self.name in sa.peers
@@ -407,10 +430,10 @@ class MetaLayer:
             out.append(PeerSpec(n, self.cluster_name, tags, n in up, 0))
         return out
 
-    def replicated_block(self, stream: Any) -> dict[str, Any]:
-        """StreamInfo ``cluster`` of a replicated stream, as its leader sees it."""
+    def replicated_block(self, stream: Any, account: str) -> dict[str, Any]:
+        """StreamInfo ``cluster`` of ``account``'s replicated stream, as its leader sees it."""
         rg = stream.replicated
-        sa = self.machine.streams.get(stream.cfg.name)
+        sa = self.machine.stream(stream.cfg.name, account)
         doc: dict[str, Any] = {"name": self.cluster_name, "raft_group": rg.group_id}
         leader = rg.leader_id
         if leader is not None:
@@ -453,34 +476,6 @@ class MetaLayer:
             }
         return doc
 
-    def answers(self, op: tuple[str, ...]) -> bool | None:
-        """Whether this server handles an API request (exactly one does);
-        None while that depends on a meta leader not known yet (park it)."""
-        if op[:3] in META_LEADER_OPS:  # about a stream, decided by the meta leader
-            if not self.ready.is_set() or self.leader is None:
-                return None
-            return self.leader == self.name
-        name = stream_of_op(op)
-        local = None if name is None else self.svc.api.streams.get(name)
-        if local is not None:  # this server runs the stream
-            rg = local.replicated
-            if rg is None:
-                return True
-            if rg.leader_id is None:
-                return None  # its group is electing: answered by the new leader
-            return rg.is_leader
-        if not self.ready.is_set():
-            return True if self.unavailable(op) else None
-        leader = self.leader
-        if leader is None:
-            return True if self.unavailable(op) else None
-        sa = None if name is None else self.machine.streams.get(name)
-        if sa is not None and self.hosts(sa):
-            return None  # assigned here and starting: answered once it runs
-        if leader != self.name:
-            return False
-        return sa is None
-
     def unavailable(self, op: tuple[str, ...]) -> bool:
         """Whether a request needing the meta leader is answered 503/10008 now:
         cluster-wide ops after ``QUORUM_LOST_S`` without a meta leader."""
@@ -497,12 +492,18 @@ class MetaLayer:
         """Something parked requests may wait for happened (a leader, a stream)."""
         self._changed.set()
 
-    def park(self, req: Any, dispatch: Callable[[Any], None]) -> None:
-        """Hold a request until a meta leader is known (at most ``PARK_S_MAX``)."""
+    def park(
+        self,
+        req: Any,
+        dispatch: Callable[[Any], None],
+        answers: Callable[[tuple[str, ...]], bool | None],
+    ) -> None:
+        """Hold a request until a meta leader is known (at most ``PARK_S_MAX``);
+        ``answers`` is its account's verdict (``AccountMeta.answers``)."""
         if len(self._parked) >= PARKED_MAX:
             log.warning("event=meta_parked_full subject=%r", req.subject)
             return
-        self._parked.append((trio.current_time(), req, dispatch))
+        self._parked.append((trio.current_time(), req, dispatch, answers))
         self._parked_wake.set()
 
     async def _unpark_loop(self) -> None:
@@ -513,12 +514,12 @@ class MetaLayer:
                 if self.ready.is_set() and self.leader is not None:
                     now = trio.current_time()
                     batch, self._parked = self._parked, []
-                    for t, req, dispatch in batch:
+                    for t, req, dispatch, answers in batch:
                         if now - t > PARK_S_MAX:
                             continue
-                        verdict = self.answers(req.op)
+                        verdict = answers(req.op)
                         if verdict is None:
-                            self._parked.append((t, req, dispatch))
+                            self._parked.append((t, req, dispatch, answers))
                         elif verdict:
                             dispatch(req)
                     if not self._parked:
@@ -594,35 +595,49 @@ class MetaLayer:
                 log.exception("event=meta_effect_failed effect=%r", effect)
             self.kick()
 
+    def _service(self, sa: StreamAssignment) -> JetStreamService | None:
+        """The service of ``sa``'s account here (None: JetStream is not enabled
+        for that account on this server: its assignments are not acted on)."""
+        view = self.views.get(sa.account)
+        if view is None:
+            log.warning("event=meta_account_unknown account=%s stream=%s", sa.account, sa.name)
+            return None
+        return view.svc
+
     async def _on_effect(self, effect: Effect) -> None:
         from node.jetstream import meta_effects
 
+        svc = self._service(effect.assignment)
+        if svc is None:
+            return
         if isinstance(effect, StreamAssigned):
             if self.hosts(effect.assignment):
-                await meta_effects.assigned(self.svc, effect)
+                await meta_effects.assigned(svc, effect)
         elif isinstance(effect, StreamUpdated):
             if effect.scaled:
                 from node.jetstream import scaling
 
-                await scaling.scaled(self.svc, effect)
+                await scaling.scaled(svc, effect)
             elif self.hosts(effect.assignment):
-                await meta_effects.updated(self.svc, effect)
+                await meta_effects.updated(svc, effect)
         elif isinstance(effect, StreamRemoved):
-            if effect.assignment.name in self.svc.api.streams:
-                await meta_effects.removed(self.svc, effect)
+            if effect.assignment.name in svc.api.streams:
+                await meta_effects.removed(svc, effect)
         elif isinstance(effect, StreamPeersChanged):
-            await self.svc.membership.peers_changed(effect)
+            await svc.membership.peers_changed(effect)
 
     async def _reconcile(self) -> None:
-        """Start the streams assigned to this server (at start)."""
+        """Start the streams assigned to this server, every account's (at start)."""
         from node.jetstream import meta_effects
 
         for sa in self.machine.assigned_to(self.name):
-            if self.hosts(sa) and sa.name not in self.svc.api.streams:
-                try:
-                    await meta_effects.ensure_local(self.svc, sa)
-                except Exception:
-                    log.exception("event=stream_start_failed stream=%s", sa.name)
+            svc = self._service(sa)
+            if svc is None or not self.hosts(sa) or sa.name in svc.api.streams:
+                continue
+            try:
+                await meta_effects.ensure_local(svc, sa)
+            except Exception:
+                log.exception("event=stream_start_failed account=%s stream=%s", sa.account, sa.name)
 
     # -- registration ---------------------------------------------------------
 

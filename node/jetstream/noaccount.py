@@ -19,7 +19,8 @@ reply, as nats-server gives.  ``$JS.API.ACCOUNT.PURGE.<account>`` from the syste
 of a single server answers ``{"initiated":true}`` for any account name (the body is ignored)
 and then deletes every stream of that account, if it has JetStream, with their advisories in
 the account, and its directory, as nats-server 2.15.1 does (``accounts_js.purge_account``);
-from any other account, without an account token, or in a cluster, it gets no reply.  Removing the meta leader itself (nats-server: no reply, the
+from any other account or without an account token it gets no reply; in a cluster the meta
+leader answers it (``MetaOps``) and deletes the account's streams through the meta log.  Removing the meta leader itself (nats-server: no reply, the
 server leaves the group and another leads): the leader hands the lead over, then publishes the
 request again (marked, without a reply subject) for the next leader to act on.
 """
@@ -135,7 +136,7 @@ def not_enabled_answer(op: tuple[str, ...], *, system: bool, clustered: bool) ->
         if op[:2] == ("ACCOUNT", "PURGE"):
             if len(op) == 3 and not clustered:  # ``AccountPurge`` acts on it
                 return _doc_ok("account_purge_response", {"initiated": True})
-            return None  # no account named, or a cluster (not served there yet)
+            return None  # no account named, or a cluster (the meta leader's ``MetaOps``)
         return _doc("system_response", NOT_ENABLED, {})
     if any(op[: len(p)] == p for p in _UNIMPORTED):
         return NO_RESPONDERS
@@ -272,6 +273,7 @@ class MetaOps:
         for p in prefixes:
             self.client.subscribe(p + b"META.LEADER.STEPDOWN", self._on_stepdown)
             self.client.subscribe(p + b"SERVER.REMOVE", self._on_remove)
+            self.client.subscribe(p + b"ACCOUNT.PURGE.*", self._on_purge)
         self._remove_subject = b"$JS.API.SERVER.REMOVE"
 
     def _meta(self) -> Any:
@@ -285,6 +287,22 @@ class MetaOps:
         """Answer an operator request, and audit it in the system account."""
         self.client.publish(reply, text.encode())
         system_audit(self, subject, body, text)
+
+    def _on_purge(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """``ACCOUNT.PURGE.<account>`` on the meta leader: ``{"initiated":true}`` for
+        any account name, then every stream of the account is deleted through the
+        meta log (``accounts_js.purge_account``), as nats-server 2.15.1's meta leader."""
+        meta = self._meta()
+        if meta is None or not reply:
+            return
+        subj = subject.decode(errors="replace")
+        self._reply(reply, _doc_ok("account_purge_response", {"initiated": True}), subj, body)
+        account = subj.rsplit(".", 1)[-1]
+        svc = next((j for j in self.server.js_services if j.account.name == account), None)
+        if svc is not None:
+            svc.purge_account()
 
     def _on_stepdown(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes

@@ -44,7 +44,7 @@ from cluster.consumer_table import config_bytes
 from cluster.group_bootstrap import ConsumerEntry, read_bootstrap, write_bootstrap
 from cluster.meta import StreamAssignment, StreamUpdated, scale_fields
 from cluster.model import Storage, StreamConfig
-from cluster.naming import group_name
+from cluster.naming import fresh_group_name, group_name
 from cluster.streams import Stream
 
 if TYPE_CHECKING:
@@ -68,7 +68,9 @@ async def scale_request(
     if sa.replicated and cfg.num_replicas < len(sa.peers):
         leader = await ask_leader(svc, sa.group)
     return scale_fields(
-        group=group_name("S", cfg.num_replicas, cfg.storage is Storage.FILE, meta.rng),
+        group=fresh_group_name(
+            "S", cfg.num_replicas, cfg.storage is Storage.FILE, meta.rng, meta.machine.groups()
+        ),
         seed=meta.rng.getrandbits(63),
         online=meta.online(),
         unique_tag=meta.unique_tag,

@@ -57,7 +57,7 @@ from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
 from node.jetstream.membership import Membership
-from node.jetstream.meta import MetaLayer
+from node.jetstream.meta_account import AccountMeta
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, AccountStorage, StorageLimits
 from node.jetstream.solo_meta import SoloMeta
 from node.jsapi import render
@@ -170,8 +170,9 @@ class JetStreamService:
     Args:
         server: the server (config, accounts, routes).
         account: the ``node.accounts.Account`` served (None: the home account,
-            the first that enables JetStream); a service of another account
-            never runs the meta layer (``node.jetstream.accounts_js``).
+            the first that enables JetStream); in a cluster the home
+            account's service runs the meta layer and the others share it
+            (``node.jetstream.meta_account``).
         storage: the server's storage limits, shared by the accounts' services
             (None: this service makes them).
     """
@@ -208,13 +209,13 @@ class JetStreamService:
         self.api_inflight = 0  # queued or being handled
         #: whether this server is one of a cluster's (routes, the ``_meta_`` group)
         self.clustered = server.cfg.cluster is not None
-        #: the ``_meta_`` Raft group's member in cluster mode, else None
-        self.meta: MetaLayer | None = None
+        #: the account's view of the ``_meta_`` Raft group in cluster mode, else None
+        self.meta: AccountMeta | None = None
         #: the meta layer that decides stream creates, updates and deletes: the
         #: ``_meta_`` group in a cluster, a group of one on a standalone server
-        self.assignments: MetaLayer | SoloMeta
+        self.assignments: AccountMeta | SoloMeta
         if self.clustered:
-            self.meta = self.assignments = MetaLayer(self)
+            self.meta = self.assignments = AccountMeta.for_service(self)
         else:
             self.assignments = SoloMeta(self)
         self.membership = Membership(self)
@@ -247,14 +248,17 @@ class JetStreamService:
                 self.client.subscribe(b"$JS." + self.domain.encode() + b".API.>", self._on_api)
             if self.meta is not None:  # streams start as the meta layer assigns them
                 server = self.server
-                server.route_listeners.append(self.meta.route_up)
-                for route in list(server.routes.by_id.values()):
-                    self.meta.route_up(route)
-                server.raft_links = self.meta.links
                 self.api.on_stream_started.append(self.membership.stream_started)
                 self.membership.start()
                 clustered.usage_responder(self)
-                nursery.start_soon(self.meta.run)
+                if self.meta.runs_layer:  # the home account's: one layer per server
+                    layer = self.meta.layer
+                    server.route_listeners.append(layer.route_up)
+                    for route in list(server.routes.by_id.values()):
+                        layer.route_up(route)
+                    server.raft_links = layer.links
+                    nursery.start_soon(layer.run)
+                self.meta.mark_started()
             task_status.started()
             async for req in self._recv:
                 try:
@@ -654,8 +658,12 @@ class JetStreamService:
         )
         meta = self.meta
         return JetStreamView(
-            # R>1 groups hosted here and the meta group (R1 streams do not count)
-            ha_assets=(1 + sum(1 for s in self.api.streams.values() if s.replicated))
+            # R>1 groups hosted here and the meta group, counted by the service that runs
+            # it (the home account's: the views are summed over accounts; R1 streams do
+            # not count)
+            ha_assets=(
+                int(meta.runs_layer) + sum(1 for s in self.api.streams.values() if s.replicated)
+            )
             if meta is not None and self.api is not None
             else 0,
             meta=meta.cluster_info() if meta is not None else None,
@@ -709,7 +717,7 @@ async def _account_info(svc: JetStreamService, req: ApiRequest) -> str:
     view = svc.stats()
     if svc.meta is not None:  # the whole cluster's streams (asked of every server)
         usage = await clustered.cluster_usage(svc)
-        n_streams = len(svc.meta.machine.streams)
+        n_streams = len(svc.meta.configs())
     else:
         usage = clustered.local_usage(svc)
         n_streams = sum(len(acc.streams) for acc in view.accounts)

@@ -81,7 +81,7 @@ from cluster.meta import (
     update_stream_entry,
 )
 from cluster.model import Storage, StreamConfig
-from cluster.naming import group_name
+from cluster.naming import fresh_group_name
 from cluster.stream_archive import (
     Archive,
     ArchivedConsumer,
@@ -697,13 +697,16 @@ async def _assign_restored(svc: JetStreamService, stream: Any) -> None:
     cfg = stream.cfg
     entry = add_stream_entry(
         cfg.to_dict(),
-        group=group_name("S", 1, cfg.storage is Storage.FILE, meta.rng),
+        group=fresh_group_name(
+            "S", 1, cfg.storage is Storage.FILE, meta.rng, meta.machine.groups()
+        ),
         created_ns=stream.created_ns,
         seed=meta.rng.getrandbits(63),
         online=meta.online(),
         unique_tag=meta.unique_tag,
         reply="",
         peers=[svc.server.server_name],
+        account=svc.account.name,
     )
     try:
         result = await meta.propose(entry)
@@ -736,7 +739,7 @@ async def _scale_restored(svc: JetStreamService, cfg: StreamConfig) -> None:
     sa = meta.assignment(cfg.name)
     assert sa is not None
     scale = await scaling.scale_request(svc, sa, cfg)
-    entry = update_stream_entry(cfg.to_dict(), reply="", scale=scale)
+    entry = update_stream_entry(cfg.to_dict(), reply="", scale=scale, account=svc.account.name)
     try:
         result = await meta.propose(entry)
     except RaftError as exc:
@@ -746,7 +749,7 @@ async def _scale_restored(svc: JetStreamService, cfg: StreamConfig) -> None:
     log.warning("event=restore_scale_failed stream=%s result=%r", cfg.name, result)
     with trio.CancelScope(shield=True):
         try:
-            await meta.propose(delete_stream_entry(cfg.name, reply=""))
+            await meta.propose(delete_stream_entry(cfg.name, reply="", account=svc.account.name))
         except RaftError as exc:
             log.warning("event=restore_undo_failed stream=%s error=%r", cfg.name, exc)
     if isinstance(result, MetaError):

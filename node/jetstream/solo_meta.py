@@ -69,7 +69,9 @@ class SoloMeta:
         self.name = server.server_name
         self.tags = tuple(server.cfg.server_tags)
         self.unique_tag = server.cfg.jetstream.unique_tag or ""
-        self.machine = MetaMachine(solo=self.name, overlap=configs_overlap)
+        self.machine = MetaMachine(
+            solo=self.name, overlap=configs_overlap, default_account=svc.account.name
+        )
         self.rng = random.Random(server.rng.random())
 
     # -- who answers: always this server ---------------------------------------
@@ -102,7 +104,7 @@ class SoloMeta:
         return self.machine.configs()
 
     def assignment(self, stream: str) -> StreamAssignment | None:
-        return self.machine.streams.get(stream)
+        return self.machine.stream(stream)
 
     def hosts(self, sa: StreamAssignment) -> bool:
         return True

@@ -623,8 +623,8 @@ def raftz(server: Any, query: Query | None = None) -> dict[str, Any]:
 
     Without ``acc`` only the system account's groups (the meta group
     ``_meta_``, shown under the system account's name); ``group=`` filters by name; an
-    unknown account is ``{}``.  The JetStream account (``acc=$G`` …) lists the groups of
-    its replicated streams (with trijet's compaction and catch-up counters).
+    unknown account is ``{}``.  A JetStream account (``acc=$G``, ``acc=APP`` …) lists the
+    groups of its replicated streams (with trijet's compaction and catch-up counters).
     """
     q = query or Query()
     system = system_account_name(server)
@@ -635,9 +635,14 @@ def raftz(server: Any, query: Query | None = None) -> dict[str, Any]:
     if meta is not None and acc != system:
         accounts = getattr(server, "accounts", None)
         home = getattr(getattr(accounts, "home", None), "name", "$G")
-        api = getattr(js, "api", None)
+        services = getattr(server, "js_services", None) or [js]
+        svc = next(
+            (s for s in services if getattr(getattr(s, "account", None), "name", home) == acc),
+            None,
+        )
+        api = getattr(svc, "api", None)
         groups: dict[str, Any] = {}
-        if acc == home and api is not None:
+        if api is not None:
             for stream in list(api.streams.values()):
                 rg = getattr(stream, "replicated", None)
                 if rg is None or (group and group != rg.group_id):

@@ -458,14 +458,14 @@ def _remove(name: str, peer: str, *, online: Any = SERVERS, unique_tag: str = ""
 def test_remove_peer_places_a_free_server_and_emits() -> None:
     m = _machine("n1", "n2", "n3")
     m.apply(_add(_cfg("A", num_replicas=2)))
-    before = m.streams["A"]
+    before = m.stream("A")
     gone = before.peers[0]
     spare = ({"n1", "n2", "n3"} - set(before.peers)).pop()
     effects: list[object] = []
     m.listener = effects.append
     res = m.apply(_remove("A", gone))
-    assert res == PeerReplaced(m.streams["A"], gone, spare)
-    after = m.streams["A"]
+    assert res == PeerReplaced(m.stream("A"), gone, spare)
+    after = m.stream("A")
     assert after.peers == (before.peers[1], spare)
     assert (after.group, after.created_ns, after.config) == (
         before.group,
@@ -481,15 +481,15 @@ def test_remove_peer_refusals_change_nothing() -> None:
     m.apply(_add(_cfg("R3", num_replicas=3)))
     m.apply(_add(_cfg("R1", subjects=["r1"])))
     m.apply(_add(_cfg("R2", subjects=["r2"], num_replicas=2)))
-    spare = ({"n1", "n2", "n3"} - set(m.streams["R2"].peers)).pop()
+    spare = ({"n1", "n2", "n3"} - set(m.stream("R2").peers)).pop()
     snap = m.snapshot()
     assert m.apply(_remove("R3", "n1")) == PEER_REMAP_FAILED  # no free server
     assert m.apply(_remove("R3", "n9")) == PEER_NOT_MEMBER
     assert m.apply(_remove("R2", spare)) == PEER_NOT_MEMBER
-    assert m.apply(_remove("R1", m.streams["R1"].peers[0])) == PEER_REMAP_FAILED
+    assert m.apply(_remove("R1", m.stream("R1").peers[0])) == PEER_REMAP_FAILED
     assert m.apply(_remove("NOPE", "n1")) == STREAM_NOT_FOUND
     # the only free server is offline
-    member = m.streams["R2"].peers[0]
+    member = m.stream("R2").peers[0]
     online = [s for s in SERVERS if s != spare]
     assert m.apply(_remove("R2", member, online=online)) == PEER_REMAP_FAILED
     assert m.snapshot() == snap
@@ -506,17 +506,17 @@ def test_remove_peer_honours_tags_and_unique_tag() -> None:
         m.apply(peer_entry(PeerRecord(name, "C1", tags)))
     # R2 on ssd servers: n1 and n3; removing one has no other ssd server free
     m.apply(_add(_cfg("S", subjects=["s"], num_replicas=2, placement={"tags": ["ssd"]})))
-    assert set(m.streams["S"].peers) == {"n1", "n3"}
+    assert set(m.stream("S").peers) == {"n1", "n3"}
     assert m.apply(_remove("S", "n1")) == PEER_REMAP_FAILED
     # unique az: an R2 on n2 (az:1) and n3 (az:2) losing n2 may only take n1
     m.apply(_add(_cfg("U", subjects=["u"], num_replicas=2), unique_tag="az:", seed=11))
-    peers = m.streams["U"].peers
+    peers = m.stream("U").peers
     az = {"n1": "1", "n2": "1", "n3": "2", "n4": "2"}
     assert az[peers[0]] != az[peers[1]]
     gone = peers[0]
     res = m.apply(_remove("U", gone, unique_tag="az:"))
     assert isinstance(res, PeerReplaced)
-    new = m.streams["U"].peers
+    new = m.stream("U").peers
     assert gone not in new and az[new[0]] != az[new[1]]
 
 
@@ -525,19 +525,19 @@ def test_remove_server_replaces_it_where_it_can_and_keeps_the_rest() -> None:
     m.apply(_add(_cfg("R3", num_replicas=3)))
     m.apply(_add(_cfg("R2", subjects=["r2"], num_replicas=2)))
     m.apply(_add(_cfg("R1", subjects=["r1"])))
-    victim = m.streams["R2"].peers[0]
-    spare = ({"n1", "n2", "n3"} - set(m.streams["R2"].peers)).pop()
-    r1_before, r3_before = m.streams["R1"], m.streams["R3"]
+    victim = m.stream("R2").peers[0]
+    spare = ({"n1", "n2", "n3"} - set(m.stream("R2").peers)).pop()
+    r1_before, r3_before = m.stream("R1"), m.stream("R3")
     effects: list[object] = []
     m.listener = effects.append
     res = m.apply(remove_server_entry(victim, seed=5, online=SERVERS, unique_tag=""))
     assert res == ServerRemoved(victim, ("R2", "R3"))
     assert victim not in m.peers
-    assert set(m.streams["R2"].peers) == {"n1", "n2", "n3"} - {victim}
-    assert spare in m.streams["R2"].peers
+    assert set(m.stream("R2").peers) == {"n1", "n2", "n3"} - {victim}
+    assert spare in m.stream("R2").peers
     # an R3 on three servers has nobody free: it runs on the other two
-    assert m.streams["R3"].peers == tuple(p for p in r3_before.peers if p != victim)
-    assert m.streams["R1"] == r1_before  # never re-created empty elsewhere
+    assert m.stream("R3").peers == tuple(p for p in r3_before.peers if p != victim)
+    assert m.stream("R1") == r1_before  # never re-created empty elsewhere
     assert [type(e).__name__ for e in effects] == ["StreamPeersChanged"] * 2
     assert _restored(m).snapshot() == m.snapshot()
     # gone now: a second remove is refused, and placement no longer uses it
@@ -546,7 +546,7 @@ def test_remove_server_replaces_it_where_it_can_and_keeps_the_rest() -> None:
     assert again == SERVER_NOT_MEMBER
     assert m.snapshot() == snap
     m.apply(_add(_cfg("NEW", subjects=["new"], num_replicas=2)))
-    assert victim not in m.streams["NEW"].peers
+    assert victim not in m.stream("NEW").peers
 
 
 # ---------------------------------------------------------------- a cluster of one
@@ -626,7 +626,7 @@ def test_apply_refuses_overlapping_subjects_decided_elsewhere() -> None:
 
 
 def _scaled(m: MetaMachine, name: str, replicas: int, **kw: Any) -> object:
-    cfg = dict(m.streams[name].config, num_replicas=replicas)
+    cfg = dict(m.stream(name).config, num_replicas=replicas)
     return m.apply(update_stream_entry(cfg, reply="_INBOX.s", scale=_scale(**kw)))
 
 
@@ -712,12 +712,12 @@ def test_a_scaled_assignment_survives_a_snapshot() -> None:
     m = _machine()
     m.apply(_add(_cfg("A")))
     _scaled(m, "A", 3)
-    sa = m.streams["A"]
+    sa = m.stream("A")
     r = _restored(m)
-    assert r.streams["A"] == sa and r.snapshot() == m.snapshot()
+    assert r.stream("A") == sa and r.snapshot() == m.snapshot()
     _scaled(m, "A", 1, leader=sa.peers[1])
     r = _restored(m)
-    assert r.streams["A"].replicated and r.streams["A"].peers == (sa.peers[1],)
+    assert r.stream("A").replicated and r.stream("A").peers == (sa.peers[1],)
 
 
 @settings(max_examples=300, deadline=None)

@@ -40,23 +40,6 @@ def test_operator_mode_refused_at_start(tmp_path: Path) -> None:
     assert "Server is ready" not in done.stderr + done.stdout
 
 
-def test_jetstream_in_two_accounts_refused_in_a_cluster(tmp_path: Path) -> None:
-    """JetStream in several accounts runs on one server; a cluster's meta layer keeps one
-    account's assignments yet, so a clustered configuration that needs more stops the
-    server, and no tenant can see another's streams."""
-    conf = tmp_path / "server.conf"
-    conf.write_text(
-        "port: -1\nserver_name: n1\ncluster { name: C, port: -1 }\n"
-        "jetstream: enabled\naccounts {\n"
-        "  A: { users: [{user: a, password: a}], jetstream: enabled }\n"
-        "  B: { users: [{user: b, password: b}], jetstream: enabled }\n}\n"
-    )
-    done = _run(conf)
-    assert done.returncode != 0
-    assert "JetStream in more than one account is not supported in a cluster yet" in done.stderr
-    assert "Server is ready" not in done.stderr + done.stdout
-
-
 def test_account_mappings_refused_at_start(tmp_path: Path) -> None:
     conf = tmp_path / "server.conf"
     conf.write_text("port: -1\naccounts { A: { mappings: { a: b } } }\n")

@@ -530,19 +530,14 @@ def test_accounts_config_errors(tmp_path: Path, text: str, needle: str) -> None:
     assert str(ei.value).startswith(f"{path}:"), str(ei.value)
 
 
-def test_jetstream_in_several_accounts_refused_in_a_cluster(tmp_path: Path) -> None:
+def test_jetstream_in_several_accounts_accepted_in_a_cluster(tmp_path: Path) -> None:
+    """JetStream in several accounts is served in a cluster as on one server."""
     text = "server_name: n1\ncluster { name: C, port: -1 }\njetstream: enabled\n"
     text += "accounts { A: { jetstream: enabled }, B: { jetstream: enabled } }\n"
-    with pytest.raises(ConfigError) as ei:
-        load(["-c", write(tmp_path, text)])
-    want = "JetStream in more than one account is not supported in a cluster yet (enabled in A, B)"
-    assert want in str(ei.value)
-    load(
-        [
-            "-c",
-            write(tmp_path, text.replace("server_name: n1\ncluster { name: C, port: -1 }\n", "")),
-        ]
-    )
+    from node.confaccounts import jetstream_accounts
+
+    cfg = load(["-c", write(tmp_path, text)])
+    assert jetstream_accounts(cfg) == ["A", "B"] and cfg.cluster is not None
 
 
 def test_no_auth_user_without_accounts_still_served(tmp_path: Path) -> None:

@@ -86,11 +86,11 @@ def test_server_remove_moves_assets() -> None:
         reply="",
     )
     m.machine.apply(entry)
-    victim = m.machine.streams["R2"].peers[-1]
+    victim = m.machine.stream("R2").peers[-1]
     assert _run(remap_server, m, victim) is None
     assert victim not in m.machine.peers
-    assert victim not in m.machine.streams["R2"].peers
-    assert len(m.machine.streams["R2"].peers) == 2  # the spare took its place
+    assert victim not in m.machine.stream("R2").peers
+    assert len(m.machine.stream("R2").peers) == 2  # the spare took its place
     assert peer_id(victim)  # named as the reference names peers
 
 

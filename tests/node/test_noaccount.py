@@ -78,10 +78,12 @@ def test_cluster_differences() -> None:
     )
 
 
-def test_account_purge_only_from_the_system_account_of_one_server() -> None:
+def test_account_purge_only_from_the_system_account() -> None:
     op = ("ACCOUNT", "PURGE", "B")
     doc = _doc(not_enabled_answer(op, system=True, clustered=False))
     assert doc == {"type": "io.nats.jetstream.api.v1.account_purge_response", "initiated": True}
-    assert not_enabled_answer(op, system=True, clustered=True) is None  # not served there yet
+    assert (
+        not_enabled_answer(op, system=True, clustered=True) is None
+    )  # the meta leader's (MetaOps)
     assert not_enabled_answer(("ACCOUNT", "PURGE"), system=True, clustered=False) is None
     assert not_enabled_answer(op, system=False, clustered=False) is None
