@@ -2,8 +2,11 @@
 
 Theory of operation: a ``PullDispatcher`` holds one pull consumer's waiting
 ``MSG.NEXT`` requests (``PullRequest``: batch, max bytes, expiry, heartbeat)
-in arrival order, and its task serves the oldest request whenever the
-consumer may deliver (``Consumer.changed``), sends the 404/408/409 status
+in arrival order, and its task serves them whenever the consumer may
+deliver (``Consumer.changed``) -- requests waiting together take turns, one
+message each, as nats-server's ``waitQueue.pop`` hands them out
+(``node.jetstream.pullturns``; with ``pinned_client`` and ``overflow`` the
+request ``pick`` chooses is served a run at a time) --, sends the 404/408/409 status
 messages and idle heartbeats byte for byte as nats-server, and retires
 requests that expired, were fulfilled or were superseded.  The messages
 themselves go out through ``ConsumerManager.send``.
