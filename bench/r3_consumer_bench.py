@@ -15,7 +15,9 @@ same nats-server-format conf files for both; 127.0.0.1; temp stores).  Then:
   makes it (explicit ack, ``filter_subject: bench.js``, deliver all); the C
   ``jsconsume`` fetches batches of ``--batch`` (100) and acks every message
   (``+ACK``); the consumer must then report ack pending 0 and every message
-  acknowledged.  Figure: msgs/s, first request to last message.
+  acknowledged.  Figure: msgs/s, first request to last message; with
+  ``--pull-repeat N`` the median of N runs, each by a new durable over the
+  same messages (on a loaded machine single runs swing by 2x).
 * **push** -- a durable push consumer (ack none, flow control, heartbeats, as
   nats-py/nats.js push subscribers make them), filtered on ``bench.js``;
   figure: msgs/s, first to last message.
@@ -40,6 +42,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -151,26 +154,38 @@ def settled(api: ApiClient, name: str, n: int) -> dict[str, Any]:
 
 
 def pull(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]:
+    """``--pull-repeat`` runs, each with a new durable over the same messages;
+    the median rate (the runs' rates are printed)."""
+    rates = []
+    for i in range(args.pull_repeat):
+        name = "PULL" if i == 0 else f"PULL{i}"
+        rates.append(_pull_once(c, api, args, name))
+    if len(rates) > 1:
+        print(f"  {c.kind} pull runs: " + " ".join(f"{r:,.0f}" for r in rates), flush=True)
+    return {"pull": statistics.median(rates)}
+
+
+def _pull_once(c: Cluster, api: ApiClient, args: argparse.Namespace, name: str) -> float:
     cfg = {
-        "durable_name": "PULL",
+        "durable_name": name,
         "ack_policy": "explicit",
         "deliver_policy": "all",
         "filter_subject": "bench.js",
     }
     made = api.request(
-        f"$JS.API.CONSUMER.CREATE.{STREAM}.PULL", {"stream_name": STREAM, "config": cfg}
+        f"$JS.API.CONSUMER.CREATE.{STREAM}.{name}", {"stream_name": STREAM, "config": cfg}
     )
     created(made, "pull consumer create")
     port = leader_port(c, api, STREAM)
-    cmd = [*args.jsconsume, "-P", str(port), "-s", STREAM, "-c", "PULL"]
+    cmd = [*args.jsconsume, "-P", str(port), "-s", STREAM, "-c", name]
     cmd += ["-n", str(args.consume), "-b", str(args.batch), "-k", "1"]
     spy = Spy(c, api, STREAM, "pull", args)
     res = finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), 1800.0)
     spy.stop()
     if not res.get("ok"):
         raise RuntimeError(f"pull client: {res}")
-    settled(api, "PULL", args.consume)
-    return {"pull": float(res["msgs_per_s"])}
+    settled(api, name, args.consume)
+    return float(res["msgs_per_s"])
 
 
 def push(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]:
@@ -287,6 +302,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kv-ops", type=int, default=2_000, help="KV puts and gets, one at a time")
     p.add_argument("--msg-size", type=int, default=128, help="payload bytes")
     p.add_argument("--batch", type=int, default=100, help="pull: messages per fetch")
+    p.add_argument(
+        "--pull-repeat", type=int, default=1, help="pull: runs (new durables), median reported"
+    )
     p.add_argument("--sync", default="default,always", help="comma list of default, always")
     p.add_argument("--servers", default="trijet,reference", help="comma list")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go")

@@ -668,6 +668,7 @@ class Consumer:
         budget_bytes: int = -1,
         size_of: Callable[[StoredMsg], int] | None = None,
         send: Callable[[list[tuple[StoredMsg, Delivery]]], None] | None = None,
+        take: Callable[[StoredMsg], bool] | None = None,
     ) -> tuple[list[tuple[StoredMsg, Delivery]], bool]:
         """Hand out up to ``n`` messages (``max_bytes`` > 0 bounds their size).
 
@@ -684,6 +685,9 @@ class Consumer:
                 ConsumerInfo never counts a message as delivered before it
                 was handed to its subscriber (nats-server does both under
                 one lock).
+            take: asked about each candidate in order (instead of
+                ``max_bytes``): True takes it, False ends the pick (pull
+                requests served in turn, ``node.jetstream.pullturns``).
 
         Returns:
             ``(deliveries, too_big)``: the messages with their ``Delivery``
@@ -708,7 +712,14 @@ class Consumer:
         start = self.ahead.start() if ahead else 0
         picked: list[StoredMsg] = []
         too_big = False
-        if max_bytes <= 0 and budget_bytes < 0:  # no size bounds: take n
+        if take is not None:
+            for m in next_messages(self.fsm, self.stream.store, n, start):
+                if not take(m):
+                    break
+                picked.append(m)
+                if len(picked) >= n:
+                    break
+        elif max_bytes <= 0 and budget_bytes < 0:  # no size bounds: take n
             picked = list(islice(next_messages(self.fsm, self.stream.store, n, start), n))
         else:
             size = 0

@@ -280,7 +280,9 @@ class JetStreamDelivery:
         ``append_built``; else None (``deliver_as`` each)."""
         r = self.sublist.match(to)
         psubs = r.psubs
-        if len(psubs) != 1 or r.qsubs or self.route_sublist.count:
+        if len(psubs) != 1 or r.qsubs:
+            return None
+        if self.route_sublist.count and self.route_sublist.has_interest(to):
             return None
         sub = psubs[0]
         c = sub.client

@@ -361,6 +361,9 @@ class ConsumerManager:
         to: bytes,
         got: list[tuple[StoredMsg, Delivery]],
         after_each: Callable[[int], Callable[[], None] | None] | None = None,
+        *,
+        pendings: list[int] | None = None,
+        flush: bool = True,
     ) -> None:
         """Deliver messages to ``to`` with their ack subjects.
 
@@ -370,10 +373,14 @@ class ConsumerManager:
         + headers + payload) as it joins the run; when it returns an action
         (publishing a flow-control request), the run so far is delivered
         first, then the action runs, so the request follows exactly the
-        message that made it due.
+        message that made it due.  ``pendings``: each message's pending count
+        in its ack subject, when the messages are part of a larger pick
+        (default: counted down from ``pending_after_pick``); ``flush`` False
+        leaves the flush of the router's batch to the caller.
         """
         router = self.svc.router
         pending = c.pending_after_pick
+        lefts = iter(pendings) if pendings is not None else None
         new_after = sum(1 for _, d in got if d.dc == 1)
         prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()
         headers_only = c.cfg.headers_only
@@ -387,7 +394,9 @@ class ConsumerManager:
             total = 0
             left = pending + new_after  # num_pending as of each message
             for (_, subject, h, payload, ts), (sseq, dseq, dc) in got:
-                if dc == 1:
+                if lefts is not None:
+                    left = next(lefts)
+                elif dc == 1:
                     left -= 1
                 plen = len(payload)
                 total += plen
@@ -410,13 +419,15 @@ class ConsumerManager:
                 add(payload)
                 add(b"\r\n")
             router.append_built(sub, b"".join(parts), len(got), total)
-            router.flush()
+            if flush:
+                router.flush()
             return
         run: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
         for m, d in got:
             if d.dc == 1:
                 new_after -= 1
-            ack = b"%b%d.%d.%d.%d.%d" % (prefix, d.dc, d.sseq, d.dseq, m.ts_ns, pending + new_after)
+            left = next(lefts) if lefts is not None else pending + new_after
+            ack = b"%b%d.%d.%d.%d.%d" % (prefix, d.dc, d.sseq, d.dseq, m.ts_ns, left)
             headers: bytes | None = m.headers or None
             payload = m.payload
             if headers_only:
@@ -432,7 +443,8 @@ class ConsumerManager:
                     action()
         if run:
             router.deliver_run_as(to, run)
-        router.flush()
+        if flush:
+            router.flush()
 
     # -- acks -----------------------------------------------------------------------
 

@@ -2,8 +2,11 @@
 
 Theory of operation: a ``PullDispatcher`` holds one pull consumer's waiting
 ``MSG.NEXT`` requests (``PullRequest``: batch, max bytes, expiry, heartbeat)
-in arrival order, and its task serves the oldest request whenever the
-consumer may deliver (``Consumer.changed``), sends the 404/408/409 status
+in arrival order, and its task serves them whenever the consumer may
+deliver (``Consumer.changed``) -- requests waiting together take turns, one
+message each, as nats-server's ``waitQueue.pop`` hands them out
+(``node.jetstream.pullturns``; with ``pinned_client`` and ``overflow`` the
+request ``pick`` chooses is served a run at a time) --, sends the 404/408/409 status
 messages and idle heartbeats byte for byte as nats-server, and retires
 requests that expired, were fulfilled or were superseded.  The messages
 themselves go out through ``ConsumerManager.send``.
@@ -33,6 +36,7 @@ from cluster.consumers import Consumer
 from node.jetstream.priority import insert_prioritized, pick, with_pin_header
 from node.jetstream.pullreq import decode_pull, priority_refusal
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
+from node.jetstream.pullturns import Turns, msg_size
 from node.jsapi.consumerconfig import go_duration
 
 if TYPE_CHECKING:
@@ -66,6 +70,15 @@ class PullRequest:
     min_ack_pending: int = 0
     pin_id: str = ""
     priority: int = 0
+
+
+#: the policies whose waiting requests take turns message by message
+_TURN_POLICIES = (PriorityPolicy.NONE, PriorityPolicy.PRIORITIZED)
+
+
+def _rank(wr: PullRequest) -> int:
+    """A request's place in a ``prioritized`` list (as ``insert_prioritized``)."""
+    return wr.priority if wr.formal else 1 << 31
 
 
 def _wrong_pin(wr: PullRequest) -> bytes:
@@ -313,6 +326,10 @@ class PullDispatcher:
         if not self.waiting or not c.has_messages():
             return False
         policy = self.cfg.priority_policy
+        if policy in _TURN_POLICIES and len(self.waiting) > 1:
+            members = self._turn_members(policy)
+            if len(members) > 1:
+                return await self._serve_turns(members)
         n = self.waiting[0].n
         new_pin = False
         if policy is PriorityPolicy.NONE:
@@ -361,6 +378,101 @@ class PullDispatcher:
         if wr.n <= 0:
             self._forget(wr)
         return True
+
+    def _turn_members(self, policy: PriorityPolicy) -> list[PullRequest]:
+        """The requests that take turns now: every waiting one, or with
+        ``prioritized`` those of the head's priority."""
+        if policy is PriorityPolicy.NONE:
+            return list(self.waiting)
+        rank = _rank(self.waiting[0])
+        members = []
+        for wr in self.waiting:
+            if _rank(wr) != rank:
+                break
+            members.append(wr)
+        return members
+
+    async def _serve_turns(self, members: list[PullRequest]) -> bool:
+        """Serve ``members`` in turn, one message each (``pullturns``): one
+        pick and one proposal for all of them; True if anything happened."""
+        c = self.consumer
+        turns = Turns(members)
+
+        def send(got: list[tuple[StoredMsg, Delivery]]) -> None:
+            self._send_turns(turns, got)
+
+        got, _ = await c.deliver(turns.wants(), send=send, take=turns.take)
+        for wr, answer in turns.dropped:
+            self._forget(wr)
+            if answer:
+                hdr = status(
+                    409,
+                    "Message Size Exceeds MaxBytes",
+                    ("Nats-Pending-Messages", wr.n),
+                    ("Nats-Pending-Bytes", wr.max_bytes),
+                )
+                self._send(wr.reply, hdr)
+        if not got:
+            return bool(turns.dropped)
+        for m, _ in got:
+            wr = turns.owner[m.seq]
+            wr.n -= 1
+            wr.delivered += 1
+            if wr.max_bytes:
+                wr.max_bytes -= msg_size(m)
+        # the waiting list as the turns left it: the members still wanting
+        # messages in the order of their next turn, then everyone else
+        # (a member retired meanwhile -- expired, gone -- stays retired)
+        member_ids = {id(wr) for wr in members}
+        alive = {id(wr) for wr in self.waiting}
+        order = [wr for wr in turns.order() if wr.n > 0 and id(wr) in alive]
+        rest = [wr for wr in self.waiting if id(wr) not in member_ids]
+        self.waiting = deque(order + rest)
+        if self.cfg.priority_policy is PriorityPolicy.PRIORITIZED:
+            self.waiting = deque(sorted(self.waiting, key=_rank))  # stable: turns kept
+        return True
+
+    def _send_turns(self, turns: Turns[PullRequest], got: list[tuple[StoredMsg, Delivery]]) -> None:
+        """Send a round of turns: each message to its request, in delivery
+        order on the wire.  Requests whose inboxes are on different
+        connections get their messages as one run each (no connection sees
+        the others' order); otherwise every change of request starts a run."""
+        c, mgr = self.consumer, self.mgr
+        router = mgr.svc.router
+        owner = turns.owner
+        runs: list[tuple[PullRequest, list[tuple[StoredMsg, Delivery]]]] = []
+        by_request: dict[int, list[tuple[StoredMsg, Delivery]]] = {}
+        clients: set[int] = set()
+        apart = True
+        for m, d in got:
+            wr = owner[m.seq]
+            if runs and runs[-1][0] is wr:
+                runs[-1][1].append((m, d))
+            else:
+                runs.append((wr, [(m, d)]))
+            if id(wr) not in by_request:
+                by_request[id(wr)] = []
+                sub = router.inbox_target(wr.reply)
+                if sub is None or id(sub.client) in clients:
+                    apart = False
+                else:
+                    clients.add(id(sub.client))
+            by_request[id(wr)].append((m, d))
+        if apart:  # one run per request, in the order of their first message
+            firsts: dict[int, PullRequest] = {}
+            for wr, _ in runs:
+                firsts.setdefault(id(wr), wr)
+            runs = [(wr, by_request[key]) for key, wr in firsts.items()]
+        # each message's pending count: what is left after it in the whole pick
+        left = c.pending_after_pick + sum(1 for _, d in got if d.dc == 1)
+        pending_of: dict[int, int] = {}
+        for m, d in got:
+            if d.dc == 1:
+                left -= 1
+            pending_of[m.seq] = left
+        for wr, run in runs:
+            mgr.send(c, wr.reply, run, pendings=[pending_of[m.seq] for m, _ in run], flush=False)
+        router.flush()
 
     def _sender(
         self, reply: bytes, pinned: bool

@@ -24,6 +24,7 @@ stream is deleted in both clusters after each test.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -53,6 +54,8 @@ BUFFERED_READ_S = 0.02
 NODES = 3
 #: how long a fetch waits while the consumer's followers are stopped
 FOLLOWERS_STOPPED_FETCH_S = 4.0
+TURNS_WAIT_S = 10.0
+POLL_S = 0.05
 
 
 _API_COUNTS = re.compile(r'("api":\{"level":[^,]*,)"total":\d+,"errors":\d+')
@@ -618,6 +621,53 @@ def test_delivery_with_the_followers_stopped(pair: Pair, ack: str) -> None:
     # explicit: nats-server delivered nothing in most runs, its message in 1 of 6
     # (not understood; its code holds such deliveries until the delivered
     # state has a quorum): not compared
+
+
+def test_waiting_pull_requests_take_turns(pair: Pair) -> None:
+    """Two requests waiting on an R3 consumer take turns, one message each
+    (nats-server's ``waitQueue.pop``; ``node.jetstream.pullturns``), the
+    requests sent to a node that need not lead (forwarded)."""
+    stream = "TURNS"
+
+    async def work(c: Cluster) -> list[list[str]]:
+        nc = await nats.connect(c.urls[0], error_cb=noop_cb)
+        try:
+            js = nc.jetstream(timeout=5)
+            await js.add_stream(name=stream, subjects=["turns.>"], num_replicas=3)
+            await js.add_consumer(stream, durable_name="D", ack_policy="explicit")
+            queues: list[asyncio.Queue[Any]] = []
+            for batch in (4, 2):
+                inbox = nc.new_inbox()
+                q: asyncio.Queue[Any] = asyncio.Queue()
+                await nc.subscribe(inbox, cb=q.put)
+                body = json.dumps({"batch": batch, "expires": 20_000_000_000}).encode()
+                await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.D", body, reply=inbox)
+                queues.append(q)
+            await nc.flush()
+            deadline = time.monotonic() + TURNS_WAIT_S
+            while (await js.consumer_info(stream, "D")).num_waiting != 2:
+                assert time.monotonic() < deadline, "the requests never waited"
+                await asyncio.sleep(POLL_S)
+            for i in range(6):
+                await js.publish("turns.a", b"m%d" % i)
+            out = []
+            for q, n in zip(queues, (4, 2), strict=True):
+                out.append(
+                    [
+                        (await asyncio.wait_for(q.get(), TURNS_WAIT_S)).data.decode()
+                        for _ in range(n)
+                    ]
+                )
+            return out
+        finally:
+            await nc.close()
+
+    got = {
+        side.cluster.kind: run(lambda c=side.cluster: work(c), timeout=60)
+        for side in (pair.ref, pair.tj)
+    }
+    assert got["reference"] == [["m0", "m2", "m4", "m5"], ["m1", "m3"]]
+    assert got["trijet"] == got["reference"]
 
 
 # ------------------------------------------------------ scaling through STREAM.UPDATE (§5.1)

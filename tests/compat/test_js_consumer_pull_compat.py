@@ -558,3 +558,28 @@ async def pull_headers_scenario(p: Probe) -> None:
 
 def test_pull_headers(pair: tuple[ServerProcess, ServerProcess]) -> None:
     compare(pair, pull_headers_scenario)
+
+
+async def turns_scenario(p: Probe) -> None:
+    """Requests waiting together take turns, one message each (nats-server's
+    ``waitQueue.pop``), not one request's batch after the other's.  (Messages
+    arriving together are handed out in the same turns -- ``test_pullturns``
+    -- but not comparably: their ack subjects' pending counts depend on what
+    was stored when; and nats-server does not serve the requests that waited
+    on a paused consumer when it resumes.)"""
+    s = "PT"
+    await p.api(f"$JS.API.STREAM.CREATE.{s}", stream_body(s))
+    await p.api(_api(s, "CREATE", "c"), consumer_body(s, durable_name="c", ack_policy="explicit"))
+    a = await pull_later(p, s, "c", '{"batch":4,"expires":5000000000}')
+    b = await pull_later(p, s, "c", '{"batch":2,"expires":5000000000}')
+    await p.info(s, "c")  # num_waiting 2
+    for i in range(6):
+        await p.publish("pt.a", b"one%d" % i)
+    for label, got, n in (("a", a, 4), ("b", b, 2)):
+        msgs = await collect(Probe(p.nc), label, got, n)  # pending counts race: left out
+        p.note(f"{label}: " + " ".join(m.data.decode() for m in msgs))
+    await p.info(s, "c")
+
+
+def test_waiting_requests_take_turns(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    compare(pair, turns_scenario)
