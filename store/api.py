@@ -33,7 +33,7 @@ calls them, through ``trio.to_thread`` where they block.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
 
@@ -206,6 +206,20 @@ class RecoveryReport:
 
 Filters = str | Sequence[str]
 """One subject filter or several (a message matches if any matches)."""
+
+
+def append_each(
+    append: Callable[[str, bytes, bytes, int], object],
+    msgs: Sequence[tuple[str, bytes, bytes, int]],
+) -> tuple[int, LimitExceeded | None]:
+    """``StreamStore.append_batch`` as one ``append`` per message: how many were stored,
+    and the refusal that stopped the run (None: all were)."""
+    for i, (subject, headers, payload, ts_ns) in enumerate(msgs):
+        try:
+            append(subject, headers, payload, ts_ns)
+        except LimitExceeded as e:
+            return i, e
+    return len(msgs), None
 
 
 @runtime_checkable

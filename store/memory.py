@@ -36,6 +36,7 @@ from store.api import (
     StreamStore,
     SubjectState,
     SyncPolicy,
+    append_each,
 )
 from store.errors import LimitExceeded, MsgNotFound, SequenceMismatch, StoreClosed, StoreEOF
 from store.limits import (
@@ -174,13 +175,7 @@ class MemoryStreamStore:
     ) -> tuple[int, LimitExceeded | None]:
         """See ``StreamStore.append_batch`` (one ``append`` per message: a
         memory store's append is already a dict insert)."""
-        append = self.append
-        for i, (subject, headers, payload, ts_ns) in enumerate(msgs):
-            try:
-                append(subject, headers, payload, ts_ns)
-            except LimitExceeded as e:
-                return i, e
-        return len(msgs), None
+        return append_each(self.append, msgs)
 
     def append(
         self,

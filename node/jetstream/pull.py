@@ -81,13 +81,13 @@ def _rank(wr: PullRequest) -> int:
     return wr.priority if wr.formal else 1 << 31
 
 
+def pending_status(code: int, text: str, wr: PullRequest) -> bytes:
+    """A status that ends (or refuses) a pull request, with what it still wanted."""
+    return status(code, text, ("Nats-Pending-Messages", wr.n), ("Nats-Pending-Bytes", wr.max_bytes))
+
+
 def _wrong_pin(wr: PullRequest) -> bytes:
-    return status(
-        423,
-        "Nats-Wrong-Pin-Id",
-        ("Nats-Pending-Messages", wr.n),
-        ("Nats-Pending-Bytes", wr.max_bytes),
-    )
+    return pending_status(423, "Nats-Wrong-Pin-Id", wr)
 
 
 class PullDispatcher:
@@ -276,12 +276,7 @@ class PullDispatcher:
         keep: deque[PullRequest] = deque()
         for wr in self.waiting:
             if wr.expires_at is not None and now >= wr.expires_at:
-                hdr = status(
-                    408,
-                    "Request Timeout",
-                    ("Nats-Pending-Messages", wr.n),
-                    ("Nats-Pending-Bytes", wr.max_bytes),
-                )
+                hdr = pending_status(408, "Request Timeout", wr)
                 self._send(wr.reply, hdr)
                 continue
             if not sublist.has_interest(wr.reply) and not (
@@ -360,12 +355,7 @@ class PullDispatcher:
             if new_pin and self.pin_id == wr.pin_id:
                 self._drop_pin()  # as nats-server: the pin goes with the request
             if wr.delivered == 0:
-                hdr = status(
-                    409,
-                    "Message Size Exceeds MaxBytes",
-                    ("Nats-Pending-Messages", wr.n),
-                    ("Nats-Pending-Bytes", wr.max_bytes),
-                )
+                hdr = pending_status(409, "Message Size Exceeds MaxBytes", wr)
                 self._send(wr.reply, hdr)
             return True
         if not got:
@@ -405,12 +395,7 @@ class PullDispatcher:
         for wr, answer in turns.dropped:
             self._forget(wr)
             if answer:
-                hdr = status(
-                    409,
-                    "Message Size Exceeds MaxBytes",
-                    ("Nats-Pending-Messages", wr.n),
-                    ("Nats-Pending-Bytes", wr.max_bytes),
-                )
+                hdr = pending_status(409, "Message Size Exceeds MaxBytes", wr)
                 self._send(wr.reply, hdr)
         if not got:
             return bool(turns.dropped)

@@ -48,6 +48,7 @@ from store.api import (
     StreamStore,
     SubjectState,
     SyncPolicy,
+    append_each,
 )
 from store.errors import (
     CorruptionError,
@@ -273,13 +274,7 @@ class FileStreamStore(StreamLog):
             or lim.max_msgs_per_subject > 0
             or lim.max_msg_size >= 0
         ):
-            append = self.append
-            for i, (subject, headers, payload, ts_ns) in enumerate(msgs):
-                try:
-                    append(subject, headers, payload, ts_ns)
-                except LimitExceeded as e:
-                    return i, e
-            return len(msgs), None
+            return append_each(self.append, msgs)
         if not msgs:
             return 0, None
         seq = self._last_seq + 1
