@@ -459,7 +459,8 @@ class MetaLayer:
             entry: dict[str, Any] = {
                 "name": name,
                 "current": bool(current),
-                "active": int(ago * 1e9) if ago is not None else 0,
+                # heard this very tick still counts as seen (0 reads "never seen")
+                "active": max(1, int(ago * 1e9)) if ago is not None else 0,
             }
             if lag:
                 entry["lag"] = lag

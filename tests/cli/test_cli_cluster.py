@@ -65,7 +65,7 @@ def _when_replicas_current(url: str, *args: str) -> str:
     deadline = time.monotonic() + CURRENT_S_MAX
     while True:
         out = ok(url, *args)
-        if out.count(", current, ") == 2 or time.monotonic() > deadline:
+        if out.count(", current, seen ") == 2 or time.monotonic() > deadline:
             return out
         time.sleep(0.2)  # poll interval of a bounded condition in other processes
 
