@@ -245,7 +245,12 @@ def test_account_purge_from_the_system_account(start_server: Any, server_kind: s
             for acc in ("B", "C", "NOPE"):
                 msg = await sys_.request(f"$JS.API.ACCOUNT.PURGE.{acc}", b"", timeout=WAIT_S)
                 out[acc] = json.loads(msg.data)
-            deleted = [(await b_adv.next_msg(timeout=WAIT_S)).subject for _ in range(3)]
+            deleted: list[str] = []
+            try:
+                while len(deleted) < 3:
+                    deleted.append((await b_adv.next_msg(timeout=WAIT_S)).subject)
+            except nats.errors.TimeoutError:
+                pass  # nats-server 2.15.1 now and then leaves one out (checked below)
             out["deleted"] = sorted(deleted)
             audit = json.loads((await sys_audit.next_msg(timeout=WAIT_S)).data)
             out["audit"] = {k: audit[k] for k in ("type", "client", "subject", "response")}
@@ -266,11 +271,18 @@ def test_account_purge_from_the_system_account(start_server: Any, server_kind: s
     assert out["names_b_before"] == ["S", "T"]
     for acc in ("B", "C", "NOPE"):
         assert out[acc] == {"type": purged.decode(), "initiated": True}, out[acc]
-    assert out["deleted"] == [
+    every_deletion = [
         "$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.D",
         "$JS.EVENT.ADVISORY.STREAM.DELETED.S",
         "$JS.EVENT.ADVISORY.STREAM.DELETED.T",
     ]
+    if server_kind == "reference":
+        # seen in CI and here about one run in eight: the reference's purge (a goroutine
+        # deleting stream after stream) sent no STREAM.DELETED for the stream that had a
+        # consumer; trijet is held to all three
+        assert set(out["deleted"]) <= set(every_deletion) and len(out["deleted"]) >= 2, out
+    else:
+        assert out["deleted"] == every_deletion
     assert out["audit"]["client"] == {} and out["audit"]["subject"] == "$JS.API.ACCOUNT.PURGE.B"
     assert out["audit"]["type"] == "io.nats.jetstream.advisory.v1.api_audit"
     assert out["names_b"] is None and out["info_b"] == (0, 5)
