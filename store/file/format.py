@@ -34,7 +34,7 @@ resynchronise after damage.  The *index checkpoint* ``seg-<base>.idx`` holds a
 segment's in-memory index (arrays as raw bytes, CBOR-framed, CRC-checked) and
 the size and CRC of the segment bytes it describes; a checkpoint that does
 not match its segment is ignored and the segment is rescanned.  Format 2
-(``store.file.segment.encode_checkpoint``) is written now::
+(``store.file.checkpoint.encode_checkpoint``) is written now::
 
     b"TJIX\x02" | u32 summary_len | u32 crc32(summary) | summary (CBOR)
     | u32 crc32(body) | body (CBOR)

@@ -65,6 +65,12 @@ from pathlib import Path
 
 from store.api import DamagedRange, RecoveryReport, StoredMsg
 from store.errors import CorruptionError, InvariantViolation, MsgNotFound
+from store.file.checkpoint import (
+    checkpoint_body_ok,
+    fsync_dir,
+    read_checkpoint_summary,
+    read_file_crc,
+)
 from store.file.format import (
     KIND_ERASED,
     KIND_FLOOR,
@@ -79,13 +85,7 @@ from store.file.format import (
 from store.file.index import StreamIndex
 from store.file.readcache import ReadCache
 from store.file.recovery import add_gap, open_segment
-from store.file.segment import (
-    Segment,
-    checkpoint_body_ok,
-    fsync_dir,
-    read_checkpoint_summary,
-    read_file_crc,
-)
+from store.file.segment import Segment
 from store.limits import Accounting, msg_size_raw
 from store.msgids import msg_id_of
 from store.ttl import msg_ttl_s

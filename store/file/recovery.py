@@ -40,6 +40,12 @@ from typing import Any
 import lz4.block
 
 from store.api import DamagedRange
+from store.file.checkpoint import (
+    load_checkpoint,
+    read_checkpoint_body,
+    read_checkpoint_summary,
+    read_file_crc,
+)
 from store.file.format import (
     CHUNK_HDR_SIZE,
     CHUNK_MAGIC,
@@ -56,13 +62,7 @@ from store.file.format import (
     decode_chunk_header,
     decode_seg_header,
 )
-from store.file.segment import (
-    Segment,
-    load_checkpoint,
-    read_checkpoint_body,
-    read_checkpoint_summary,
-    read_file_crc,
-)
+from store.file.segment import Segment
 from store.limits import Accounting, msg_size_raw
 from store.msgids import msg_id_of
 from store.ttl import msg_ttl_s

@@ -58,12 +58,12 @@ from store.errors import (
     StoreClosed,
     StoreEOF,
 )
+from store.file.checkpoint import fsync_dir, load_checkpoint
 from store.file.format import (
     KIND_FLOOR,
     encode_record,
 )
 from store.file.log import RESTORE_DIR, RESTORE_MARKER, StreamLog
-from store.file.segment import fsync_dir, load_checkpoint
 from store.limits import (
     Accounting,
     StreamLimits,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.file import FileStreamStore
-from store.file.segment import CBOR_SLICE, cbor_dumps_sliced, load_checkpoint
+from store.file.checkpoint import CBOR_SLICE, cbor_dumps_sliced, load_checkpoint
 
 T0 = 1_700_000_000 * 1_000_000_000
 

@@ -22,8 +22,8 @@ import cbor2
 import pytest
 
 from store.file import FileStreamStore
+from store.file.checkpoint import IDX_MAGIC, load_checkpoint
 from store.file.recovery import COUNTS
-from store.file.segment import IDX_MAGIC, load_checkpoint
 from store.limits import StreamLimits
 
 SEG = 400  # bytes: a few messages per segment

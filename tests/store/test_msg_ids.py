@@ -17,7 +17,7 @@ from cluster.model import StreamConfig
 from cluster.stream_fsm.machine import StreamStateMachine
 from cluster.streams import policy_of
 from store.file import FileStreamStore
-from store.file.segment import IDX_MAGIC, load_checkpoint
+from store.file.checkpoint import IDX_MAGIC, load_checkpoint
 from tests.store.conftest import Kit
 
 SEC = 1_000_000_000
