@@ -43,7 +43,12 @@ left) keeps the leader's *sent* position beside the committed one:
   alike, through the stream's log;
 * the next pick starts at the sent position (``start``), so nothing is sent
   twice by one leader, and ``unapplied`` (sent, not yet applied) is taken
-  off ``num_pending``.
+  off ``num_pending``.  It counts the sent stream sequences at or past the
+  state machine's ``next_sseq``, so it drops the moment an apply moves the
+  committed position, not when the proposer's task next runs: between the two,
+  a count kept by the proposer would be taken off twice (``num_pending`` has
+  already lost them), and a delivery's ack subject said ``pending 0`` with
+  messages left -- a range reader stopped there.
 
 Failover: a new leader starts from the committed position, so what the old
 one sent and did not commit is sent again (at-least-once, as nats-server);
@@ -63,6 +68,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 import trio
@@ -97,10 +103,20 @@ class AheadDeliveries:
         self.next_sseq = 0
         #: the last consumer sequence sent (0: none sent)
         self.dseq = 0
-        #: sent and not yet applied here
-        self.unapplied = 0
+        #: stream sequences sent during this leadership, in order; those below
+        #: the state machine's ``next_sseq`` are trimmed as ``unapplied`` looks
+        self._sent: deque[int] = deque()
         self._queue: list[int] = []
         self._wake = trio.Event()
+
+    @property
+    def unapplied(self) -> int:
+        """Sent during this leadership and not yet applied here."""
+        nxt = self.consumer.fsm.next_sseq
+        sent = self._sent
+        while sent and sent[0] < nxt:
+            sent.popleft()
+        return len(sent)
 
     def usable(self) -> bool:
         """Deliveries of this consumer are sent ahead now."""
@@ -127,8 +143,9 @@ class AheadDeliveries:
             got.append((m, Delivery(m.seq, d, 1)))
         self.dseq = d
         self.next_sseq = picked[-1].seq + 1
-        self._queue.extend(m.seq for m in picked)
-        self.unapplied += len(picked)
+        seqs = [m.seq for m in picked]
+        self._queue.extend(seqs)
+        self._sent.extend(seqs)
         self._wake.set()
         return got
 
@@ -136,6 +153,7 @@ class AheadDeliveries:
         """The lead changed: forget what was sent (the queue goes on: what it
         holds was sent and is still worth committing)."""
         self.next_sseq = self.dseq = 0
+        self._sent.clear()
 
     async def run(self) -> None:
         """Propose the queued deliveries, one op per round (until cancelled)."""
@@ -149,10 +167,10 @@ class AheadDeliveries:
             try:
                 out = await c.propose(ConsumerDelivered(c.name, tuple(batch), time.time_ns()))
             except (RaftError, ConsumerGone) as exc:
+                # still counted as sent (``start`` stays past them): a later
+                # committed delivery moves ``next_sseq`` beyond them
                 log.info("event=consumer_ahead_delivery_failed consumer=%s reason=%r", c.name, exc)
                 continue
-            finally:
-                self.unapplied = max(0, self.unapplied - len(batch))
             if c.retention is not None and out.deliveries:
                 try:
                     await c.retention.after_deliveries([d.sseq for d in out.deliveries])

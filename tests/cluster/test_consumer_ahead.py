@@ -148,3 +148,52 @@ async def test_explicit_ack_sends_only_after_commit() -> None:
             await done.wait()
         assert sent == [1, 2, 3] and sorted(c.fsm.pending) == [1, 2, 3]
         nursery.cancel_scope.cancel()
+
+
+class AppliedFirstGroup(HeldGroup):
+    """Applies each proposal when released but hands its result back only at
+    ``answer``: the window between a commit's apply (every replica, the
+    leader's state machine included) and the proposer's task running again."""
+
+    def __init__(self, fsm: ConsumerStateMachine) -> None:
+        super().__init__(fsm)
+        self.answer = trio.Event()
+
+    async def propose(self, op: Any) -> Any:
+        self.log.append(op)
+        await self.gate.wait()
+        out = self.fsm.apply_op(op)
+        await self.answer.wait()
+        return out
+
+
+async def test_pending_in_ack_subjects_right_while_the_proposer_has_not_resumed() -> None:
+    """Regression (CI flake of a Spark range read on R3): the ack subjects'
+    pending of a batch picked after an apply, before the proposer resumed,
+    said 0 with 4 messages left, and the reader stopped short."""
+    store = MemoryStreamStore()
+    for i in range(10):
+        store.append("s.a", b"", b"%d" % i, i + 1)
+    cfg = ConsumerConfig(durable_name="D", ack_policy=AckPolicy.NONE)
+    fsm = ConsumerStateMachine("D", MemoryConsumerStore())
+    fsm.apply_op(ConsumerCreated("D", policy_of(cfg), 1, ()))
+    group = AppliedFirstGroup(fsm)
+    stream: Any = SimpleNamespace(cfg=SimpleNamespace(name="S"), store=store, listeners=[])
+    c = Consumer(stream, "D", cfg, MemoryConsumerStore(), 1, fsm=fsm, link=StreamGroupLink(group))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(c.run)
+        await lead(c)
+        await c.deliver(3)  # 1..3 sent ahead, proposed
+        assert c.pending_after_pick == 7
+        group.release()
+        await wait_for(lambda: c.fsm.next_sseq == 4)  # applied; the proposer still waits
+        assert c.ahead.unapplied == 0 and c.num_pending() == 7
+        got, _ = await c.deliver(3)
+        assert [m.seq for m, _ in got] == [4, 5, 6]
+        assert c.pending_after_pick == 4  # was 1 - 3 -> 0 before the fix
+        assert c.has_messages()
+        group.answer.set()
+        await wait_for(lambda: c.fsm.next_sseq == 7)
+        got, _ = await c.deliver(10)
+        assert [m.seq for m, _ in got] == [7, 8, 9, 10] and c.pending_after_pick == 0
+        nursery.cancel_scope.cancel()
