@@ -51,16 +51,18 @@ import random
 from typing import Any, BinaryIO
 
 from chaos.sim import SimConfig, Simulation
-from cluster.meta.machine import (
+from cluster.meta.entries import (
     BAD_ENTRY,
     Effect,
-    MetaMachine,
     PeerRecord,
     add_stream_entry,
     delete_stream_entry,
     peer_entry,
     scale_fields,
     update_stream_entry,
+)
+from cluster.meta.machine import (
+    MetaMachine,
 )
 from raft.core import Proposal, RaftCore
 from raft.errors import RaftError

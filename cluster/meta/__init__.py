@@ -4,11 +4,9 @@
 ``node.jetstream.meta``.
 """
 
-from cluster.meta.entries import origin_doc
-from cluster.meta.machine import (
+from cluster.meta.entries import (
     Assigned,
     MetaError,
-    MetaMachine,
     PeerRecord,
     PeerRegistered,
     PeerReplaced,
@@ -21,11 +19,15 @@ from cluster.meta.machine import (
     StreamUpdated,
     add_stream_entry,
     delete_stream_entry,
+    origin_doc,
     peer_entry,
     remove_peer_entry,
     remove_server_entry,
     scale_fields,
     update_stream_entry,
+)
+from cluster.meta.machine import (
+    MetaMachine,
 )
 
 __all__ = [

@@ -68,7 +68,9 @@ from cluster.meta import (
     StreamUpdated,
     peer_entry,
 )
-from cluster.meta.machine import Effect
+from cluster.meta.entries import (
+    Effect,
+)
 from cluster.naming import peer_id
 from cluster.placement import PeerSpec
 from cluster.replicated import ReplicaSpec

@@ -38,7 +38,9 @@ from cluster.meta import (
     StreamUpdated,
     add_stream_entry,
 )
-from cluster.meta.machine import Effect
+from cluster.meta.entries import (
+    Effect,
+)
 from cluster.model import Storage, StreamConfig
 from cluster.naming import group_name
 from cluster.placement import PeerSpec

@@ -15,7 +15,9 @@ import pytest
 
 from chaos.metasim import MetaSimulation, RecordingMetaMachine
 from chaos.sim import SimConfig, main, run_seed, run_seeds
-from cluster.meta.machine import MetaMachine
+from cluster.meta.machine import (
+    MetaMachine,
+)
 from raft.fsm import StateMachine
 
 SEEDS = 200

@@ -19,12 +19,11 @@ import cbor2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.meta.machine import (
+from cluster.meta.entries import (
     NAME_IN_USE,
     STREAM_NOT_FOUND,
     SUBJECT_OVERLAP,
     Assigned,
-    MetaMachine,
     PeerRecord,
     Removed,
     StreamAssigned,
@@ -36,8 +35,11 @@ from cluster.meta.machine import (
     remove_peer_entry,
     update_stream_entry,
 )
-from cluster.meta.machine import (
+from cluster.meta.entries import (
     Effect as MetaEffect,
+)
+from cluster.meta.machine import (
+    MetaMachine,
 )
 from cluster.naming import fresh_group_name
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.meta.machine import (
+from cluster.meta.entries import (
     BAD_ENTRY,
     NAME_IN_USE,
     PEER_NOT_MEMBER,
@@ -31,7 +31,6 @@ from cluster.meta.machine import (
     STREAM_NOT_FOUND,
     Assigned,
     MetaError,
-    MetaMachine,
     MetaOp,
     PeerRecord,
     PeerRegistered,
@@ -50,6 +49,9 @@ from cluster.meta.machine import (
     remove_server_entry,
     scale_fields,
     update_stream_entry,
+)
+from cluster.meta.machine import (
+    MetaMachine,
 )
 
 SERVERS = ("n1", "n2", "n3", "n4")
