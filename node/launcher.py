@@ -2,21 +2,31 @@
 
 ``trijet cluster --nodes 3`` picks free ports, writes one config file per node
 under a data directory (``./data/cluster`` by default), starts one
-``trijet-server`` process per node, prints the client URLs, and stops them all
-on Ctrl-C/SIGTERM.  ``plan_cluster`` is the pure part: it returns the config
+``trijet-server`` process per node, prints the client URLs, waits (at most
+``READY_S_MAX``) until every node serves clients and names the same JetStream
+meta leader in ``/jsz`` -- so the first request a user sends is answered --
+and stops them all on Ctrl-C/SIGTERM.  A node that exits meanwhile stops the
+launch with the end of its log.  ``plan_cluster`` is the pure part: it returns the config
 text of each node, so tests can start the same cluster through their own
 process helpers.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+READY_S_MAX = 60.0
+"""Longest the launcher waits for the cluster to form before saying so and going on."""
+READY_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,14 @@ def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
         for p in plans:
             mon = f", monitoring http://127.0.0.1:{p.http_port}" if p.http_port else ""
             print(f"{p.name}: nats://127.0.0.1:{p.client_port}{mon}, log {base}/{p.name}.log")
+        sys.stdout.flush()
+        state = wait_ready(plans, procs, READY_S_MAX)
+        if state.startswith("exited"):
+            print(f"cluster not started: {state}", file=sys.stderr)
+            return 1
+        print(state)
         print("Ctrl-C stops the cluster.")
+        sys.stdout.flush()
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
     finally:
         for proc in procs:
@@ -112,6 +129,52 @@ def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
     return 0
+
+
+def _serves(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _meta_leader(http_port: int) -> str | None:
+    try:
+        url = f"http://127.0.0.1:{http_port}/jsz"
+        with urllib.request.urlopen(url, timeout=1) as r:
+            doc = json.loads(r.read())
+    except (OSError, ValueError):
+        return None
+    leader = (doc.get("meta_cluster") or {}).get("leader")
+    return leader if isinstance(leader, str) and leader else None
+
+
+def wait_ready(
+    plans: list[NodePlan], procs: list[subprocess.Popen[bytes]], timeout_s: float
+) -> str:
+    """Poll (bounded) until every node serves clients and, with JetStream and
+    monitoring, all name one meta leader; a line saying what was reached."""
+    deadline = time.monotonic() + timeout_s
+    js = all(p.http_port for p in plans) and all("jetstream" in p.config for p in plans)
+    while True:
+        for p, proc in zip(plans, procs, strict=True):
+            if proc.poll() is not None:
+                tail = Path(p.store_dir).parent / f"{p.name}.log"
+                try:
+                    end = tail.read_text(errors="replace")[-2000:]
+                except OSError:
+                    end = ""
+                return f"exited: {p.name} (code {proc.returncode})\n{end}"
+        if all(_serves(p.client_port) for p in plans):
+            if not js:
+                return "cluster ready"
+            leaders = {_meta_leader(p.http_port) for p in plans}
+            if len(leaders) == 1 and None not in leaders:
+                return f"cluster ready: JetStream meta leader {leaders.pop()}"
+        if time.monotonic() > deadline:
+            return f"cluster not formed after {timeout_s:.0f} s (see the logs); still running"
+        time.sleep(READY_POLL_S)  # bounded poll of other processes' ports and /jsz
 
 
 def _unblock_signals() -> None:

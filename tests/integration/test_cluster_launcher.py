@@ -1,19 +1,33 @@
-"""``trijet cluster``: Ctrl-C stops every node gracefully (not by SIGKILL after a wait)."""
+"""``trijet cluster``: it says ready once the cluster serves (an R3 stream create is answered
+at once), and Ctrl-C stops every node gracefully (not by SIGKILL after a wait)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+import nats
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = "import sys; from node.cli import main; sys.exit(main(sys.argv[1:]))"
-READY_S_MAX = 30.0
+CREATE_TIMEOUT_S = 10.0
 STOP_S_MAX = 20.0  # bounded wait for the launcher (it waits up to 10 s per node itself)
+
+
+async def _create_r3(url: str) -> int:
+    """The first request after "ready": one R3 create, answered without a retry."""
+    nc = await nats.connect(url)
+    try:
+        info = await nc.jetstream(timeout=CREATE_TIMEOUT_S).add_stream(
+            name="L", subjects=["l.>"], num_replicas=3
+        )
+        return info.config.num_replicas
+    finally:
+        await nc.close()
 
 
 def test_ctrl_c_stops_every_node_gracefully(tmp_path: Path) -> None:
@@ -34,17 +48,10 @@ def test_ctrl_c_stops_every_node_gracefully(tmp_path: Path) -> None:
             lines.append(line)
             if line.startswith("Ctrl-C stops the cluster."):
                 break
-        assert len(lines) == 4, lines
-        for line in lines[:3]:  # every node serving before the Ctrl-C
-            port = int(line.split(",")[0].rsplit(":", 1)[1])
-            deadline = time.monotonic() + READY_S_MAX
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, line
-                    time.sleep(0.05)  # bounded poll: a port has no event to wait on
+        assert len(lines) == 5, lines
+        assert lines[3].startswith("cluster ready: JetStream meta leader n"), lines
+        url = lines[0].split(",")[0].split(": ", 1)[1]
+        assert asyncio.run(_create_r3(url)) == 3
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=STOP_S_MAX)
         for n in ("n1", "n2", "n3"):
