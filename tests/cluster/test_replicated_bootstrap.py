@@ -29,6 +29,13 @@ from store.memory import MemoryConsumerStore
 
 T0 = 1_700_000_000 * 1_000_000_000
 N = 40
+#: the mock clock jumps once every task has waited this long in real time; the
+#: journal's fsync and the snapshot run in threads, which trio sees as waiting: on
+#: a loaded machine (a full run at load 6-8) a threshold of 0.01 let the mock clock
+#: race ahead of them past a 60 s bound (the bootstrap takes ~0.85 mock seconds)
+AUTOJUMP_S = 0.05
+#: bound in mock seconds (each is at least AUTOJUMP_S of real waiting per 50 ms)
+MOCK_BOUND_S = 600
 
 
 def _r1_store(d: Path, n: int) -> FileStreamStore:
@@ -61,7 +68,7 @@ def _payloads(store: FileStreamStore) -> list[bytes]:
 async def test_a_member_added_after_the_bootstrap_gets_every_message(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    mock_clock.autojump_threshold = 0.01
+    mock_clock.autojump_threshold = AUTOJUMP_S
     net = FakeNetwork(1)
     held = _r1_store(tmp_path / "a" / "msgs", N)
     entry = _consumer_entry()
@@ -74,7 +81,7 @@ async def test_a_member_added_after_the_bootstrap_gets_every_message(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(net.run)
         await nursery.start(a.run)
-        with trio.fail_after(60):
+        with trio.fail_after(MOCK_BOUND_S):
             await a.bootstrapped.wait()
             assert not (tmp_path / "a" / "raft" / BOOTSTRAP_FILE).exists()
             assert a.is_leader and a.raft.status()["snapshots_taken"] >= 1
@@ -101,7 +108,7 @@ async def test_a_member_added_after_the_bootstrap_gets_every_message(
 async def test_a_restart_before_the_snapshot_bootstraps_again(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    mock_clock.autojump_threshold = 0.01
+    mock_clock.autojump_threshold = AUTOJUMP_S
     d = tmp_path / "a"
     store = _r1_store(d / "msgs", N)
     write_bootstrap(d / "raft", [_consumer_entry()])
@@ -116,7 +123,7 @@ async def test_a_restart_before_the_snapshot_bootstraps_again(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(net.run)
         await nursery.start(a.run)
-        with trio.fail_after(60):
+        with trio.fail_after(MOCK_BOUND_S):
             await a.bootstrapped.wait()
         nursery.cancel_scope.cancel()
     assert read_bootstrap(d / "raft") is None and store.state().last_seq == N
