@@ -33,7 +33,8 @@ from cluster.replicated import ReplicaSpec
 from cluster.sourcing import Feed, Origin, Sourcing
 from cluster.stream_archive import Archive, ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome
-from cluster.streams import OnResult, Stream, StreamExists, StreamRegistry
+from cluster.stream_registry import StreamExists, StreamRegistry
+from cluster.streams import OnResult, Stream
 from store.api import StoredMsg, StreamState
 from store.errors import MsgNotFound
 
@@ -239,7 +240,7 @@ class JetStreamApi:
         """``(config, created_ns)`` of stream ``name``'s data on disk, if any.
 
         Raises:
-            cluster.streams.SavedConfigDamaged: its config file cannot be read.
+            cluster.stream_registry.SavedConfigDamaged: its config file cannot be read.
         """
         return await trio.to_thread.run_sync(self._registry.saved_one, name)
 

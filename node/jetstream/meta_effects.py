@@ -23,7 +23,8 @@ from cluster.group_bootstrap import write_bootstrap
 from cluster.meta import StreamAssigned, StreamAssignment, StreamRemoved, StreamUpdated
 from cluster.model import StreamConfig
 from cluster.replicated import ReplicaSpec
-from cluster.streams import SavedConfigDamaged, Stream
+from cluster.stream_registry import SavedConfigDamaged
+from cluster.streams import Stream
 from node.jsapi import render
 from raft.core import safe_file_stem
 

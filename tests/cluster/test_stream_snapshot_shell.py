@@ -14,7 +14,8 @@ import trio
 
 from cluster.model import Storage, StreamConfig
 from cluster.stream_fsm import PubResult, StreamSnapshotError, StreamStateMachine
-from cluster.streams import Stream, StreamExists, StreamRegistry, policy_of
+from cluster.stream_registry import StreamExists, StreamRegistry
+from cluster.streams import Stream, policy_of
 from store.memory import MemoryStreamStore
 
 

@@ -14,7 +14,8 @@ import trio.testing
 from cluster.local import LocalGroup
 from cluster.model import StreamConfig
 from cluster.stream_fsm import PubResult
-from cluster.streams import Stream, StreamRegistry
+from cluster.stream_registry import StreamRegistry
+from cluster.streams import Stream
 from store.api import SyncPolicy
 from store.file import FileStreamStore
 from store.memory import MemoryStreamStore

@@ -19,7 +19,7 @@ from chaos.net import FakeNetwork
 from cluster.meta import StreamAssignment
 from cluster.model import StreamConfig
 from cluster.replicated import ReplicaSpec
-from cluster.streams import SavedConfigDamaged, StreamRegistry
+from cluster.stream_registry import SavedConfigDamaged, StreamRegistry
 from node.jetstream.meta_effects import _damaged
 
 GROUP = "S-R3F-abcdefgh"
