@@ -20,7 +20,7 @@ server's ``router`` as before, so its path is unchanged.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from node.confaccounts import GLOBAL_ACCOUNT, jetstream_accounts
 from node.route import Interest
@@ -49,6 +49,13 @@ class Account:
         self.interest = Interest(self.name_bytes)
         self.jetstream = False
         self.is_system = False
+        #: leaf links bound to this account (node.leaf.LeafConn)
+        self.leafs: list[Any] = []
+        #: count of every (subject, queue) over local, route and leaf interest,
+        #: for what leaf links are told (node.leaf.LeafNodes.interest)
+        self.leaf_totals: dict[tuple[bytes, bytes | None], int] = {}
+        #: the loop-detection subject announced on leaf links
+        self.lds = b"$LDS." + b"%x" % rng.getrandbits(96)
 
     def __repr__(self) -> str:
         return f"Account({self.name!r})"

@@ -193,6 +193,35 @@ class ClusterConfig:
 
 
 @dataclass
+class LeafRemote:
+    """One ``leafnodes { remotes: [...] }`` entry: a hub this server solicits."""
+
+    urls: list[str] = field(default_factory=list)
+    #: the local account bound to the link (``$G`` when not set)
+    account: str | None = None
+    credentials: str | None = None
+    #: deny lists of the remote (subjects not exported / not imported over it)
+    deny_exports: list[str] = field(default_factory=list)
+    deny_imports: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LeafConfig:
+    """The ``leafnodes {}`` block: a listener for leafs (``port`` > 0 or -1) and remotes."""
+
+    host: str = "0.0.0.0"
+    port: int = 0  # 0: no listener; -1: random port
+    user: str | None = None
+    password: str | None = None
+    #: the account an authenticated leaf is bound to (``$G`` when not set)
+    account: str | None = None
+    auth_timeout_s: float = 2.0
+    remotes: list[LeafRemote] = field(default_factory=list)
+    #: delay before redialling a remote whose link dropped (nats-server: 1 s)
+    reconnect_s: float = 1.0
+
+
+@dataclass
 class ServerConfig:
     host: str = "0.0.0.0"
     port: int = 4222  # -1: random port
@@ -233,6 +262,7 @@ class ServerConfig:
     tls: TLSConfig | None = None
     jetstream: JetStreamConfig = field(default_factory=JetStreamConfig)
     cluster: ClusterConfig | None = None
+    leafnodes: LeafConfig | None = None
     config_file: str | None = None
     config_digest: str | None = None
     warnings: list[str] = field(default_factory=list)  # to log once logging is set up

@@ -39,6 +39,7 @@ from node.configtypes import (
     TLSConfig,
     UserSpec,
 )
+from node.confleaf import read_leafnodes
 
 __all__ = ["apply_file", "parse_duration"]
 
@@ -127,7 +128,7 @@ _IGNORED_TOP = frozenset(
     """syslog remote_syslog log_size_limit logfile_size_limit log_max_num logfile_max_num
     prof_port prof_block_rate no_system_account no_system
     no_sys_acc resolver_tls resolver_pinned_accounts
-    ocsp ocsp_cache gateway leaf leafnodes websocket ws mqtt server_metadata feature_flags
+    ocsp ocsp_cache gateway leaf websocket ws mqtt server_metadata feature_flags
     default_js_domain mappings maps max_sub_tokens max_subscription_tokens max_traced_msg_len
     trace_headers trusted trusted_keys allow_non_tls proxy_protocol proxies default_sentinel
     write_timeout no_fast_producer_stall""".split()
@@ -356,6 +357,7 @@ class _Builder:
             "authorization": lambda: self.authorization(cv),
             "tls": lambda: setattr(cfg, "tls", self.tls(cv)),
             "cluster": lambda: self.cluster_block(cv),
+            "leafnodes": lambda: read_leafnodes(self, cv, _Skip),
             "jetstream": lambda: self.jetstream(cv),
         }
         if k in setters:

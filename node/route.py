@@ -54,13 +54,14 @@ HANDSHAKE_S_MAX = 5.0
 class RemoteSub:
     """A peer's interest, stored in the router's route sublist."""
 
-    __slots__ = ("queue", "route", "router", "subject", "weight")
+    __slots__ = ("account", "queue", "route", "router", "subject", "weight")
 
     def __init__(
         self, route: Route, subject: bytes, queue: bytes | None, weight: int, router: Any = None
     ) -> None:
         self.route = route
         self.router = router  # the account's router whose route sublist holds it
+        self.account: Any = None  # its account (set when a peer's RS+ made it)
         self.subject = subject
         self.queue = queue
         self.weight = weight
@@ -463,9 +464,11 @@ class Route(Outbound):
             return
         router = acc.router
         rs = RemoteSub(self, ev.subject, ev.queue, ev.weight, router)
+        rs.account = acc
         self.remote_subs[key] = rs
         router.route_sublist.insert(rs)
         router.gen += 1
+        self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1)
 
     def _on_runsub(self, ev: RUnsub) -> None:
         rs = self.remote_subs.pop((ev.account, ev.subject, ev.queue), None)
@@ -473,12 +476,16 @@ class Route(Outbound):
             router = rs.router
             router.route_sublist.remove(rs)
             router.gen += 1
+            if rs.account is not None:
+                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1)
 
     def drop_interest(self) -> None:
         routers = set()
         for rs in self.remote_subs.values():
             rs.router.route_sublist.remove(rs)
             routers.add(rs.router)
+            if rs.account is not None:
+                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1)
         self.remote_subs.clear()
         for router in routers:
             router.gen += 1

@@ -44,6 +44,27 @@ def _drop_oldest(cache: dict[Any, Any]) -> None:
         del cache[key]
 
 
+class _LeafLink:
+    """The ``deliver_filter`` of a leaf connection (a marker: never called)."""
+
+    def __call__(self, subject: bytes) -> bool:
+        return True
+
+
+LEAF_LINK = _LeafLink()
+"""A leaf connection's ``deliver_filter``: the router hands it each message once
+(``send_msg`` with the queue groups it was picked for) and no delivery plan
+ever includes it."""
+
+
+class _Match:
+    __slots__ = ("psubs", "qsubs")
+
+    def __init__(self, psubs: Any, qsubs: Any) -> None:
+        self.psubs = psubs
+        self.qsubs = qsubs
+
+
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
 PubsFn = Callable[[list[bytes], bytes], None]
@@ -102,6 +123,7 @@ class Router(JetStreamDelivery, QueueDelivery):
         headers: bytes | None,
         payload: bytes,
         routed_queues: tuple[bytes, ...] | None = None,
+        leaf_queues: tuple[bytes, ...] | None = None,
     ) -> int:
         """Deliver one message; returns the number of copies handed out.
 
@@ -113,6 +135,10 @@ class Router(JetStreamDelivery, QueueDelivery):
             payload: message body.
             routed_queues: set for a message that arrived on a route: the
                 queue groups it should reach here; it is not forwarded again.
+            leaf_queues: set for a message that arrived on a leaf connection
+                (``src`` is the link): the queue groups it should reach
+                (routes and other leafs included); unlike a routed message
+                it goes on to routes and other leaf connections.
 
         A message that follows a delivery plan is appended in batch mode:
         the caller must call ``flush()`` once its batch is done (sessions and
@@ -152,9 +178,11 @@ class Router(JetStreamDelivery, QueueDelivery):
             elif routed_queues is None and (src is None or src.echo):
                 self._make_qplan(subject, psubs, qsubs)
         routed = 0
+        if leaf_queues is not None and qsubs:
+            qsubs = [g for g in qsubs if g[0].queue in leaf_queues]
         if routed_queues is None:
             if self.route_sublist.count:
-                routed = self._to_routes(subject, reply, headers, payload, qsubs)
+                routed = self._to_routes(subject, reply, headers, payload, qsubs, leaf_queues)
         elif qsubs:
             qsubs = [g for g in qsubs if g[0].queue in routed_queues]
         if not psubs and not qsubs:
@@ -184,6 +212,7 @@ class Router(JetStreamDelivery, QueueDelivery):
         n = 0
         nbytes = 0
         no_echo = src is not None and not src.echo
+        leafs: dict[Any, list[bytes]] | None = None
         for sub in psubs:
             c = sub.client
             if no_echo and c is src:
@@ -194,8 +223,15 @@ class Router(JetStreamDelivery, QueueDelivery):
                 c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
-            if c.deliver_filter is not None and not c.deliver_filter(subject):
-                continue
+            if c.deliver_filter is not None:
+                if c.deliver_filter is LEAF_LINK:
+                    # a leaf connection: one LMSG per message, whatever matched
+                    if leafs is None:
+                        leafs = {}
+                    leafs.setdefault(c, [])
+                    continue
+                if not c.deliver_filter(subject):
+                    continue
             if headers is not None and not c.headers:
                 data = b"MSG " + subject + sub.sid_sp + hsuffix
             else:
@@ -224,6 +260,11 @@ class Router(JetStreamDelivery, QueueDelivery):
                 c.deliver_internal(sub, subject, reply, headers, payload, src)
                 n += 1
                 continue
+            if c.deliver_filter is LEAF_LINK:
+                if leafs is None:
+                    leafs = {}
+                leafs.setdefault(c, []).append(sub.queue)
+                continue
             if headers is not None and not c.headers:
                 data = b"MSG " + subject + sub.sid_sp + hsuffix
             else:
@@ -236,6 +277,11 @@ class Router(JetStreamDelivery, QueueDelivery):
                 c.remove_sub(sub)
             if reply and c.resp_perms is not None:
                 c.allow_reply(reply)
+        if leafs is not None:
+            for c, queues in leafs.items():
+                c.send_msg(subject, reply, headers, payload, queues)
+                n += 1
+                nbytes += plen
         self.out_msgs += n
         self.out_bytes += nbytes
         if reply and n:
@@ -702,9 +748,13 @@ class Router(JetStreamDelivery, QueueDelivery):
         headers: bytes | None,
         payload: bytes,
         local_groups: list[list[Subscription]],
+        only_queues: tuple[bytes, ...] | None = None,
     ) -> int:
-        """Send one copy to each route with interest; returns routes used."""
+        """Send one copy to each route with interest; returns routes used
+        (``only_queues``: the queue groups a leaf's message may reach)."""
         r = self.route_sublist.match(subject)
+        if only_queues is not None and r.qsubs:
+            r = _Match(r.psubs, [g for g in r.qsubs if g[0].queue in only_queues])
         if not r.qsubs:
             psubs = r.psubs
             if not psubs:

@@ -120,6 +120,10 @@ class Server:
         self._ready = trio.Event()
         self._client_nursery: trio.Nursery | None = None
         self.connect_urls: list[str] = []
+        # leaf nodes
+        from node.leaf import LeafNodes
+
+        self.leafnodes = LeafNodes(self, self.rng)
         # cluster
         self.routes = RouteManager(self, self.rng)
         self.cluster_port = 0
@@ -148,6 +152,11 @@ class Server:
     @staticmethod
     def wall_time() -> float:
         return time.time()
+
+    def next_cid(self) -> int:
+        """A new connection id (clients and leaf links share the sequence)."""
+        self._next_cid += 1
+        return self._next_cid
 
     def make_nonce(self) -> str:
         raw = bytes(self.rng.getrandbits(8) for _ in range(11))
@@ -212,6 +221,7 @@ class Server:
         acc = sub.client.account
         acc.sublist.insert(sub)
         acc.router.gen += 1
+        self.leafnodes.interest(acc, sub.subject, sub.queue, 1)
         if not announce:
             return
         line = acc.interest.add(sub.subject, sub.queue)
@@ -226,6 +236,7 @@ class Server:
         if not acc.sublist.remove(sub):
             return
         acc.router.gen += 1
+        self.leafnodes.interest(acc, sub.subject, sub.queue, -1)
         if not announce:
             return
         line = acc.interest.remove(sub.subject, sub.queue)
@@ -561,8 +572,7 @@ class Server:
         if self._shutdown.is_set():
             await trio.aclose_forcefully(stream)
             return
-        self._next_cid += 1
-        cid = self._next_cid
+        cid = self.next_cid()
         if len(self.clients) >= self.cfg.max_connections:
             try:
                 with trio.move_on_after(1):
@@ -619,6 +629,8 @@ class Server:
                     await nursery.start(serve_monitor, self)
                 if cfg.cluster is not None:
                     await nursery.start(self._run_cluster)
+                if cfg.leafnodes is not None:
+                    await nursery.start(self.leafnodes.run)
                 if cfg.jetstream.enabled:
                     from node.jetstream.service import JetStreamService
 
@@ -680,6 +692,10 @@ class Server:
         out: dict[str, list[str]] = {"nats": [f"{scheme}://{_hostport(shown, self.client_port)}"]}
         if self.http_port:
             out["monitoring"] = [f"http://{_hostport(shown, self.http_port)}"]
+        if self.leafnodes.port and self.cfg.leafnodes is not None:
+            lh = self.cfg.leafnodes.host
+            lh = lh if lh not in ("0.0.0.0", "::", "") else "127.0.0.1"
+            out["leafnodes"] = [f"nats://{_hostport(lh, self.leafnodes.port)}"]
         if self.cluster_port and self.cfg.cluster is not None:
             ch = self.cfg.cluster.host
             ch = ch if ch not in ("0.0.0.0", "::", "") else "127.0.0.1"

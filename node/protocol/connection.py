@@ -68,6 +68,7 @@ class Role(enum.Enum):
     SERVER = "server"
     CLIENT = "client"
     ROUTE = "route"
+    LEAF = "leaf"
 
 
 # per role, the line the fast path recognises (see ``_fast_runs``)
@@ -491,6 +492,8 @@ class ProtocolConnection:
             return self._server_line(verb, rest, line)
         if role is Role.CLIENT:
             return self._client_line(verb, rest, line)
+        if role is Role.LEAF:
+            return self._leaf_line(verb, rest, line)
         return self._route_line(verb, rest, line)
 
     def _server_line(
@@ -599,6 +602,29 @@ class ProtocolConnection:
         if verb == b"-ERR":
             return Err(err_text(rest))
         return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
+
+    def _leaf_line(
+        self, verb: bytes, rest: bytes, line: bytes
+    ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
+        """A leaf connection's ops: ``LS+ subject [queue weight]``, ``LS- subject
+        [queue]``, ``LMSG``/``HMSG subject [reply | + reply queues | | queues] size(s)``
+        (no account: the link is bound to one); events carry account ``b""``."""
+        if verb == b"LMSG" or verb == b"HMSG":
+            return self._rmsg_args([b"", *rest.split()], verb == b"HMSG")
+        if verb == b"LS+":
+            args = rest.split()
+            if len(args) == 1:
+                return RSub(b"", args[0], None, 0)
+            if len(args) in (2, 3):
+                w = args[2] if len(args) == 3 else b"1"
+                return RSub(b"", args[0], args[1], int(w) if w.isdigit() else 1)
+            return ProtocolViolation(None, "LS+ arguments")
+        if verb == b"LS-":
+            args = rest.split()
+            if len(args) in (1, 2):
+                return RUnsub(b"", args[0], args[1] if len(args) == 2 else None)
+            return ProtocolViolation(None, "LS- arguments")
+        return self._route_line(verb, rest, line)
 
     def _pub_args(self, args: list[bytes]) -> tuple[Any, ...] | ProtocolViolation:
         if len(args) == 2:

@@ -1,0 +1,705 @@
+"""Leaf node connections: one account of this server joined to one account of another.
+
+Theory of operation: a leaf connection (``LeafConn``) is either accepted on the
+``leafnodes`` port (this server is the hub) or solicited towards a configured
+remote (this server is the leaf).  The handshake is nats-server's: the
+accepting side sends ``INFO`` at once (with ``info_on_connect``); the
+soliciting side answers with ``CONNECT`` (its server id and name, ``headers``,
+``jetstream``, ``domain``, ``remote_account``, credentials) and a ``PING``; the
+accepting side checks the credentials, binds the link to its account and
+answers with a second ``INFO`` (``connect_info``); both sides then send their
+account's whole interest as ``LS+`` lines.
+
+A link is bound to one account on each side and the wire carries no account:
+``LS+ subject [queue weight]``, ``LS- subject [queue]``, ``LMSG subject [reply
+| + reply queues | | queues] size`` and ``HMSG subject [reply] hsize size``.
+
+Interest: the peer's ``LS+`` become subscriptions of the link in the bound
+account's sublist (``Server.add_sub``), so routes and other leaf links hear of
+them like any client's.  What a link tells its peer is the account's interest
+minus the link's own: each account keeps the count of every (subject, queue)
+over its local subscriptions, its routes' interest and its leafs' interest
+(``Account.leaf_totals``), and each link the set it has announced
+(``LeafConn.sent``); a change of a count sends ``LS+``/``LS-`` to the links
+whose view crossed zero (``LeafNodes.interest``).
+
+Messages: the router hands a link each matching message once
+(``LeafConn.send_msg``, with the queue groups it was picked for, see
+``node.router.LEAF_LINK``).  A message from the peer is published in the
+bound account as a client's would be (to local subscribers, routes and other
+leaf links), never back to the same link, serving only the queue groups it
+names.
+
+JetStream: when both sides run JetStream, ``$JS.API.>`` does not cross the
+link in either direction (each side's API stays local); a domain's
+``$JS.<domain>.API.>`` subscription does, so ``$JS.hub.API.INFO`` from a leaf
+client reaches the hub's JetStream.
+
+Loops: each account has a loop-detection subject ``$LDS.<random>``, announced
+on every link with the account's interest; a server that hears its own back
+from a peer is in a loop: the link closes (``-ERR 'Loop detected …'``) and a
+solicited link waits ``LOOP_DELAY_S`` before dialling again, as nats-server.
+
+Reconnect: a solicited link that drops is dialled again after a backoff that
+starts at ``RECONNECT_DELAY_S_MIN`` and doubles up to the remote's
+``reconnect`` delay, trying the remote's URLs in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import trio
+
+from node.outbound import Outbound
+from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
+from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
+from node.protocol.wire import PING_BYTES, PONG_BYTES, err_bytes, info_bytes
+from node.router import LEAF_LINK
+from node.session import Subscription
+from node.version import NATS_VERSION
+
+if TYPE_CHECKING:
+    from node.accounts import Account
+    from node.configtypes import LeafRemote
+    from node.server import Server
+
+log = logging.getLogger(__name__)
+
+RECV_BYTES_MAX = 262144
+HANDSHAKE_S_MAX = 5.0
+RECONNECT_DELAY_S_MIN = 0.05
+LOOP_DELAY_S = 30.0
+"""How long a solicited link waits after a loop was detected (nats-server: 30 s)."""
+LEAF_PING_INTERVAL_S = 30.0
+CRLF = b"\r\n"
+JS_API_PREFIX = b"$JS.API."
+LDS_PREFIX = b"$LDS."
+
+Key = tuple[bytes, bytes | None]
+
+
+def parse_leaf_url(url: str) -> tuple[str, int, str | None, str | None]:
+    """``nats-leaf://user:pass@host:port`` → (host, port, user, password)."""
+    parts = urlsplit(url if "://" in url else "nats-leaf://" + url)
+    if parts.hostname is None:
+        raise ValueError(f"invalid leafnode URL {url!r}")
+    return parts.hostname, parts.port or 7422, parts.username, parts.password
+
+
+def _js_api(subject: bytes) -> bool:
+    """Whether ``subject`` (a subscription) is or overlaps ``$JS.API.>``."""
+    return subject.startswith(JS_API_PREFIX) or subject in (b"$JS.>", b"$JS.*.>", b">")
+
+
+class LeafConn(Outbound):
+    """One leaf connection (either direction), a client of its bound account.
+
+    Args:
+        server: the owning server.
+        stream: the connected stream.
+        remote: the configured remote (a solicited link), else None.
+        url: the URL dialled (solicited).
+        peer: (ip, port) of the remote end.
+    """
+
+    internal = False
+    echo = False  # never handed back a message it brought
+    headers = True
+    no_responders = False
+    verbose = False
+    resp_perms = None
+    deliver_filter = LEAF_LINK
+    protocol = 1
+    lang = "go"
+
+    def __init__(
+        self,
+        server: Server,
+        stream: trio.abc.Stream,
+        *,
+        remote: LeafRemote | None,
+        url: str | None,
+        peer: tuple[str, int],
+    ) -> None:
+        self.server = server
+        self.stream = stream
+        self.remote = remote
+        self.solicited = remote is not None
+        self.url = url
+        self.ip, self.port = peer
+        self.cid = server.next_cid()
+        self.account: Account = server.accounts.global_account
+        if remote is not None and remote.account:
+            acc = server.accounts.get(remote.account)
+            if acc is not None:
+                self.account = acc
+        self.name = ""
+        self.remote_id = ""
+        self.remote_name = ""
+        self.remote_info: dict[str, Any] = {}
+        self.remote_js = False
+        self.remote_domain = ""
+        self.start_wall = server.wall_time()
+        self.last_activity_wall = self.start_wall
+        self.rtt_s = 0.0
+        self._ping_sent_at = 0.0
+        self._pings_out = 0
+        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
+        #: the peer's interest, as this link's subscriptions in the bound account
+        self.subs: dict[Key, Subscription] = {}
+        #: what this link has announced to the peer
+        self.sent: set[Key] = set()
+        self.registered = False
+        self.loop_detected = False
+        self.closing: str | None = None
+        self._info_on_connect = False
+        self._connect_seen = False
+        self._init_outbound(server.cfg.max_pending)
+        self._closed = trio.Event()
+        self._writer_done = trio.Event()
+        self._proto = ProtocolConnection(
+            Role.LEAF,
+            max_payload=server.cfg.max_payload,
+            max_control_line=max(server.cfg.max_control_line, 4096),
+        )
+
+    # -- what the router and the server call --------------------------------
+
+    @property
+    def deny_js_api(self) -> bool:
+        """Both sides run JetStream: ``$JS.API.>`` stays on each side."""
+        return self.remote_js and self.account.jetstream
+
+    def send_msg(
+        self,
+        subject: bytes,
+        reply: bytes | None,
+        headers: bytes | None,
+        payload: bytes,
+        queues: list[bytes],
+    ) -> None:
+        """Queue one LMSG/HMSG for the peer (the router's delivery)."""
+        if self.closing is not None:
+            return
+        parts = [subject]
+        if queues:
+            if reply:
+                parts += [b"+", reply]
+            else:
+                parts.append(b"|")
+            parts.extend(queues)
+        elif reply:
+            parts.append(reply)
+        if headers is None:
+            parts.append(b"%d" % len(payload))
+            data = b"LMSG " + b" ".join(parts) + CRLF + payload + CRLF
+        else:
+            hl = len(headers)
+            parts += [b"%d" % hl, b"%d" % (hl + len(payload))]
+            data = b"HMSG " + b" ".join(parts) + CRLF + headers + payload + CRLF
+        self.out_msgs += 1
+        self.out_bytes += len(payload)
+        self._push(data, msg=False)
+
+    def enqueue(self, data: bytes, msg_bytes: int = 0) -> None:
+        """A MSG/HMSG op built for a client (JetStream's delivery paths): this
+        link's subscriptions have an empty sid, so ``MSG subject [reply] size``
+        only needs its verb made ``LMSG`` (``HMSG`` is the same on a leaf)."""
+        if self.closing is not None:
+            return
+        if data.startswith(b"MSG "):
+            data = b"L" + data
+        self.out_msgs += 1
+        self.out_bytes += msg_bytes
+        self._push(data, msg=False)
+
+    def remove_sub(self, sub: Subscription) -> None:
+        """A subscription of this link ends (the router's ``max_msgs``: never set)."""
+        key = (sub.subject, sub.queue)
+        if self.subs.get(key) is sub:
+            del self.subs[key]
+            self.server.remove_sub(sub)
+
+    def announce(self, key: Key, on: bool) -> None:
+        """Tell the peer that the account's interest in ``key`` appeared (or went)."""
+        subject, queue = key
+        if on:
+            if key in self.sent or (self.deny_js_api and _js_api(subject)):
+                return
+            self.sent.add(key)
+            if queue is None:
+                self.send(b"LS+ " + subject + CRLF)
+            else:
+                self.send(b"LS+ %b %b 1\r\n" % (subject, queue))
+        else:
+            if key not in self.sent:
+                return
+            self.sent.discard(key)
+            if queue is None:
+                self.send(b"LS- " + subject + CRLF)
+            else:
+                self.send(b"LS- %b %b\r\n" % (subject, queue))
+
+    # -- outbound ---------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        if self.closing is not None:
+            return
+        self._push(data, msg=False)
+
+    def _overflow(self) -> None:
+        self.close("Slow Consumer (Pending Bytes)")
+
+    def close(self, reason: str, err: str | None = None) -> None:
+        if self.closing is not None:
+            return
+        self.closing = reason
+        self._proto.halt()
+        if err is not None:
+            self._out.append(err_bytes(err))
+        self._wake.set()
+        self._closed.set()
+
+    async def _writer(self) -> None:
+        try:
+            await self._write_loop()
+        finally:
+            self._writer_done.set()
+
+    async def _write_loop(self) -> None:
+        interval = min(self.server.cfg.ping_interval_s, LEAF_PING_INTERVAL_S)
+        next_ping = trio.current_time() + interval
+        while True:
+            with trio.move_on_at(next_ping):
+                await self._wake.wait()
+            data = self._take()
+            if data:
+                try:
+                    with trio.fail_after(self.server.cfg.write_deadline_s):
+                        await self.stream.send_all(data)
+                except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.close("Write Error")
+                    return
+                continue
+            if self.closing is not None:
+                return
+            now = trio.current_time()
+            if now >= next_ping:
+                if self._pings_out >= max(self.server.cfg.ping_max, 1) + 1:
+                    self.close("Stale Connection")
+                    continue
+                self._ping_sent_at = now
+                self._pings_out += 1
+                self.send(PING_BYTES)
+                next_ping = now + interval
+
+    # -- lifecycle --------------------------------------------------------
+
+    async def run(self) -> None:
+        """Handshake, then serve the link until it closes."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._reader)
+                if not self.solicited:
+                    self.send(info_bytes(self.server.leafnodes.info(self, first=True)))
+                await self._closed.wait()
+                with trio.move_on_after(1):
+                    await self._writer_done.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            if self.closing is None:
+                self.closing = "Server Shutdown"
+            self.server.leafnodes.closed(self)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await trio.aclose_forcefully(self.stream)
+
+    async def _reader(self) -> None:
+        deadline = trio.current_time() + HANDSHAKE_S_MAX
+        router = self.account.router
+        while self.closing is None:
+            try:
+                with trio.move_on_at(deadline if not self.registered else float("inf")):
+                    data = await self.stream.receive_some(RECV_BYTES_MAX)
+                    if not data:
+                        self.close("Client Closed")
+                        return
+                    self.last_activity_wall = self.server.wall_time()
+                    router = self.account.router
+                    self._proto.feed(bytes(data), self._on_plain, self._on_event)
+                    router.flush()
+                    continue
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.close("Read Error")
+                return
+            if not self.registered:
+                self.close("Authentication Timeout", "Authentication Timeout")
+                return
+
+    def _on_plain(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
+        self.close("Protocol Violation")  # the leaf role has no fast path
+
+    def _on_event(self, ev: Any) -> None:
+        if self.closing is not None:
+            return
+        t = type(ev)
+        if t is RMsg:
+            if not self.registered:
+                self.close("Protocol Violation")
+                return
+            self.in_msgs += 1
+            self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
+            self.server.stats.in_msgs += 1
+            self.server.stats.in_bytes += len(ev.payload)
+            if self.deny_js_api and ev.subject.startswith(JS_API_PREFIX):
+                return
+            self.account.router.publish(
+                self, ev.subject, ev.reply, ev.headers, ev.payload, None, ev.queues
+            )
+        elif t is RSub:
+            self._on_lsub(ev)
+        elif t is RUnsub:
+            self._on_lunsub(ev)
+        elif t is Ping:
+            self.send(PONG_BYTES)
+        elif t is Pong:
+            self._pings_out = 0
+            if self._ping_sent_at:
+                self.rtt_s = trio.current_time() - self._ping_sent_at
+        elif t is Connect:
+            if self.solicited or self._connect_seen:
+                self.close("Protocol Violation")
+            else:
+                self._on_connect(ev.fields)
+        elif t is Info:
+            self._on_info(ev.fields)
+        elif t is Err:
+            log.error("cid=%d event=leafnode_error text=%r", self.cid, ev.text)
+            if "loop detected" in ev.text.lower():
+                self.loop_detected = True
+            self.close("Protocol Violation")
+        elif t is ProtocolViolation:
+            self.close("Parse Error", ev.err)
+
+    # -- handshake --------------------------------------------------------
+
+    def _on_connect(self, f: dict[str, Any]) -> None:
+        """The accepting side: the soliciting server's CONNECT."""
+        server = self.server
+        lcfg = server.cfg.leafnodes
+        assert lcfg is not None
+        if lcfg.user is not None and (
+            f.get("user") != lcfg.user or f.get("pass") != (lcfg.password or "")
+        ):
+            log.error("cid=%d event=leafnode_auth_failed ip=%s", self.cid, self.ip)
+            self.close("Authentication Failure", "Authorization Violation")
+            return
+        acc = server.accounts.get(lcfg.account or "$G")
+        if acc is None:
+            self.close("Authentication Failure", "Authorization Violation")
+            return
+        self.account = acc
+        self._connect_seen = True
+        sid = f.get("server_id")
+        self.remote_id = sid if isinstance(sid, str) else ""
+        name = f.get("name")
+        self.remote_name = name if isinstance(name, str) and name else self.remote_id
+        self.name = self.remote_name
+        self.remote_info = dict(f)
+        self.remote_js = f.get("jetstream") is True
+        dom = f.get("domain")
+        self.remote_domain = dom if isinstance(dom, str) else ""
+        if self.remote_id == server.server_id:
+            self.close("Duplicate Route", "Loop detected")
+            return
+        self.send(info_bytes(server.leafnodes.info(self, first=False)))
+        self._register()
+
+    def _on_info(self, f: dict[str, Any]) -> None:
+        server = self.server
+        if not self.solicited:
+            return  # the soliciting side's INFO (compression negotiation): nothing to do
+        if self.registered:
+            return  # an async update (new leafnode URLs)
+        if f.get("connect_info"):
+            if self._connect_seen:
+                self._register()
+            return
+        if self._connect_seen:
+            return
+        sid = f.get("server_id")
+        if not isinstance(sid, str) or not sid:
+            self.close("Protocol Violation")
+            return
+        if sid == server.server_id:
+            self.close("Duplicate Route")
+            return
+        self.remote_id = sid
+        name = f.get("server_name")
+        self.remote_name = name if isinstance(name, str) and name else sid
+        self.name = self.remote_name
+        self.remote_info = dict(f)
+        self.remote_js = f.get("jetstream") is True
+        dom = f.get("domain")
+        self.remote_domain = dom if isinstance(dom, str) else ""
+        self._info_on_connect = f.get("info_on_connect") is True
+        comp = f.get("compression")
+        if isinstance(comp, str) and comp not in ("", "off", "not supported"):
+            # tell a compressing hub that this side does not compress
+            self.send(info_bytes({"compression": "off"}))
+        self.send(server.leafnodes.connect_bytes(self))
+        self.send(PING_BYTES)
+        self._connect_seen = True
+        if not self._info_on_connect:
+            self._register()
+
+    def _register(self) -> None:
+        if self.registered:
+            return
+        self.registered = True
+        self.server.leafnodes.register(self)
+        log.info(
+            "%s:%d - lid:%d - Leafnode connection created%s %s",
+            self.ip,
+            self.port,
+            self.cid,
+            " for account: " + self.account.name,
+            self.remote_name,
+        )
+        self._ping_sent_at = trio.current_time()
+        self._pings_out += 1
+        self.send(PING_BYTES)
+
+    # -- the peer's interest ----------------------------------------------
+
+    def _on_lsub(self, ev: RSub) -> None:
+        if not self.registered:
+            self.close("Protocol Violation")
+            return
+        subject = ev.subject
+        if subject.startswith(LDS_PREFIX) and subject == self.account.lds:
+            self._loop()
+            return
+        if self.deny_js_api and _js_api(subject):
+            return
+        key = (subject, ev.queue)
+        if key in self.subs:
+            return
+        sub = Subscription(self, subject, ev.queue, b"")
+        sub.sid_sp = b""
+        self.subs[key] = sub
+        self.server.add_sub(sub)
+
+    def _on_lunsub(self, ev: RUnsub) -> None:
+        sub = self.subs.pop((ev.subject, ev.queue), None)
+        if sub is not None:
+            self.server.remove_sub(sub)
+
+    def _loop(self) -> None:
+        acc = self.account.name
+        msg = f'Loop detected for leafnode account="{acc}". Delaying attempt to reconnect for 30s'
+        log.error("cid=%d %s", self.cid, msg)
+        self.loop_detected = True
+        self.close("Leafnode Loop Detected", msg)
+
+    def drop_interest(self) -> None:
+        remove = self.server.remove_sub
+        for sub in self.subs.values():
+            remove(sub)
+        self.subs.clear()
+
+
+class LeafNodes:
+    """The leaf links of one server: the listener, the solicited remotes, the registry.
+
+    Args:
+        server: the owning server.
+        rng: seeded randomness (reconnect jitter).
+    """
+
+    def __init__(self, server: Server, rng: random.Random) -> None:
+        self.server = server
+        self.rng = rng
+        self.links: dict[int, LeafConn] = {}
+        self.port = 0
+
+    # -- interest ---------------------------------------------------------
+
+    def interest(self, acc: Account, subject: bytes, queue: bytes | None, delta: int) -> None:
+        """The account's interest count of (subject, queue) changed by ``delta``;
+        tell the links whose view crossed zero."""
+        key = (subject, queue)
+        totals = acc.leaf_totals
+        before = totals.get(key, 0)
+        after = before + delta
+        if after > 0:
+            totals[key] = after
+        else:
+            totals.pop(key, None)
+            after = 0
+        if not acc.leafs:
+            return
+        for link in acc.leafs:
+            own = 1 if key in link.subs else 0
+            link.announce(key, after - own > 0)
+
+    def snapshot(self, link: LeafConn) -> None:
+        """Send a new link the account's whole interest (and its loop subject)."""
+        acc = link.account
+        link.announce((acc.lds, None), True)
+        for key, n in list(acc.leaf_totals.items()):
+            own = 1 if key in link.subs else 0
+            if n - own > 0:
+                link.announce(key, True)
+
+    # -- registry ---------------------------------------------------------
+
+    def register(self, link: LeafConn) -> None:
+        self.links[link.cid] = link
+        link.account.leafs.append(link)
+        self.snapshot(link)
+
+    def closed(self, link: LeafConn) -> None:
+        if self.links.pop(link.cid, None) is None:
+            return
+        if link in link.account.leafs:
+            link.account.leafs.remove(link)
+        link.drop_interest()
+        log.info(
+            "%s:%d - lid:%d - Leafnode connection closed: %s - Account: %s",
+            link.ip,
+            link.port,
+            link.cid,
+            link.closing,
+            link.account.name,
+        )
+
+    # -- wire -------------------------------------------------------------
+
+    def info(self, link: LeafConn, *, first: bool) -> dict[str, Any]:
+        """The INFO the accepting side sends (``first``: before CONNECT)."""
+        server = self.server
+        cfg = server.cfg
+        info: dict[str, Any] = {
+            "server_id": server.server_id,
+            "server_name": server.server_name,
+            "version": NATS_VERSION,
+            "proto": 3,
+            "go": f"python{sys.version_info.major}.{sys.version_info.minor}",
+            "host": cfg.leafnodes.host if cfg.leafnodes else "",
+            "port": self.port,
+            "headers": not cfg.no_header_support,
+            "auth_required": True,
+            "max_payload": cfg.max_payload,
+        }
+        if server.jetstream_enabled:
+            info["jetstream"] = True
+        info["client_id"] = link.cid
+        if server.cfg.jetstream.enabled and cfg.jetstream.domain:
+            info["domain"] = cfg.jetstream.domain
+        if first:
+            info["nonce"] = server.make_nonce()
+            info["info_on_connect"] = True
+        else:
+            info["connect_info"] = True
+            info["remote_account"] = link.account.name
+            info["info_on_connect"] = True
+        info["leafnode_urls"] = [f"{_shown_host(info['host'])}:{self.port}"]
+        return info
+
+    def connect_bytes(self, link: LeafConn) -> bytes:
+        """The soliciting side's CONNECT."""
+        server = self.server
+        cfg = server.cfg
+        fields: dict[str, Any] = {"version": NATS_VERSION, "server_id": server.server_id}
+        if cfg.jetstream.enabled and cfg.jetstream.domain:
+            fields["domain"] = cfg.jetstream.domain
+        fields["name"] = server.server_name
+        cl = cfg.cluster
+        fields["cluster"] = (cl.name if cl is not None and cl.name else None) or server.server_name
+        fields["headers"] = not cfg.no_header_support
+        if link.account.jetstream:
+            fields["jetstream"] = True
+        fields["compress_mode"] = "off"
+        fields["remote_account"] = link.account.name
+        fields["protocol"] = 3
+        if link.url:
+            _, _, user, password = parse_leaf_url(link.url)
+            if user is not None:
+                fields["user"] = user
+                fields["pass"] = password or ""
+        return b"CONNECT " + json.dumps(fields, separators=(",", ":")).encode() + CRLF
+
+    # -- serving ----------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen for leafs (when a port is configured) and keep every remote up."""
+        lcfg = self.server.cfg.leafnodes
+        assert lcfg is not None
+        async with trio.open_nursery() as nursery:
+            if lcfg.port:
+                port = 0 if lcfg.port == -1 else lcfg.port
+                listeners = await trio.open_tcp_listeners(port, host=lcfg.host)
+                self.port = int(listeners[0].socket.getsockname()[1])
+                nursery.start_soon(trio.serve_listeners, self._accepted, listeners)
+                log.info(
+                    "Listening for leafnode connections on %s:%d",
+                    _shown_host(lcfg.host),
+                    self.port,
+                )
+            for remote in lcfg.remotes:
+                nursery.start_soon(self.solicit_forever, remote)
+            task_status.started()
+
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        try:
+            peer = stream.socket.getpeername()
+            ip, port = str(peer[0]), int(peer[1])
+        except OSError:
+            ip, port = "", 0
+        link = LeafConn(self.server, stream, remote=None, url=None, peer=(ip, port))
+        try:
+            await link.run()
+        except Exception:  # last resort: this link ends, the server does not
+            self.server.internal_error("leaf_session", peer=f"{ip}:{port}")
+            await trio.aclose_forcefully(stream)
+
+    async def solicit_forever(self, remote: LeafRemote) -> None:
+        """Keep a link to one of ``remote``'s URLs up, redialling with backoff."""
+        lcfg = self.server.cfg.leafnodes
+        assert lcfg is not None
+        delay_max = max(lcfg.reconnect_s, RECONNECT_DELAY_S_MIN)
+        delay = RECONNECT_DELAY_S_MIN
+        i = 0
+        while True:
+            url = remote.urls[i % len(remote.urls)]
+            i += 1
+            try:
+                host, port, _, _ = parse_leaf_url(url)
+                stream: trio.SocketStream | None = await trio.open_tcp_stream(host, port)
+            except (OSError, ValueError):
+                stream = None
+            pause = delay
+            if stream is not None:
+                link = LeafConn(self.server, stream, remote=remote, url=url, peer=(host, port))
+                try:
+                    await link.run()
+                except Exception:  # last resort
+                    self.server.internal_error("leaf_session", url=url)
+                    await trio.aclose_forcefully(stream)
+                if link.registered:
+                    delay = pause = RECONNECT_DELAY_S_MIN
+                if link.loop_detected:
+                    pause = LOOP_DELAY_S
+            await trio.sleep(pause * (0.5 + self.rng.random()))
+            delay = min(delay * 2, delay_max)
+
+
+def _shown_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
