@@ -28,6 +28,21 @@ if TYPE_CHECKING:
 
 CRLF = b"\r\n"
 JS_ACK_PREFIX = b"$JS.ACK."
+
+
+class _LeafLink:
+    """The ``deliver_filter`` of a leaf connection (a marker: never called)."""
+
+    def __call__(self, subject: bytes) -> bool:
+        return True
+
+
+LEAF_LINK = _LeafLink()
+"""A leaf connection's ``deliver_filter``: the router hands it each message once
+(``send_msg`` with the queue groups it was picked for) and no delivery plan
+ever includes it."""
+
+
 # the last five tokens of a consumer's ack subscription
 _ACK_TAIL = [b"*"] * 5
 
@@ -187,18 +202,20 @@ class JetStreamDelivery:
         headers: bytes | None,
         payload: bytes,
         to_routes: bool = True,
+        src: Any = None,
     ) -> int:
         """Deliver to the subscribers of ``to`` a message whose MSG line
         names ``subject`` (JetStream deliveries: routed by the inbox, shown
         with the stream subject).  One member per queue group.  Routes with
         interest in ``to`` get it as ``RMSG to reply@subject`` unless
-        ``to_routes`` is False (it came from a route).  Returns the number of
-        copies handed out (a route counts once).
+        ``to_routes`` is False (it came from a route); leaf links as ``LMSG
+        to reply@subject`` (never ``src``, the link it came from).  Returns
+        the number of copies handed out (a route counts once).
         """
         r = self.sublist.match(to)
         routed = 0
+        via = reply + b"@" + subject if reply else None
         if to_routes and self.route_sublist.count:
-            via = reply + b"@" + subject if reply else None
             routed = self._to_routes(to, via, headers, payload, r.qsubs)
         targets = list(r.psubs)
         for group in r.qsubs:
@@ -208,6 +225,15 @@ class JetStreamDelivery:
         n = 0
         for sub in targets:
             c = sub.client
+            if c is src and src is not None:
+                continue
+            if c.deliver_filter is LEAF_LINK:
+                if via is None:
+                    c.send_msg(to, None, headers, payload, [])
+                else:
+                    c.send_msg(to, via, headers, payload, [sub.queue] if sub.queue else [])
+                n += 1
+                continue
             if c.internal:
                 if sub.local and not to_routes:
                     continue  # a server-local service: not for routed messages

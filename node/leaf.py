@@ -56,11 +56,11 @@ from urllib.parse import urlsplit
 
 import trio
 
+from node.jsdelivery import LEAF_LINK, split_js_ack
 from node.outbound import Outbound
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
 from node.protocol.wire import PING_BYTES, PONG_BYTES, err_bytes, info_bytes
-from node.router import LEAF_LINK
 from node.session import Subscription
 from node.version import NATS_VERSION
 
@@ -79,6 +79,7 @@ LOOP_DELAY_S = 30.0
 LEAF_PING_INTERVAL_S = 30.0
 CRLF = b"\r\n"
 JS_API_PREFIX = b"$JS.API."
+JS_ACK_PREFIX = b"$JS.ACK."
 LDS_PREFIX = b"$LDS."
 
 Key = tuple[bytes, bytes | None]
@@ -359,9 +360,17 @@ class LeafConn(Outbound):
             self.server.stats.in_bytes += len(ev.payload)
             if self.deny_js_api and ev.subject.startswith(JS_API_PREFIX):
                 return
-            self.account.router.publish(
-                self, ev.subject, ev.reply, ev.headers, ev.payload, None, ev.queues
-            )
+            router = self.account.router
+            reply = ev.reply
+            if reply is not None and reply.startswith(JS_ACK_PREFIX):
+                split = split_js_ack(reply)
+                if split is not None:
+                    # a consumer's delivery: routed by the inbox, shown with the stream subject
+                    router.deliver_as(
+                        ev.subject, split[1], split[0], ev.headers, ev.payload, True, self
+                    )
+                    return
+            router.publish(self, ev.subject, ev.reply, ev.headers, ev.payload, None, ev.queues)
         elif t is RSub:
             self._on_lsub(ev)
         elif t is RUnsub:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from node.jsdelivery import JS_ACK_PREFIX, JetStreamDelivery, split_js_ack
+from node.jsdelivery import JS_ACK_PREFIX, LEAF_LINK, JetStreamDelivery, split_js_ack
 from node.queueplan import QPlan, QueueDelivery
 from node.sublist import Sublist
 
@@ -42,19 +42,6 @@ def _drop_oldest(cache: dict[Any, Any]) -> None:
     """Forget the oldest quarter of a full cache (insertion order)."""
     for key in list(islice(cache, max(1, len(cache) // 4))):
         del cache[key]
-
-
-class _LeafLink:
-    """The ``deliver_filter`` of a leaf connection (a marker: never called)."""
-
-    def __call__(self, subject: bytes) -> bool:
-        return True
-
-
-LEAF_LINK = _LeafLink()
-"""A leaf connection's ``deliver_filter``: the router hands it each message once
-(``send_msg`` with the queue groups it was picked for) and no delivery plan
-ever includes it."""
 
 
 class _Match:

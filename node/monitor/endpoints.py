@@ -35,6 +35,7 @@ from typing import Any
 from node.monitor.connz import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT, account_name, sub_detail
 from node.monitor.gofmt import NS_PER_S, go_time, rtt_string, uptime
 from node.monitor.jsz import jsz as jsz_doc
+from node.monitor.leafz import leaf_varz, leafz_doc
 from node.monitor.query import MonitorError, Query
 from node.subjects import valid_literal_subject
 from node.version import JS_API_LEVEL, NATS_VERSION
@@ -285,7 +286,7 @@ def varz(
             "max_pending": cfg.max_pending,
             "cluster": _cluster_varz(server),
             "gateway": {},
-            "leaf": {},
+            "leaf": leaf_varz(server),
             "mqtt": {},
             "websocket": {},
             "jetstream": _jetstream_varz(server),
@@ -302,7 +303,7 @@ def varz(
             "total_connections": stats.total_connections,
             "routes": len(_routes(server)),
             "remotes": len(server.cfg.cluster.routes) if server.cfg.cluster else 0,
-            "leafnodes": 0,
+            "leafnodes": len(server.leafnodes.links),
             "in_msgs": stats.in_msgs,
             "in_bytes": stats.in_bytes,
             "in_client_msgs": stats.in_msgs,
@@ -511,15 +512,10 @@ def routez(server: Any, query: Query | None = None, *, now: float | None = None)
 
 
 def leafz(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:
-    """The ``/leafz`` document (no leaf nodes)."""
+    """The ``/leafz`` document (``subs=1``, ``acc=``): see ``node.monitor.leafz``."""
     q = query or Query()
-    q.bool("subs")
-    return {
-        "server_id": server.server_id,
-        "now": go_time(_now(server, now)),
-        "leafnodes": 0,
-        "leafs": [],
-    }
+    subs = q.bool("subs")
+    return leafz_doc(server, _now(server, now), subs, q.get("acc") or None)
 
 
 def gatewayz(

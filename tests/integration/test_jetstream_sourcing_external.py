@@ -7,10 +7,9 @@ consumer on the hub over that API and copies what it delivers.
 
 * reference: two nats-server 2.15.1 processes joined by a leafnode (how
   nats-server deployments connect domains);
-* trijet: two trijet processes joined by a cluster route (trijet has no
-  leafnodes).  Routes carry every subject, so the tests only use
-  domain-qualified API prefixes (``$JS.hub.API``/``$JS.spoke.API``): a plain
-  ``$JS.API`` request would reach both servers.
+* trijet: two trijet processes joined the same way (the spoke solicits the
+  hub's leafnode port).  The tests use domain-qualified API prefixes
+  (``$JS.hub.API``/``$JS.spoke.API``).
 
 The differential test runs one scenario on both topologies and compares
 StreamInfo and the copied messages modulo volatile fields (times, ``active``
@@ -111,20 +110,14 @@ class Domains:
 
 def _hub_conf(kind: str, link: int) -> str:
     text = 'server_name: hub\njetstream { store_dir: "{workdir}/js", domain: hub }\n'
-    if kind == "reference":
-        return text + f"leafnodes {{ listen: 127.0.0.1:{link} }}\n"
-    return text + f"cluster {{ name: X, listen: 127.0.0.1:{link} }}\n"
+    return text + f"leafnodes {{ listen: 127.0.0.1:{link} }}\n"
 
 
 def _start_spoke(kind: str, base: Path, link: int) -> ServerProcess:
     text = 'server_name: spoke\njetstream { store_dir: "{workdir}/js", domain: spoke }\n'
-    if kind == "reference":
-        text += f'leafnodes {{ remotes [ {{ url: "nats://127.0.0.1:{link}" }} ] }}\n'
-    else:
-        own = _free_port()
-        text += (
-            f"cluster {{ name: X, listen: 127.0.0.1:{own}, routes: [nats://127.0.0.1:{link}] }}\n"
-        )
+    text += (
+        f'leafnodes {{ remotes [ {{ url: "nats://127.0.0.1:{link}" }} ], reconnect: "250ms" }}\n'
+    )
     return start_server(kind, config=text, workdir=base / "spoke")  # type: ignore[arg-type]
 
 
