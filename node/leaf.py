@@ -117,7 +117,10 @@ class LeafConn(Outbound):
     resp_perms = None
     deliver_filter = LEAF_LINK
     protocol = 1
-    lang = "go"
+    lang = ""
+    version = ""
+    user = None
+    perms = None
 
     def __init__(
         self,

@@ -1,0 +1,444 @@
+"""Leaf nodes: a hub and a leaf server joined by a leafnode link, real processes, nats-py.
+
+Topology: the hub listens for leafs (``leafnodes { listen, authorization { user, password,
+account: A } }``) and runs JetStream in domain ``hub``; the leaf solicits it
+(``remotes: [{url, account: L}]``) and runs JetStream in domain ``leaf``.  The same scenario
+runs on four pairings -- trijet/trijet, nats-server/nats-server, and both mixed ones -- and
+every pairing must observe what the reference pairing observes: pub/sub and request/reply
+across the link both ways (headers kept), one delivery per message to a queue group with
+members on both sides, interest withdrawn on unsubscribe, the hub's other account seeing
+nothing, each side's ``$JS.API`` staying local while ``$JS.<domain>.API`` crosses, PubAcks
+naming the stream's domain, and ``/leafz``/``/varz`` in the same shapes.
+
+"Arrived" is an event (a message, a reply); "did not arrive" is shown by order: a marker
+published after the traffic by the same connection arrives behind it on the same path.
+Interest that must have crossed is waited for with a bounded retry of a request
+(``wait_interest``); interest that must have gone, by polling ``/leafz`` (bounded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import pytest
+
+from tests.support import ServerProcess, reference_binary, start_server
+from tests.support.aio import noop_cb, run
+from tests.support.cluster import get_json, reserve_ports
+
+WAIT_S = 10.0
+POLL_S = 0.02
+
+requires_reference = pytest.mark.skipif(
+    reference_binary() is None, reason="reference nats-server not installed"
+)
+
+HUB_CONF = """
+server_name: hub1
+jetstream {{ store_dir: "{{workdir}}/js", domain: hub }}
+accounts {{
+  A: {{ users: [{{user: a, password: a}}], jetstream: enabled }}
+  B: {{ users: [{{user: b, password: b}}] }}
+}}
+leafnodes {{
+  listen: "127.0.0.1:{port}"
+  authorization {{ user: leafu, password: leafp, account: A }}
+}}
+"""
+
+LEAF_CONF = """
+server_name: leaf1
+jetstream {{ store_dir: "{{workdir}}/js", domain: leaf }}
+accounts {{
+  L: {{ users: [{{user: l, password: l}}], jetstream: enabled }}
+}}
+leafnodes {{
+  remotes: [ {{ url: "nats://leafu:leafp@127.0.0.1:{port}", account: L }} ]
+  reconnect: "250ms"
+}}
+"""
+
+LEAFZ_KEYS = {
+    "id",
+    "name",
+    "is_spoke",
+    "account",
+    "ip",
+    "port",
+    "rtt",
+    "in_msgs",
+    "out_msgs",
+    "in_bytes",
+    "out_bytes",
+    "subscriptions",
+    "compression",
+}
+
+
+class Pair:
+    """A hub and a leaf server; the hub can be killed and started again on its ports."""
+
+    def __init__(self, hub_kind: str, leaf_kind: str, base: Path) -> None:
+        self.hub_kind, self.leaf_kind, self.base = hub_kind, leaf_kind, base
+        held = reserve_ports(1)
+        self.leaf_port = held[0].getsockname()[1]
+        held[0].close()
+        self.hub = self._start_hub()
+        self.leaf = start_server(
+            leaf_kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=LEAF_CONF.format(port=self.leaf_port),
+            workdir=base / "leaf",
+        )
+
+    def _start_hub(self, port: int = -1) -> ServerProcess:
+        return start_server(
+            self.hub_kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=HUB_CONF.format(port=self.leaf_port),
+            workdir=self.base / "hub",
+            port=port,
+        )
+
+    def restart_hub(self) -> None:
+        """SIGKILL the hub and start it again on the same client and leafnode ports."""
+        port = self.hub.port
+        self.hub.send_signal(signal.SIGKILL)
+        self.hub.wait(10)
+        self.hub = self._start_hub(port)
+
+    def stop(self) -> None:
+        for sp in (self.leaf, self.hub):
+            if sp.alive():
+                sp.stop()
+
+    def leafz(self, sp: ServerProcess) -> dict[str, Any]:
+        doc = get_json(f"{sp.monitoring_url}/leafz?subs=1")
+        return doc or {}
+
+    def varz(self, sp: ServerProcess) -> dict[str, Any]:
+        return get_json(f"{sp.monitoring_url}/varz") or {}
+
+
+def _pairs() -> list[Any]:
+    ref = [requires_reference]
+    return [
+        pytest.param(("trijet", "trijet"), id="trijet"),
+        pytest.param(("reference", "reference"), id="reference", marks=ref),
+        pytest.param(("trijet", "reference"), id="trijet-hub", marks=ref),
+        pytest.param(("reference", "trijet"), id="trijet-leaf", marks=ref),
+    ]
+
+
+@pytest.fixture
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
+    hub_kind, leaf_kind = request.param
+    p = Pair(hub_kind, leaf_kind, tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+async def connect(url: str, user: str) -> nats.NATS:
+    return await nats.connect(
+        url,
+        user=user,
+        password=user,
+        allow_reconnect=False,
+        max_reconnect_attempts=0,
+        connect_timeout=5,
+        error_cb=noop_cb,
+    )
+
+
+async def poll(pred: Any, what: str, wait_s: float = WAIT_S) -> None:
+    """Until ``pred()`` (sync, run in a thread) holds; bounded."""
+    deadline = time.monotonic() + wait_s
+    while not await asyncio.to_thread(pred):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(POLL_S)
+
+
+async def wait_interest(pub: nats.NATS, sub: nats.NATS, tag: str) -> None:
+    """Until ``pub``'s server has every interest ``sub`` registered so far: a responder
+    subscribed now is announced behind it, in order, over the same link."""
+
+    async def respond(msg: Any) -> None:
+        await msg.respond(b"ok")
+
+    s = await sub.subscribe(f"ready.{tag}", cb=respond)
+    await sub.flush()
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            await pub.request(f"ready.{tag}", b"", timeout=0.5)
+            break
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(POLL_S)
+    await s.unsubscribe()
+
+
+async def held(sub: Any) -> list[Any]:
+    """Everything ``sub`` holds now (call once a marker that followed the traffic on the
+    same path has arrived on another subscription of the same connection: nats-py queued
+    the traffic first)."""
+    return [await sub.next_msg(timeout=WAIT_S) for _ in range(sub.pending_msgs)]
+
+
+def _linked(p: Pair) -> bool:
+    return all(p.leafz(sp).get("leafnodes") == 1 for sp in (p.hub, p.leaf))
+
+
+async def _api(nc: nats.NATS, subject: str) -> dict[str, Any]:
+    reply = await nc.request(subject, b"", timeout=5)
+    doc: dict[str, Any] = json.loads(reply.data)
+    return doc
+
+
+def _scenario(p: Pair) -> list[Any]:
+    async def main() -> list[Any]:
+        out: list[Any] = []
+        await poll(lambda: _linked(p), "the leafnode link")
+        h = await connect(p.hub.url, "a")
+        hb = await connect(p.hub.url, "b")
+        lf = await connect(p.leaf.url, "l")
+        try:
+            # interest on both sides
+            async def echo(msg: Any) -> None:
+                await msg.respond(b"re:" + msg.data)
+
+            l_plain = await lf.subscribe("l.plain.*")
+            h_plain = await h.subscribe("h.plain")
+            await h.subscribe("hub.svc", cb=echo)
+            await lf.subscribe("leaf.svc", cb=echo)
+            h_q = await h.subscribe("svc.q", queue="work")
+            l_q = await lf.subscribe("svc.q", queue="work")
+            h_mark = await h.subscribe("mark")
+            l_mark = await lf.subscribe("mark")
+            b_all = await hb.subscribe(">")
+            await wait_interest(h, lf, "l")
+            await wait_interest(lf, h, "h")
+
+            # pub/sub both ways
+            await h.publish("l.plain.x", b"to-leaf", headers={"K": "v"})
+            m = await l_plain.next_msg(timeout=WAIT_S)
+            out.append(("hub->leaf", m.subject, m.data, dict(m.headers or {})))
+            await lf.publish("h.plain", b"to-hub")
+            m = await h_plain.next_msg(timeout=WAIT_S)
+            out.append(("leaf->hub", m.subject, m.data))
+
+            # request/reply both ways
+            r = await lf.request("hub.svc", b"q1", timeout=WAIT_S)
+            out.append(("leaf req", r.data))
+            r = await h.request("leaf.svc", b"q2", timeout=WAIT_S, headers={"H": "1"})
+            out.append(("hub req", r.data, dict(r.headers or {})))
+
+            # a queue group with a member on each side: each message once
+            for i in range(10):
+                await h.publish("svc.q", b"h%d" % i)
+                await lf.publish("svc.q", b"l%d" % i)
+            await h.publish("mark", b"")
+            await lf.publish("mark", b"")
+            for s in (h_mark, l_mark):
+                await s.next_msg(timeout=WAIT_S)
+                await s.next_msg(timeout=WAIT_S)
+            got = await held(h_q) + await held(l_q)
+            out.append(("queue", sorted(m.data for m in got)))
+
+            # the hub's other account sees nothing of it
+            await hb.publish("b.mark", b"")
+            m = await b_all.next_msg(timeout=WAIT_S)
+            out.append(("account B first sees", m.subject))
+
+            # unsubscribe: the hub forgets the interest, a request finds no responder
+            await l_plain.unsubscribe()
+            await lf.flush()
+            await poll(
+                lambda: "l.plain.*" not in _hub_view(p),
+                "l.plain.* gone from the hub's /leafz",
+            )
+            try:
+                await h.request("l.plain.y", b"", timeout=2)
+                out.append(("after unsub", "answered"))
+            except nats.errors.NoRespondersError:
+                out.append(("after unsub", "no responders"))
+
+            # JetStream: each side's $JS.API stays local, $JS.<domain>.API crosses
+            out.append(("leaf $JS.API", (await _api(lf, "$JS.API.INFO")).get("domain")))
+            out.append(("leaf $JS.hub.API", (await _api(lf, "$JS.hub.API.INFO")).get("domain")))
+            out.append(("hub $JS.API", (await _api(h, "$JS.API.INFO")).get("domain")))
+            out.append(("hub $JS.leaf.API", (await _api(h, "$JS.leaf.API.INFO")).get("domain")))
+            hjs = lf.jetstream(domain="hub")
+            await hjs.add_stream(name="HS", subjects=["hs.>"])
+            await wait_interest(lf, h, "hs")
+            ack = await lf.jetstream().publish("hs.1", b"x")
+            out.append(("pub ack from the hub stream", ack.stream, ack.seq, ack.domain))
+            await lf.jetstream().add_stream(name="LS", subjects=["ls.>"])
+            ack = await lf.jetstream().publish("ls.1", b"y")
+            out.append(("pub ack from the leaf stream", ack.stream, ack.seq, ack.domain))
+            # a hub consumer read by a leaf client (push and pull)
+            push = await hjs.subscribe("hs.1", durable="pd")
+            m = await push.next_msg(timeout=WAIT_S)
+            await m.ack()
+            out.append(("push across", m.subject, m.data, m.metadata.sequence.stream))
+            pull = await hjs.pull_subscribe("hs.1", durable="pl")
+            msgs = await pull.fetch(1, timeout=WAIT_S)
+            await msgs[0].ack()
+            out.append(("pull across", msgs[0].subject, msgs[0].data))
+
+            # monitoring shapes
+            for side, sp in (("hub", p.hub), ("leaf", p.leaf)):
+                lz = p.leafz(sp)
+                entry = lz["leafs"][0]
+                out.append(
+                    (
+                        f"{side} leafz",
+                        lz["leafnodes"],
+                        sorted(set(entry) - {"subscriptions_list"}),
+                        entry["is_spoke"],
+                        entry["account"],
+                        entry["name"],
+                    )
+                )
+                vz = p.varz(sp)
+                out.append((f"{side} varz", vz["leafnodes"], sorted(vz["leaf"])))
+        finally:
+            for nc in (h, hb, lf):
+                await nc.close()
+        return out
+
+    return run(main)
+
+
+def _hub_view(p: Pair) -> list[str]:
+    lz = p.leafz(p.hub)
+    leafs = lz.get("leafs") or [{}]
+    subs: list[str] = leafs[0].get("subscriptions_list") or []
+    return subs
+
+
+EXPECTED_QUEUE = sorted([b"h%d" % i for i in range(10)] + [b"l%d" % i for i in range(10)])
+
+
+@pytest.mark.parametrize("pair", _pairs(), indirect=True)
+def test_leaf_link_core_and_jetstream_domains(pair: Pair) -> None:
+    out = _scenario(pair)
+    got = dict((o[0], o[1:]) for o in out)
+    assert got["hub->leaf"] == ("l.plain.x", b"to-leaf", {"K": "v"})
+    assert got["leaf->hub"] == ("h.plain", b"to-hub")
+    assert got["leaf req"] == (b"re:q1",)
+    assert got["hub req"] == (b"re:q2", {"H": "1"})
+    assert got["queue"] == (EXPECTED_QUEUE,)
+    assert got["account B first sees"] == ("b.mark",)
+    assert got["after unsub"] == ("no responders",)
+    assert got["leaf $JS.API"] == ("leaf",)
+    assert got["leaf $JS.hub.API"] == ("hub",)
+    assert got["hub $JS.API"] == ("hub",)
+    assert got["hub $JS.leaf.API"] == ("leaf",)
+    assert got["pub ack from the hub stream"] == ("HS", 1, "hub")
+    assert got["pub ack from the leaf stream"] == ("LS", 1, "leaf")
+    assert got["push across"] == ("hs.1", b"x", 1)
+    assert got["pull across"] == ("hs.1", b"x")
+    assert got["hub leafz"] == (1, sorted(LEAFZ_KEYS), False, "A", "leaf1")
+    assert got["leaf leafz"] == (1, sorted(LEAFZ_KEYS), True, "L", "hub1")
+    assert got["hub varz"] == (1, ["auth_timeout", "host", "port", "tls_timeout"])
+    assert got["leaf varz"] == (1, ["remotes"])
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        pytest.param(("trijet", "trijet"), id="trijet"),
+        pytest.param(("reference", "reference"), id="reference", marks=requires_reference),
+    ],
+    indirect=True,
+)
+def test_leaf_link_killed_and_back(pair: Pair) -> None:
+    """The hub dies (SIGKILL) and returns on its ports: the leaf keeps serving its own
+    clients meanwhile, dials again and its clients' interest reaches the new hub."""
+
+    async def before() -> None:
+        await poll(lambda: _linked(pair), "the leafnode link")
+
+    run(before)
+    pair.hub.send_signal(signal.SIGKILL)
+    pair.hub.wait(10)
+
+    async def while_down() -> None:
+        lf = await connect(pair.leaf.url, "l")
+        try:
+            s = await lf.subscribe("local.only")
+            await lf.publish("local.only", b"still here")
+            assert (await s.next_msg(timeout=WAIT_S)).data == b"still here"
+        finally:
+            await lf.close()
+
+    run(while_down)
+    port = pair.hub.port
+    pair.hub = pair._start_hub(port)
+
+    async def after() -> None:
+        await poll(lambda: _linked(pair), "the leafnode link back")
+        h = await connect(pair.hub.url, "a")
+        lf = await connect(pair.leaf.url, "l")
+        try:
+            s = await lf.subscribe("back.>")
+            await wait_interest(h, lf, "back")
+            await h.publish("back.1", b"again")
+            assert (await s.next_msg(timeout=WAIT_S)).data == b"again"
+            r = await lf.request("$JS.hub.API.INFO", b"", timeout=WAIT_S)
+            assert json.loads(r.data).get("domain") == "hub"
+        finally:
+            await h.close()
+            await lf.close()
+
+    run(after)
+
+
+LOOP_CONF = """
+server_name: {name}
+leafnodes {{
+  listen: "127.0.0.1:{own}"
+  remotes: [ {{ url: "nats://127.0.0.1:{other}" }} ]
+  reconnect: "250ms"
+}}
+"""
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_leaf_loop_detected(kind: str, tmp_path: Path) -> None:
+    """Two servers that solicit each other form a loop: one of them hears its own
+    ``$LDS.`` subject back and says so, as nats-server does."""
+    held = reserve_ports(2)
+    p1, p2 = (s.getsockname()[1] for s in held)
+    for s in held:
+        s.close()
+    a = start_server(
+        kind, config=LOOP_CONF.format(name="a", own=p1, other=p2), workdir=tmp_path / "a"
+    )  # type: ignore[arg-type]
+    try:
+        b = start_server(
+            kind, config=LOOP_CONF.format(name="b", own=p2, other=p1), workdir=tmp_path / "b"
+        )  # type: ignore[arg-type]
+        try:
+
+            async def main() -> None:
+                await poll(lambda: "Loop detected" in a.log_text() + b.log_text(), "a loop report")
+
+            run(main)
+        finally:
+            b.stop()
+    finally:
+        a.stop()
