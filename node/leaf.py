@@ -540,12 +540,16 @@ class LeafNodes:
         self.rng = rng
         self.links: dict[int, LeafConn] = {}
         self.port = 0
+        #: a ``leafnodes`` block is configured (else interest is not even counted)
+        self.enabled = server.cfg.leafnodes is not None
 
     # -- interest ---------------------------------------------------------
 
     def interest(self, acc: Account, subject: bytes, queue: bytes | None, delta: int) -> None:
         """The account's interest count of (subject, queue) changed by ``delta``;
         tell the links whose view crossed zero."""
+        if not self.enabled:
+            return
         key = (subject, queue)
         totals = acc.leaf_totals
         before = totals.get(key, 0)

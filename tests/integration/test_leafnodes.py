@@ -32,7 +32,7 @@ import pytest
 
 from tests.support import ServerProcess, reference_binary, start_server
 from tests.support.aio import noop_cb, run
-from tests.support.cluster import get_json, reserve_ports
+from tests.support.cluster import get_json, reserve_ports, start_cluster
 
 WAIT_S = 10.0
 POLL_S = 0.02
@@ -442,3 +442,95 @@ def test_leaf_loop_detected(kind: str, tmp_path: Path) -> None:
             b.stop()
     finally:
         a.stop()
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_leaf_on_a_three_node_hub(kind: str, tmp_path: Path) -> None:
+    """A leaf linked to one node of a three-node hub reaches the whole cluster: a publish
+    on another node, a responder on a third, an R3 stream created and written through
+    ``$JS.hub.API``, and a leaf stream sourcing it."""
+    c = start_cluster(
+        kind,  # type: ignore[arg-type]
+        3,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        varz = get_json(f"{c.monitoring_urls[1]}/varz") or {}
+        port = varz["leaf"]["port"]
+        leaf = start_server(
+            kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=(
+                'server_name: leaf1\njetstream { store_dir: "{workdir}/js", domain: leaf }\n'
+                f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ], '
+                'reconnect: "250ms" }\n'
+            ),
+            workdir=tmp_path / "leaf",
+        )
+        try:
+            run(lambda: _three_node_scenario(c, leaf))
+        finally:
+            leaf.stop()
+    finally:
+        c.stop()
+
+
+async def _three_node_scenario(c: Any, leaf: ServerProcess) -> None:
+    def linked() -> bool:
+        doc = get_json(f"{leaf.monitoring_url}/leafz") or {}
+        return doc.get("leafnodes") == 1
+
+    await poll(linked, "the leafnode link")
+    h1 = await nats.connect(c.urls[0], error_cb=noop_cb)
+    h3 = await nats.connect(c.urls[2], error_cb=noop_cb)
+    lf = await nats.connect(leaf.url, error_cb=noop_cb)
+    try:
+        s = await lf.subscribe("c.>")
+        await wait_interest(h3, lf, "c3")
+        await h3.publish("c.1", b"from n3")
+        assert (await s.next_msg(timeout=WAIT_S)).data == b"from n3"
+
+        async def echo(msg: Any) -> None:
+            await msg.respond(b"n1:" + msg.data)
+
+        await h1.subscribe("svc.hub", cb=echo)
+        await wait_interest(lf, h1, "h1")
+        assert (await lf.request("svc.hub", b"x", timeout=WAIT_S)).data == b"n1:x"
+
+        hjs = lf.jetstream(domain="hub")
+        await hjs.add_stream(name="R3", subjects=["r3.>"], num_replicas=3)
+        deadline = time.monotonic() + WAIT_S
+        while True:  # the capture's interest travels leader -> route -> leaf
+            try:
+                ack = await lf.jetstream().publish("r3.a", b"1", timeout=2)
+                break
+            except nats.errors.NoRespondersError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(POLL_S)
+        assert (ack.stream, ack.seq, ack.domain) == ("R3", 1, "hub")
+        for i in (2, 3):
+            ack = await lf.jetstream().publish("r3.a", b"%d" % i)
+            assert (ack.seq, ack.domain) == (i, "hub")
+
+        cfg = {
+            "name": "SRC",
+            "sources": [{"name": "R3", "external": {"api": "$JS.hub.API", "deliver": ""}}],
+        }
+        r = await lf.request("$JS.API.STREAM.CREATE.SRC", json.dumps(cfg).encode(), timeout=5)
+        assert "error" not in json.loads(r.data), r.data
+
+        async def src_last() -> int:
+            info = await _api(lf, "$JS.API.STREAM.INFO.SRC")
+            last: int = info.get("state", {}).get("last_seq", 0)
+            return last
+
+        deadline = time.monotonic() + WAIT_S
+        while await src_last() < 3:
+            assert time.monotonic() < deadline, "SRC did not copy R3"
+            await asyncio.sleep(POLL_S * 5)
+    finally:
+        for nc in (h1, h3, lf):
+            await nc.close()

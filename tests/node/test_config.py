@@ -297,6 +297,40 @@ def test_jetstream_forms(tmp_path: Path) -> None:
     assert c.jetstream.store_dir == "/top" and c.jetstream.sync_interval == 1.0
 
 
+def test_leafnodes_block(tmp_path: Path) -> None:
+    text = """
+leafnodes {
+  listen: "127.0.0.1:7422"
+  authorization { user: lu, password: lp, account: A, timeout: 3 }
+  remotes: [
+    { url: "nats://u:p@hub:7422", account: L, credentials: "/x.creds" }
+    { urls: ["nats://h1:7422", "nats://h2:7422"] }
+  ]
+  reconnect: "250ms"
+  compression: off
+}
+"""
+    c = load(["-c", write(tmp_path, text)])
+    lf = c.leafnodes
+    assert lf is not None
+    assert (lf.host, lf.port, lf.user, lf.password, lf.account) == (
+        "127.0.0.1",
+        7422,
+        "lu",
+        "lp",
+        "A",
+    )
+    assert (lf.auth_timeout_s, lf.reconnect_s) == (3.0, 0.25)
+    assert [r.urls for r in lf.remotes] == [
+        ["nats://u:p@hub:7422"],
+        ["nats://h1:7422", "nats://h2:7422"],
+    ]
+    assert (lf.remotes[0].account, lf.remotes[0].credentials) == ("L", "/x.creds")
+    assert any("compression" in w for w in c.warnings)
+    with pytest.raises(ConfigError, match="requires at least one url"):
+        load(["-c", write(tmp_path, "leafnodes { remotes: [ { account: A } ] }\n")])
+
+
 def test_tls_block_and_auth_timeout(tmp_path: Path) -> None:
     c = load(
         ["-c", write(tmp_path, "tls { cert_file: c, key_file: k, timeout: 3, verify: true }\n")]

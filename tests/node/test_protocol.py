@@ -204,6 +204,31 @@ def test_route_role(data: bytes, expected: list[object]) -> None:
     assert both(Role.ROUTE, data) == expected
 
 
+# a leaf link carries no account (the link is bound to one); bytes as nats-server 2.15.1 sends
+LEAF_CASES: list[tuple[bytes, list[object]]] = [
+    (b"LS+ $JS.hub.API.STREAM.>\r\n", [RSub(b"", b"$JS.hub.API.STREAM.>", None, 0)]),
+    (b"LS+ leaf.q workers 1\r\n", [RSub(b"", b"leaf.q", b"workers", 1)]),
+    (b"LS- leaf.q workers\r\n", [RUnsub(b"", b"leaf.q", b"workers")]),
+    (b"LS- leaf.plain.*\r\n", [RUnsub(b"", b"leaf.plain.*", None)]),
+    (b"LMSG leaf.plain.x 3\r\nabc\r\n", [RMsg(b"", b"leaf.plain.x", None, (), None, b"abc")]),
+    (
+        b"LMSG hub.svc _INBOX.a.b 2\r\nhi\r\n",
+        [RMsg(b"", b"hub.svc", b"_INBOX.a.b", (), None, b"hi")],
+    ),
+    (
+        b"HMSG leaf.q + _INBOX.f.g workers 18 20\r\nNATS/1.0\r\nX: 1\r\n\r\nyo\r\n",
+        [RMsg(b"", b"leaf.q", b"_INBOX.f.g", (b"workers",), b"NATS/1.0\r\nX: 1\r\n\r\n", b"yo")],
+    ),
+    (b"LMSG q.x | w1 w2 2\r\nhi\r\n", [RMsg(b"", b"q.x", None, (b"w1", b"w2"), None, b"hi")]),
+    (b'CONNECT {"remote_account":"$G"}\r\n', [Connect({"remote_account": "$G"})]),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), LEAF_CASES)
+def test_leaf_role(data: bytes, expected: list[object]) -> None:
+    assert both(Role.LEAF, data) == expected
+
+
 def test_serialize_round_trips() -> None:
     events = [
         Pub(b"a", None, b"x"),
