@@ -347,7 +347,45 @@ class LeafConn(Outbound):
                 return
 
     def _on_plain(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
-        self.close("Protocol Violation")  # the leaf role has no fast path
+        """A plain LMSG (no queues, no headers): along the subject's delivery plan
+        when it has one and this link is not in it, else as any leaf message."""
+        if not self.registered:
+            self.close("Protocol Violation")
+            return
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
+        stats = self.server.stats
+        stats.in_msgs += 1
+        stats.in_bytes += len(payload)
+        router = self.account.router
+        if reply is None or not reply.startswith(JS_ACK_PREFIX):
+            plan = router._plans.get(subject)
+            if (
+                plan is not None
+                and plan[0] == router.gen
+                and (plan[1] or plan[2])
+                and not any(t[0] is self for t in plan[1])
+            ):
+                router._deliver_one(subject, plan[1], plan[2], reply, payload)
+                return
+        self._deliver(RMsg(b"", subject, reply, (), None, payload))
+
+    def _deliver(self, ev: RMsg) -> None:
+        """A message from the peer, published in the bound account as a client's
+        (never back to this link; only the queue groups it names)."""
+        if self.deny_js_api and ev.subject.startswith(JS_API_PREFIX):
+            return
+        router = self.account.router
+        reply = ev.reply
+        if reply is not None and reply.startswith(JS_ACK_PREFIX):
+            split = split_js_ack(reply)
+            if split is not None:
+                # a consumer's delivery: routed by the inbox, shown with the stream subject
+                router.deliver_as(
+                    ev.subject, split[1], split[0], ev.headers, ev.payload, True, self
+                )
+                return
+        router.publish(self, ev.subject, reply, ev.headers, ev.payload, None, ev.queues)
 
     def _on_event(self, ev: Any) -> None:
         if self.closing is not None:
@@ -361,19 +399,7 @@ class LeafConn(Outbound):
             self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
             self.server.stats.in_msgs += 1
             self.server.stats.in_bytes += len(ev.payload)
-            if self.deny_js_api and ev.subject.startswith(JS_API_PREFIX):
-                return
-            router = self.account.router
-            reply = ev.reply
-            if reply is not None and reply.startswith(JS_ACK_PREFIX):
-                split = split_js_ack(reply)
-                if split is not None:
-                    # a consumer's delivery: routed by the inbox, shown with the stream subject
-                    router.deliver_as(
-                        ev.subject, split[1], split[0], ev.headers, ev.payload, True, self
-                    )
-                    return
-            router.publish(self, ev.subject, ev.reply, ev.headers, ev.payload, None, ev.queues)
+            self._deliver(ev)
         elif t is RSub:
             self._on_lsub(ev)
         elif t is RUnsub:

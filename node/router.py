@@ -707,8 +707,15 @@ class Router(JetStreamDelivery, QueueDelivery):
             self._note_internal(subject, psubs)
             return
         targets = []
+        leafs: set[Any] = set()
         for sub in psubs:
             c = sub.client
+            if not c.internal and c.deliver_filter is LEAF_LINK:
+                # a leaf link: one plain LMSG per message, whatever matched
+                if c not in leafs:
+                    leafs.add(c)
+                    targets.append((c, b"LMSG " + subject, sub))
+                continue
             if (
                 c.internal
                 or c.deliver_filter is not None

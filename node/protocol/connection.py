@@ -86,8 +86,14 @@ _RMSG_LINE = re.compile(
     rb"(?:(?![+|][ \t])([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n"
 )
 
+# A plain leaf LMSG line, without queue groups: subject, optional reply, size.
+_LMSG_LINE = re.compile(
+    rb"LMSG[ \t]+([^ \t\r\n]+)[ \t]+(?:(?![+|][ \t])([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n"
+)
+
 _FAST_LINE[Role.SERVER] = _PUB_LINE.match
 _FAST_LINE[Role.ROUTE] = _RMSG_LINE.match
+_FAST_LINE[Role.LEAF] = _LMSG_LINE.match
 
 # kinds of pending payload ops
 _K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
@@ -153,10 +159,11 @@ class ProtocolConnection:
         out: list[Event | ProtocolViolation] = []
         append = out.append
 
-        if self.role is Role.ROUTE:
+        if self.role is Role.ROUTE or self.role is Role.LEAF:
+            account = b"$G" if self.role is Role.ROUTE else b""
 
             def on_pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-                append(RMsg(b"$G", subject, reply, (), None, payload))
+                append(RMsg(account, subject, reply, (), None, payload))
 
         else:
 
