@@ -11,7 +11,7 @@ Config file keys follow nats-server ``server/opts.go``: same names and aliases, 
 duration strings (a bare number of seconds is accepted with a warning where nats accepts it),
 sizes with suffixes (see :mod:`node.conffile`). Like nats-server, an unknown key is an error
 (``file:line:col: unknown field "x"``) unless the key was used as a ``$variable``. Keys that
-nats-server knows but trijet does not implement (gateways, leaf nodes, accounts, MQTT, …) are
+nats-server knows but trijet does not implement (gateways, websockets, MQTT, …) are
 accepted and reported in :attr:`ServerConfig.warnings`; :func:`node.logsetup.setup_logging`
 logs them at WRN once logging is up. A bad value records its error and raises :class:`_Skip`,
 which the enclosing block catches to go on with the next key, so all errors in a file are
@@ -128,7 +128,7 @@ _IGNORED_TOP = frozenset(
     """syslog remote_syslog log_size_limit logfile_size_limit log_max_num logfile_max_num
     prof_port prof_block_rate no_system_account no_system
     no_sys_acc resolver_tls resolver_pinned_accounts
-    ocsp ocsp_cache gateway leaf websocket ws mqtt server_metadata feature_flags
+    ocsp ocsp_cache gateway websocket ws mqtt server_metadata feature_flags
     default_js_domain mappings maps max_sub_tokens max_subscription_tokens max_traced_msg_len
     trace_headers trusted trusted_keys allow_non_tls proxy_protocol proxies default_sentinel
     write_timeout no_fast_producer_stall""".split()
@@ -358,6 +358,7 @@ class _Builder:
             "tls": lambda: setattr(cfg, "tls", self.tls(cv)),
             "cluster": lambda: self.cluster_block(cv),
             "leafnodes": lambda: read_leafnodes(self, cv, _Skip),
+            "leaf": lambda: read_leafnodes(self, cv, _Skip),
             "jetstream": lambda: self.jetstream(cv),
         }
         if k in setters:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from node.jsdelivery import JS_ACK_PREFIX, LEAF_LINK, JetStreamDelivery, split_js_ack
 from node.queueplan import QPlan, QueueDelivery
+from node.routefwd import RouteForwarding
 from node.sublist import Sublist
 
 if TYPE_CHECKING:
@@ -44,20 +45,12 @@ def _drop_oldest(cache: dict[Any, Any]) -> None:
         del cache[key]
 
 
-class _Match:
-    __slots__ = ("psubs", "qsubs")
-
-    def __init__(self, psubs: Any, qsubs: Any) -> None:
-        self.psubs = psubs
-        self.qsubs = qsubs
-
-
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
 PubsFn = Callable[[list[bytes], bytes], None]
 
 
-class Router(JetStreamDelivery, QueueDelivery):
+class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
     """Delivery over one account's sublist.
 
     Args:
@@ -734,99 +727,6 @@ class Router(JetStreamDelivery, QueueDelivery):
         if len(plans) >= PLANS_MAX:
             _drop_oldest(plans)
         plans[subject] = (self.gen, tuple(targets), routes)
-
-    def _to_routes(
-        self,
-        subject: bytes,
-        reply: bytes | None,
-        headers: bytes | None,
-        payload: bytes,
-        local_groups: list[list[Subscription]],
-        only_queues: tuple[bytes, ...] | None = None,
-    ) -> int:
-        """Send one copy to each route with interest; returns routes used
-        (``only_queues``: the queue groups a leaf's message may reach)."""
-        r = self.route_sublist.match(subject)
-        if only_queues is not None and r.qsubs:
-            r = _Match(r.psubs, [g for g in r.qsubs if g[0].queue in only_queues])
-        if not r.qsubs:
-            psubs = r.psubs
-            if not psubs:
-                return 0
-            # common case: plain interest only, one RMSG for every such route
-            mid = b" " + reply + b" " if reply else b" "
-            if headers is None:
-                data = (
-                    self._rmsg + subject + mid + str(len(payload)).encode() + CRLF + payload + CRLF
-                )
-            else:
-                hl = len(headers)
-                data = (
-                    self._hmsg
-                    + subject
-                    + mid
-                    + str(hl).encode()
-                    + b" "
-                    + str(hl + len(payload)).encode()
-                    + CRLF
-                    + headers
-                    + payload
-                    + CRLF
-                )
-            if len(psubs) == 1:
-                route = psubs[0].route
-                route.send(data)
-                route.out_msgs += 1
-                route.out_bytes += len(payload)
-                return 1
-            sent = set()
-            for rs in psubs:
-                route = rs.route
-                if route not in sent:
-                    sent.add(route)
-                    route.send(data)
-                    route.out_msgs += 1
-                    route.out_bytes += len(payload)
-            return len(sent)
-        targets: dict[Any, list[bytes]] = {}
-        for rs in r.psubs:
-            targets.setdefault(rs.route, [])
-        if r.qsubs:
-            local = {g[0].queue for g in local_groups}
-            for group in r.qsubs:
-                q = group[0].queue
-                if q in local:
-                    continue  # a local member takes it
-                chosen = group[0]
-                if len(group) > 1:
-                    total = sum(max(rs.weight, 1) for rs in group)
-                    pick = self.rng.randrange(total)
-                    for rs in group:
-                        pick -= max(rs.weight, 1)
-                        if pick < 0:
-                            chosen = rs
-                            break
-                targets.setdefault(chosen.route, []).append(q)
-        for route, queues in targets.items():
-            parts = [self.account, subject]
-            if queues:
-                if reply:
-                    parts += [b"+", reply]
-                else:
-                    parts.append(b"|")
-                parts.extend(queues)
-            elif reply:
-                parts.append(reply)
-            if headers is None:
-                parts.append(str(len(payload)).encode())
-                route.send(b"RMSG " + b" ".join(parts) + CRLF + payload + CRLF)
-            else:
-                hl = len(headers)
-                parts += [str(hl).encode(), str(hl + len(payload)).encode()]
-                route.send(b"HMSG " + b" ".join(parts) + CRLF + headers + payload + CRLF)
-            route.out_msgs += 1
-            route.out_bytes += len(payload)
-        return len(targets)
 
     def deliver_routed(self, ev: Any) -> None:
         """Deliver a message that arrived on a route (an ``RMsg`` event)."""
