@@ -199,10 +199,6 @@ class LeafRemote:
     urls: list[str] = field(default_factory=list)
     #: the local account bound to the link (``$G`` when not set)
     account: str | None = None
-    credentials: str | None = None
-    #: deny lists of the remote (subjects not exported / not imported over it)
-    deny_exports: list[str] = field(default_factory=list)
-    deny_imports: list[str] = field(default_factory=list)
 
 
 @dataclass

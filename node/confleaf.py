@@ -4,9 +4,11 @@ Theory of operation: :mod:`node.conftree`'s builder hands the ``leafnodes`` valu
 (:func:`read_leafnodes`).  A listener (``listen``/``port``/``host``) accepts leaf
 connections, authenticated by ``authorization { user, password, account }`` (the account
 the leaf is bound to); each ``remotes`` entry is a hub this server solicits
-(``url``/``urls``, the local ``account`` bound to it, ``credentials``); ``reconnect`` is the
-delay before a dropped remote is dialled again.  Keys nats-server knows that change nothing
-trijet does (TLS, compression, websocket remotes) are accepted with a warning.
+(``url``/``urls`` with ``user:password@``, the local ``account`` bound to it); ``reconnect``
+is the delay before a dropped remote is dialled again.  Keys nats-server knows that change
+nothing trijet delivers (compression, advertising) are accepted with a warning; TLS, JWT
+``credentials``, ``deny_exports``/``deny_imports`` and hub remotes are refused with an error
+that names them: dropping them would leave a link unencrypted, unauthenticated or unfiltered.
 """
 
 from __future__ import annotations
@@ -20,13 +22,30 @@ if TYPE_CHECKING:
     from node.conftree import _Builder
 
 _IGNORED_LEAF = frozenset(
-    """tls advertise no_advertise compression min_version write_deadline
-    tls_handshake_first tls_handshake_first_fallback isolate_leafnode_interest""".split()
+    """advertise no_advertise compression min_version write_deadline
+    isolate_leafnode_interest""".split()
 )
 _IGNORED_REMOTE = frozenset(
-    """tls compression hub first_info_timeout no_randomize ws_compression
-    ws_no_masking disabled name local_is_hub""".split()
+    """compression first_info_timeout no_randomize ws_compression ws_no_masking name""".split()
 )
+#: keys whose meaning trijet does not implement and must not drop silently (a link that
+#: should be encrypted, authenticated by JWT or filtered would not be)
+_REFUSED = {
+    "tls": "leafnode TLS",
+    "tls_handshake_first": "leafnode TLS",
+    "tls_handshake_first_fallback": "leafnode TLS",
+    "credentials": "leafnode JWT credentials (operator mode)",
+    "creds": "leafnode JWT credentials (operator mode)",
+    "deny_exports": "leafnode deny_exports/deny_imports",
+    "deny_imports": "leafnode deny_exports/deny_imports",
+    "hub": "a hub remote (local_is_hub)",
+    "local_is_hub": "a hub remote (local_is_hub)",
+    "disabled": "disabled remotes",
+}
+
+
+def _refuse(b: _Builder, key: str, cv: ConfValue) -> None:
+    b.err(cv, f'{_REFUSED[key]} is not supported by trijet yet (field "{key}")')
 
 
 def read_leafnodes(b: _Builder, cv: ConfValue, skip: type[Exception]) -> None:
@@ -53,6 +72,8 @@ def read_leafnodes(b: _Builder, cv: ConfValue, skip: type[Exception]) -> None:
                 lf.remotes = [_remote(b, item, skip) for item in v.value]
             elif k == "reconnect" or k == "reconnect_delay":
                 lf.reconnect_s = b.duration(k, v)
+            elif k in _REFUSED:
+                _refuse(b, k, v)
             else:
                 b.unknown(key, v, _IGNORED_LEAF)
         except skip:
@@ -71,8 +92,11 @@ def _authorization(b: _Builder, lf: LeafConfig, cv: ConfValue) -> None:
             lf.account = b.string(k, v)
         elif k == "timeout":
             lf.auth_timeout_s = b.timeout(k, v)
+        elif k in ("users", "token", "nkey"):
+            # ignoring them would accept any leaf: refused
+            b.err(v, f'leafnode authorization "{k}" is not supported by trijet yet')
         else:
-            b.unknown(key, v, frozenset({"users", "token", "nkey"}))
+            b.unknown(key, v, frozenset())
 
 
 def _remote(b: _Builder, cv: ConfValue, skip: type[Exception]) -> LeafRemote:
@@ -84,12 +108,8 @@ def _remote(b: _Builder, cv: ConfValue, skip: type[Exception]) -> LeafRemote:
                 r.urls = b.strings(k, v)
             elif k in ("account", "local"):
                 r.account = b.string(k, v)
-            elif k in ("credentials", "creds"):
-                r.credentials = b.string(k, v)
-            elif k == "deny_exports":
-                r.deny_exports = b.strings(k, v)
-            elif k == "deny_imports":
-                r.deny_imports = b.strings(k, v)
+            elif k in _REFUSED:
+                _refuse(b, k, v)
             else:
                 b.unknown(key, v, _IGNORED_REMOTE)
         except skip:

@@ -336,7 +336,9 @@ class LeafConn(Outbound):
                         return
                     self.last_activity_wall = self.server.wall_time()
                     router = self.account.router
-                    self._proto.feed(bytes(data), self._on_plain, self._on_event)
+                    self._proto.feed(
+                        bytes(data), self._on_plain, self._on_event, self._on_plain_run
+                    )
                     router.flush()
                     continue
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -369,6 +371,32 @@ class LeafConn(Outbound):
                 router._deliver_one(subject, plan[1], plan[2], reply, payload)
                 return
         self._deliver(RMsg(b"", subject, reply, (), None, payload))
+
+    def _on_plain_run(
+        self, subject: bytes, replies: list[bytes | None], payloads: list[bytes]
+    ) -> None:
+        """Plain LMSGs to one subject in a row: one plan check, one batched delivery."""
+        router = self.account.router
+        plan = router._plans.get(subject)
+        if (
+            self.registered
+            and plan is not None
+            and plan[0] == router.gen
+            and (plan[1] or plan[2])
+            and not any(t[0] is self for t in plan[1])
+            and not any(r is not None and r.startswith(JS_ACK_PREFIX) for r in replies)
+        ):
+            k = len(payloads)
+            nbytes = sum(map(len, payloads))
+            self.in_msgs += k
+            self.in_bytes += nbytes
+            stats = self.server.stats
+            stats.in_msgs += k
+            stats.in_bytes += nbytes
+            router._run(self, subject, replies, payloads, True)
+            return
+        for reply, payload in zip(replies, payloads, strict=True):
+            self._on_plain(subject, reply, payload)
 
     def _deliver(self, ev: RMsg) -> None:
         """A message from the peer, published in the bound account as a client's

@@ -303,7 +303,7 @@ leafnodes {
   listen: "127.0.0.1:7422"
   authorization { user: lu, password: lp, account: A, timeout: 3 }
   remotes: [
-    { url: "nats://u:p@hub:7422", account: L, credentials: "/x.creds" }
+    { url: "nats://u:p@hub:7422", account: L }
     { urls: ["nats://h1:7422", "nats://h2:7422"] }
   ]
   reconnect: "250ms"
@@ -325,10 +325,18 @@ leafnodes {
         ["nats://u:p@hub:7422"],
         ["nats://h1:7422", "nats://h2:7422"],
     ]
-    assert (lf.remotes[0].account, lf.remotes[0].credentials) == ("L", "/x.creds")
+    assert lf.remotes[0].account == "L" and lf.remotes[1].account is None
     assert any("compression" in w for w in c.warnings)
     with pytest.raises(ConfigError, match="requires at least one url"):
         load(["-c", write(tmp_path, "leafnodes { remotes: [ { account: A } ] }\n")])
+    # what would leave a link unencrypted, unauthenticated or unfiltered is refused
+    for bad in (
+        "leafnodes { port: 7422, tls { cert_file: c, key_file: k } }",
+        'leafnodes { remotes: [ { url: "nats://h:1", credentials: "/x.creds" } ] }',
+        'leafnodes { remotes: [ { url: "nats://h:1", deny_imports: ["x"] } ] }',
+    ):
+        with pytest.raises(ConfigError, match="not supported by trijet yet"):
+            load(["-c", write(tmp_path, bad + "\n")])
 
 
 def test_tls_block_and_auth_timeout(tmp_path: Path) -> None:
