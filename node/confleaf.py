@@ -117,3 +117,15 @@ def _remote(b: _Builder, cv: ConfValue, skip: type[Exception]) -> LeafRemote:
     if not r.urls:
         b.err(cv, "leafnode remote requires at least one url")
     return r
+
+
+def check_leafnodes(b: _Builder) -> None:
+    """Once the whole file is read: the accounts the block names exist."""
+    lf = b.cfg.leafnodes
+    if lf is None:
+        return
+    known = {"$G", b.cfg.system_account, *b.cfg.accounts}
+    named = [("authorization", lf.account)] + [("remote", r.account) for r in lf.remotes]
+    for where, acc in named:
+        if acc is not None and acc not in known:
+            b.errors.append(f'leafnodes {where}: account "{acc}" not found')

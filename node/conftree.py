@@ -39,7 +39,7 @@ from node.configtypes import (
     TLSConfig,
     UserSpec,
 )
-from node.confleaf import read_leafnodes
+from node.confleaf import check_leafnodes, read_leafnodes
 
 __all__ = ["apply_file", "parse_duration"]
 
@@ -298,6 +298,7 @@ class _Builder:
             except _Skip:
                 pass
         check_accounts(self, top, self.account_users)
+        check_leafnodes(self)
         if self.cfg.tls is not None and not self.auth_timeout_set:
             self.cfg.auth.timeout_s = self.cfg.tls.timeout_s + 1.0
 

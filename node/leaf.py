@@ -98,6 +98,13 @@ def _js_api(subject: bytes) -> bool:
     return subject.startswith(JS_API_PREFIX) or subject in (b"$JS.>", b"$JS.*.>", b">")
 
 
+def _any_js_api(subject: bytes) -> bool:
+    """Whether ``subject`` is a JetStream API subscription (``$JS.API.>`` or a domain's)."""
+    return subject.startswith(b"$JS.") and (
+        subject.startswith(JS_API_PREFIX) or subject.split(b".", 3)[2:3] == [b"API"]
+    )
+
+
 class LeafConn(Outbound):
     """One leaf connection (either direction), a client of its bound account.
 
@@ -236,6 +243,8 @@ class LeafConn(Outbound):
         if on:
             if key in self.sent or (self.deny_js_api and _js_api(subject)):
                 return
+            if not self.account.jetstream and _any_js_api(subject):
+                return  # the "not enabled for account" answers are for this server's clients
             self.sent.add(key)
             if queue is None:
                 self.send(b"LS+ " + subject + CRLF)

@@ -299,6 +299,7 @@ def test_jetstream_forms(tmp_path: Path) -> None:
 
 def test_leafnodes_block(tmp_path: Path) -> None:
     text = """
+accounts { A: {}, L: {} }
 leafnodes {
   listen: "127.0.0.1:7422"
   authorization { user: lu, password: lp, account: A, timeout: 3 }
@@ -337,6 +338,15 @@ leafnodes {
     ):
         with pytest.raises(ConfigError, match="not supported by trijet yet"):
             load(["-c", write(tmp_path, bad + "\n")])
+    with pytest.raises(ConfigError, match='account "NOPE" not found'):
+        load(
+            [
+                "-c",
+                write(
+                    tmp_path, 'leafnodes { remotes: [ { url: "nats://h:1", account: NOPE } ] }\n'
+                ),
+            ]
+        )
 
 
 def test_tls_block_and_auth_timeout(tmp_path: Path) -> None:
