@@ -1,0 +1,101 @@
+"""Leaf interest bookkeeping (``node.leaf.LeafNodes.interest``/``snapshot``) over fakes.
+
+Each link is told the account's interest minus its own: LS+ when its view of a (subject,
+queue) crosses from zero, LS- when it falls back; a link never hears of its own interest
+alone.
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+from node.configtypes import LeafConfig, ServerConfig
+from node.leaf import LeafConn, LeafNodes
+
+
+class FakeLink:
+    def __init__(self, acc: Any, jetstream: bool = False) -> None:
+        self.account = acc
+        self.subs: dict[Any, Any] = {}
+        self.sent: set[Any] = set()
+        self.remote_js = jetstream
+        self.lines: list[bytes] = []
+
+    def send(self, data: bytes) -> None:
+        self.lines.append(data)
+
+    announce = LeafConn.announce
+    deny_js_api = LeafConn.deny_js_api
+
+
+def _setup(js: bool = False) -> tuple[LeafNodes, Any]:
+    cfg = ServerConfig()
+    cfg.leafnodes = LeafConfig()
+    server = SimpleNamespace(cfg=cfg)
+    acc = SimpleNamespace(leaf_totals={}, leafs=[], lds=b"$LDS.abc", jetstream=js)
+    return LeafNodes(server, random.Random(1)), acc  # type: ignore[arg-type]
+
+
+def test_a_link_hears_of_others_interest_not_its_own() -> None:
+    ln, acc = _setup()
+    a, b = FakeLink(acc), FakeLink(acc)
+    acc.leafs += [a, b]
+    # a local client subscribes foo: both links hear of it once
+    ln.interest(acc, b"foo", None, 1)
+    ln.interest(acc, b"foo", None, 1)
+    assert a.lines == [b"LS+ foo\r\n"] and b.lines == [b"LS+ foo\r\n"]
+    # link a's peer subscribes bar: only b hears of it
+    a.subs[(b"bar", None)] = object()
+    ln.interest(acc, b"bar", None, 1)
+    assert a.lines == [b"LS+ foo\r\n"] and b.lines[-1] == b"LS+ bar\r\n"
+    # the two local foo subscriptions go: LS- on the last one only
+    ln.interest(acc, b"foo", None, -1)
+    assert a.lines[-1] == b"LS+ foo\r\n"
+    ln.interest(acc, b"foo", None, -1)
+    assert a.lines[-1] == b"LS- foo\r\n" and b.lines[-1] == b"LS- foo\r\n"
+    # a's bar goes: b hears LS-, a never heard of it
+    del a.subs[(b"bar", None)]
+    ln.interest(acc, b"bar", None, -1)
+    assert b.lines[-1] == b"LS- bar\r\n" and b"LS- bar\r\n" not in a.lines
+
+
+def test_queue_groups_and_the_snapshot() -> None:
+    ln, acc = _setup()
+    ln.interest(acc, b"q.x", b"work", 1)
+    ln.interest(acc, b"p", None, 1)
+    link = FakeLink(acc)
+    acc.leafs.append(link)
+    ln.snapshot(link)
+    assert link.lines == [b"LS+ $LDS.abc\r\n", b"LS+ q.x work 1\r\n", b"LS+ p\r\n"]
+    ln.interest(acc, b"q.x", b"work", -1)
+    assert link.lines[-1] == b"LS- q.x work\r\n"
+
+
+def test_js_api_stays_local_when_both_sides_run_jetstream() -> None:
+    ln, acc = _setup(js=True)
+    both, plain = FakeLink(acc, jetstream=True), FakeLink(acc, jetstream=False)
+    acc.leafs += [both, plain]
+    ln.interest(acc, b"$JS.API.>", None, 1)
+    ln.interest(acc, b"$JS.hub.API.>", None, 1)
+    assert both.lines == [b"LS+ $JS.hub.API.>\r\n"]
+    assert plain.lines == [b"LS+ $JS.API.>\r\n", b"LS+ $JS.hub.API.>\r\n"]
+
+
+def test_an_account_without_jetstream_keeps_its_api_answers() -> None:
+    ln, acc = _setup(js=False)
+    link = FakeLink(acc, jetstream=False)
+    acc.leafs.append(link)
+    ln.interest(acc, b"$JS.API.>", None, 1)
+    ln.interest(acc, b"$JS.hub.API.>", None, 1)
+    ln.interest(acc, b"$JS.ACK.S.C.*.*.*.*.*", None, 1)
+    assert link.lines == [b"LS+ $JS.ACK.S.C.*.*.*.*.*\r\n"]
+
+
+def test_nothing_counted_without_a_leafnodes_block() -> None:
+    server = SimpleNamespace(cfg=ServerConfig())
+    ln = LeafNodes(server, random.Random(1))  # type: ignore[arg-type]
+    acc = SimpleNamespace(leaf_totals={}, leafs=[])
+    ln.interest(acc, b"foo", None, 1)  # type: ignore[arg-type]
+    assert acc.leaf_totals == {}
