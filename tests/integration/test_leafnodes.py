@@ -301,6 +301,18 @@ def _scenario(p: Pair) -> list[Any]:
             msgs = await pull.fetch(1, timeout=WAIT_S)
             await msgs[0].ack()
             out.append(("pull across", msgs[0].subject, msgs[0].data))
+            # a leaf stream sourcing the hub stream
+            cfg = {
+                "name": "LSRC",
+                "sources": [{"name": "HS", "external": {"api": "$JS.hub.API", "deliver": ""}}],
+            }
+            r = await lf.request("$JS.API.STREAM.CREATE.LSRC", json.dumps(cfg).encode())
+            assert "error" not in json.loads(r.data), r.data
+            await _until_last(lf, "LSRC", 1)
+            got = json.loads((await lf.request("$JS.API.STREAM.MSG.GET.LSRC", b'{"seq":1}')).data)[
+                "message"
+            ]
+            out.append(("source across", got["subject"], base64.b64decode(got["data"])))
 
             # monitoring shapes
             for side, sp in (("hub", p.hub), ("leaf", p.leaf)):
@@ -355,6 +367,7 @@ def test_leaf_link_core_and_jetstream_domains(pair: Pair) -> None:
     assert got["pub ack from the leaf stream"] == ("LS", 1, "leaf")
     assert got["push across"] == ("hs.1", b"x", 1)
     assert got["pull across"] == ("hs.1", b"x")
+    assert got["source across"] == ("hs.1", b"x")
     assert got["hub leafz"] == (1, sorted(LEAFZ_KEYS), False, "A", "leaf1")
     assert got["leaf leafz"] == (1, sorted(LEAFZ_KEYS), True, "L", "hub1")
     assert got["hub varz"] == (1, ["auth_timeout", "host", "port", "tls_timeout"])
