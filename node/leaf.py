@@ -21,7 +21,7 @@ minus the link's own: each account keeps the count of every (subject, queue)
 over its local subscriptions, its routes' interest and its leafs' interest
 (``Account.leaf_totals``), and each link the set it has announced
 (``LeafConn.sent``); a change of a count sends ``LS+``/``LS-`` to the links
-whose view crossed zero (``LeafNodes.interest``).
+whose view crossed zero (``node.leafnodes.LeafNodes.interest``).
 
 Messages: the router hands a link each matching message once
 (``LeafConn.send_msg``, with the queue groups it was picked for, see
@@ -47,10 +47,7 @@ starts at ``RECONNECT_DELAY_S_MIN`` and doubles up to the remote's
 
 from __future__ import annotations
 
-import json
 import logging
-import random
-import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -62,7 +59,6 @@ from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
 from node.protocol.wire import PING_BYTES, PONG_BYTES, err_bytes, info_bytes
 from node.session import Subscription
-from node.version import NATS_VERSION
 
 if TYPE_CHECKING:
     from node.accounts import Account
@@ -588,197 +584,3 @@ class LeafConn(Outbound):
         for sub in self.subs.values():
             remove(sub)
         self.subs.clear()
-
-
-class LeafNodes:
-    """The leaf links of one server: the listener, the solicited remotes, the registry.
-
-    Args:
-        server: the owning server.
-        rng: seeded randomness (reconnect jitter).
-    """
-
-    def __init__(self, server: Server, rng: random.Random) -> None:
-        self.server = server
-        self.rng = rng
-        self.links: dict[int, LeafConn] = {}
-        self.port = 0
-        #: a ``leafnodes`` block is configured (else interest is not even counted)
-        self.enabled = server.cfg.leafnodes is not None
-
-    # -- interest ---------------------------------------------------------
-
-    def interest(self, acc: Account, subject: bytes, queue: bytes | None, delta: int) -> None:
-        """The account's interest count of (subject, queue) changed by ``delta``;
-        tell the links whose view crossed zero."""
-        if not self.enabled:
-            return
-        key = (subject, queue)
-        totals = acc.leaf_totals
-        before = totals.get(key, 0)
-        after = before + delta
-        if after > 0:
-            totals[key] = after
-        else:
-            totals.pop(key, None)
-            after = 0
-        if not acc.leafs:
-            return
-        for link in acc.leafs:
-            own = 1 if key in link.subs else 0
-            link.announce(key, after - own > 0)
-
-    def snapshot(self, link: LeafConn) -> None:
-        """Send a new link the account's whole interest (and its loop subject)."""
-        acc = link.account
-        link.announce((acc.lds, None), True)
-        for key, n in list(acc.leaf_totals.items()):
-            own = 1 if key in link.subs else 0
-            if n - own > 0:
-                link.announce(key, True)
-
-    # -- registry ---------------------------------------------------------
-
-    def register(self, link: LeafConn) -> None:
-        self.links[link.cid] = link
-        link.account.leafs.append(link)
-        self.snapshot(link)
-
-    def closed(self, link: LeafConn) -> None:
-        if self.links.pop(link.cid, None) is None:
-            return
-        if link in link.account.leafs:
-            link.account.leafs.remove(link)
-        link.drop_interest()
-        log.info(
-            "%s:%d - lid:%d - Leafnode connection closed: %s - Account: %s",
-            link.ip,
-            link.port,
-            link.cid,
-            link.closing,
-            link.account.name,
-        )
-
-    # -- wire -------------------------------------------------------------
-
-    def info(self, link: LeafConn, *, first: bool) -> dict[str, Any]:
-        """The INFO the accepting side sends (``first``: before CONNECT)."""
-        server = self.server
-        cfg = server.cfg
-        info: dict[str, Any] = {
-            "server_id": server.server_id,
-            "server_name": server.server_name,
-            "version": NATS_VERSION,
-            "proto": 3,
-            "go": f"python{sys.version_info.major}.{sys.version_info.minor}",
-            "host": cfg.leafnodes.host if cfg.leafnodes else "",
-            "port": self.port,
-            "headers": not cfg.no_header_support,
-            "auth_required": True,
-            "max_payload": cfg.max_payload,
-        }
-        if server.jetstream_enabled:
-            info["jetstream"] = True
-        info["client_id"] = link.cid
-        if server.cfg.jetstream.enabled and cfg.jetstream.domain:
-            info["domain"] = cfg.jetstream.domain
-        if first:
-            info["nonce"] = server.make_nonce()
-            info["info_on_connect"] = True
-        else:
-            info["connect_info"] = True
-            info["remote_account"] = link.account.name
-            info["info_on_connect"] = True
-        info["leafnode_urls"] = [f"{_shown_host(info['host'])}:{self.port}"]
-        return info
-
-    def connect_bytes(self, link: LeafConn) -> bytes:
-        """The soliciting side's CONNECT."""
-        server = self.server
-        cfg = server.cfg
-        fields: dict[str, Any] = {"version": NATS_VERSION, "server_id": server.server_id}
-        if cfg.jetstream.enabled and cfg.jetstream.domain:
-            fields["domain"] = cfg.jetstream.domain
-        fields["name"] = server.server_name
-        cl = cfg.cluster
-        fields["cluster"] = (cl.name if cl is not None and cl.name else None) or server.server_name
-        fields["headers"] = not cfg.no_header_support
-        if link.account.jetstream:
-            fields["jetstream"] = True
-        fields["compress_mode"] = "off"
-        fields["remote_account"] = link.account.name
-        fields["protocol"] = 3
-        if link.url:
-            _, _, user, password = parse_leaf_url(link.url)
-            if user is not None:
-                fields["user"] = user
-                fields["pass"] = password or ""
-        return b"CONNECT " + json.dumps(fields, separators=(",", ":")).encode() + CRLF
-
-    # -- serving ----------------------------------------------------------
-
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen for leafs (when a port is configured) and keep every remote up."""
-        lcfg = self.server.cfg.leafnodes
-        assert lcfg is not None
-        async with trio.open_nursery() as nursery:
-            if lcfg.port:
-                port = 0 if lcfg.port == -1 else lcfg.port
-                listeners = await trio.open_tcp_listeners(port, host=lcfg.host)
-                self.port = int(listeners[0].socket.getsockname()[1])
-                nursery.start_soon(trio.serve_listeners, self._accepted, listeners)
-                log.info(
-                    "Listening for leafnode connections on %s:%d",
-                    _shown_host(lcfg.host),
-                    self.port,
-                )
-            for remote in lcfg.remotes:
-                nursery.start_soon(self.solicit_forever, remote)
-            task_status.started()
-
-    async def _accepted(self, stream: trio.SocketStream) -> None:
-        try:
-            peer = stream.socket.getpeername()
-            ip, port = str(peer[0]), int(peer[1])
-        except OSError:
-            ip, port = "", 0
-        link = LeafConn(self.server, stream, remote=None, url=None, peer=(ip, port))
-        try:
-            await link.run()
-        except Exception:  # last resort: this link ends, the server does not
-            self.server.internal_error("leaf_session", peer=f"{ip}:{port}")
-            await trio.aclose_forcefully(stream)
-
-    async def solicit_forever(self, remote: LeafRemote) -> None:
-        """Keep a link to one of ``remote``'s URLs up, redialling with backoff."""
-        lcfg = self.server.cfg.leafnodes
-        assert lcfg is not None
-        delay_max = max(lcfg.reconnect_s, RECONNECT_DELAY_S_MIN)
-        delay = RECONNECT_DELAY_S_MIN
-        i = 0
-        while True:
-            url = remote.urls[i % len(remote.urls)]
-            i += 1
-            try:
-                host, port, _, _ = parse_leaf_url(url)
-                stream: trio.SocketStream | None = await trio.open_tcp_stream(host, port)
-            except (OSError, ValueError):
-                stream = None
-            pause = delay
-            if stream is not None:
-                link = LeafConn(self.server, stream, remote=remote, url=url, peer=(host, port))
-                try:
-                    await link.run()
-                except Exception:  # last resort
-                    self.server.internal_error("leaf_session", url=url)
-                    await trio.aclose_forcefully(stream)
-                if link.registered:
-                    delay = pause = RECONNECT_DELAY_S_MIN
-                if link.loop_detected:
-                    pause = LOOP_DELAY_S
-            await trio.sleep(pause * (0.5 + self.rng.random()))
-            delay = min(delay * 2, delay_max)
-
-
-def _shown_host(host: str) -> str:
-    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host

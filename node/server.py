@@ -121,7 +121,7 @@ class Server:
         self._client_nursery: trio.Nursery | None = None
         self.connect_urls: list[str] = []
         # leaf nodes
-        from node.leaf import LeafNodes
+        from node.leafnodes import LeafNodes
 
         self.leafnodes = LeafNodes(self, self.rng)
         # cluster

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from node.configtypes import LeafConfig, ServerConfig
-from node.leaf import LeafConn, LeafNodes
+from node.leaf import LeafConn
+from node.leafnodes import LeafNodes
 
 
 class FakeLink:
