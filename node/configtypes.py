@@ -202,6 +202,16 @@ class LeafRemote:
 
 
 @dataclass
+class LeafUser:
+    """One of ``leafnodes { authorization { users: [...] } }``: a leaf's credentials and
+    the account its link is bound to."""
+
+    user: str
+    password: str
+    account: str | None = None
+
+
+@dataclass
 class LeafConfig:
     """The ``leafnodes {}`` block: a listener for leafs (``port`` > 0 or -1) and remotes."""
 
@@ -211,6 +221,8 @@ class LeafConfig:
     password: str | None = None
     #: the account an authenticated leaf is bound to (``$G`` when not set)
     account: str | None = None
+    #: several leaf users, each bound to its account (instead of ``user``/``password``)
+    users: list[LeafUser] = field(default_factory=list)
     auth_timeout_s: float = 2.0
     remotes: list[LeafRemote] = field(default_factory=list)
     #: delay before redialling a remote whose link dropped (nats-server: 1 s)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from node.conffile import ConfValue
-from node.configtypes import LeafConfig, LeafRemote
+from node.configtypes import LeafConfig, LeafRemote, LeafUser
 
 if TYPE_CHECKING:
     from node.conftree import _Builder
@@ -92,11 +92,38 @@ def _authorization(b: _Builder, lf: LeafConfig, cv: ConfValue) -> None:
             lf.account = b.string(k, v)
         elif k == "timeout":
             lf.auth_timeout_s = b.timeout(k, v)
-        elif k in ("users", "token", "nkey"):
+        elif k == "users":
+            lf.users = _users(b, v)
+        elif k in ("token", "nkey"):
             # ignoring them would accept any leaf: refused
             b.err(v, f'leafnode authorization "{k}" is not supported by trijet yet')
         else:
             b.unknown(key, v, frozenset())
+
+
+def _users(b: _Builder, cv: ConfValue) -> list[LeafUser]:
+    if not isinstance(cv.value, list):
+        b.err(cv, f"leafnode users: expected an array, got {type(cv.value).__name__}")
+        return []
+    out = []
+    for item in cv.value:
+        fields: dict[str, str] = {}
+        for key, v in b.block("user", item).items():
+            k = key.lower()
+            if k in ("user", "username"):
+                fields["user"] = b.string(k, v)
+            elif k in ("pass", "password"):
+                fields["password"] = b.string(k, v)
+            elif k == "account":
+                fields["account"] = b.string(k, v)
+            else:
+                # permissions and nkeys would be dropped: refused
+                b.err(v, f'leafnode user field "{key}" is not supported by trijet yet')
+        if "user" not in fields or "password" not in fields:
+            b.err(item, "leafnode user needs user and password")
+            continue
+        out.append(LeafUser(fields["user"], fields["password"], fields.get("account")))
+    return out
 
 
 def _remote(b: _Builder, cv: ConfValue, skip: type[Exception]) -> LeafRemote:
@@ -126,6 +153,7 @@ def check_leafnodes(b: _Builder) -> None:
         return
     known = {"$G", b.cfg.system_account, *b.cfg.accounts}
     named = [("authorization", lf.account)] + [("remote", r.account) for r in lf.remotes]
+    named += [("user", u.account) for u in lf.users]
     for where, acc in named:
         if acc is not None and acc not in known:
             b.errors.append(f'leafnodes {where}: account "{acc}" not found')

@@ -47,6 +47,7 @@ starts at ``RECONNECT_DELAY_S_MIN`` and doubles up to the remote's
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -79,6 +80,13 @@ JS_ACK_PREFIX = b"$JS.ACK."
 LDS_PREFIX = b"$LDS."
 
 Key = tuple[bytes, bytes | None]
+
+
+def _eq(a: Any, b: Any) -> bool:
+    """Constant-time equality of two strings (False when either is not one)."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def parse_leaf_url(url: str) -> tuple[str, int, str | None, str | None]:
@@ -465,13 +473,20 @@ class LeafConn(Outbound):
         server = self.server
         lcfg = server.cfg.leafnodes
         assert lcfg is not None
-        if lcfg.user is not None and (
-            f.get("user") != lcfg.user or f.get("pass") != (lcfg.password or "")
-        ):
+        account = lcfg.account
+        user, password = f.get("user"), f.get("pass")
+        if lcfg.users:
+            found = next((u for u in lcfg.users if _eq(user, u.user)), None)
+            ok = found is not None and _eq(password, found.password)
+            if found is not None and found.account:
+                account = found.account
+        else:
+            ok = lcfg.user is None or (_eq(user, lcfg.user) and _eq(password, lcfg.password or ""))
+        if not ok:
             log.error("cid=%d event=leafnode_auth_failed ip=%s", self.cid, self.ip)
             self.close("Authentication Failure", "Authorization Violation")
             return
-        acc = server.accounts.get(lcfg.account or "$G")
+        acc = server.accounts.get(account or "$G")
         if acc is None:
             self.close("Authentication Failure", "Authorization Violation")
             return

@@ -604,3 +604,108 @@ async def _three_node_scenario(c: Any, leaf: ServerProcess) -> None:
     finally:
         for nc in (h1, h3, lf):
             await nc.close()
+
+
+USERS_HUB_CONF = """
+server_name: hub1
+accounts {{
+  A: {{ users: [{{user: a, password: a}}] }}
+  B: {{ users: [{{user: b, password: b}}] }}
+}}
+leafnodes {{
+  listen: "127.0.0.1:{port}"
+  authorization {{ users: [
+    {{user: la, password: pa, account: A}}
+    {{user: lb, password: pb, account: B}}
+  ] }}
+}}
+"""
+
+USERS_LEAF_CONF = """
+server_name: leaf1
+accounts {{
+  LA: {{ users: [{{user: l, password: l}}] }}
+  LB: {{ users: [{{user: m, password: m}}] }}
+}}
+leafnodes {{
+  remotes: [
+    {{ url: "nats://la:pa@127.0.0.1:{port}", account: LA }}
+    {{ url: "nats://lb:pb@127.0.0.1:{port}", account: LB }}
+    {{ url: "nats://lb:wrong@127.0.0.1:{port}" }}
+  ]
+  reconnect: "250ms"
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        pytest.param(("trijet", "trijet"), id="trijet"),
+        pytest.param(("reference", "reference"), id="reference", marks=requires_reference),
+        pytest.param(("trijet", "reference"), id="trijet-hub", marks=requires_reference),
+        pytest.param(("reference", "trijet"), id="trijet-leaf", marks=requires_reference),
+    ],
+)
+def test_accounts_bound_per_remote(kinds: tuple[str, str], tmp_path: Path) -> None:
+    """Two remotes of one leaf, each bound to its own local account and, by its hub
+    user, to its own hub account: LA reaches A only, LB reaches B only; a remote with a
+    wrong password never links."""
+    hub_kind, leaf_kind = kinds
+    held = reserve_ports(1)
+    port = held[0].getsockname()[1]
+    held[0].close()
+    hub = start_server(
+        hub_kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=USERS_HUB_CONF.format(port=port),
+        workdir=tmp_path / "hub",
+    )
+    try:
+        leaf = start_server(
+            leaf_kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=USERS_LEAF_CONF.format(port=port),
+            workdir=tmp_path / "leaf",
+        )
+        try:
+            run(lambda: _per_remote_scenario(hub, leaf))
+        finally:
+            leaf.stop()
+    finally:
+        hub.stop()
+
+
+async def _per_remote_scenario(hub: ServerProcess, leaf: ServerProcess) -> None:
+    def accounts() -> list[str]:
+        doc = get_json(f"{hub.monitoring_url}/leafz") or {}
+        return sorted(x.get("account", "") for x in doc.get("leafs") or [])
+
+    await poll(lambda: accounts() == ["A", "B"], "two links bound to A and B")
+    ha, hb = await connect(hub.url, "a"), await connect(hub.url, "b")
+    la, lb = await connect(leaf.url, "l"), await connect(leaf.url, "m")
+    try:
+        sa, sb = await ha.subscribe(">"), await hb.subscribe(">")
+        await wait_interest(la, ha, "a")
+        await wait_interest(lb, hb, "b")
+        await la.publish("from.la", b"1")
+        await lb.publish("from.lb", b"2")
+        await la.publish("mark.a", b"")  # behind from.la on the LA link
+        await lb.publish("mark.b", b"")
+        assert await _until_mark(sa, "mark.a") == ["from.la", "mark.a"]
+        assert await _until_mark(sb, "mark.b") == ["from.lb", "mark.b"]
+        assert accounts() == ["A", "B"]  # the wrong password never linked
+    finally:
+        for nc in (ha, hb, la, lb):
+            await nc.close()
+
+
+async def _until_mark(sub: Any, mark: str) -> list[str]:
+    """Subjects ``sub`` (on ``>``) receives up to ``mark``, the interest probes
+    (``ready.*`` requests and their replies) left out."""
+    out: list[str] = []
+    while not out or out[-1] != mark:
+        subject = (await sub.next_msg(timeout=WAIT_S)).subject
+        if not subject.startswith(("ready.", "_INBOX.")):
+            out.append(subject)
+    return out

@@ -338,6 +338,20 @@ leafnodes {
     ):
         with pytest.raises(ConfigError, match="not supported by trijet yet"):
             load(["-c", write(tmp_path, bad + "\n")])
+    users = load(
+        [
+            "-c",
+            write(
+                tmp_path,
+                "accounts { A: {}, B: {} }\nleafnodes { port: 1, authorization { users: ["
+                "{user: a, password: pa, account: A}, {user: b, password: pb, account: B}] } }\n",
+            ),
+        ]
+    ).leafnodes
+    assert users is not None and [(u.user, u.password, u.account) for u in users.users] == [
+        ("a", "pa", "A"),
+        ("b", "pb", "B"),
+    ]
     with pytest.raises(ConfigError, match='account "NOPE" not found'):
         load(
             [
