@@ -23,12 +23,14 @@ over its local subscriptions, its routes' interest and its leafs' interest
 (``LeafConn.sent``); a change of a count sends ``LS+``/``LS-`` to the links
 whose view crossed zero (``node.leafnodes.LeafNodes.interest``).
 
-Messages: the router hands a link each matching message once
-(``LeafConn.send_msg``, with the queue groups it was picked for, see
-``node.router.LEAF_LINK``).  A message from the peer is published in the
-bound account as a client's would be (to local subscribers, routes and other
-leaf links), never back to the same link, serving only the queue groups it
-names.
+Messages: the router hands a link each matching message once: a plain one
+as a delivery-plan target (head ``LMSG <subject>``), otherwise through
+``LeafConn.send_msg`` with the queue groups it was picked for (see
+``node.jsdelivery.LEAF_LINK``); JetStream deliveries travel as ``LMSG <inbox>
+<ack>@<subject>``, as over routes.  A message from the peer is published in
+the bound account as a client's would be (to local subscribers, routes and
+other leaf links), never back to the same link, serving only the queue groups
+it names; plain ``LMSG`` runs take the parser's fast path and the plan.
 
 JetStream: when both sides run JetStream, ``$JS.API.>`` does not cross the
 link in either direction (each side's API stays local); a domain's
