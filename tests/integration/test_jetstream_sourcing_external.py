@@ -388,3 +388,38 @@ def test_origin_deleted_and_recreated(domains: Domains) -> None:
             await spoke.close()
 
     run(main, timeout=2 * STALL_WAIT_S + 30)
+
+
+def test_kv_bucket_mirrored_to_the_spoke(domains: Domains) -> None:
+    """A hub KV bucket mirrored to the spoke (``KV_<bucket>`` mirroring through
+    ``external.api``) reads there as the same bucket: the last value of each key."""
+
+    async def main() -> None:
+        hub = await nats.connect(domains.hub.url, error_cb=noop_cb)
+        spoke = await nats.connect(domains.spoke.url, error_cb=noop_cb)
+        try:
+            kv = await hub.jetstream(domain="hub").create_key_value(bucket="cfg")
+            for key, value in (("a", b"1"), ("b", b"2"), ("a", b"3")):
+                await kv.put(key, value)
+            await _create(
+                spoke,
+                {
+                    "name": "KV_cfg",
+                    "mirror": {"name": "KV_cfg", "external": EXTERNAL},
+                    "max_msgs_per_subject": 1,
+                    "allow_rollup_hdrs": True,
+                    "deny_delete": True,
+                    "allow_direct": True,
+                    "mirror_direct": True,
+                },
+            )
+            info = await _info_when(spoke, "KV_cfg", _last(3))
+            assert info["state"]["messages"] == 2
+            mirror = await spoke.jetstream(domain="spoke").key_value("cfg")
+            assert (await mirror.get("a")).value == b"3"
+            assert (await mirror.get("b")).value == b"2"
+        finally:
+            await hub.close()
+            await spoke.close()
+
+    run(main)
