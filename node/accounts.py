@@ -70,7 +70,8 @@ class Accounts:
     """
 
     def __init__(self, cfg: ServerConfig, rng: random.Random) -> None:
-        cache = not cfg.disable_sublist_cache
+        self._rng = rng
+        self._cache = cache = not cfg.disable_sublist_cache
         names = [GLOBAL_ACCOUNT, cfg.system_account, *cfg.accounts]
         self.by_name: dict[str, Account] = {}
         for n in names:
@@ -91,6 +92,30 @@ class Accounts:
         #: the account the server's own services live in (the first JetStream account,
         #: else ``$G``)
         self.home = self.jetstream or self.global_account
+
+    def update(self, cfg: ServerConfig) -> tuple[list[Account], list[Account]]:
+        """A reloaded configuration's accounts: new names get an account, names no longer
+        configured lose theirs (``$G`` and the system account stay), the others keep
+        theirs (subscriptions, routers, JetStream).  An account that enables JetStream
+        joins ``jetstream_accounts``; one that no longer does stays (its service runs on
+        until a restart, ``node.reload`` logs it).
+
+        Returns:
+            (accounts added, accounts removed).
+        """
+        wanted = [GLOBAL_ACCOUNT, cfg.system_account, *cfg.accounts]
+        added = []
+        for n in wanted:
+            if n not in self.by_name:
+                acc = Account(n, self._rng, cache_enabled=self._cache)
+                self.by_name[n] = acc
+                added.append(acc)
+        keep = set(wanted)
+        removed = [a for n, a in self.by_name.items() if n not in keep]
+        for acc in removed:
+            del self.by_name[acc.name]
+        self.by_bytes = {a.name_bytes: a for a in self.by_name.values()}
+        return added, removed
 
     def get(self, name: str) -> Account | None:
         return self.by_name.get(name)

@@ -42,9 +42,11 @@ def _serve(args: list[str]) -> int:
             print(USAGE)
             return 0
         cfg = dev_defaults()
+        cfg.defaults = "dev"
         if flags.get("config"):
             apply_file(cfg, str(flags["config"]))
         apply_flags(cfg, flags)
+        cfg.flags = dict(flags)
     except ConfigExit as ex:
         print(ex.text, end="", file=sys.stdout if ex.stream == "stdout" else sys.stderr)
         return ex.code

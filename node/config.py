@@ -63,6 +63,7 @@ __all__ = [
     "load_or_exit",
     "parse_duration",
     "parse_flags",
+    "reread",
     "usage",
     "version_text",
 ]
@@ -97,7 +98,9 @@ def load(argv: list[str], *, env: dict[str, str] | None = None) -> ServerConfig:
     if flags.get("version"):
         raise ConfigExit(0, version_text() + "\n", "stdout")
     if flags.get("signal"):
-        raise ConfigError("signals (-sl/--signal) are not supported by trijet-server; use kill(1)")
+        from node.signals import process_signal
+
+        raise ConfigExit(*process_signal(str(flags["signal"])))
     cfg = ServerConfig()
     config_file = flags.get("config")
     if config_file:
@@ -111,9 +114,41 @@ def load(argv: list[str], *, env: dict[str, str] | None = None) -> ServerConfig:
             "stderr",
         )
     apply_flags(cfg, flags)
+    cfg.flags = dict(flags)
+    check(cfg)
+    return cfg
+
+
+def check(cfg: ServerConfig) -> None:
+    """The rules over the whole configuration, once file and flags are applied.
+
+    Raises:
+        ConfigError: settings that do not go together.
+    """
     if cfg.cluster is not None and cfg.jetstream.enabled and not cfg.server_name:
         raise ConfigError("jetstream cluster requires `server_name` to be set")
-    return cfg
+    if cfg.max_payload > cfg.max_pending:
+        raise ConfigError(
+            f"max_payload ({cfg.max_payload}) cannot be higher than max_pending ({cfg.max_pending})"
+        )
+
+
+def reread(cfg: ServerConfig, *, env: dict[str, str] | None = None) -> ServerConfig:
+    """The configuration ``cfg`` came from, read again: its defaults, its file as it is
+    now, its command-line flags over them (a reload, as nats-server's ``Reload``).
+
+    Raises:
+        ConfigError: no file to read (nats-server's message), or what :func:`load` raises.
+    """
+    if not cfg.config_file:
+        raise ConfigError("can only reload config when a file is provided using -c or --config")
+    new = dev_defaults() if cfg.defaults == "dev" else ServerConfig()
+    new.defaults = cfg.defaults
+    apply_file(new, cfg.config_file, env=env)
+    apply_flags(new, cfg.flags)
+    new.flags = dict(cfg.flags)
+    check(new)
+    return new
 
 
 def load_or_exit(argv: list[str]) -> ServerConfig:

@@ -274,6 +274,12 @@ class ServerConfig:
     config_file: str | None = None
     config_digest: str | None = None
     warnings: list[str] = field(default_factory=list)  # to log once logging is set up
+    #: the command-line flags (``node.flags.parse_flags``), applied again over the file on
+    #: a configuration reload
+    flags: dict[str, Any] = field(default_factory=dict)
+    #: the defaults a reload starts from: ``"server"`` (``trijet-server``) or ``"dev"``
+    #: (``trijet serve``)
+    defaults: Literal["server", "dev"] = "server"
 
     @property
     def monitor_host(self) -> str:

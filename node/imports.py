@@ -148,6 +148,18 @@ class ServiceImports:
         self.pending: dict[bytes, tuple[Any, bytes, bool, float]] = {}
         self._catchers: dict[str, InternalClient] = {}
         self._clients: list[InternalClient] = []
+        #: the stream imports' bridges (closed with the rest)
+        self.streams: list[StreamImport] = []
+
+    def close(self) -> None:
+        """Remove every bridge (a reload installs the new configuration's)."""
+        for client in [*self._clients, *self._catchers.values()]:
+            client.close()
+        for si in self.streams:
+            si.client.close()
+        self._clients.clear()
+        self._catchers.clear()
+        self.streams.clear()
 
     def add(self, exporter: Account, importer: Account, imp: ImportSpec, exp: ExportSpec) -> None:
         """Serve ``importer``'s import ``imp`` of ``exporter``'s service export ``exp``."""
@@ -251,7 +263,7 @@ def install_imports(server: Server) -> ServiceImports | None:
         if exp is None:
             continue  # refused at config time
         if imp.kind == "stream":
-            StreamImport(server, exporter, importer, imp)
+            services.streams.append(StreamImport(server, exporter, importer, imp))
         else:
             services.add(exporter, importer, imp, exp)
     return services

@@ -49,6 +49,8 @@ ROUTE_PING_INTERVAL_S = 10.0
 RECONNECT_DELAY_S_MIN = 0.05
 RECONNECT_DELAY_S_MAX = 2.0
 HANDSHAKE_S_MAX = 5.0
+#: a peer's subscriptions in accounts unknown here, kept for a reload that adds them
+UNKNOWN_INTEREST_MAX = 100_000
 
 
 class RemoteSub:
@@ -153,6 +155,8 @@ class Route(Outbound):
         self.in_msgs = self.out_msgs = self.in_bytes = self.out_bytes = 0
         # (account, subject, queue) -> the peer's interest
         self.remote_subs: dict[tuple[bytes, bytes, bytes | None], RemoteSub] = {}
+        #: the same for accounts this server does not know: (account, subject, queue) -> weight
+        self.unknown_subs: dict[tuple[bytes, bytes, bytes | None], int] = {}
         self.registered = False
         self.closing: str | None = None
         self._init_outbound(server.cfg.max_pending)
@@ -454,10 +458,13 @@ class Route(Outbound):
             self.close("Protocol Violation")
             return
         acc = self.server.accounts.by_bytes.get(ev.account)
-        if acc is None:
-            log.debug("rid=%d event=rsub_unknown_account account=%r", self.rid, ev.account)
-            return
         key = (ev.account, ev.subject, ev.queue)
+        if acc is None:
+            # kept (bounded) for when a configuration reload adds the account here
+            log.debug("rid=%d event=rsub_unknown_account account=%r", self.rid, ev.account)
+            if key in self.unknown_subs or len(self.unknown_subs) < UNKNOWN_INTEREST_MAX:
+                self.unknown_subs[key] = ev.weight
+            return
         existing = self.remote_subs.get(key)
         if existing is not None:
             existing.weight = ev.weight
@@ -471,6 +478,7 @@ class Route(Outbound):
         self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1)
 
     def _on_runsub(self, ev: RUnsub) -> None:
+        self.unknown_subs.pop((ev.account, ev.subject, ev.queue), None)
         rs = self.remote_subs.pop((ev.account, ev.subject, ev.queue), None)
         if rs is not None:
             router = rs.router
@@ -478,6 +486,25 @@ class Route(Outbound):
             router.gen += 1
             if rs.account is not None:
                 self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1)
+
+    def account_added(self, acc: Any) -> None:
+        """A reload added ``acc``: the peer's interest in it, heard before, applies now."""
+        for key in [k for k in self.unknown_subs if k[0] == acc.name_bytes]:
+            weight = self.unknown_subs.pop(key)
+            _, subject, queue = key
+            rs = RemoteSub(self, subject, queue, weight, acc.router)
+            self.remote_subs[key] = rs
+            acc.router.route_sublist.insert(rs)
+        acc.router.gen += 1
+
+    def account_removed(self, acc: Any) -> None:
+        """A reload removed ``acc``: the peer's interest in it is kept aside again."""
+        for key in [k for k in self.remote_subs if k[0] == acc.name_bytes]:
+            rs = self.remote_subs.pop(key)
+            acc.router.route_sublist.remove(rs)
+            if len(self.unknown_subs) < UNKNOWN_INTEREST_MAX:
+                self.unknown_subs[key] = rs.weight
+        acc.router.gen += 1
 
     def drop_interest(self) -> None:
         routers = set()

@@ -119,6 +119,9 @@ class Server:
         self._all_closed = trio.Event()
         self._ready = trio.Event()
         self._client_nursery: trio.Nursery | None = None
+        self._nursery: trio.Nursery | None = None
+        #: configured routes' solicit loops, by URL (a reload cancels a removed one's)
+        self.route_solicits: dict[str, trio.CancelScope] = {}
         self.connect_urls: list[str] = []
         # leaf nodes
         from node.leafnodes import LeafNodes
@@ -137,6 +140,8 @@ class Server:
         self.jetstream: Any = None  # node.jetstream.service.JetStreamService when enabled
         #: one JetStream service per account that enables it (the first is ``jetstream``)
         self.js_services: list[Any] = []
+        #: the accounts without JetStream: their ``$JS.API`` answers, by account name
+        self.not_enabled: dict[str, Any] = {}
         from node.imports import install_imports
 
         #: the bridges of configured stream and service imports (None: none configured)
@@ -467,10 +472,69 @@ class Server:
 
     async def _solicit_configured(self, url: str) -> None:
         self.routes.dialing.add(url)
+        scope = self.route_solicits[url] = trio.CancelScope()
         try:
-            await self.routes.solicit_forever(url, configured=True)
+            with scope:
+                await self.routes.solicit_forever(url, configured=True)
         finally:
             self.routes.dialing.discard(url)
+            if self.route_solicits.get(url) is scope:
+                del self.route_solicits[url]
+
+    def solicit_route(self, url: str) -> None:
+        """Keep a route to ``url`` up from now on (a reload added it)."""
+        if self._route_nursery is not None:
+            self._route_nursery.start_soon(self._solicit_configured, url)
+
+    # -- configuration reload ------------------------------------------------
+
+    def reload_soon(self, done: Callable[[str | None], None] | None = None) -> None:
+        """Reload the configuration in a task of its own (``node.reload``); log nats-server's
+        error when it is refused; then ``done(None or the error text)``."""
+        if self._nursery is None:
+            if done is not None:
+                done("server is not running")
+            return
+
+        async def task() -> None:
+            from node.reload import ReloadError, reload
+
+            err: str | None = None
+            try:
+                reload(self)
+            except ReloadError as exc:
+                err = str(exc)
+                log.error("Failed to reload server configuration: %s", err)
+            except Exception:  # last resort: the server goes on with what it has
+                self.internal_error("reload")
+                err = "internal error"
+            if done is not None:
+                done(err)
+
+        self._nursery.start_soon(task)
+
+    def start_account_jetstream(self, acc: Any) -> bool:
+        """Run JetStream in ``acc`` from now on (a reload enabled it); False when the server
+        runs no JetStream."""
+        if self._nursery is None or not self.js_services:
+            return False
+        from node.jetstream.service import JetStreamService
+
+        acc.jetstream = True
+        self.accounts.jetstream_accounts.append(acc)
+        responder = self.not_enabled.pop(acc.name, None)
+        if responder is not None:
+            responder.client.close()
+        svc = JetStreamService(self, acc, self.js_services[0].storage)
+        self.js_services.append(svc)
+        self._nursery.start_soon(svc.run)
+        return True
+
+    def serve_account_without_jetstream(self, acc: Any) -> None:
+        """nats-server's JetStream answers in an account JetStream does not run in."""
+        from node.jetstream.noaccount import NotEnabledResponder
+
+        self.not_enabled[acc.name] = NotEnabledResponder(self, acc)
 
     def jetstream_view(self) -> Any:
         """JetStream figures for ``/jsz`` (a ``node.monitor.jsz.JetStreamView``), or None."""
@@ -606,6 +670,8 @@ class Server:
         self.client_host = cfg.host
         self._log_startup()
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self.system_requests.on_reload(self.reload_soon)
             client_nursery_cm = trio.open_nursery()
             async with client_nursery_cm as clients:
                 self._client_nursery = clients
@@ -644,7 +710,7 @@ class Server:
                             self.jetstream = svc
                         await nursery.start(svc.run)
                     self._serve_accounts_without_jetstream(nursery)
-                self._write_ports_file()
+                self.write_ports_file()
                 log.info("Server is ready")
                 self._ready.set()
                 task_status.started(self)
@@ -668,7 +734,7 @@ class Server:
 
         for acc in self.accounts:
             if not acc.jetstream:
-                NotEnabledResponder(self, acc)
+                self.not_enabled[acc.name] = NotEnabledResponder(self, acc)
         if self.cfg.cluster is not None and not self.accounts.system.jetstream:
             MetaOps(self, self.accounts.system, nursery)
 
@@ -708,7 +774,7 @@ class Server:
             return None
         return os.path.join(d, f"trijet-server_{os.getpid()}.ports")
 
-    def _write_ports_file(self) -> None:
+    def write_ports_file(self) -> None:
         path = self._ports_path()
         if path is None:
             return

@@ -1,7 +1,8 @@
 """``trijet-server``: parse flags/config, set up logging, run until a signal.
 
 SIGTERM and SIGINT stop accepting and drain connections before exit, as the
-issue asks (nats-server's lame-duck mode is not implemented yet).
+issue asks (nats-server's lame-duck mode is not implemented yet); SIGHUP reloads
+the configuration file (``node.reload``).
 
 Garbage collection: the message path allocates many short-lived objects and
 almost never makes reference cycles, yet CPython's default generation-0
@@ -41,18 +42,22 @@ def tune_gc() -> None:
 
 
 async def serve(cfg: ServerConfig) -> None:
-    """Run a server with ``cfg`` until SIGTERM/SIGINT."""
+    """Run a server with ``cfg`` until SIGTERM/SIGINT (SIGHUP: reload)."""
     from node.server import Server
     from node.stallwatch import install_from_env
 
     server = Server(cfg)
     install_from_env()
     tune_gc()  # everything imported and built so far stays
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
 
             async def on_signal() -> None:
                 async for signum in signals:
+                    if signum == signal.SIGHUP:  # nats-server: reload the configuration
+                        log.info('Trapped "hangup" signal')
+                        server.reload_soon()
+                        continue
                     log.info("Trapped %r signal", signal.Signals(signum).name)
                     server.shutdown()
                     return

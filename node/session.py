@@ -178,6 +178,7 @@ class ClientSession(Outbound):
         self.version = ""
         self.connected = False
         self.user: AuthedUser | None = None
+        self.connect_fields: dict[str, Any] | None = None
         self.perms: Permissions | None = None
         self.deliver_filter: Any = None
         self.resp_perms: Any = None
@@ -628,6 +629,8 @@ class ClientSession(Outbound):
             self.close(ClosedReason.PARSE_ERROR)
             return
         server = self.server
+        #: what authenticates it, checked again when the configuration is reloaded
+        self.connect_fields = f
         if server.authenticator.required:
             user = server.authenticator.check(f, self.nonce)
             if user is None:
@@ -672,6 +675,22 @@ class ClientSession(Outbound):
         server.client_events.connected(self)
         # nats-server's first RTT estimate: accept to CONNECT (until a PONG measures it)
         self.rtt_s = max(trio.current_time() - self.start, 1e-9)
+        self.choose_pub_handlers()
+        self._auth_deadline = float("inf")
+        self._needs_auth = False
+        if self.verbose:
+            self._send_proto(OK_BYTES)
+
+    def set_max_payload(self, max_payload: int) -> None:
+        """A reloaded ``max_payload`` applies to this connection's next messages."""
+        self._proto.max_payload = max_payload
+
+    def send_err(self, line: bytes) -> None:
+        """Queue a ``-ERR`` line built by ``err_bytes``."""
+        self._send_proto(line)
+
+    def choose_pub_handlers(self) -> None:
+        """The fast publish paths when nothing is checked per message, else the checking one."""
         if not (self.verbose or self.pedantic or self.perms is not None):
             self._pub_handler, self._pub_run_handler, self._pubs_handler = (
                 self.account.router.fast_publisher(self)
@@ -680,10 +699,6 @@ class ClientSession(Outbound):
         else:
             self._pub_handler, self._pub_run_handler, self._pubs_handler = self._on_pub, None, None
             self._mixed_handler = None
-        self._auth_deadline = float("inf")
-        self._needs_auth = False
-        if self.verbose:
-            self._send_proto(OK_BYTES)
 
     def _on_sub(self, ev: Sub) -> None:
         subject = ev.subject

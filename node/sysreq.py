@@ -109,12 +109,22 @@ class SystemRequests:
         self._own = f"$SYS.REQ.SERVER.{server.server_id}.".encode()
         self.sys.subscribe(b"$SYS.REQ.SERVER.>", self._on_server)
         self.sys.subscribe(b"$SYS.REQ.ACCOUNT.*.*", self._on_account)
+        self._reload_handler: Any = None
         for acc in server.accounts:
-            client = self.sys if acc is sys_acc else InternalClient(server, "user-info", acc)
-            client.subscribe(
-                b"$SYS.REQ.USER.INFO", self._user_info_for(client, acc), announce=False
-            )
-            client.subscribe(b"$SYS.REQ.ACCOUNT.PING.CONNZ", self._account_connz_for(client, acc))
+            self.add_account(acc)
+
+    def add_account(self, acc: Account) -> None:
+        """Serve the requests every account has (at start, and for an account a reload adds)."""
+        server = self.server
+        sys_acc = server.accounts.system
+        client = self.sys if acc is sys_acc else InternalClient(server, "user-info", acc)
+        client.subscribe(b"$SYS.REQ.USER.INFO", self._user_info_for(client, acc), announce=False)
+        client.subscribe(b"$SYS.REQ.ACCOUNT.PING.CONNZ", self._account_connz_for(client, acc))
+
+    def on_reload(self, handler: Any) -> None:
+        """``$SYS.REQ.SERVER.<this id>.RELOAD`` calls ``handler(done)``, which reloads (soon,
+        in a task of its own) and then calls ``done`` with None or the error text."""
+        self._reload_handler = handler
 
     # -- the envelope -------------------------------------------------------------------------
 
@@ -159,6 +169,9 @@ class SystemRequests:
                 return
         elif subject.startswith(self._own):
             kind = subject[len(self._own) :].decode(errors="replace")
+            if kind == "RELOAD" and self._reload_handler is not None:
+                self._reload(reply, body)
+                return
             if kind not in KINDS_ALL:
                 return
         else:
@@ -171,6 +184,30 @@ class SystemRequests:
             return
         key = "statsz" if kind == "STATSZ" else "data"
         self._answer(self.sys, reply, {"server": self.server_info(), key: data})
+
+    def _reload(self, reply: bytes, body: bytes) -> None:
+        """nats-server's ``reloadConfig``: reload, answer ``{server}`` or ``{server, error}``
+        (400 for a body that is not JSON options, 500 for a reload that failed)."""
+        doc: dict[str, Any] = {}
+        text = body.strip()
+        if text:
+            try:
+                opts = json.loads(text)
+                if not isinstance(opts, dict):
+                    raise ValueError("json: cannot unmarshal into EventFilterOptions")
+            except ValueError as exc:
+                doc["error"] = {"code": 400, "description": str(exc)}
+        if doc:
+            self._answer(self.sys, reply, {"server": self.server_info(), **doc})
+            return
+
+        def done(err: str | None) -> None:
+            out: dict[str, Any] = {"server": self.server_info()}
+            if err is not None:
+                out["error"] = {"code": 500, "description": err}
+            self._answer(self.sys, reply, out)
+
+        self._reload_handler(done)
 
     def _on_account(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
