@@ -31,7 +31,7 @@ streams of ten accounts are thirty Raft groups beside the meta group).
 
 Run: ``python -m bench.accounts_bench [--accounts 10] [--msgs 200000] [--js-msgs 20000]
 [--repeat 3] [--phases accounts,one-account,js-accounts,js-one-account] [--cluster
---replicas 3]``
+--replicas 3] [--py-spy .venv/bin/py-spy --py-spy-phases accounts]``
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from bench.common import (
     safe_name,
     stop_server,
 )
-from bench.core_bench import finish, start_waiting
+from bench.core_bench import finish, start_py_spy, start_waiting, stop_py_spy
 from bench.js_bench import API_TIMEOUT_S, ApiClient
 
 PHASES = ("accounts", "one-account", "js-accounts", "js-one-account")
@@ -277,6 +277,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nats-server", default="", help="reference binary (default: found)")
     p.add_argument("--cluster", action="store_true", help="three-node clusters of each kind")
     p.add_argument("--replicas", type=int, default=1, help="JetStream streams' replicas")
+    p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet (1st run)")
+    p.add_argument("--py-spy-phases", default="accounts", help="phases to profile (comma list)")
+    p.add_argument("--py-spy-format", default="raw", choices=["raw", "flamegraph", "speedscope"])
     return p.parse_args(argv)
 
 
@@ -297,7 +300,11 @@ def main(argv: list[str] | None = None) -> int:
             s, store_dir = (cl, "") if cl is not None else start(name, nats_server, f"r{rep}", args)
             try:
                 for phase in phases if rep % 2 == 0 else tuple(reversed(phases)):
-                    r = run_phase(lg, s.port, phase, args)
+                    spy = start_py_spy(s, phase, rep, args) if cl is None else None
+                    try:
+                        r = run_phase(lg, s.port, phase, args)
+                    finally:
+                        stop_py_spy(spy)
                     results.setdefault((name, phase), []).append(r)
                     state = "ok" if r["ok"] else ("LEAK" if r["leak"] else "FAILED")
                     print(
