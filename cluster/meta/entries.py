@@ -20,6 +20,7 @@ from typing import Any
 import cbor2
 
 __all__ = [
+    "ACCOUNT_NOT_ENABLED",
     "BAD_ENTRY",
     "DEFAULT_ACCOUNT",
     "FORMAT_VERSION",
@@ -84,6 +85,9 @@ class PeerRecord:
     name: str
     cluster: str
     tags: tuple[str, ...] = ()
+    #: the accounts JetStream runs in on that server (None: not told, every account;
+    #: registrations from before accounts were reported)
+    accounts: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +286,9 @@ BAD_ENTRY = MetaError(500, 10010, "malformed meta entry")
 PEER_NOT_MEMBER = MetaError(400, 10040, "peer not a member")
 SERVER_NOT_MEMBER = MetaError(400, 10044, "server is not a member of the cluster")
 PEER_REMAP_FAILED = MetaError(503, 10075, "peer remap failed")
+#: a placement that needs a server lacking the account's JetStream (nats-server answers
+#: this when such a server is chosen and fails to create the stream)
+ACCOUNT_NOT_ENABLED = MetaError(503, 10039, "JetStream not enabled for account")
 
 
 # ---------------------------------------------------------------- entries
@@ -289,7 +296,10 @@ PEER_REMAP_FAILED = MetaError(503, 10075, "peer remap failed")
 
 def peer_entry(peer: PeerRecord) -> bytes:
     """Register (or refresh) a server's placement facts."""
-    return _dump(MetaOp.PEER, {"name": peer.name, "cluster": peer.cluster, "tags": list(peer.tags)})
+    doc: dict[str, Any] = {"name": peer.name, "cluster": peer.cluster, "tags": list(peer.tags)}
+    if peer.accounts is not None:
+        doc["accounts"] = list(peer.accounts)
+    return _dump(MetaOp.PEER, doc)
 
 
 def add_stream_entry(

@@ -59,6 +59,7 @@ from typing import Any, BinaryIO
 import cbor2
 
 from cluster.meta.entries import (
+    ACCOUNT_NOT_ENABLED,
     BAD_ENTRY,
     DEFAULT_ACCOUNT,
     NAME_IN_USE,
@@ -206,7 +207,8 @@ class MetaMachine:
             self.listener(effect)
 
     def _peer(self, d: Mapping[str, Any]) -> PeerRegistered:
-        rec = PeerRecord(_s(d, "name"), _s(d, "cluster"), tuple(_strs(d, "tags")))
+        accounts = tuple(_strs(d, "accounts")) if "accounts" in d else None
+        rec = PeerRecord(_s(d, "name"), _s(d, "cluster"), tuple(_strs(d, "tags")), accounts)
         self.peers[rec.name] = rec
         return PeerRegistered(rec)
 
@@ -225,8 +227,13 @@ class MetaMachine:
             return Assigned(existing, created=False)
         if self._overlaps(config, (account, name)):
             return SUBJECT_OVERLAP
-        chosen = self._pinned(config, d) if "peers" in d else self._place(config, d)
+        if "peers" in d:
+            chosen: tuple[str, ...] | NoPlacement = self._pinned(config, d)
+        else:
+            chosen = self._place(config, d, account=account)
         if isinstance(chosen, NoPlacement):
+            if "peers" not in d and self._needs_lacking(config, d, account):
+                return ACCOUNT_NOT_ENABLED
             return MetaError(400, 10005, chosen.description)
         sa = StreamAssignment(name, config, group, chosen, created_ns, account=account)
         self.streams[sa.key] = sa
@@ -239,7 +246,10 @@ class MetaMachine:
         d: Mapping[str, Any],
         keep: Sequence[str] = (),
         exclude: str | None = None,
+        account: str | None = None,
     ) -> tuple[str, ...] | NoPlacement:
+        """Placement over the known servers but ``exclude`` and, given ``account``, the
+        servers that said JetStream does not run in it there."""
         if self.solo is not None:
             return (self.solo,)
         online = set(_strs(d, "online"))
@@ -248,6 +258,7 @@ class MetaMachine:
             PeerSpec(p.name, p.cluster, p.tags, p.name in online, load.get(p.name, 0))
             for _, p in sorted(self.peers.items())
             if p.name != exclude
+            and (account is None or p.accounts is None or account in p.accounts)
         ]
         replicas = config.get("num_replicas") or 1
         if not isinstance(replicas, int) or replicas < 1:
@@ -267,6 +278,14 @@ class MetaMachine:
         req = PlacementRequest(replicas, cluster, tuple(tags))
         rng = random.Random(_i(d, "seed"))
         return place(req, specs, unique_tag=_s(d, "unique_tag"), rng=rng, keep=kept)
+
+    def _needs_lacking(self, config: Mapping[str, Any], d: Mapping[str, Any], account: str) -> bool:
+        """Whether placement fails only for the servers lacking ``account``'s JetStream
+        (nats-server places there and the create fails: 503 10039)."""
+        lacking = any(
+            p.accounts is not None and account not in p.accounts for p in self.peers.values()
+        )
+        return lacking and not isinstance(self._place(config, d), NoPlacement)
 
     def _overlaps(self, config: Mapping[str, Any], key: tuple[str, str]) -> bool:
         """Whether ``config`` overlaps another stream of its account (subjects are an
@@ -304,7 +323,7 @@ class MetaMachine:
             return PEER_REMAP_FAILED
         keep = [p for p in sa.peers if p != peer]
         # the removed server is not a candidate (it leaves)
-        chosen = self._place(sa.config, d, keep=keep, exclude=peer)
+        chosen = self._place(sa.config, d, keep=keep, exclude=peer, account=sa.account)
         if isinstance(chosen, NoPlacement) or not chosen:
             return PEER_REMAP_FAILED
         added = chosen[0]
@@ -359,7 +378,7 @@ class MetaMachine:
         """The assignment of ``old`` scaled to ``config``'s ``num_replicas``."""
         want = _replicas(config)
         if want > len(old.peers):
-            chosen = self._place(config, scale, keep=old.peers)
+            chosen = self._place(config, scale, keep=old.peers, account=old.account)
             if isinstance(chosen, NoPlacement):
                 return MetaError(400, 10005, chosen.description)
             added = tuple(p for p in chosen if p not in old.peers)[: want - len(old.peers)]
@@ -410,7 +429,7 @@ class MetaMachine:
             if server not in sa.peers or len(sa.peers) < 2:
                 continue
             keep = [p for p in sa.peers if p != server]
-            chosen = self._place(sa.config, d, keep=keep, exclude=server)
+            chosen = self._place(sa.config, d, keep=keep, exclude=server, account=sa.account)
             added = chosen[0] if not isinstance(chosen, NoPlacement) and chosen else None
             changes.append((sa, added))
         del self.peers[server]
@@ -438,7 +457,7 @@ class MetaMachine:
         return cbor2.dumps(
             {
                 "v": SNAPSHOT_VERSION,
-                "peers": [[p.name, p.cluster, list(p.tags)] for _, p in sorted(self.peers.items())],
+                "peers": [_peer_doc(p) for _, p in sorted(self.peers.items())],
                 "streams": [sa.to_doc() for _, sa in sorted(self.streams.items())],
             },
             canonical=True,
@@ -449,13 +468,22 @@ class MetaMachine:
         if not isinstance(doc, dict) or doc.get("v") != SNAPSHOT_VERSION:
             raise EntryError("unknown meta snapshot format")
         peers = {}
-        for name, cluster, tags in doc["peers"]:
-            peers[name] = PeerRecord(name, cluster, tuple(tags))
+        for name, cluster, tags, *rest in doc["peers"]:
+            accounts = tuple(rest[0]) if rest and rest[0] is not None else None
+            peers[name] = PeerRecord(name, cluster, tuple(tags), accounts)
         streams = {}
         for sd in doc["streams"]:
             sa = StreamAssignment.from_doc(sd, self.default_account)
             streams[sa.key] = sa
         self.peers, self.streams = peers, streams
+
+
+def _peer_doc(p: PeerRecord) -> list[Any]:
+    """A peer in a snapshot: [name, cluster, tags] and, when told, its accounts."""
+    doc: list[Any] = [p.name, p.cluster, list(p.tags)]
+    if p.accounts is not None:
+        doc.append(list(p.accounts))
+    return doc
 
 
 def _replicas(config: Mapping[str, Any]) -> int:

@@ -234,6 +234,7 @@ class MetaLayer:
         #: the accounts JetStream runs in on this server (each registers a view)
         self.expected = {a.name for a in server.accounts.jetstream_accounts} or {svc.account.name}
         self._views_started = trio.Event()
+        self._registration_changed = trio.Event()
         self.group: RaftGroup | None = None
         self.links = TcpPeerLinks(
             self.name, link_secret(cluster), rng=random.Random(server.rng.random())
@@ -260,8 +261,31 @@ class MetaLayer:
     # -- accounts -------------------------------------------------------------
 
     def register(self, view: AccountMeta) -> None:
-        """An account's service joins (before its ``started``)."""
+        """An account's service joins (before its ``started``); one a reload started
+        changes what this server tells placement (``_register_loop``)."""
         self.views[view.account] = view
+        self._registration_changed.set()
+
+    def decider(self, account: str) -> str | None:
+        """The server that decides ``account``'s creates, updates and deletes: the meta
+        leader, or, when the leader's configuration lacks that account's JetStream, the
+        first (by name) of the servers that run it (its proposals reach the leader)."""
+        leader = self.leader
+        rec = self.machine.peers.get(leader) if leader is not None else None
+        if rec is None or rec.accounts is None or account in rec.accounts:
+            return leader
+        hosts = sorted(
+            p.name
+            for p in self.machine.peers.values()
+            if p.accounts is None or account in p.accounts
+        )
+        return hosts[0] if hosts else leader
+
+    def me(self) -> PeerRecord:
+        """This server as placement knows it: its tags and the accounts JetStream runs
+        in here (streams of other accounts are never placed on it)."""
+        accounts = tuple(sorted(self.expected | set(self.views)))
+        return PeerRecord(self.name, self.cluster_name, self.tags, accounts)
 
     def view_started(self) -> None:
         """One more account's service runs: reconcile once all of them do."""
@@ -645,19 +669,32 @@ class MetaLayer:
     # -- registration ---------------------------------------------------------
 
     async def _register_loop(self) -> None:
-        """Keep this server's placement facts in the meta state."""
+        """Keep this server's placement facts in the meta state: at each leader, and
+        again when a reload started JetStream in another account here."""
         assert self.group is not None
-        me = PeerRecord(self.name, self.cluster_name, self.tags)
-        leadership = self.group.subscribe_leadership()
-        async with leadership:
-            async for state in leadership:
-                while state.leader_id is not None and self.machine.peers.get(self.name) != me:
-                    try:
-                        await self.propose(peer_entry(me))
-                    except RaftError:
-                        await trio.sleep(PEER_REGISTER_RETRY_S)
-                        if self.group.leader_id is None:
-                            break
+        group = self.group
+        leadership = group.subscribe_leadership()
+
+        async def on_change() -> None:
+            while True:
+                await self._registration_changed.wait()
+                self._registration_changed = trio.Event()
+                await register()
+
+        async def register() -> None:
+            while group.leader_id is not None and self.machine.peers.get(self.name) != self.me():
+                try:
+                    await self.propose(peer_entry(self.me()))
+                except RaftError:
+                    await trio.sleep(PEER_REGISTER_RETRY_S)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_change)
+            async with leadership:
+                async for state in leadership:
+                    if state.leader_id is not None:
+                        await register()
+            nursery.cancel_scope.cancel()
 
     # -- monitoring -------------------------------------------------------------
 

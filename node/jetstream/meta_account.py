@@ -99,7 +99,7 @@ class AccountMeta:
         if op[:3] in META_LEADER_OPS:  # about a stream, decided by the meta leader
             if not layer.ready.is_set() or layer.leader is None:
                 return None
-            return layer.leader == layer.name
+            return layer.decider(self.account) == layer.name
         name = stream_of_op(op)
         local = None if name is None else self.svc.api.streams.get(name)
         if local is not None:  # this server runs the stream
@@ -117,6 +117,6 @@ class AccountMeta:
         sa = None if name is None else self.assignment(name)
         if sa is not None and layer.hosts(sa):
             return None  # assigned here and starting: answered once it runs
-        if leader != layer.name:
+        if layer.decider(self.account) != layer.name:
             return False
         return sa is None

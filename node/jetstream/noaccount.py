@@ -8,7 +8,9 @@ empty paging fields); the system account gets ``system_response`` for everything
 ``INFO``.  Pulls and direct gets find no responder in a normal account (nats-server imports
 neither), and an unknown API gets no reply.  These answers are local: the responder's
 subscription is not announced to routes, so in a cluster the server a client is connected to
-answers, once.
+answers, once — unless another server of the cluster runs JetStream in that account (its
+``PeerRecord`` says so): then that server answers over the route, as with nats-server when
+one server's configuration lacks an account's JetStream.
 
 The system account also carries the operator requests ``$JS.API.META.LEADER.STEPDOWN`` and
 ``$JS.API.SERVER.REMOVE``.  In a cluster their subscriptions are announced, every server sees
@@ -203,6 +205,8 @@ class NotEnabledResponder:
     ) -> None:
         if not reply:
             return
+        if self.clustered and self._served_elsewhere():
+            return  # a server running this account's JetStream answers (over the route)
         tokens = subject.decode(errors="replace").split(".")
         op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
         answer = not_enabled_answer(op, system=self.account.is_system, clustered=self.clustered)
@@ -226,6 +230,21 @@ class NotEnabledResponder:
 
     def _audit(self, op: tuple[str, ...], body: bytes, answer: str) -> None:
         system_audit(self, "$JS.API." + ".".join(op), body, answer)
+
+    def _served_elsewhere(self) -> bool:
+        """Whether another server of the cluster told the meta layer it runs this
+        account's JetStream (then, as on nats-server, the request is answered there)."""
+        js = self.server.jetstream
+        meta = getattr(js, "meta", None)
+        machine = getattr(meta, "machine", None)
+        if machine is None:
+            return False
+        name = self.account.name
+        me = self.server.server_name
+        return any(
+            p.accounts is not None and name in p.accounts and p.name != me
+            for p in machine.peers.values()
+        )
 
 
 def system_audit(owner: Any, subject: str, body: bytes, answer: str) -> None:

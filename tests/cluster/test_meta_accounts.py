@@ -20,10 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.meta.entries import (
+    ACCOUNT_NOT_ENABLED,
     NAME_IN_USE,
     STREAM_NOT_FOUND,
     SUBJECT_OVERLAP,
     Assigned,
+    MetaError,
     PeerRecord,
     Removed,
     StreamAssigned,
@@ -117,6 +119,28 @@ def test_ops_touch_only_their_account() -> None:
     assert m.apply(delete_stream_entry("ORDERS", reply="", account="B")) == STREAM_NOT_FOUND
     assert [e.assignment.account for e in effects if isinstance(e, StreamAssigned)] == ["A", "B"]
     assert [e.assignment.account for e in effects if isinstance(e, StreamRemoved)] == ["B"]
+
+
+def test_placement_avoids_servers_lacking_the_accounts_jetstream() -> None:
+    """n3 runs JetStream in A only: B's streams go to n1 and n2; an R3 of B needs n3 and
+    is refused with nats-server's 503 10039 (it places there and the create fails);
+    a peer that never told its accounts (an older registration) takes any account."""
+    m = _machine()
+    m.apply(peer_entry(PeerRecord("n3", "C1", (), ("A",))))
+    for i in range(6):
+        got = m.apply(_add(_cfg(f"B{i}", f"b{i}"), "B", f"S-R1F-b{i}"))
+        assert isinstance(got, Assigned) and got.assignment.peers != ("n3",)
+    assert m.apply(_add(_cfg("R3", "r3", num_replicas=3), "B", "S-R3F-b")) == ACCOUNT_NOT_ENABLED
+    assert ACCOUNT_NOT_ENABLED.code == 503 and ACCOUNT_NOT_ENABLED.err_code == 10039
+    got = m.apply(_add(_cfg("R3", "r3", num_replicas=3), "A", "S-R3F-a"))
+    assert isinstance(got, Assigned) and set(got.assignment.peers) == set(SERVERS)
+    # an R4 is short of servers whatever the accounts: 10005 as before
+    four = m.apply(_add(_cfg("R4", "r4", num_replicas=4), "B", "S-R4F-b"))
+    assert isinstance(four, MetaError) and four.err_code == 10005
+    # the accounts survive a snapshot
+    again = _machine()
+    again.restore(io.BytesIO(m.snapshot()))
+    assert again.peers["n3"].accounts == ("A",) and again.peers["n1"].accounts is None
 
 
 def test_snapshot_carries_the_account() -> None:
