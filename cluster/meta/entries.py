@@ -52,6 +52,7 @@ __all__ = [
     "delete_stream_entry",
     "origin_doc",
     "peer_entry",
+    "purge_account_entry",
     "remove_peer_entry",
     "remove_server_entry",
     "scale_fields",
@@ -73,6 +74,7 @@ class MetaOp(IntEnum):
     DELETE_STREAM = 4
     REMOVE_STREAM_PEER = 5
     REMOVE_SERVER = 6
+    PURGE_ACCOUNT = 7
 
 
 # ---------------------------------------------------------------- state types
@@ -403,6 +405,12 @@ def scale_fields(
 def delete_stream_entry(name: str, *, reply: str, account: str | None = None) -> bytes:
     """Delete a stream (of ``account``; None: the machine's default account)."""
     return _dump(MetaOp.DELETE_STREAM, _with_account({"name": name, "reply": reply}, account))
+
+
+def purge_account_entry(account: str) -> bytes:
+    """ACCOUNT.PURGE: every stream the account has now is to be deleted (``purging``);
+    each stream's own delete entry follows, from whichever server decides then."""
+    return _dump(MetaOp.PURGE_ACCOUNT, {"account": account})
 
 
 def remove_peer_entry(

@@ -129,6 +129,9 @@ class MetaMachine:
     solo: str | None = None
     overlap: Callable[[Mapping[str, Any], Iterable[Mapping[str, Any]]], bool] | None = None
     default_account: str = DEFAULT_ACCOUNT
+    #: accounts being purged: account -> the names of its streams still to delete (an
+    #: ACCOUNT.PURGE survives a change of meta leader: the next one resumes it)
+    purging: dict[str, set[str]] = field(default_factory=dict)
     #: ``configs()``'s parses: key -> (the assignment parsed, its config)
     _parsed: dict[tuple[str, str], tuple[StreamAssignment, StreamConfig]] = field(
         default_factory=dict, repr=False, compare=False
@@ -198,6 +201,8 @@ class MetaMachine:
                 return self._remove_peer(d)
             if op is MetaOp.REMOVE_SERVER:
                 return self._remove_server(d)
+            if op is MetaOp.PURGE_ACCOUNT:
+                return self._purge_account(d)
             return self._delete_stream(d)
         except EntryError:
             return BAD_ENTRY
@@ -410,8 +415,22 @@ class MetaMachine:
         sa = self.streams.pop((_account(d, self.default_account), name), None)
         if sa is None:
             return STREAM_NOT_FOUND
+        left = self.purging.get(sa.account)
+        if left is not None:
+            left.discard(name)
+            if not left:
+                del self.purging[sa.account]
         self._emit(StreamRemoved(sa, reply))
         return Removed(sa)
+
+    def _purge_account(self, d: Mapping[str, Any]) -> tuple[str, ...]:
+        """ACCOUNT.PURGE: the account's streams now are marked for deletion (more
+        marks add to them); the names, sorted."""
+        account = _s(d, "account")
+        names = {n for (a, n) in self.streams if a == account}
+        if names:
+            self.purging.setdefault(account, set()).update(names)
+        return tuple(sorted(self.purging.get(account, ())))
 
     def _remove_server(self, d: Mapping[str, Any]) -> ServerRemoved | MetaError:
         """SERVER.REMOVE: the server leaves placement; each replicated stream it held
@@ -459,6 +478,7 @@ class MetaMachine:
                 "v": SNAPSHOT_VERSION,
                 "peers": [_peer_doc(p) for _, p in sorted(self.peers.items())],
                 "streams": [sa.to_doc() for _, sa in sorted(self.streams.items())],
+                "purging": {a: sorted(n) for a, n in sorted(self.purging.items())},
             },
             canonical=True,
         )
@@ -475,7 +495,8 @@ class MetaMachine:
         for sd in doc["streams"]:
             sa = StreamAssignment.from_doc(sd, self.default_account)
             streams[sa.key] = sa
-        self.peers, self.streams = peers, streams
+        purging = {str(a): set(n) for a, n in (doc.get("purging") or {}).items()}
+        self.peers, self.streams, self.purging = peers, streams, purging
 
 
 def _peer_doc(p: PeerRecord) -> list[Any]:

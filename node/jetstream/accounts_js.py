@@ -52,6 +52,30 @@ PURGE_OP = ("", "ACCOUNT", "PURGE")
 _LEGACY_ENTRIES = ("streams", "_meta_", "quarantine")
 
 
+#: how long an account purge's proposal is retried through changes of meta leader
+PURGE_RETRY_S_MAX = 10.0
+
+
+async def _propose_through(svc: JetStreamService, entry: bytes) -> object | None:
+    """Propose ``entry`` to the meta group, again after each change of leader (a
+    follower's proposal goes to the leader), for at most ``PURGE_RETRY_S_MAX``; the
+    result, or None when it never went through.  An entry proposed twice is harmless
+    (a second delete finds nothing: 10059; a second purge record adds nothing new)."""
+    from raft.errors import RaftError
+
+    group = svc.meta.layer.group if svc.meta is not None else None
+    with trio.move_on_after(PURGE_RETRY_S_MAX):
+        while True:
+            try:
+                return await svc.assignments.propose(entry)
+            except RaftError as exc:
+                log.info("event=account_purge_retry reason=%r", exc)
+                if group is not None:
+                    await group.wait_leader()
+                await trio.sleep(0.05)  # the new leader settles (bounded by the scope)
+    return None
+
+
 def account_store_dir(jetstream_dir: str, account: str, *, home: bool) -> str:
     """The JetStream directory of ``account`` (``<jetstream_dir>/<account>``).
 
@@ -92,7 +116,7 @@ def combined_view(services: Sequence[JetStreamService]) -> JetStreamView:
     )
 
 
-async def purge_account(svc: JetStreamService) -> None:
+async def purge_account(svc: JetStreamService, *, resume: bool = False) -> None:
     """Delete every stream of ``svc``'s account and then its directory (one server).
 
     As nats-server 2.15.1 does on ``$JS.API.ACCOUNT.PURGE.<account>``: each stream
@@ -101,21 +125,32 @@ async def purge_account(svc: JetStreamService) -> None:
     ``<store_dir>/jetstream/<account>`` is removed, and the account's API counters do
     not count it.  In a cluster this runs on the meta leader: the account's streams
     are deleted cluster-wide through the meta log (each host drops its copy, as for
-    STREAM.DELETE); the account's directories stay.
+    STREAM.DELETE); the account's directories stay.  There the purge is first recorded
+    in the meta state (``MetaMachine.purging``: the names to delete), and each delete
+    takes one name off: a purge cut short by a change of meta leader is finished by
+    whichever server decides for the account next (``resume``: no new record, just
+    the names left).
     """
-    from cluster.meta import MetaError, delete_stream_entry
-    from raft.errors import RaftError
+    from cluster.meta import MetaError, delete_stream_entry, purge_account_entry
 
-    names = sorted(svc.assignments.configs())
+    account = svc.account.name
+    if svc.meta is None:
+        names = sorted(svc.assignments.configs())
+    else:
+        if not resume and await _propose_through(svc, purge_account_entry(account)) is None:
+            return  # no leader for PURGE_RETRY_S_MAX: nothing recorded, nothing deleted
+        left = svc.meta.layer.machine.purging.get(account, set())
+        names = sorted(n for n in left if n in svc.assignments.configs())
     counted = svc.api_total, svc.api_errors  # the effects count their answers: not these
     for name in names:
-        entry = delete_stream_entry(name, reply="", account=svc.account.name)
-        try:
-            result = await svc.assignments.propose(entry)
-        except RaftError as exc:  # the meta leader changed: the rest is not purged
-            log.warning("event=account_purge_failed stream=%s reason=%r", name, exc)
+        if svc.assignments.assignment(name) is None:
+            continue  # gone meanwhile (another server resumed this purge)
+        entry = delete_stream_entry(name, reply="", account=account)
+        result = await _propose_through(svc, entry)
+        if result is None:  # the next meta leader resumes from the recorded names
+            log.warning("event=account_purge_interrupted account=%s stream=%s", account, name)
             break
-        if isinstance(result, MetaError):
+        if isinstance(result, MetaError) and result.err_code != 10059:
             log.warning("event=account_purge_failed stream=%s reason=%r", name, result)
     svc.api_total, svc.api_errors = counted
     if svc.meta is None and not svc.api.streams:

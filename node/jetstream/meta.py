@@ -574,7 +574,17 @@ class MetaLayer:
                     self._leaderless_since = None
                     self._ever_had_leader = True
                     self._parked_wake.set()
+                    self._resume_purges()
                 self.kick()
+
+    def _resume_purges(self) -> None:
+        """A new meta leader: the account purges it left unfinished are finished by the
+        server that decides for each account now (``MetaMachine.purging``)."""
+        for account in sorted(self.machine.purging):
+            view = self.views.get(account)
+            if view is not None and self.decider(account) == self.name:
+                log.info("event=account_purge_resumed account=%s", account)
+                view.svc.purge_account(resume=True)
 
     def _announce_leader(self) -> None:
         """``DOMAIN.LEADER_ELECTED`` in the system account (this server leads now)."""

@@ -530,10 +530,11 @@ class JetStreamService:
 
     # -- API ------------------------------------------------------------------
 
-    def purge_account(self) -> None:
+    def purge_account(self, *, resume: bool = False) -> None:
         """Delete every stream of the account (``$JS.API.ACCOUNT.PURGE``), in the API
-        task's turn, so no request of the account runs beside it."""
-        req = ApiRequest(b"", PURGE_OP, b"", None, b"", None)
+        task's turn, so no request of the account runs beside it (``resume``: the
+        rest of a purge another server began, ``accounts_js.purge_account``)."""
+        req = ApiRequest(b"", PURGE_OP, b"", None, b"resume" if resume else b"", None)
         try:
             self._send.send_nowait(req)
         except trio.WouldBlock:
@@ -543,7 +544,7 @@ class JetStreamService:
 
     async def _handle(self, req: ApiRequest) -> None:
         if req.op == PURGE_OP:
-            await purge_account(self)
+            await purge_account(self, resume=req.body == b"resume")
             return
         if req.op == ("INFO",):
             handler: Handler | None = _account_info

@@ -34,6 +34,7 @@ from cluster.meta.entries import (
     add_stream_entry,
     delete_stream_entry,
     peer_entry,
+    purge_account_entry,
     remove_peer_entry,
     update_stream_entry,
 )
@@ -141,6 +142,24 @@ def test_placement_avoids_servers_lacking_the_accounts_jetstream() -> None:
     again = _machine()
     again.restore(io.BytesIO(m.snapshot()))
     assert again.peers["n3"].accounts == ("A",) and again.peers["n1"].accounts is None
+
+
+def test_account_purge_is_replicated_state() -> None:
+    """ACCOUNT.PURGE marks the account's streams; each delete takes one off; what is left
+    survives a snapshot, so a new meta leader can finish the purge."""
+    m = _machine()
+    for i in range(3):
+        m.apply(_add(_cfg(f"S{i}", f"s{i}"), "B", f"S-R1F-b{i}"))
+    m.apply(_add(_cfg("KEEP", "k"), "A", "S-R1F-a"))
+    assert m.apply(purge_account_entry("B")) == ("S0", "S1", "S2")
+    assert m.apply(purge_account_entry("NONE")) == () and "NONE" not in m.purging
+    m.apply(delete_stream_entry("S0", reply="", account="B"))
+    again = _machine()
+    again.restore(io.BytesIO(m.snapshot()))
+    assert again.purging == {"B": {"S1", "S2"}}
+    for name in ("S1", "S2"):
+        again.apply(delete_stream_entry(name, reply="", account="B"))
+    assert again.purging == {} and list(again.configs("A")) == ["KEEP"]
 
 
 def test_snapshot_carries_the_account() -> None:

@@ -450,6 +450,7 @@ def test_entry_codes_are_stable() -> None:
         ("DELETE_STREAM", 4),
         ("REMOVE_STREAM_PEER", 5),
         ("REMOVE_SERVER", 6),
+        ("PURGE_ACCOUNT", 7),
     ]
 
 

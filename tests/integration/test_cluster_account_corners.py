@@ -6,7 +6,14 @@ without regard to accounts; a stream placed on n3 fails there and the create is 
 503 10039 "JetStream not enabled for account" (an R3 of B always, an R1 of B by chance).
 trijet answers an R3 of B the same way and places B's R1 and R2 streams on n1 and n2 only
 (n3 told the meta layer which accounts it serves).  A client of B connected to n3 still
-reaches B's JetStream on the others.  The scenario runs with n3 leading the meta group
+reaches B's JetStream on the others.
+
+``ACCOUNT.PURGE`` of B with the meta leader stepping down at once: B's streams all go and
+A's stay (trijet records the purge in the meta state and retries its proposals through the
+change of leader; a purge cut short anyway is finished by the next leader).  nats-server
+stops such a purge partway, so that scenario runs on trijet only.
+
+The first scenario runs with n3 leading the meta group
 (stepped down to it): B's creates are then decided by a server that runs B's JetStream.
 """
 
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.errors
 import pytest
 
 from tests.support.aio import run
@@ -50,11 +58,13 @@ REQUEST_TIMEOUT_S = 5.0
 RETRY_S_MAX = 15.0
 
 
-def _start(kind: str, workdir: Path) -> Cluster:
+def _start(kind: str, workdir: Path, *, n3_lacks_b: bool = True) -> Cluster:
     held = reserve_ports(9)
     ports = [s.getsockname()[1] for s in held]
     specs = plan_cluster(3, workdir, ports, extra_conf=ACCOUNTS)
-    specs[2] = dataclasses.replace(specs[2], config=specs[2].config.replace(ACCOUNTS, ACCOUNTS_N3))
+    if n3_lacks_b:
+        n3 = specs[2].config.replace(ACCOUNTS, ACCOUNTS_N3)
+        specs[2] = dataclasses.replace(specs[2], config=n3)
     for s in held:
         s.close()
     c = Cluster(kind, specs, DEFAULT_READY[kind], [None] * 3)  # type: ignore[arg-type]
@@ -144,5 +154,51 @@ def test_server_lacking_an_accounts_jetstream(tmp_path: Path, kind: str) -> None
             assert seen["B R2 hosts"] == ["n1", "n2"]
         else:
             assert set(seen["B R1 errors"]) <= {10039}
+    finally:
+        c.stop()
+
+
+async def _names(nc: Any) -> list[str]:
+    msg = await nc.request("$JS.API.STREAM.NAMES", b"", timeout=REQUEST_TIMEOUT_S)
+    return list(json.loads(msg.data).get("streams") or [])
+
+
+def test_account_purge_finishes_across_a_meta_leader_change(tmp_path: Path) -> None:
+    """trijet only: nats-server 2.15.1 stops such a purge partway (two runs here left 4
+    and all 9 of B's streams 15 s later), the defect the issue asks trijet not to have."""
+    c = _start("trijet", tmp_path, n3_lacks_b=False)
+    try:
+
+        async def main() -> tuple[list[str], list[str]]:
+            a = await nats.connect(c.urls[0], user="a", password="a")
+            b = await nats.connect(c.urls[1], user="b", password="b")
+            sys_nc = await nats.connect(c.urls[2], user="sys", password="sys")
+            try:
+                assert "error" not in await _create(a, "KEEP", 3)
+                for i in range(8):
+                    assert "error" not in await _create(b, f"B{i}", 1)
+                assert "error" not in await _create(b, "BR3", 3)
+                purge = sys_nc.request("$JS.API.ACCOUNT.PURGE.B", b"", timeout=REQUEST_TIMEOUT_S)
+                stepdown = sys_nc.request(
+                    "$JS.API.META.LEADER.STEPDOWN", b"", timeout=REQUEST_TIMEOUT_S
+                )
+                answers = await asyncio.gather(purge, stepdown)
+                assert json.loads(answers[0].data).get("initiated") is True
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + RETRY_S_MAX
+                left: list[str] | None = None
+                while left != [] and loop.time() < deadline:  # bounded: the purge goes on
+                    try:
+                        left = await _names(b)
+                    except nats.errors.TimeoutError:  # an election in progress
+                        continue
+                    await asyncio.sleep(0.1)
+                return left or [], await _names(a)
+            finally:
+                for nc in (a, b, sys_nc):
+                    await nc.close()
+
+        got = run(main, timeout=60)
+        assert got == ([], ["KEEP"])
     finally:
         c.stop()
