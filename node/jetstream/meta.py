@@ -66,7 +66,6 @@ from cluster.meta import (
     StreamPeersChanged,
     StreamRemoved,
     StreamUpdated,
-    peer_entry,
 )
 from cluster.meta.entries import (
     Effect,
@@ -74,6 +73,7 @@ from cluster.meta.entries import (
 from cluster.naming import peer_id
 from cluster.placement import PeerSpec
 from cluster.replicated import ReplicaSpec
+from node.jetstream import meta_peers
 from node.jsapi.streamconfig import configs_overlap
 from node.route import parse_route_url
 from raft.core import RaftConfig
@@ -92,7 +92,6 @@ log = logging.getLogger(__name__)
 META_GROUP = "_meta_"
 #: how long the set of known peers must stay unchanged before a first bootstrap
 BOOTSTRAP_SETTLE_S = 1.0
-PEER_REGISTER_RETRY_S = 0.25
 #: how long a request waits for a meta leader before it is dropped unanswered
 PARK_S_MAX = 4.0
 PARKED_MAX = 10_000
@@ -234,7 +233,8 @@ class MetaLayer:
         #: the accounts JetStream runs in on this server (each registers a view)
         self.expected = {a.name for a in server.accounts.jetstream_accounts} or {svc.account.name}
         self._views_started = trio.Event()
-        self._registration_changed = trio.Event()
+        #: set when this server's ``PeerRecord`` changed (``meta_peers.register_loop``)
+        self.registration_changed = trio.Event()
         self.group: RaftGroup | None = None
         self.links = TcpPeerLinks(
             self.name, link_secret(cluster), rng=random.Random(server.rng.random())
@@ -264,28 +264,15 @@ class MetaLayer:
         """An account's service joins (before its ``started``); one a reload started
         changes what this server tells placement (``_register_loop``)."""
         self.views[view.account] = view
-        self._registration_changed.set()
+        self.registration_changed.set()
 
     def decider(self, account: str) -> str | None:
-        """The server that decides ``account``'s creates, updates and deletes: the meta
-        leader, or, when the leader's configuration lacks that account's JetStream, the
-        first (by name) of the servers that run it (its proposals reach the leader)."""
-        leader = self.leader
-        rec = self.machine.peers.get(leader) if leader is not None else None
-        if rec is None or rec.accounts is None or account in rec.accounts:
-            return leader
-        hosts = sorted(
-            p.name
-            for p in self.machine.peers.values()
-            if p.accounts is None or account in p.accounts
-        )
-        return hosts[0] if hosts else leader
+        """``meta_peers.decider``: who decides ``account``'s creates and deletes."""
+        return meta_peers.decider(self, account)
 
     def me(self) -> PeerRecord:
-        """This server as placement knows it: its tags and the accounts JetStream runs
-        in here (streams of other accounts are never placed on it)."""
-        accounts = tuple(sorted(self.expected | set(self.views)))
-        return PeerRecord(self.name, self.cluster_name, self.tags, accounts)
+        """``meta_peers.peer_record``: this server as placement knows it."""
+        return meta_peers.peer_record(self)
 
     def view_started(self) -> None:
         """One more account's service runs: reconcile once all of them do."""
@@ -574,17 +561,8 @@ class MetaLayer:
                     self._leaderless_since = None
                     self._ever_had_leader = True
                     self._parked_wake.set()
-                    self._resume_purges()
+                    meta_peers.resume_purges(self)
                 self.kick()
-
-    def _resume_purges(self) -> None:
-        """A new meta leader: the account purges it left unfinished are finished by the
-        server that decides for each account now (``MetaMachine.purging``)."""
-        for account in sorted(self.machine.purging):
-            view = self.views.get(account)
-            if view is not None and self.decider(account) == self.name:
-                log.info("event=account_purge_resumed account=%s", account)
-                view.svc.purge_account(resume=True)
 
     def _announce_leader(self) -> None:
         """``DOMAIN.LEADER_ELECTED`` in the system account (this server leads now)."""
@@ -679,32 +657,7 @@ class MetaLayer:
     # -- registration ---------------------------------------------------------
 
     async def _register_loop(self) -> None:
-        """Keep this server's placement facts in the meta state: at each leader, and
-        again when a reload started JetStream in another account here."""
-        assert self.group is not None
-        group = self.group
-        leadership = group.subscribe_leadership()
-
-        async def on_change() -> None:
-            while True:
-                await self._registration_changed.wait()
-                self._registration_changed = trio.Event()
-                await register()
-
-        async def register() -> None:
-            while group.leader_id is not None and self.machine.peers.get(self.name) != self.me():
-                try:
-                    await self.propose(peer_entry(self.me()))
-                except RaftError:
-                    await trio.sleep(PEER_REGISTER_RETRY_S)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(on_change)
-            async with leadership:
-                async for state in leadership:
-                    if state.leader_id is not None:
-                        await register()
-            nursery.cancel_scope.cancel()
+        await meta_peers.register_loop(self)
 
     # -- monitoring -------------------------------------------------------------
 
