@@ -301,14 +301,18 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for phase in phases if rep % 2 == 0 else tuple(reversed(phases)):
                     spy = start_py_spy(s, phase, rep, args) if cl is None else None
+                    c0 = s.cpu_s() if cl is None else 0.0
                     try:
                         r = run_phase(lg, s.port, phase, args)
                     finally:
                         stop_py_spy(spy)
+                    if cl is None and r["msgs"]:  # the server's CPU per message (load-proof)
+                        r["us_per_msg"] = 1e6 * (s.cpu_s() - c0) / r["msgs"]
                     results.setdefault((name, phase), []).append(r)
                     state = "ok" if r["ok"] else ("LEAK" if r["leak"] else "FAILED")
+                    cpu = f" srv {r['us_per_msg']:.2f} us/msg" if "us_per_msg" in r else ""
                     print(
-                        f"[{rep}] {name:<8} {phase:<12} {r['msgs_per_s']:>12,.0f} msgs/s "
+                        f"[{rep}] {name:<8} {phase:<12} {r['msgs_per_s']:>12,.0f} msgs/s{cpu} "
                         f"{state} load={os.getloadavg()[0]:.2f}",
                         flush=True,
                     )
@@ -335,6 +339,18 @@ def main(argv: list[str] | None = None) -> int:
             if n != "ref" and ref and (n, phase) in med
         ]
         print(row + "   " + " ".join(ratios))
+    cpu: dict[tuple[str, str], float] = {}
+    for key, rs in results.items():
+        good = [r["us_per_msg"] for r in rs if r["ok"] and "us_per_msg" in r]
+        if good:
+            cpu[key] = statistics.median(good)
+    if cpu:
+        print(f"{'server CPU us/msg':<16}" + "".join(f"{n:>16}" for n in servers))
+        for phase in phases:
+            print(
+                f"{phase:<16}"
+                + "".join(f"{cpu.get((n, phase), float('nan')):>16.2f}" for n in servers)
+            )
     for n in servers:
         for pre in ("", "js-"):
             a, o = med.get((n, pre + "accounts")), med.get((n, pre + "one-account"))

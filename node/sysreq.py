@@ -16,6 +16,8 @@ monitor builds (``node.monitor``), wrapped as nats-server wraps them:
 * Every account: ``$SYS.REQ.USER.INFO`` (who the requester is; answered by the server it is
   connected to, so local) and ``$SYS.REQ.ACCOUNT.PING.CONNZ`` (that account's connections on
   every server).
+``$SYS.REQ.SERVER.<server id>.RELOAD`` reloads the configuration (``node.reload``) and answers
+``{"server": …}``, or with ``"error": {"code": 500, "description": <why>}`` when refused.
 From other accounts ``$SYS.REQ.SERVER.*`` finds no responder, as on nats-server.
 
 Events: ``ClientEvents`` publishes ``$SYS.ACCOUNT.<account>.CONNECT`` and ``.DISCONNECT``
