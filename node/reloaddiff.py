@@ -221,17 +221,14 @@ def _auth(plan: Plan, old: ServerConfig, new: ServerConfig) -> None:
         notices.append("Reloaded: authorization token")
     if oa.timeout_s != na.timeout_s:
         notices.append(f"Reloaded: authorization timeout = {go_value(na.timeout_s)}")
-    if [u for u in oa.users if not u.nkey] != [u for u in na.users if not u.nkey]:
-        notices.append("Reloaded: authorization users")
+    # nats-server compares neither users nor accounts (they hold live state): every reload
+    # reloads both, changed or not, and judges every connection again
+    notices.append("Reloaded: authorization users")
     if [u for u in oa.users if u.nkey] != [u for u in na.users if u.nkey]:
         notices.append("Reloaded: authorization nkey users")
-    if oa.default_permissions != na.default_permissions and "users" not in " ".join(notices):
-        notices.append("Reloaded: authorization users")
-    if old.accounts != new.accounts:
-        notices.append("Reloaded: accounts")
-    if notices:
-        plan.auth = True
-        plan.notices.extend(notices)
+    notices.append("Reloaded: accounts")
+    plan.auth = True
+    plan.notices.extend(notices)
 
 
 def _jetstream(plan: Plan, old: ServerConfig, new: ServerConfig) -> None:
