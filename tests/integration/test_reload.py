@@ -40,6 +40,7 @@ accounts {
     users: [
       {user: a, password: a}
       {user: p, password: p, permissions: {subscribe: ["foo.>", "bar"], publish: ["foo.>", "bar"]}}
+      {user: q, password: q}
     ]
     jetstream: {max_streams: 1}
   }
@@ -48,8 +49,8 @@ accounts {
 }
 system_account: SYS
 """
-#: b removed; p may subscribe and publish only on "bar"; A may hold 2 streams; account C
-#: (user c) added with JetStream
+#: b removed; p may subscribe and publish only on "bar"; q's password changed; A may hold
+#: 2 streams; account C (user c) added with JetStream
 EDITED = """
 jetstream { store_dir: "{workdir}/js" }
 accounts {
@@ -57,6 +58,7 @@ accounts {
     users: [
       {user: a, password: a}
       {user: p, password: p, permissions: {subscribe: ["bar"], publish: ["bar"]}}
+      {user: q, password: changed}
     ]
     jetstream: {max_streams: 2}
   }
@@ -105,6 +107,13 @@ def test_reload_users_permissions_accounts(start_server: Any, server_kind: str) 
             p_errors.append(str(e))
             p_erred.set()
 
+        q_closed = asyncio.Event()
+
+        async def on_q_closed() -> None:
+            q_closed.set()
+
+        q = await connect(sp.url, "q", closed_cb=on_q_closed)
+        assert q.is_connected
         b = await connect(sp.url, "b", closed_cb=on_b_closed)
         assert b.is_connected
         p = await connect(sp.url, "p", error_cb=on_p_error)
@@ -121,6 +130,9 @@ def test_reload_users_permissions_accounts(start_server: Any, server_kind: str) 
         await _wait_log(sp, OK_LINE, 1)
         await asyncio.wait_for(b_closed.wait(), WAIT_S)  # b's user is gone: closed
         seen["b reconnects"] = await _connect_error(sp.url, "b")
+        # q's password changed: its connection no longer authenticates
+        await asyncio.wait_for(q_closed.wait(), WAIT_S)
+        seen["q"] = isinstance(q.last_error, nats.errors.AuthorizationError)
         # p's subscription on foo.x is gone with nats-server's error; bar stays
         await asyncio.wait_for(p_erred.wait(), WAIT_S)
         seen["p errors"] = [e.lower() for e in p_errors]
@@ -156,6 +168,7 @@ def test_reload_users_permissions_accounts(start_server: Any, server_kind: str) 
         "first stream": None,
         "second stream before": 10027,
         "b reconnects": "auth",
+        "q": True,
         "p errors": ['nats: permissions violation for subscription to "foo.x" (sid "1")']
         if server_kind == "reference"
         else seen["p errors"],
@@ -259,6 +272,9 @@ def test_reload_by_system_request_and_signal_command(start_server: Any, server_k
         run(lambda: _wait_log(sp, OK_LINE, 2))
 
 
+#: bound on the new account's first routed message and R3 placement after the reloads
+#: (each server tells the meta layer of its new account once it reloaded)
+CLUSTER_S_MAX = 15.0
 CLUSTER_BASE = """
 accounts {
   A: { users: [{user: a, password: a}], jetstream: enabled }
@@ -302,7 +318,7 @@ def test_reload_on_each_node_of_a_cluster(tmp_path: Path, kind: str) -> None:
             sub = await n3.subscribe("hello")
             await synced(n3)
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + WAIT_S
+            deadline = loop.time() + CLUSTER_S_MAX
             got = None
             while got is None:  # n3's interest reaches n1 over the route (bounded)
                 await n1.publish("hello", b"hi")
