@@ -41,6 +41,10 @@ def _serve(args: list[str]) -> int:
         if flags.get("help"):
             print(USAGE)
             return 0
+        if flags.get("signal"):  # signal a running server, as trijet-server --signal
+            from node.signals import process_signal
+
+            return process_signal(str(flags["signal"]))[0]
         cfg = dev_defaults()
         cfg.defaults = "dev"
         if flags.get("config"):

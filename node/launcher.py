@@ -86,6 +86,10 @@ def plan_cluster(
     return nodes
 
 
+#: what the launcher waits for (blocked, then ``sigwait``): stop, or reload every node
+_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
     """Start and supervise a planned cluster until interrupted."""
     base = Path(base_dir)
@@ -102,7 +106,7 @@ def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
                     [sys.executable, "-m", "node", "-c", str(conf), *extra_args],
                     stdout=log,
                     stderr=log,
-                    # the nodes must not inherit the launcher's blocked SIGINT/SIGTERM
+                    # the nodes must not inherit the launcher's blocked SIGINT/SIGTERM/SIGHUP
                     # (blocked for sigwait): they would ignore the SIGTERM that stops them
                     preexec_fn=_unblock_signals,
                 )
@@ -116,9 +120,12 @@ def run_cluster(n: int, base_dir: str, extra_args: list[str]) -> int:
             print(f"cluster not started: {state}", file=sys.stderr)
             return 1
         print(state)
-        print("Ctrl-C stops the cluster.")
+        print("Ctrl-C stops the cluster. SIGHUP reloads every node's configuration.")
         sys.stdout.flush()
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        while signal.sigwait(_SIGNALS) == signal.SIGHUP:  # one turn per signal received
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGHUP)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -178,12 +185,12 @@ def wait_ready(
 
 
 def _unblock_signals() -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
 
 
 def block_signals() -> None:
     """Block SIGINT/SIGTERM so ``sigwait`` receives them (main thread only)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
 
 
 def main(args: list[str]) -> int:
