@@ -41,6 +41,7 @@ accounts {
       {user: a, password: a}
       {user: p, password: p, permissions: {subscribe: ["foo.>", "bar"], publish: ["foo.>", "bar"]}}
       {user: q, password: q}
+      {user: m, password: m}
     ]
     jetstream: {max_streams: 1}
   }
@@ -49,8 +50,8 @@ accounts {
 }
 system_account: SYS
 """
-#: b removed; p may subscribe and publish only on "bar"; q's password changed; A may hold
-#: 2 streams; account C (user c) added with JetStream
+#: b removed; p may subscribe and publish only on "bar"; q's password changed; m moved to
+#: the new account C (with c), which has JetStream; A may hold 2 streams
 EDITED = """
 jetstream { store_dir: "{workdir}/js" }
 accounts {
@@ -62,7 +63,7 @@ accounts {
     ]
     jetstream: {max_streams: 2}
   }
-  C: { users: [{user: c, password: c}], jetstream: enabled }
+  C: { users: [{user: c, password: c}, {user: m, password: m}], jetstream: enabled }
   SYS: { users: [{user: sys, password: sys}] }
 }
 system_account: SYS
@@ -113,6 +114,12 @@ def test_reload_users_permissions_accounts(start_server: Any, server_kind: str) 
             q_closed.set()
 
         q = await connect(sp.url, "q", closed_cb=on_q_closed)
+        m_closed = asyncio.Event()
+
+        async def on_m_closed() -> None:
+            m_closed.set()
+
+        m = await connect(sp.url, "m", closed_cb=on_m_closed)
         assert q.is_connected
         b = await connect(sp.url, "b", closed_cb=on_b_closed)
         assert b.is_connected
@@ -133,6 +140,11 @@ def test_reload_users_permissions_accounts(start_server: Any, server_kind: str) 
         # q's password changed: its connection no longer authenticates
         await asyncio.wait_for(q_closed.wait(), WAIT_S)
         seen["q"] = isinstance(q.last_error, nats.errors.AuthorizationError)
+        # m belongs to another account now: closed without an error, as nats-server
+        await asyncio.wait_for(m_closed.wait(), WAIT_S)
+        seen["m error"] = m.last_error is not None and "authorization" in repr(m.last_error).lower()
+        m = await connect(sp.url, "m")
+        seen["m now in C"] = await _js_err(m.jetstream(), "MS")
         # p's subscription on foo.x is gone with nats-server's error; bar stays
         await asyncio.wait_for(p_erred.wait(), WAIT_S)
         seen["p errors"] = [e.lower() for e in p_errors]
@@ -159,7 +171,7 @@ def test_reload_users_permissions_accounts(start_server: Any, server_kind: str) 
         seen["second stream after"] = await _js_err(js, "S2")
         c = await connect(sp.url, "c")
         seen["C stream"] = await _js_err(c.jetstream(), "CS")
-        for nc in (a, p, c):
+        for nc in (a, p, c, m):
             await nc.close()
         return seen
 
@@ -169,6 +181,8 @@ def test_reload_users_permissions_accounts(start_server: Any, server_kind: str) 
         "second stream before": 10027,
         "b reconnects": "auth",
         "q": True,
+        "m error": False,
+        "m now in C": None,
         "p errors": ['nats: permissions violation for subscription to "foo.x" (sid "1")']
         if server_kind == "reference"
         else seen["p errors"],
