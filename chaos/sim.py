@@ -36,9 +36,18 @@ The replicated state machine and its workload are hooks (``new_fsm``,
 real meta state machine under the same faults (``chaos.metasim``),
 ``--workload stream`` a replicated stream's (``chaos.streamsim``).
 
+A leader's journal write may lag, as the trio driver's does (``raft.driver``:
+a leader goes on cycling while its own fsync is in flight): with probability
+``leader_write_lag`` a leader's cycle that has nothing but append-entries to
+send leaves its records unsynced, for a later cycle's sync; meanwhile the
+followers' acknowledgements may commit (the leader counts itself only up to
+its durable index).  A crash then loses those records, or keeps a torn part of
+them (a write that had started).
+
 ``--stock`` turns off raft/'s pysyncobj workarounds to show what they fix;
-``--unsafe-send-before-fsync`` seeds the "acknowledge before fsync" bug to
-show the checker catches it.
+``--unsafe-send-before-fsync`` seeds the "acknowledge before fsync" bug and
+``--unsafe-leader-counts-unsynced`` the "a leader counts its own unsynced
+entries towards a majority" bug, to show the checker catches them.
 
 CLI: ``python -m chaos.sim --seeds 200`` (ends with ``N seeds, V violations``),
 ``python -m chaos.sim --seed 1234`` replays one seed.
@@ -84,6 +93,10 @@ class SimConfig:
     stock: bool = False
     without: frozenset[str] = frozenset()  # individual workarounds to disable
     unsafe_send_before_fsync: bool = False
+    #: probability that a leader's cycle leaves its journal records to a later sync
+    leader_write_lag: float = 0.5
+    #: seeded bug: a lagging leader counts its unsynced entries (no durable cap)
+    unsafe_leader_counts_unsynced: bool = False
     compaction_entries: int = 40
     client_interval_s: float = 0.02
     fault_interval_s: tuple[float, float] = (0.15, 0.6)
@@ -113,6 +126,10 @@ class SimResult:
         flags += "".join(f" --without {p}" for p in sorted(cfg.without))
         if cfg.unsafe_send_before_fsync:
             flags += " --unsafe-send-before-fsync"
+        if cfg.unsafe_leader_counts_unsynced:
+            flags += " --unsafe-leader-counts-unsynced"
+        if cfg.leader_write_lag != SimConfig.leader_write_lag:
+            flags += f" --leader-write-lag {cfg.leader_write_lag}"
         if cfg.workload != "toy":
             flags += f" --workload {cfg.workload}"
         if cfg.quiet_after_s is None:
@@ -130,6 +147,7 @@ class Simulation:
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         self.client_rng = random.Random(self.rng.getrandbits(64))
         self.lull_rng = random.Random(seed * 7919 + 1)  # leaves the other draws alone
+        self.lag_rng = random.Random(seed * 7919 + 2)
         self.net = SimNetwork(random.Random(self.rng.getrandbits(64)), Faults())
         self.ids = [f"n{i}" for i in range(self.cfg.nodes)]
         self.t = 0.0
@@ -183,6 +201,7 @@ class Simulation:
             now=lambda: self.t,
             rng=random.Random(self.rng.getrandbits(64)),
         )
+        core.cap_own_unsynced = not self.cfg.unsafe_leader_counts_unsynced
         self.cores[nid] = core
         live = self.live[nid] = PeerLiveness(SILENCE_S)
         core.quiet_state.heard = live.last_heard
@@ -220,6 +239,9 @@ class Simulation:
             self.send(nid, ready.early_outbox)  # a leader's append-entries go first
             if self.cfg.unsafe_send_before_fsync:
                 self.send(nid, ready.outbox)
+        pending = core.journal.take_pending() if core.journal.dirty else b""
+        if pending and self.lag_rng.random() < 0.5:  # a lagging write had started
+            self.disks[nid].append(core.journal.name, pending)
         self.disks[nid].crash(self.fault_rng)
         self.cores[nid] = None
         for _other, oc in self.up():  # its sockets close: the links go down at once
@@ -250,6 +272,13 @@ class Simulation:
                 self.lazy[nid] = self.lazy.get(nid, 0) + 1
                 if self.lazy[nid] % 10 == 0:
                     ready.sync()
+            elif (
+                not ready.outbox
+                and core.is_leader
+                and core.has_peers
+                and self.lag_rng.random() < self.cfg.leader_write_lag
+            ):
+                pass  # the leader's write lags: its records wait for a later sync
             else:
                 ready.sync()
                 self.send(nid, ready.outbox)
@@ -552,6 +581,13 @@ def main(argv: list[str] | None = None) -> int:
         help="disable one raft/ workaround (repeatable)",
     )
     ap.add_argument("--unsafe-send-before-fsync", action="store_true")
+    ap.add_argument("--unsafe-leader-counts-unsynced", action="store_true")
+    ap.add_argument(
+        "--leader-write-lag",
+        type=float,
+        default=SimConfig.leader_write_lag,
+        help="probability that a leader's cycle leaves its fsync to a later cycle",
+    )
     ap.add_argument(
         "--workload",
         choices=["toy", "meta", "stream"],
@@ -571,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
         stock=a.stock,
         without=frozenset(a.without),
         unsafe_send_before_fsync=a.unsafe_send_before_fsync,
+        unsafe_leader_counts_unsynced=a.unsafe_leader_counts_unsynced,
+        leader_write_lag=a.leader_write_lag,
         workload=a.workload,
         quiet_after_s=None if a.no_quiet else SimConfig.quiet_after_s,
     )

@@ -28,9 +28,12 @@ its election deadline is pushed forward every cycle, so it only ever votes.
 
 ``cycle`` never blocks and never does network I/O. Nothing but a leader's
 append-entries leaves the node before ``sync`` (Raft requires persistence
-before answering an RPC, not before replicating; the leader counts acks in a
-later cycle, after this one's fsync): votes, append-entries responses and commits are covered by
-the fsync of the cycle that produced them. pysyncobj reads time and draws
+before answering an RPC, not before replicating): votes and append-entries
+responses are covered by the fsync of the cycle that produced them.  A
+leader's own ``sync`` may lag behind its cycles (the trio driver's write
+overlap, ``raft.driver``): it then counts itself towards a majority only up
+to its journal's ``durable_index`` (``_cap_matches``), so an entry commits
+once a majority holds it durably, the leader among them or not. pysyncobj reads time and draws
 randomness only inside :func:`raft.clock.bound`, with the clock and RNG this
 core was given.
 
@@ -137,6 +140,9 @@ class RaftConfig:
     quiet_after_s: float | None = None
     # a leader's append-entries leave before its own fsync (safe: see Ready)
     send_append_entries_before_fsync: bool = True
+    # a leader's driver goes on cycling while its journal write is in flight:
+    # the followers' acknowledgements may commit without it (raft.driver)
+    leader_write_overlap: bool = True
     patches: frozenset[str] = PATCHES
 
     @property
@@ -359,6 +365,12 @@ class RaftCore:
         #: term then, leader it went to, give up at) (``_watch_applied``)
         self._watch: dict[bytes, list[Any]] = {}
         self.watch_resolved = 0
+        #: a leader counts itself towards a majority only up to its durable
+        #: index (False: the simulator's seeded bug)
+        self.cap_own_unsynced = True
+        #: leader ticks that committed entries its own journal write had not
+        #: made durable yet (the followers were the majority)
+        self.commits_before_own_write = 0
         #: elections brought forward because the leader's link closed
         self.leader_links_lost = 0
         #: hibernation of an idle group (raft.quiet); ``heard`` is set by the driver
@@ -701,7 +713,15 @@ class RaftCore:
                 if obj._SyncObj__raftElectionDeadline < later:
                     obj._SyncObj__raftElectionDeadline = later
             leading = leading and obj._SyncObj__raftState == STATE_LEADER
+            capped = self._cap_matches() if leading and self.cap_own_unsynced else None
             obj.doTick(0)
+            if self.is_leader and self.commit_index > self.journal.durable_index:
+                self.commits_before_own_write += 1
+            if capped is not None:
+                match = obj._SyncObj__raftMatchIndex
+                for node, idx in capped.items():
+                    if node in match:
+                        match[node] = idx
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
                 self._follower_again()
             self._sweep_orphans()
@@ -725,6 +745,46 @@ class RaftCore:
             )
         )
         return ready
+
+    def _cap_matches(self) -> dict[Any, int] | None:
+        """Make pysyncobj's commit step count this leader only up to its
+        durable index; the match indexes to put back after the tick, or None.
+
+        pysyncobj's leader commits index ``i`` when it and enough followers
+        (match index >= ``i``) make a majority, counting itself for every entry
+        it holds.  A driver that lets the leader's fsync run on while it goes
+        on cycling (``raft.driver``) may hold entries only in memory: for
+        those the leader must not count.  The rule is Raft's own (an entry is
+        committed once a majority of members holds it durably; the leader is
+        a member like any other, Raft allows it to write its log in parallel
+        with replicating it): the commit index is the majority-th largest of
+        ``[durable_index] + follower match indexes``, call it ``C``.  Lowering
+        every follower's match index to ``min(match, C)`` for the tick makes
+        pysyncobj compute exactly ``C`` (with its current-term check): at most
+        ``C`` since above it only the leader counts; at least ``C`` since the
+        members that hold ``C`` durably are a majority either way.  Nothing
+        else in the tick reads match indexes; receiving (which raises them)
+        happened before it.  A single-member group never gets here with
+        entries that are not durable (its driver waits for its own fsync).
+        """
+        j = self.journal
+        durable = j.durable_index
+        if durable >= j.last_index:
+            return None
+        obj = self.obj
+        others = obj._SyncObj__otherNodes
+        match = obj._SyncObj__raftMatchIndex
+        if not others:
+            return None
+        held = sorted([durable, *(match.get(n, 0) for n in others)], reverse=True)
+        commit_max = held[(len(others) + 1) // 2]  # the majority-th largest
+        saved: dict[Any, int] = {}
+        for n in others:
+            m = match.get(n, 0)
+            if m > commit_max:
+                saved[n] = m
+                match[n] = commit_max
+        return saved or None
 
     def _sweep_orphans(self) -> None:
         """Resolve proposals pysyncobj would leave waiting forever.
@@ -948,6 +1008,11 @@ class RaftCore:
     # ------------------------------------------------------------ state
 
     @property
+    def has_peers(self) -> bool:
+        """Other members exist (a majority without this member is possible)."""
+        return bool(self.obj._SyncObj__otherNodes)
+
+    @property
     def is_leader(self) -> bool:
         return bool(self.obj._SyncObj__raftState == STATE_LEADER)
 
@@ -1026,6 +1091,8 @@ class RaftCore:
             "commit_index": self.commit_index,
             "applied": self.last_applied,
             "last_index": self.journal.last_index,
+            "durable_index": self.journal.durable_index,
+            "commits_before_own_write": self.commits_before_own_write,
             "first_index": self.journal.first_index,
             "journal_entries": len(self.journal),
             "journal_bytes": self.journal.entry_bytes,

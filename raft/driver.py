@@ -21,8 +21,39 @@ heartbeat for a leader), then runs one cycle:
    member resumes by itself when space returns.
    A leader's append-entries (``ready.early_outbox``) are sent before the
    fsync, overlapping the follower's disk write with ours: Raft requires
-   persistence before answering, not before replicating, and the leader only
-   counts acknowledgements in a later cycle, after this one's fsync.
+   persistence before answering, not before replicating.
+   A leader does not even wait for its own write (*write overlap*,
+   ``RaftConfig.leader_write_overlap``): when its cycle has nothing but
+   append-entries to send (no vote, no answer, no forwarded command's
+   reply) and no snapshot to write, the write runs on in the background and
+   the driver goes on cycling -- taking the followers' acknowledgements,
+   committing, applying, releasing PubAcks.  Records of cycles meanwhile wait
+   for the write in flight (one at a time, in order); its end kicks a cycle
+   that writes them.  Any other cycle first waits for the write in flight and
+   then writes its own records, as before.  Why that keeps every promise:
+
+   * An entry is committed once a *majority of members holds it durably*;
+     the leader is a member like the others (Raft lets it write its log in
+     parallel with replicating it).  ``RaftCore`` counts the leader only up
+     to its journal's ``durable_index`` (``RaftCore._cap_matches``), so with
+     R3 the two followers' fsynced copies commit an entry while the leader's
+     fsync is still in flight, and one follower's copy plus the leader's
+     unsynced one never do.
+   * A PubAck promises "durable on a majority" (DESIGN §4): it is released
+     only after commit, so it holds whatever becomes of the leader.  A leader
+     that crashes before its fsync restarts without those entries (or with a
+     torn tail the replay cuts); they are committed, so every future leader
+     has them and sends them back, and a member whose log lacks them cannot
+     win an election against the majority that holds them.
+   * The leader may apply a committed entry before its own copy is durable:
+     its state machine then holds only committed entries, and a restarted
+     stream store ahead of its journal skips what it re-receives (the applied
+     mark, ``cluster.replicated``).
+   * Nothing the leader *answers* leaves before its own records are durable:
+     votes, append-entries responses and forwarded commands' replies wait for
+     the write in flight and the cycle's own (the sequential path), so a
+     member never promises what its disk might not have.  A single-member
+     group never overlaps (it is its own majority).
 3. Send the outbox through the :class:`~raft.links.PeerLinks` (non-blocking;
    full per-peer queues drop, Raft retries).
 4. Apply the committed entries (``ready.apply()``), then release finished
@@ -51,7 +82,8 @@ and the journal's rewrite after compaction is the next cycle's "fsync" (a
 whole-file replace): neither blocks the event loop.
 
 The driver never holds the core across an ``await`` other than the fsync and
-the snapshot write.
+the snapshot write (a background write only reads the bytes it was handed;
+the journal records its success with ``written()`` back in the trio thread).
 """
 
 from __future__ import annotations
@@ -61,7 +93,7 @@ from collections.abc import Callable
 
 import trio
 
-from raft.core import LeaderState, RaftCore
+from raft.core import LeaderState, RaftCore, Ready
 from raft.links import PeerLinks
 from raft.syncer import SyncThread
 
@@ -104,6 +136,10 @@ class RaftDriver:
         self.write_failing = False
         #: timer cycles before which the links delivered frames (see ``_let_links_deliver``)
         self.deliveries_before_timer = 0
+        #: set when the leader's journal write in flight ends (None: none in flight)
+        self._in_flight: trio.Event | None = None
+        #: leader cycles that went on while the member's own write was in flight
+        self.overlapped_cycles = 0
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -183,6 +219,7 @@ class RaftDriver:
                 await trio.sleep(pause)
                 pause = min(pause * 2, WRITE_RETRY_S_MAX)
                 continue
+            journal.written()
             self.write_failing = False
             if failed_at is not None:
                 log.warning(
@@ -191,6 +228,40 @@ class RaftDriver:
                     trio.current_time() - failed_at,
                 )
             return
+
+    async def _write_in_background(self, syncer: SyncThread | None, data: bytes) -> None:
+        """A leader's journal write that the driver does not wait for."""
+        done = self._in_flight
+        try:
+            await self._write_journal(syncer, data)
+        finally:
+            self._in_flight = None
+            if done is not None:
+                done.set()
+            self.kick()  # the durable index moved: maybe a commit, maybe more to write
+
+    async def _settle_writes(self) -> None:
+        """Wait for the write in flight (if any): what follows may depend on it."""
+        while self._in_flight is not None:
+            await self._in_flight.wait()
+
+    def _may_overlap(self, ready: Ready) -> bool:
+        """May this cycle leave its records to a write the driver does not wait for?
+
+        Only a leader's cycle with nothing but append-entries to send (no vote,
+        no answer, no forwarded command's reply: those may only leave once
+        everything before them is durable), in a group with other members (a
+        majority without this member), and no snapshot to write.  See the
+        module docstring.
+        """
+        core = self.core
+        return (
+            core.config.leader_write_overlap
+            and not ready.outbox
+            and core.is_leader
+            and core.has_peers
+            and core.snapshots.pending_write is None
+        )
 
     async def _write_snapshot(self, syncer: SyncThread | None, name: str, blob: bytes) -> None:
         store = self.core.snapshots
@@ -225,43 +296,57 @@ class RaftDriver:
         else:
             quiet.available = False  # no link events: never hibernate
         syncer = SyncThread(f"raft-sync-{gid}") if self.fsync_in_thread else None
-        if syncer is not None:
+        if syncer is not None or core.config.leader_write_overlap:
+            # written by the driver, in order with the journal's appends
             core.snapshots.defer_writes = True
             core.journal.defer_rewrite = True
         try:
-            task_status.started()
-            while True:
-                if not self._kicked:
-                    # never spin: a timer that pysyncobj did not advance waits 0.5 ms
-                    deadline = max(core.next_deadline(), trio.current_time() + 0.0005)
-                    with trio.move_on_at(deadline) as timer:
-                        await self._wake.wait()
-                    if timer.cancelled_caught:
-                        await self._let_links_deliver()
-                self._wake = trio.Event()
-                self._kicked = False
-                ready = core.cycle(defer_apply=True)
-                send = self.links.send
-                for peer, payload in ready.early_outbox:
-                    send(peer, gid, payload)  # a leader's append-entries
-                journal = core.journal
-                if journal.dirty:
-                    await self._write_journal(syncer, journal.take_pending())
-                for peer, payload in ready.outbox:
-                    send(peer, gid, payload)
-                snap = core.snapshots.take_write()
-                if snap is not None:
-                    await self._write_snapshot(syncer, *snap)
-                ready.apply()
-                ready.release()
-                if ready.leadership is not None and self.on_leadership is not None:
-                    self.on_leadership(ready.leadership)
-                if ready.more:
-                    self._kicked = True
-                self.cycles += 1
-                done, self._cycle_done = self._cycle_done, trio.Event()
-                done.set()
-                await trio.lowlevel.checkpoint()
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                while True:
+                    if not self._kicked:
+                        # never spin: a timer that pysyncobj did not advance waits 0.5 ms
+                        deadline = max(core.next_deadline(), trio.current_time() + 0.0005)
+                        with trio.move_on_at(deadline) as timer:
+                            await self._wake.wait()
+                        if timer.cancelled_caught:
+                            await self._let_links_deliver()
+                    self._wake = trio.Event()
+                    self._kicked = False
+                    ready = core.cycle(defer_apply=True)
+                    send = self.links.send
+                    for peer, payload in ready.early_outbox:
+                        send(peer, gid, payload)  # a leader's append-entries
+                    journal = core.journal
+                    if self._may_overlap(ready):
+                        if self._in_flight is not None:
+                            self.overlapped_cycles += 1
+                        elif journal.dirty:
+                            self._in_flight = trio.Event()
+                            nursery.start_soon(
+                                self._write_in_background, syncer, journal.take_pending()
+                            )
+                        # else: this cycle's records wait for the write in flight; its
+                        # end kicks the cycle that writes them
+                    else:
+                        await self._settle_writes()
+                        if journal.dirty:
+                            await self._write_journal(syncer, journal.take_pending())
+                    for peer, payload in ready.outbox:
+                        send(peer, gid, payload)
+                    snap = core.snapshots.take_write()
+                    if snap is not None:
+                        await self._write_snapshot(syncer, *snap)
+                    ready.apply()
+                    ready.release()
+                    if ready.leadership is not None and self.on_leadership is not None:
+                        self.on_leadership(ready.leadership)
+                    if ready.more:
+                        self._kicked = True
+                    self.cycles += 1
+                    done, self._cycle_done = self._cycle_done, trio.Event()
+                    done.set()
+                    await trio.lowlevel.checkpoint()
         finally:
             if quiet.available:
                 for peer, payload in core.farewell():  # followers elect anew

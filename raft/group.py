@@ -388,6 +388,7 @@ class RaftGroup:
         st = self._core.status()
         if self._driver is not None:
             st["deliveries_before_timer"] = self._driver.deliveries_before_timer
+            st["overlapped_cycles"] = self._driver.overlapped_cycles
         return st
 
     @property

@@ -36,6 +36,13 @@ vanish at power loss. :class:`DurableJournal` replaces it.
 * ``entry_bytes`` counts the commands held (the bound a stream group's
   compaction watches: the journal must not become a second copy of a stream).
 
+``durable_index`` is the last index of the log up to which every entry is
+on disk (fsynced): :meth:`take_pending` notes the log's end, and the write's
+success (:meth:`written`, or :meth:`flush`) makes it durable; a truncation
+lowers both at once (the entries after it are new ones).  A leader counts
+itself towards a majority only up to it (``RaftCore.cycle``): its own fsync
+may still be in flight while the followers' acknowledgements commit.
+
 ``changed_from`` records the lowest Raft index touched since the last
 :meth:`take_changed_from` (used by the simulator's incremental safety checks).
 """
@@ -106,6 +113,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self.entry_bytes = 0
         self._replay()
         self.entry_bytes = sum(len(e[0]) for e in self._entries)
+        #: every entry up to this index is on disk (what the replay read is)
+        self.durable_index = self.last_index
+        #: the log's end when the records being written were taken
+        self._taken_to = self.durable_index
 
     # ------------------------------------------------------------ replay
 
@@ -182,7 +193,18 @@ class DurableJournal(Journal):  # type: ignore[misc]
             data = bytes(self._buf)
         self._buf.clear()
         self._must_sync = False
+        self._taken_to = self.last_index
         return data
+
+    def written(self) -> None:
+        """The records handed out by the last :meth:`take_pending` are on disk
+        (call once :meth:`write_pending` returned, in the owner's thread)."""
+        self.durable_index = self._taken_to
+
+    def _lower_durable(self, idx: int) -> None:
+        """Entries from ``idx`` on were removed: what comes there is not durable."""
+        self.durable_index = min(self.durable_index, idx - 1)
+        self._taken_to = min(self._taken_to, idx - 1)
 
     def write_pending(self, data: bytes) -> None:
         """Append and fsync records taken by :meth:`take_pending`, or replace the
@@ -220,6 +242,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         """Make every mutation so far durable (one append + one fsync; no-op if clean)."""
         if self._must_sync:
             self.write_pending(self.take_pending())
+            self.written()
 
     def _mark(self, idx: int) -> None:
         if self.changed_from is None or idx < self.changed_from:
@@ -243,6 +266,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def clear(self) -> None:
         if self._entries:
             self._mark(self._entries[0][1])
+            self._lower_durable(self._entries[0][1])
         self._entries = []
         self.entry_bytes = 0
         self._buf += _record(bytes((_K_CLEAR,)))
@@ -252,6 +276,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if entryFrom >= len(self._entries):
             return
         idx = self._entries[entryFrom][1]
+        self._lower_durable(idx)
         self.entry_bytes -= sum(len(e[0]) for e in self._entries[entryFrom:])
         del self._entries[entryFrom:]
         self._buf += _record(bytes((_K_TRUNCATE,)) + _Q.pack(idx))
@@ -283,6 +308,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._rewrite_due = False
         self._disk.write_atomic(self._name, self._whole_file())
         self.fsyncs += 1
+        self.durable_index = self._taken_to = self.last_index
 
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]

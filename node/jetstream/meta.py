@@ -720,6 +720,10 @@ class MetaLayer:
         doc["snapshots_taken"] = st.get("snapshots_taken", 0)
         doc["snapshots_installed"] = st.get("snapshots_installed", 0)
         doc["catchup"] = st.get("catchup", {})
+        # the leader's own journal write overlapping its next cycles (raft.driver)
+        doc["durable_index"] = st.get("durable_index", 0)
+        doc["overlapped_cycles"] = st.get("overlapped_cycles", 0)
+        doc["commits_before_own_write"] = st.get("commits_before_own_write", 0)
         return doc
 
     def health(self) -> tuple[int, str] | None:
