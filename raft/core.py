@@ -365,6 +365,10 @@ class RaftCore:
         #: term then, leader it went to, give up at) (``_watch_applied``)
         self._watch: dict[bytes, list[Any]] = {}
         self.watch_resolved = 0
+        #: set by the driver while the leader's own journal write is in flight:
+        #: proposals wait for its end and then go as one entry (the batching a
+        #: write's duration gives, which the write overlap would otherwise lose)
+        self.hold_proposals = False
         #: a leader counts itself towards a majority only up to its durable
         #: index (False: the simulator's seeded bug)
         self.cap_own_unsynced = True
@@ -701,7 +705,7 @@ class RaftCore:
                 self._submit_admin()
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
                 self._follower_again()
-            if self._pending and not self._holding():
+            if self._pending and not self._holding() and not self.hold_proposals:
                 self._submit_pending()
             if self._barriers:
                 self._submit_barriers()
@@ -736,7 +740,7 @@ class RaftCore:
             ready.leadership = state
         # A single-member group commits what it appended in the following tick.
         ready.more = bool(
-            (self._pending and not self._holding())
+            (self._pending and not self._holding() and not self.hold_proposals)
             or self._inbound
             or (
                 self.is_leader

@@ -27,9 +27,13 @@ heartbeat for a leader), then runs one cycle:
    append-entries to send (no vote, no answer, no forwarded command's
    reply) and no snapshot to write, the write runs on in the background and
    the driver goes on cycling -- taking the followers' acknowledgements,
-   committing, applying, releasing PubAcks.  Records of cycles meanwhile wait
-   for the write in flight (one at a time, in order); its end kicks a cycle
-   that writes them.  Any other cycle first waits for the write in flight and
+   committing, applying, releasing PubAcks.  New proposals wait for the end
+   of the write in flight (``RaftCore.hold_proposals``) and then go as one
+   entry, as they pile up during a waited-for fsync: without that a leader
+   cycling on every acknowledgement would cut the load into many small
+   entries, each an append-entries and a fsync on every follower.  Other
+   records of cycles meanwhile (a forwarded command) wait for the write in
+   flight (one at a time, in order); its end kicks a cycle that writes them.  Any other cycle first waits for the write in flight and
    then writes its own records, as before.  Why that keeps every promise:
 
    * An entry is committed once a *majority of members holds it durably*;
@@ -236,6 +240,7 @@ class RaftDriver:
             await self._write_journal(syncer, data)
         finally:
             self._in_flight = None
+            self.core.hold_proposals = False
             if done is not None:
                 done.set()
             self.kick()  # the durable index moved: maybe a commit, maybe more to write
@@ -323,6 +328,7 @@ class RaftDriver:
                             self.overlapped_cycles += 1
                         elif journal.dirty:
                             self._in_flight = trio.Event()
+                            core.hold_proposals = True
                             nursery.start_soon(
                                 self._write_in_background, syncer, journal.take_pending()
                             )
