@@ -40,7 +40,9 @@ stream ``BENCH`` (subjects ``bench.>``) is created, and:
 ``ratio`` is trijet / reference; for the failover gap and catch-up lower is
 better.  The machine is shared (2 cores): the 1-minute load average is printed
 per phase; repeat and compare medians.  ``--servers`` also takes
-``trijet=DIR``: trijet from another checkout (A/B in one run).
+``trijet=DIR``: trijet from another checkout (A/B in one run), and a
+``+overlap`` suffix (``trijet+overlap``) turns on
+``jetstream { raft_leader_write_overlap: true }`` (``raft.driver``).
 
 Run: ``python -m bench.r3_bench [--quick]`` (see ``bench/README.md``).
 """
@@ -407,6 +409,10 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
     run = Run(name, sync)
     kind = "reference" if name == "ref" else "trijet"
     path = name.split("=", 1)[1] if "=" in name else None
+    # ``trijet+overlap``, ``trijet=DIR+overlap``: jetstream.raft_leader_write_overlap on
+    overlap = kind == "trijet" and name.endswith("+overlap")
+    if overlap and path is not None:
+        path = path.removesuffix("+overlap")
     tag = "".join(ch if ch.isalnum() else "_" for ch in name)
     workdir = Path(tempfile.mkdtemp(prefix=f"r3-{tag}-{sync}-", dir=args.store_parent))
     c: Cluster | None = None
@@ -415,6 +421,8 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
             js_conf = ""
             if kind == "trijet" and args.trijet_journal_entries_max:
                 js_conf = f"  raft_journal_entries_max: {args.trijet_journal_entries_max}"
+            if overlap:
+                js_conf += "\n  raft_leader_write_overlap: true"
             c = start_cluster(
                 kind, sync_always=(sync == "always"), workdir=workdir, jetstream_conf=js_conf
             )

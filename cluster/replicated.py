@@ -165,6 +165,8 @@ class ReplicaSpec:
     seed: int = 0
     journal_entries_max: int = JOURNAL_ENTRIES_MAX
     journal_bytes_max: int = JOURNAL_BYTES_MAX
+    #: the leader's journal write overlaps its next cycles (raft.driver)
+    leader_write_overlap: bool = False
     #: a brand-new group's member that stands for election at once (raft.core)
     first_candidate: str | None = None
 

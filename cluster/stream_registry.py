@@ -163,6 +163,7 @@ class StreamRegistry:
             )
             g.journal_entries_max = replica.journal_entries_max
             g.journal_bytes_max = replica.journal_bytes_max
+            g.raft.config.leader_write_overlap = replica.leader_write_overlap
             return g
 
         return make

@@ -164,6 +164,9 @@ class JetStreamConfig:
     #: state snapshot past this many entries or bytes (file storage)
     raft_journal_entries_max: int = 50_000
     raft_journal_bytes_max: int = 64 * 1024 * 1024
+    #: trijet extension: a stream leader's journal write overlaps its next
+    #: cycles, the followers' fsynced copies commit without it (raft.driver)
+    raft_leader_write_overlap: bool = False
 
     @property
     def jetstream_dir(self) -> str:

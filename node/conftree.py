@@ -708,6 +708,8 @@ class _Builder:
                     js.raft_journal_entries_max = max(self.integer(k, mv), 2)
                 elif k == "raft_journal_bytes_max":  # trijet extension
                     js.raft_journal_bytes_max = max(self.size(k, mv), 1)
+                elif k == "raft_leader_write_overlap":  # trijet extension
+                    js.raft_leader_write_overlap = self.boolean(k, mv)
                 else:
                     self.unknown(key, mv, _IGNORED_JS)
             except _Skip:

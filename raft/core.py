@@ -141,8 +141,9 @@ class RaftConfig:
     # a leader's append-entries leave before its own fsync (safe: see Ready)
     send_append_entries_before_fsync: bool = True
     # a leader's driver goes on cycling while its journal write is in flight:
-    # the followers' acknowledgements may commit without it (raft.driver)
-    leader_write_overlap: bool = True
+    # the followers' acknowledgements may commit without it (raft.driver; off:
+    # no gain measured on a loaded two-core machine, see bench/README.md)
+    leader_write_overlap: bool = False
     patches: frozenset[str] = PATCHES
 
     @property
@@ -1010,6 +1011,11 @@ class RaftCore:
             self.removed = req[0] == "rem"
 
     # ------------------------------------------------------------ state
+
+    @property
+    def majority(self) -> int:
+        """Members that make a majority of the group."""
+        return (len(self.obj._SyncObj__otherNodes) + 1) // 2 + 1
 
     @property
     def has_peers(self) -> bool:

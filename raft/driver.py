@@ -22,18 +22,21 @@ heartbeat for a leader), then runs one cycle:
    A leader's append-entries (``ready.early_outbox``) are sent before the
    fsync, overlapping the follower's disk write with ours: Raft requires
    persistence before answering, not before replicating.
-   A leader does not even wait for its own write (*write overlap*,
-   ``RaftConfig.leader_write_overlap``): when its cycle has nothing but
+   With ``RaftConfig.leader_write_overlap`` (off by default: on a loaded
+   two-core machine it measured no faster, the extra cycles and the hand-off
+   of each write cost what the earlier commits saved; ``bench/README.md``) a
+   leader does not even wait for its own write (*write overlap*): when its cycle has nothing but
    append-entries to send (no vote, no answer, no forwarded command's
    reply) and no snapshot to write, the write runs on in the background and
    the driver goes on cycling -- taking the followers' acknowledgements,
-   committing, applying, releasing PubAcks.  New proposals wait for the end
-   of the write in flight (``RaftCore.hold_proposals``) and then go as one
-   entry, as they pile up during a waited-for fsync: without that a leader
-   cycling on every acknowledgement would cut the load into many small
-   entries, each an append-entries and a fsync on every follower.  Other
-   records of cycles meanwhile (a forwarded command) wait for the write in
-   flight (one at a time, in order); its end kicks a cycle that writes them.  Any other cycle first waits for the write in flight and
+   committing, applying, releasing PubAcks.  One new entry may be appended
+   (and sent) while the write is in flight; its records wait behind it, and
+   further proposals wait for the write's end (``RaftCore.hold_proposals``)
+   and then go as one entry, as they pile up during a waited-for fsync:
+   without that a leader cycling on every acknowledgement would cut the load
+   into many small entries, each an append-entries and a fsync on every
+   follower.  Writes go one at a time, in order; the end of one kicks a cycle
+   if records or proposals wait for it or its entries are not all committed.  Any other cycle first waits for the write in flight and
    then writes its own records, as before.  Why that keeps every promise:
 
    * An entry is committed once a *majority of members holds it durably*;
@@ -142,8 +145,12 @@ class RaftDriver:
         self.deliveries_before_timer = 0
         #: set when the leader's journal write in flight ends (None: none in flight)
         self._in_flight: trio.Event | None = None
+        #: peers heard from since the write in flight started
+        self._heard_in_flight: set[str] = set()
         #: leader cycles that went on while the member's own write was in flight
         self.overlapped_cycles = 0
+        #: leader writes the driver did not wait for
+        self.background_writes = 0
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -156,7 +163,16 @@ class RaftDriver:
             self._wake.set()
 
     def _on_frame(self, peer_id: str, payload: bytes) -> None:
-        self.core.receive(peer_id, payload)
+        core = self.core
+        core.receive(peer_id, payload)
+        if self._in_flight is not None:
+            # the leader's own write is in flight: a cycle now helps only once
+            # enough followers answered to commit without it; the rest waits
+            # for the write's end (one cycle for all, as without the overlap)
+            heard = self._heard_in_flight
+            heard.add(peer_id)
+            if len(heard) < core.majority:
+                return
         self._kicked = True
         self._wake.set()
 
@@ -234,16 +250,29 @@ class RaftDriver:
             return
 
     async def _write_in_background(self, syncer: SyncThread | None, data: bytes) -> None:
-        """A leader's journal write that the driver does not wait for."""
+        """A leader's journal write that the driver does not wait for: already
+        handed to the sync thread (``submit``, so the fsync starts within the
+        cycle), or, without one, written when this task first runs."""
         done = self._in_flight
         try:
-            await self._write_journal(syncer, data)
+            if syncer is not None:
+                try:
+                    await syncer.wait()
+                except OSError:  # cut back by the journal: written again, as below
+                    await self._write_journal(syncer, data)
+                else:
+                    self.core.journal.written()
+                    self.write_failing = False
+            else:
+                await self._write_journal(syncer, data)
         finally:
             self._in_flight = None
             self.core.hold_proposals = False
             if done is not None:
                 done.set()
-            self.kick()  # the durable index moved: maybe a commit, maybe more to write
+            core = self.core
+            if core.journal.dirty or core.has_work or core.commit_index < core.journal.last_index:
+                self.kick()  # records or proposals wait for it, or a commit may count it
 
     async def _settle_writes(self) -> None:
         """Wait for the write in flight (if any): what follows may depend on it."""
@@ -318,6 +347,9 @@ class RaftDriver:
                             await self._let_links_deliver()
                     self._wake = trio.Event()
                     self._kicked = False
+                    # one entry may join a write in flight (its append-entries go at
+                    # once); more proposals wait for the write's end (see above)
+                    core.hold_proposals = self._in_flight is not None and core.journal.dirty
                     ready = core.cycle(defer_apply=True)
                     send = self.links.send
                     for peer, payload in ready.early_outbox:
@@ -328,10 +360,12 @@ class RaftDriver:
                             self.overlapped_cycles += 1
                         elif journal.dirty:
                             self._in_flight = trio.Event()
-                            core.hold_proposals = True
-                            nursery.start_soon(
-                                self._write_in_background, syncer, journal.take_pending()
-                            )
+                            self._heard_in_flight.clear()
+                            self.background_writes += 1
+                            data = journal.take_pending()
+                            if syncer is not None:
+                                syncer.submit(journal.write_pending, data)
+                            nursery.start_soon(self._write_in_background, syncer, data)
                         # else: this cycle's records wait for the write in flight; its
                         # end kicks the cycle that writes them
                     else:

@@ -389,6 +389,7 @@ class RaftGroup:
         if self._driver is not None:
             st["deliveries_before_timer"] = self._driver.deliveries_before_timer
             st["overlapped_cycles"] = self._driver.overlapped_cycles
+            st["background_writes"] = self._driver.background_writes
         return st
 
     @property

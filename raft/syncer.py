@@ -18,7 +18,8 @@ waited for (the caller must not touch the journal while it runs), so no job is
 ever outstanding when the next one comes; ``close`` during a ``run`` takes
 effect when it ends.  What ``fn`` raised is raised again by ``run``.
 
-Only the owner calls ``run`` or ``start``, one job at a time.  The same
+Only the owner calls ``run`` (or ``submit`` then ``wait``) or ``start``, one
+job at a time.  The same
 thread serves an R1 stream's ``cluster.local.LocalGroup`` (its store's sync,
 with ``start`` for batches whose results are handed out from the run loop).
 """
@@ -109,10 +110,18 @@ class SyncThread:
 
         Cancellation: shielded; the job always completes before this returns.
         """
+        self.submit(fn, *args)
+        await self.wait()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Hand ``fn(*args)`` to the thread now; :meth:`wait` for its end."""
         if self._closed:
             raise RuntimeError("sync thread closed")
         self._jobs.put((fn, args))
         self._running = True
+
+    async def wait(self) -> None:
+        """Wait for the job :meth:`submit` handed over (as ``run`` does)."""
         try:
             with trio.CancelScope(shield=True):
                 while True:

@@ -227,6 +227,7 @@ class MetaLayer:
         js = server.cfg.jetstream
         #: compaction bounds of this server's replicated stream groups
         self.journal_bounds = (js.raft_journal_entries_max, js.raft_journal_bytes_max)
+        self.leader_write_overlap = js.raft_leader_write_overlap
         self.machine = MetaMachine(overlap=configs_overlap, default_account=svc.account.name)
         #: every account's view, by account name (registered by the services)
         self.views: dict[str, AccountMeta] = {}
@@ -431,6 +432,7 @@ class MetaLayer:
             seed=self.rng.getrandbits(63),
             journal_entries_max=js[0],
             journal_bytes_max=js[1],
+            leader_write_overlap=self.leader_write_overlap,
         )
 
     def specs(self, names: list[str]) -> list[PeerSpec]:

@@ -1,6 +1,7 @@
 """A leader's own fsync off the commit path: the followers' durable copies are the majority.
 
-Synchronous members on a fake clock with hand-delivered messages (no threads,
+Synchronous cores (the first five tests) or the trio driver with
+``leader_write_overlap`` (the last).  Synchronous members on a fake clock with hand-delivered messages (no threads,
 no sockets), so every interleaving is chosen by the test: the leader's cycle
 sends its append-entries and leaves its journal records unsynced (its write
 "in flight", as ``raft.driver`` lets it be), the followers persist and answer.
@@ -10,9 +11,13 @@ from __future__ import annotations
 
 import random
 
+import trio
+import trio.testing
+
 from chaos.toyfsm import ToyStateMachine
 from raft.core import Proposal, RaftConfig, RaftCore
 from raft.storage import MemoryDisk
+from tests.raft.cluster_helpers import Cluster, Member
 
 IDS = ["a", "b", "c"]
 
@@ -191,3 +196,46 @@ def test_leader_crash_with_one_follower_copy_never_acknowledged() -> None:
     logs = {n: values(h.core(n)) for n in IDS}
     assert all(v[:1] == [b"ok"] for v in logs.values()), logs
     assert len({tuple(v) for v in logs.values()}) == 1, logs  # the replicas agree
+
+
+async def test_driver_overlap_keeps_acked_proposals_through_power_loss(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # the trio driver with the overlap on (writes inline, in a task of their
+    # own): proposals acknowledged while leaders' writes were in flight survive
+    # every member losing its un-fsynced bytes at once, twice
+    rng = random.Random(3)
+    config = RaftConfig(leader_write_overlap=True)
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS, seed=3, config=config)
+        await c.start()
+        acked: dict[bytes, object] = {}
+        overlapped = 0
+        for round_ in range(2):
+            leader = await c.wait_leader()
+
+            async def one(i: int, leader: Member = leader, round_: int = round_) -> None:
+                v = b"r%d-%d" % (round_, i)
+                acked[v] = await leader.g.propose(v)
+
+            for burst in range(5):
+                async with trio.open_nursery() as inner:
+                    for i in range(10):
+                        inner.start_soon(one, burst * 10 + i)
+            overlapped += leader.g.status()["background_writes"]
+            for m in c.live():
+                await m.crash(lose_unsynced=False)
+            for m in c.members.values():
+                m.disk.crash(rng)
+            for m in c.members.values():
+                await m.start()
+        assert overlapped > 0  # the leaders' writes went on without the driver waiting
+        leader = await c.wait_leader()
+        await leader.g.propose(b"final")
+        with trio.fail_after(10):
+            await c.wait_applied(len(acked) + 1)
+        for m in c.live():
+            values = m.g.core.fsm.values  # type: ignore[attr-defined]
+            for v, pos in acked.items():
+                assert values[pos - 1] == v  # type: ignore[operator]
+        nursery.cancel_scope.cancel()
