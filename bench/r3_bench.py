@@ -570,7 +570,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.syncs = comma_list(args.sync)
     args.clients = comma_list(args.clients)
     args.phases = comma_list(args.phases)
-    bad = [s for s in args.servers if s != "ref" and s.split("=", 1)[0] != "trijet"]
+    bad = [
+        s
+        for s in args.servers
+        if s != "ref" and s.split("=", 1)[0].removesuffix("+overlap") != "trijet"
+    ]
     bad += [s for s in args.syncs if s not in ("default", "always")]
     bad += [s for s in args.clients if s not in ("py", "c")]
     if bad:
