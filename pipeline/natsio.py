@@ -16,11 +16,15 @@ its own event loop and closes it when done.
   pending count come from its ``$JS.ACK`` reply subject; on the raw connection a run of
   deliveries is matched line by line with one regex and kept as bytes (``Columns``) until Arrow
   converts a whole chunk (``header_map_array`` for the headers, every value of a repeated
-  name kept).  The reader stops **by sequence**: at a
-  message whose sequence is ``>= end`` (dropped), at ``end - 1`` itself, or when the server
-  reports nothing pending — never by counting messages, because filters and deletions leave
-  holes.  No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range
-  is never reported as complete.
+  name kept).  The reader stops **by sequence**: at a message whose sequence is ``>= end``
+  (dropped) or at ``end - 1`` itself — never by counting messages, because filters and
+  deletions leave holes.  A delivery (or the consumer create) saying nothing is pending is
+  only a hint: the reader then asks the stream (``next_stored``: ``STREAM.MSG.GET`` with
+  ``next_by_subj``, a linearizable read) for the first stored sequence after the last one
+  read, and stops only when none is left below ``end`` (a new stream leader that has not
+  applied the whole log yet may report 0 pending while messages of the range exist).
+  No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range is
+  never reported as complete.
 * ``Publisher`` — publishes with a ``Nats-Msg-Id`` each (headers as a block from
   ``encode_headers``, so a repeated name goes out with all its values), at most
   ``max_inflight`` unacknowledged, and ``flush()`` returns only when every PubAck arrived
@@ -157,6 +161,33 @@ async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> d
             f"{subject}: {err.get('code')} {err.get('err_code')} {err.get('description')}"
         )
     return resp
+
+
+NO_MESSAGE_FOUND = 10037
+"""JetStream's error code for a ``STREAM.MSG.GET`` that matched no message."""
+
+
+async def next_stored(
+    nc: Client, prefix: str, stream: str, seq: int, filters: Sequence[str] = ()
+) -> int | None:
+    """The first sequence ``>= seq`` stored in ``stream`` on any of ``filters`` (all subjects
+    when empty), or None: one ``STREAM.MSG.GET`` with ``next_by_subj`` per filter."""
+    best: int | None = None
+    for f in filters or (">",):
+        body = json.dumps({"seq": seq, "next_by_subj": f}).encode()
+        reply = await nc.request(f"{prefix}.STREAM.MSG.GET.{stream}", body, REQUEST_TIMEOUT_S)
+        resp: dict[str, Any] = json.loads(reply.data)
+        err = resp.get("error")
+        if err:
+            if err.get("err_code") == NO_MESSAGE_FOUND or err.get("code") == 404:
+                continue
+            raise JetStreamError(
+                f"{stream} MSG.GET: {err.get('code')} {err.get('err_code')} "
+                f"{err.get('description')}"
+            )
+        found = int(resp["message"]["seq"])
+        best = found if best is None else min(best, found)
+    return best
 
 
 async def stream_state(nc: Client, prefix: str, stream: str) -> tuple[int, int]:
@@ -354,6 +385,10 @@ class RangeReader:
         self._inbox = ""
         self._sub: Any = None
         self._raw: wire.RawConnection | None = None
+        self._last_seq = first - 1
+        """The highest sequence received so far."""
+        self._check_from: int | None = None
+        """Set when the server said nothing is pending: verify by sequence from here."""
 
     async def open(self) -> None:
         """Connect and create the consumer (nothing to do for an empty range)."""
@@ -378,7 +413,7 @@ class RangeReader:
             {"stream_name": self.stream, "config": cfg},
         )
         self.consumer = info["name"]
-        if int(info.get("num_pending", 0)) == 0:
+        if int(info.get("num_pending", 0)) == 0 and not await self._more_stored():
             self.done = True
             return
         self._pull()
@@ -477,19 +512,34 @@ class RangeReader:
         self._after(int(seq), pending == b"0")
 
     def _after(self, last_seq: int, none_pending: bool) -> None:
-        """Messages up to ``last_seq`` were appended: drop any past the range, stop or pull."""
+        """Messages up to ``last_seq`` were appended: drop any past the range, stop or pull.
+
+        ``none_pending`` (the server's count) never stops the read by itself: it asks
+        ``next_chunk`` to check by sequence (``_more_stored``)."""
         c = self._chunk
         if last_seq >= self.end:
             while len(c) and int(c.seqs[-1]) >= self.end:
                 c.pop()
             self._finish()
             return
-        if last_seq >= self.end - 1 or none_pending:
+        self._last_seq = last_seq
+        if last_seq >= self.end - 1:
             self._finish()
             return
         self._maybe_pull()
-        if len(c) >= self.fetch_batch:
+        if none_pending:
+            self._check_from = last_seq + 1
             self._ready.set()
+        elif len(c) >= self.fetch_batch:
+            self._ready.set()
+
+    async def _more_stored(self) -> bool:
+        """True when the stream holds a message of the range after the last one read."""
+        assert self.nc is not None
+        nxt = await next_stored(
+            self.nc, self.conn.api_prefix, self.stream, self._last_seq + 1, self.filters
+        )
+        return nxt is not None and nxt < self.end
 
     def _status(self, status: str, description: str) -> None:
         if status in ("404", "408", "409"):
@@ -523,6 +573,12 @@ class RangeReader:
         while True:
             if self._error is not None:
                 raise self._error
+            if self._check_from is not None and not self.done:
+                # the server said nothing is pending: stop only if the stream agrees by sequence
+                check, self._check_from = self._check_from, None
+                if check > self._last_seq and not await self._more_stored():
+                    self._finish()
+                continue
             if len(self._chunk) >= self.fetch_batch or (self.done and len(self._chunk)):
                 chunk, self._chunk = self._chunk, Columns()
                 return chunk

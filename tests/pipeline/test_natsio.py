@@ -8,7 +8,14 @@ from typing import Any
 import nats
 import pytest
 
-from pipeline.natsio import Publisher, RangeReader, connect, encode_headers, seq_at_time
+from pipeline.natsio import (
+    Publisher,
+    RangeReader,
+    connect,
+    encode_headers,
+    next_stored,
+    seq_at_time,
+)
 from pipeline.plan import ConnectOptions
 from tests.conftest import StartServer
 from tests.support.aio import run
@@ -34,8 +41,23 @@ async def _fill(url: str) -> None:
         await nc.close()
 
 
-async def _read(conn: ConnectOptions, first: int, end: int, filters: tuple[str, ...], raw: bool):
-    r = RangeReader(conn, "R", first, end, filters, fetch_batch=64, raw=raw)
+class _NothingPendingReader(RangeReader):
+    """A reader told "nothing pending" by every delivery (as by a new stream leader that has
+    not applied its whole log): it must still read its range to the end, by sequence."""
+
+    def _after(self, last_seq: int, none_pending: bool) -> None:
+        super()._after(last_seq, True)
+
+
+async def _read(
+    conn: ConnectOptions,
+    first: int,
+    end: int,
+    filters: tuple[str, ...],
+    raw: bool,
+    cls: type[RangeReader] = RangeReader,
+):
+    r = cls(conn, "R", first, end, filters, fetch_batch=64, raw=raw)
     out = []
     try:
         await r.open()
@@ -67,6 +89,23 @@ def test_range_reader(
     assert [s for s, *_ in read(995, 5000)] == list(range(995, 1001))
     assert read(1001, 2000) == [] and read(7, 7) == []
     assert read(1, 1001, "r.none") == []
+    # "nothing pending" is only a hint: checked against the stream by sequence
+    lying = [s for s, *_ in run(lambda: _read(conn, 2, 700, ("r.b",), raw, _NothingPendingReader))]
+    assert lying == [s for s in range(3, 700, 2) if s != 500]
+
+    async def probe() -> list[int | None]:
+        nc = await connect(conn)
+        try:
+            return [
+                await next_stored(nc, "$JS.API", "R", 500),
+                await next_stored(nc, "$JS.API", "R", 500, ("r.a",)),
+                await next_stored(nc, "$JS.API", "R", 2, ("r.none", "r.a")),
+                await next_stored(nc, "$JS.API", "R", 1001),
+            ]
+        finally:
+            await nc.close()
+
+    assert run(probe) == [501, 502, 2, None]
 
 
 def test_publisher_and_seq_at_time(
