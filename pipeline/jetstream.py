@@ -178,16 +178,18 @@ def read_partition(p: SeqPartition, schema: StructType) -> Iterator[pa.RecordBat
         fetch_timeout_s=opts.fetch_timeout_ms / 1000,
     )
     try:
+        loop.run_until_complete(reader.open())
         if p.check_loss:
-            nc = loop.run_until_complete(natsio.connect(opts.conn))
+            # on the reader's connection (its consumer reads nothing before next_chunk)
+            nc = reader.nc or loop.run_until_complete(natsio.connect(opts.conn))
             try:
                 first, last = loop.run_until_complete(
                     natsio.stream_state(nc, opts.conn.api_prefix, opts.stream)
                 )
             finally:
-                loop.run_until_complete(nc.close())
+                if nc is not reader.nc:
+                    loop.run_until_complete(nc.close())
             _loss_guard(opts, p.first, first, last)
-        loop.run_until_complete(reader.open())
         while True:
             cols = loop.run_until_complete(reader.next_chunk())
             if cols is None:
@@ -312,6 +314,32 @@ def _rows_of(batch: pa.RecordBatch) -> Iterator[tuple[str | None, Any, Any, str 
     )
 
 
+def _messages_of(opts: SinkOptions, batch: pa.RecordBatch) -> list[tuple[str, bytes, bytes | None]]:
+    """A batch's rows as ``(subject, payload, header block)``: the row's headers plus
+    ``Nats-Msg-Id`` (``row_msg_id``) and ``Nats-Expected-Stream`` when set."""
+    out: list[tuple[str, bytes, bytes | None]] = []
+    append = out.append
+    expected = opts.expected_stream
+    for subject, data, raw_headers, msg_id in _rows_of(batch):
+        subject = opts.subject or subject
+        if not subject:
+            raise OptionError("row without subject: set option subject or a subject column")
+        if data is None:
+            raise OptionError("row with null data")
+        if isinstance(data, str):
+            data = data.encode()
+        headers = normalize_headers(raw_headers) if raw_headers else {}
+        mid = row_msg_id(opts.msg_id, subject, data, headers, msg_id, prefix=opts.msg_id_prefix)
+        if not headers and not expected and mid:
+            append((subject, data, natsio.msg_id_block(mid)))
+            continue
+        set_here = {"Nats-Msg-Id": mid, "Nats-Expected-Stream": expected}
+        pairs = [(k, v) for k, v in headers.items() if not set_here.get(k)]
+        pairs += [(k, [v]) for k, v in set_here.items() if v]
+        append((subject, data, natsio.encode_headers(pairs)))
+    return out
+
+
 async def _publish_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> PublishCommit:
     nc = await natsio.connect(opts.conn, name="trijet-spark-write", raw_headers=True)
     pub = natsio.Publisher(nc, max_inflight=opts.max_inflight, timeout_s=opts.timeout_ms / 1000)
@@ -324,23 +352,7 @@ async def _publish_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch])
             batch = await asyncio.to_thread(next, it, None)
             if batch is None:
                 break
-            for subject, data, raw_headers, msg_id in _rows_of(batch):
-                subject = opts.subject or subject
-                if not subject:
-                    raise OptionError("row without subject: set option subject or a subject column")
-                if data is None:
-                    raise OptionError("row with null data")
-                if isinstance(data, str):
-                    data = data.encode()
-                headers = normalize_headers(raw_headers)
-                mid = row_msg_id(
-                    opts.msg_id, subject, data, headers, msg_id, prefix=opts.msg_id_prefix
-                )
-                set_here = {"Nats-Msg-Id": mid, "Nats-Expected-Stream": opts.expected_stream}
-                pairs = [(k, v) for k, v in headers.items() if not set_here.get(k)]
-                pairs += [(k, [v]) for k, v in set_here.items() if v]
-                out = natsio.encode_headers(pairs)
-                await pub.publish(subject, data, out)
+            await pub.publish_many(_messages_of(opts, batch))
         r = await pub.flush()
         return PublishCommit(r.published, r.duplicates, r.retries)
     finally:

@@ -13,6 +13,7 @@ from pipeline.natsio import (
     RangeReader,
     connect,
     encode_headers,
+    msg_id_block,
     next_stored,
     seq_at_time,
 )
@@ -125,6 +126,22 @@ def test_publisher_and_seq_at_time(
                 res = await pub.flush()
                 await pub.close()
                 assert (res.published, res.duplicates) == (300 - expect_dups, expect_dups)
+            # the batch path (frames built here, PubAcks without Msg objects): a window
+            # smaller than the batch, the same ids dropped, new ones stored
+            raw = await connect(ConnectOptions(servers=(sp.url,)), raw_headers=True)
+            try:
+                pub = Publisher(raw, max_inflight=64, timeout_s=10)
+                await pub.start()
+                items = [("p.x", b"%d" % i, msg_id_block(f"id-{i}")) for i in range(310)]
+                await pub.publish_many(items[:150])
+                await pub.publish_many(items[150:])
+                res = await pub.flush()
+                assert (res.published, res.duplicates) == (10, 300)
+                with pytest.raises(nats.errors.BadSubjectError):
+                    await pub.publish_many([("p.x y", b"", None)])
+                await pub.close()
+            finally:
+                await raw.close()
             bad = Publisher(nc, timeout_s=10)
             await bad.start()
             await bad.publish("p.x", b"x", {"Nats-Expected-Last-Sequence": "1"})

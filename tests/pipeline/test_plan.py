@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +13,8 @@ from pipeline.natsio import (
     consumer_config,
     encode_headers,
     header_map_array,
+    header_map_bulk,
+    header_map_lists,
     header_pairs,
     parse_ack_subject,
 )
@@ -237,6 +240,30 @@ def test_header_blocks_round_trip_and_map_array(msgs: list[list[tuple[str, str]]
         want.append(list(grouped.items()) or None)
     assert [header_pairs(b) for b in blocks] == want
     assert header_map_array(blocks).to_pylist() == want
+    assert header_map_lists(blocks).to_pylist() == want
+    bulk = header_map_bulk(pa.array(blocks, pa.binary()))
+    repeated = any(len({k for k, _ in m}) < len(m) for m in msgs if m)
+    if bulk is not None:
+        assert bulk.to_pylist() == want
+    else:  # only a repeated name or a block without lines leaves the Arrow path
+        assert repeated or all(not m for m in msgs)
+
+
+def test_header_map_bulk_shapes() -> None:
+    """The Arrow path takes the plain shape (with nulls, a colon in a value, several lines)
+    and leaves the rest (repeated name, status line, no lines, not UTF-8) to the list path."""
+    plain = [b"NATS/1.0\r\nNats-Msg-Id: 7\r\n\r\n", None, b"NATS/1.0\r\nA: a:b\r\nB:  \r\n\r\n"]
+    got = header_map_bulk(pa.array(plain, pa.binary()))
+    assert got is not None and got.equals(header_map_lists(plain))
+    assert got.to_pylist() == [[("Nats-Msg-Id", ["7"])], None, [("A", ["a:b"]), ("B", [""])]]
+    for odd in (
+        b"NATS/1.0\r\nK: v\r\nK: w\r\n\r\n",
+        b"NATS/1.0 503\r\n\r\n",
+        b"NATS/1.0\r\n\r\n",
+        b"NATS/1.0\r\nA: \xff\r\n\r\n",
+    ):
+        assert header_map_bulk(pa.array([plain[0], odd], pa.binary())) is None
+        assert header_map_array([plain[0], odd]).equals(header_map_lists([plain[0], odd]))
 
 
 def test_ack_subject_and_consumer_config() -> None:
