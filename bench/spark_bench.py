@@ -176,6 +176,7 @@ def _client_delta(sp: ServerProc, before: float) -> tuple[float, float]:
 
 
 def run_server(spark: Any, name: str, args: argparse.Namespace) -> dict[str, float]:
+    load0 = os.getloadavg()[0]
     sp, store = start(name, args)
     url = f"nats://127.0.0.1:{sp.port}"
     n, out = args.messages, {}
@@ -235,7 +236,7 @@ def run_server(spark: Any, name: str, args: argparse.Namespace) -> dict[str, flo
     per = {p: 1e6 / n for p in PHASES}
     print(
         f"  {name:7s} sink={out['sink']:9.0f}/s  source={out['source']:9.0f}/s  "
-        f"fetch={out['fetch']:9.0f}/s  load={load:.1f}\n"
+        f"fetch={out['fetch']:9.0f}/s  load={load0:.1f}->{load:.1f}\n"
         + "".join(
             f"           {p:6s} cpu us/row: server {out[p + '_cpu'] * per[p]:5.1f}  "
             f"client (Spark JVM + workers / fetch loop) {out[p + '_client_cpu'] * per[p]:5.1f}\n"

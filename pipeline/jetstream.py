@@ -138,6 +138,14 @@ def _partitions(opts: SourceOptions, start: int, end: int, check_loss: bool) -> 
     return [SeqPartition(opts, r.first, r.end, check_loss) for r in ranges]
 
 
+def _subject_array(subjects: list[bytes], typ: pa.DataType) -> pa.Array:
+    """The subject column; a chunk of one subject (common: a filtered or single-subject
+    stream) is one repeated value."""
+    if subjects and subjects.count(subjects[0]) == len(subjects):
+        return pa.repeat(pa.scalar(subjects[0].decode("utf-8", "replace"), typ), len(subjects))
+    return natsio.utf8_array(subjects).cast(typ)
+
+
 def _to_batch(opts: SourceOptions, cols: natsio.Columns, pa_schema: pa.Schema) -> pa.RecordBatch:
     """One chunk as an Arrow batch: the ASCII sequence and time tokens and the subject bytes
     are converted by Arrow in bulk; header blocks are parsed here into flat lists
@@ -153,7 +161,7 @@ def _to_batch(opts: SourceOptions, cols: natsio.Columns, pa_schema: pa.Schema) -
         headers = pa.nulls(n, headers_type)
     arrays = [
         pa.repeat(pa.scalar(opts.stream, pa_schema.field("stream").type), n),
-        pa.array(cols.subjects, pa.binary()).cast(pa_schema.field("subject").type),
+        _subject_array(cols.subjects, pa_schema.field("subject").type),
         pa.array(cols.seqs, pa.binary()).cast(pa_schema.field("seq").type),
         pc.divide(ts_ns, 1000).cast(pa_schema.field("timestamp").type),
         headers,

@@ -343,7 +343,8 @@ def header_pairs(block: bytes | None) -> list[tuple[str, list[str]]] | None:
     return wire.parse_headers(block)[1] or None
 
 
-def _utf8(values: list[bytes]) -> pa.Array:
+def utf8_array(values: list[bytes]) -> pa.Array:
+    """UTF-8 bytes as a string array (invalid UTF-8 decoded with replacement characters)."""
     try:
         return pa.array(values, pa.binary()).cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: as parse_headers decodes it
@@ -445,9 +446,9 @@ def header_map_lists(blocks: Sequence[bytes | None]) -> pa.Array:
                     item_offsets.append(len(values))
         mask.append(len(keys) == start)
         map_offsets.append(len(keys))
-    items = pa.ListArray.from_arrays(pa.array(item_offsets, pa.int32()), _utf8(values))
+    items = pa.ListArray.from_arrays(pa.array(item_offsets, pa.int32()), utf8_array(values))
     return pa.MapArray.from_arrays(
-        pa.array(map_offsets, pa.int32()), _utf8(keys), items, mask=pa.array(mask, pa.bool_())
+        pa.array(map_offsets, pa.int32()), utf8_array(keys), items, mask=pa.array(mask, pa.bool_())
     )
 
 
