@@ -52,7 +52,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pipeline import natsio
+from pipeline import headers as hdrs
+from pipeline import natsio, publish
 from pipeline.plan import (
     EARLIEST,
     LATEST,
@@ -143,18 +144,18 @@ def _subject_array(subjects: list[bytes], typ: pa.DataType) -> pa.Array:
     stream) is one repeated value."""
     if subjects and subjects.count(subjects[0]) == len(subjects):
         return pa.repeat(pa.scalar(subjects[0].decode("utf-8", "replace"), typ), len(subjects))
-    return natsio.utf8_array(subjects).cast(typ)
+    return hdrs.utf8_array(subjects).cast(typ)
 
 
 def _to_batch(opts: SourceOptions, cols: natsio.Columns, pa_schema: pa.Schema) -> pa.RecordBatch:
     """One chunk as an Arrow batch: the ASCII sequence and time tokens and the subject bytes
     are converted by Arrow in bulk; header blocks are parsed here into flat lists
-    (``natsio.header_map_array``, multi-valued)."""
+    (``hdrs.header_map_array``, multi-valued)."""
     n = len(cols)
     ts_ns = pa.array(cols.times_ns, pa.binary()).cast(pa.int64())
     headers_type = pa_schema.field("headers").type
     if opts.include_headers and any(h is not None for h in cols.headers):
-        headers = natsio.header_map_array(cols.headers)
+        headers = hdrs.header_map_array(cols.headers)
         if headers.type != headers_type:
             headers = headers.cast(headers_type)
     else:
@@ -339,18 +340,18 @@ def _messages_of(opts: SinkOptions, batch: pa.RecordBatch) -> list[tuple[str, by
         headers = normalize_headers(raw_headers) if raw_headers else {}
         mid = row_msg_id(opts.msg_id, subject, data, headers, msg_id, prefix=opts.msg_id_prefix)
         if not headers and not expected and mid:
-            append((subject, data, natsio.msg_id_block(mid)))
+            append((subject, data, hdrs.msg_id_block(mid)))
             continue
         set_here = {"Nats-Msg-Id": mid, "Nats-Expected-Stream": expected}
         pairs = [(k, v) for k, v in headers.items() if not set_here.get(k)]
         pairs += [(k, [v]) for k, v in set_here.items() if v]
-        append((subject, data, natsio.encode_headers(pairs)))
+        append((subject, data, hdrs.encode_headers(pairs)))
     return out
 
 
 async def _publish_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> PublishCommit:
     nc = await natsio.connect(opts.conn, name="trijet-spark-write", raw_headers=True)
-    pub = natsio.Publisher(nc, max_inflight=opts.max_inflight, timeout_s=opts.timeout_ms / 1000)
+    pub = publish.Publisher(nc, max_inflight=opts.max_inflight, timeout_s=opts.timeout_ms / 1000)
     try:
         await pub.start()
         it = iter(batches)

@@ -25,18 +25,7 @@ its own event loop and closes it when done.
   applied the whole log yet may report 0 pending while messages of the range exist).
   No progress for ``fetch_timeout`` fails the task (Spark retries it); a partial range is
   never reported as complete.
-* ``Publisher`` — publishes with a ``Nats-Msg-Id`` each (headers as a block from
-  ``encode_headers``, so a repeated name goes out with all its values), at most
-  ``max_inflight`` unacknowledged, and ``flush()`` returns only when every PubAck arrived
-  (``duplicate`` counted).  When no PubAck at all arrives for the timeout, the unacknowledged messages are sent again with the
-  same ids (safe: the stream drops what it has; needed after a reconnect lost them); five
-  such rounds fail the task.  An error PubAck fails the task.  The sink sends each Arrow
-  batch with ``publish_many``: the batch's ``HPUB`` frames are built here (subjects and sizes
-  checked as nats-py checks them) and queued on nats-py's connection in one write per window
-  of ``max_inflight``; the PubAcks reach ``Publisher`` by a direct call from nats-py's parser
-  (``_RawHeadersClient.direct``: no ``Msg``, queue or task per ack) and the common PubAck is
-  read without a JSON decode.  Ids and the wait for every PubAck are unchanged, so a re-run
-  is still dropped by the duplicate window.
+* ``Publisher`` (the sink) is in ``pipeline.publish``; header blocks in ``pipeline.headers``.
 """
 
 from __future__ import annotations
@@ -51,13 +40,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from nats import errors as nats_errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from pipeline import wire
+from pipeline.headers import header_pairs
 from pipeline.plan import ConnectOptions
 
 log = logging.getLogger(__name__)
@@ -72,42 +59,14 @@ class JetStreamError(RuntimeError):
 
 
 RAW_HEADERS = "\x00raw"
-"""Key under which ``_RawHeadersClient`` adds a message's whole header block to its headers."""
-
-
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
-
-
-def encode_headers(headers: Sequence[tuple[str, Sequence[str]]]) -> bytes | None:
-    """``[(name, [values…])]`` as a header block, one line per value (repeated names stay
-    repeated, in order); None when there is nothing to send.  Names are checked as nats-py
-    checks them; CR/LF in values become spaces, as nats-py does."""
-    lines = [b"NATS/1.0"]
-    for name, values in headers:
-        key = name.strip()
-        if not key:
-            continue
-        if not _HEADER_NAME.fullmatch(key):
-            raise ValueError(f"invalid header name {name!r}")
-        for v in values:
-            lines.append(f"{key}: {v.strip().translate(_NEWLINES)}".encode())
-    if len(lines) == 1:
-        return None
-    lines.append(b"\r\n")
-    return b"\r\n".join(lines)
+"""Key under which ``RawHeadersClient`` adds a message's whole header block to its headers."""
 
 
 DirectHandler = Callable[[bytes, bytes, bytes | None], None]
 """``handler(subject, payload, header_block)`` for a subscription served without ``Msg``."""
 
 
-def msg_id_block(msg_id: str) -> bytes:
-    """``encode_headers([("Nats-Msg-Id", [msg_id])])`` for the common case, faster."""
-    return b"NATS/1.0\r\nNats-Msg-Id: %s\r\n\r\n" % msg_id.strip().translate(_NEWLINES).encode()
-
-
-class _RawHeadersClient(Client):
+class RawHeadersClient(Client):
     """nats-py folds a repeated header into one value, both ways.  This client keeps a
     received message's raw block too (under ``RAW_HEADERS``), and publishes a header block
     given as bytes (``encode_headers``) as it is — nats-py 2.x's two hooks.
@@ -170,7 +129,7 @@ async def connect(
     conn: ConnectOptions, name: str = "trijet-spark", *, raw_headers: bool = False
 ) -> Client:
     """A connection to ``conn.servers`` with its credentials and TLS settings (``raw_headers``:
-    messages' headers also carry their raw block, see ``_RawHeadersClient``)."""
+    messages' headers also carry their raw block, see ``RawHeadersClient``)."""
     kw: dict[str, Any] = {
         "servers": list(conn.servers),
         "name": name,
@@ -194,7 +153,7 @@ async def connect(
         kw["tls"] = ctx
         if conn.tls_hostname:
             kw["tls_hostname"] = conn.tls_hostname
-    nc = _RawHeadersClient() if raw_headers else Client()
+    nc = RawHeadersClient() if raw_headers else Client()
     await nc.connect(**kw)
     return nc
 
@@ -333,123 +292,6 @@ class Columns:
 
     def header_list(self) -> list[list[tuple[str, list[str]]] | None]:
         return [header_pairs(h) for h in self.headers]
-
-
-def header_pairs(block: bytes | None) -> list[tuple[str, list[str]]] | None:
-    """A message's header block as ``[(name, [values…])]`` (repeated names keep every value in
-    order; None for no block or no headers)."""
-    if block is None:
-        return None
-    return wire.parse_headers(block)[1] or None
-
-
-def utf8_array(values: list[bytes]) -> pa.Array:
-    """UTF-8 bytes as a string array (invalid UTF-8 decoded with replacement characters)."""
-    try:
-        return pa.array(values, pa.binary()).cast(pa.string())
-    except pa.ArrowInvalid:  # not UTF-8: as parse_headers decodes it
-        return pa.array([v.decode("utf-8", "replace") for v in values], pa.string())
-
-
-_BLOCK_START = b"NATS/1.0\r\n"
-_BLOCK_END = b"\r\n\r\n"
-
-
-def header_map_array(blocks: Sequence[bytes | None]) -> pa.Array:
-    """Header blocks as one ``map<string, array<string>>`` Arrow array (the same content as
-    ``header_pairs`` per block: names and values stripped, a repeated name one entry with
-    every value in order, no headers -> null).
-
-    Built by Arrow kernels over the whole chunk when every block has the plain shape
-    (``header_map_bulk``), else from flat Python lists (``header_map_lists``)."""
-    arr = pa.array(blocks, pa.binary())
-    out = header_map_bulk(arr)
-    return out if out is not None else header_map_lists(blocks)
-
-
-def header_map_bulk(arr: pa.Array) -> pa.Array | None:
-    """``header_map_array`` by Arrow kernels, or None when a block is not of the plain shape
-    this path handles: ``NATS/1.0\r\n`` (no status), one or more ``Name: value`` lines,
-    ``\r\n\r\n``, UTF-8, no name repeated within a block."""
-    valid = arr.drop_null()
-    if not len(valid):
-        return None
-    ok = pc.and_(
-        pc.and_(pc.starts_with(valid, _BLOCK_START), pc.ends_with(valid, _BLOCK_END)),
-        pc.greater(pc.binary_length(valid), len(_BLOCK_START) + len(_BLOCK_END)),
-    )
-    if not pc.all(ok).as_py():
-        return None
-    inner = pc.binary_slice(arr, len(_BLOCK_START), -len(_BLOCK_END))
-    lines = pc.split_pattern(inner, "\r\n")
-    flat = lines.flatten()
-    if not pc.all(pc.match_substring(flat, ":")).as_py():
-        return None
-    kv = pc.split_pattern(flat, ":", max_splits=1)
-    try:
-        keys = pc.ascii_trim_whitespace(pc.list_element(kv, 0).cast(pa.string()))
-        values = pc.ascii_trim_whitespace(pc.list_element(kv, 1).cast(pa.string()))
-    except pa.ArrowInvalid:  # not UTF-8: the list path decodes with replacement
-        return None
-    counts = pc.fill_null(pc.list_value_length(lines), 0)
-    if pc.max(counts).as_py() > 1:
-        t = pa.table({"row": pc.list_parent_indices(lines), "key": keys})
-        if t.group_by(["row", "key"]).aggregate([]).num_rows != len(keys):
-            return None  # a repeated name: grouped by the list path
-    offsets = pa.concat_arrays(
-        [pa.array([0], pa.int32()), pc.cumulative_sum(counts).cast(pa.int32())]
-    )
-    items = pa.ListArray.from_arrays(_arange(len(values) + 1), values)
-    return pa.MapArray.from_arrays(offsets, keys, items, mask=pc.is_null(arr))
-
-
-_ARANGE: list[pa.Array] = [pa.array([0], pa.int32())]
-
-
-def _arange(n: int) -> pa.Array:
-    """``0, 1, …, n - 1`` as int32 (a slice of one cached array; building from a Python
-    range costs ~0.3 µs per element)."""
-    a = _ARANGE[0]
-    if len(a) < n:
-        size = max(n, 2 * len(a), 1 << 16)
-        a = _ARANGE[0] = pc.subtract(
-            pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int32()), size)), 1
-        )
-    return a.slice(0, n)
-
-
-def header_map_lists(blocks: Sequence[bytes | None]) -> pa.Array:
-    """``header_map_array`` from flat Python lists (any block shape)."""
-    map_offsets: list[int] = [0]
-    keys: list[bytes] = []
-    item_offsets: list[int] = [0]
-    values: list[bytes] = []
-    mask: list[bool] = []
-    for block in blocks:
-        start = len(keys)
-        if block is not None:
-            for line in block.split(b"\r\n")[1:]:
-                k, sep, v = line.partition(b":")
-                if sep:
-                    keys.append(k.strip())
-                    values.append(v.strip())
-                    item_offsets.append(len(values))
-            n = len(keys) - start
-            if n > 1 and len(set(keys[start:])) != n:  # a repeated name: group its values
-                grouped: dict[bytes, list[bytes]] = {}
-                for k, v in zip(keys[start:], values[len(values) - n :], strict=True):
-                    grouped.setdefault(k, []).append(v)
-                del keys[start:], values[len(values) - n :], item_offsets[start + 1 :]
-                for k, vs in grouped.items():
-                    keys.append(k)
-                    values.extend(vs)
-                    item_offsets.append(len(values))
-        mask.append(len(keys) == start)
-        map_offsets.append(len(keys))
-    items = pa.ListArray.from_arrays(pa.array(item_offsets, pa.int32()), utf8_array(values))
-    return pa.MapArray.from_arrays(
-        pa.array(map_offsets, pa.int32()), utf8_array(keys), items, mask=pa.array(mask, pa.bool_())
-    )
 
 
 _JS_DELIVERY = re.compile(
@@ -763,211 +605,3 @@ async def seq_at_time(conn: ConnectOptions, nc: Client, stream: str, time_ns: in
             await api(nc, f"{prefix}.CONSUMER.DELETE.{stream}.{name}")
         except Exception as e:
             log.debug("consumer delete failed stream=%s err=%s", stream, e)
-
-
-_DUPLICATE = re.compile(rb'"duplicate"\s*:\s*true')
-"""A PubAck's duplicate flag (nats-server writes ``"duplicate": true``)."""
-
-_BAD_SUBJECT = re.compile(r"[ \t\r\n]")
-"""What nats-py refuses in a publish subject (white space and CR/LF; token shape is the
-server's business)."""
-
-
-@dataclass
-class PublishResult:
-    """What a task's publishes came to."""
-
-    published: int = 0
-    duplicates: int = 0
-    retries: int = 0
-
-
-class Publisher:
-    """Pipelined publishes with every PubAck awaited (see the module doc).
-
-    Cancellation: messages already sent may be stored; a re-run republishes them with the same
-    ``Nats-Msg-Id`` and the stream drops them within its duplicate window.
-    """
-
-    def __init__(self, nc: Client, *, max_inflight: int = 2048, timeout_s: float = 10.0) -> None:
-        self.nc = nc
-        self.max_inflight = max_inflight
-        self.timeout_s = timeout_s
-        self.result = PublishResult()
-        self._prefix = nc.new_inbox() + "."
-        self._next = 0
-        self._inflight: dict[str, tuple[str, bytes, bytes | dict[str, str] | None]] = {}
-        self._room = asyncio.Event()
-        self._room.set()
-        self._drained = asyncio.Event()
-        self._error: BaseException | None = None
-        self._sub: Any = None
-        self._acked = 0
-        self._checked_subjects: set[str] = set()
-
-    async def start(self) -> None:
-        self._sub = await self.nc.subscribe(self._prefix + "*", cb=self._on_ack)
-        if isinstance(self.nc, _RawHeadersClient):
-            self.nc.direct(self._sub._id, self._on_ack_raw)
-
-    async def _on_ack(self, msg: Msg) -> None:
-        status = (msg.headers or {}).get("Status")
-        self._ack(msg.subject[len(self._prefix) :], msg.data, status)
-
-    def _on_ack_raw(self, subject: bytes, data: bytes, header: bytes | None) -> None:
-        status = header[9:12].decode() if header and len(header) >= 12 else None
-        self._ack(subject[len(self._prefix) :].decode(), data, status)
-
-    def _ack(self, token: str, data: bytes, status: str | None) -> None:
-        if token not in self._inflight:
-            return  # an ack of an earlier attempt that was retried
-        if status == "503":
-            # no responders: the stream is not there (yet/any more): retry then fail
-            return
-        ack: dict[str, Any]
-        if data.startswith(b'{"stream":') and b'"error"' not in data:
-            # the common PubAck without JSON decoding (a stream name holds no quote)
-            ack = {"duplicate": _DUPLICATE.search(data) is not None}
-        else:
-            try:
-                ack = json.loads(data) if data else {}
-            except ValueError:
-                ack = {}
-        if "error" in ack or not ack:
-            err = ack.get("error") or {"description": f"status {status}"}
-            self._error = JetStreamError(
-                f"publish to {self._inflight[token][0]}: {err.get('code')} {err.get('err_code')} "
-                f"{err.get('description')}"
-            )
-            self._room.set()
-            self._drained.set()
-            return
-        del self._inflight[token]
-        self._acked += 1
-        if ack.get("duplicate"):
-            self.result.duplicates += 1
-        else:
-            self.result.published += 1
-        if len(self._inflight) < self.max_inflight:
-            self._room.set()
-        if not self._inflight:
-            self._drained.set()
-
-    async def publish(
-        self, subject: str, data: bytes, headers: bytes | dict[str, str] | None
-    ) -> None:
-        """Send one message (waits while ``max_inflight`` are unacknowledged).
-
-        ``headers``: nats-py's dict, or a block from ``encode_headers`` (multi-valued; needs a
-        connection from ``connect(raw_headers=True)``)."""
-        if isinstance(headers, bytes) and not isinstance(self.nc, _RawHeadersClient):
-            raise TypeError("a header block needs a connect(raw_headers=True) connection")
-        while len(self._inflight) >= self.max_inflight:
-            if self._error:
-                raise self._error
-            self._room.clear()
-            try:
-                await asyncio.wait_for(self._room.wait(), self.timeout_s)
-            except TimeoutError:
-                await self._resend()
-        if self._error:
-            raise self._error
-        token = str(self._next)
-        self._next += 1
-        self._inflight[token] = (subject, data, headers)
-        self._drained.clear()
-        await self._send(token, subject, data, headers)
-
-    async def publish_many(self, items: Sequence[tuple[str, bytes, bytes | None]]) -> None:
-        """Send ``(subject, payload, header block or None)`` messages, as many per write as
-        ``max_inflight`` leaves room for (needs a ``connect(raw_headers=True)`` connection).
-
-        The frames are built here, so subjects and sizes are checked here as nats-py would."""
-        nc = self.nc
-        if not isinstance(nc, _RawHeadersClient):
-            raise TypeError("publish_many needs a connect(raw_headers=True) connection")
-        prefix, inflight, max_payload = self._prefix, self._inflight, nc.max_payload
-        checked = self._checked_subjects
-        i = 0
-        while i < len(items):
-            while len(inflight) >= self.max_inflight:
-                if self._error:
-                    raise self._error
-                self._room.clear()
-                try:
-                    await asyncio.wait_for(self._room.wait(), self.timeout_s)
-                except TimeoutError:
-                    await self._resend()
-            if self._error:
-                raise self._error
-            part = items[i : i + self.max_inflight - len(inflight)]
-            i += len(part)
-            frames: list[bytes] = []
-            nxt = self._next
-            for subject, data, hdr in part:
-                if subject not in checked:
-                    if not subject or _BAD_SUBJECT.search(subject):
-                        raise nats_errors.BadSubjectError(f"invalid subject {subject!r}")
-                    checked.add(subject)
-                size = len(data) + (len(hdr) if hdr else 0)
-                if size > max_payload:
-                    raise nats_errors.MaxPayloadError(f"{size} bytes > max_payload {max_payload}")
-                token = str(nxt)
-                nxt += 1
-                inflight[token] = (subject, data, hdr)
-                if hdr:
-                    frames.append(
-                        b"HPUB %s %s%s %d %d\r\n%s%s\r\n"
-                        % (
-                            subject.encode(),
-                            prefix.encode(),
-                            token.encode(),
-                            len(hdr),
-                            size,
-                            hdr,
-                            data,
-                        )
-                    )
-                else:
-                    frames.append(
-                        b"PUB %s %s%s %d\r\n%s\r\n"
-                        % (subject.encode(), prefix.encode(), token.encode(), size, data)
-                    )
-            self._next = nxt
-            self._drained.clear()
-            await nc.send_raw(b"".join(frames), len(frames))
-
-    async def _send(
-        self, token: str, subject: str, data: bytes, headers: bytes | dict[str, str] | None
-    ) -> None:
-        # a bytes block is sent as is by _RawHeadersClient (nats-py's signature says dict)
-        hdrs: Any = headers
-        await self.nc.publish(subject, data, reply=self._prefix + token, headers=hdrs)
-
-    async def _resend(self) -> None:
-        self.result.retries += 1
-        if self.result.retries > 5:
-            raise JetStreamError(f"{len(self._inflight)} publishes unacknowledged after retries")
-        log.warning("publish acks overdue count=%d: resending", len(self._inflight))
-        for token, (subject, data, headers) in list(self._inflight.items()):
-            await self._send(token, subject, data, headers)
-
-    async def flush(self) -> PublishResult:
-        """Wait until every publish is acknowledged (resending overdue ones); the totals."""
-        while self._inflight:
-            if self._error:
-                raise self._error
-            self._drained.clear()
-            acked = self._acked
-            try:
-                await asyncio.wait_for(self._drained.wait(), self.timeout_s)
-            except TimeoutError:
-                if self._acked == acked:  # no ack at all for timeout_s: resend
-                    await self._resend()
-        if self._error:
-            raise self._error
-        return self.result
-
-    async def close(self) -> None:
-        if self._sub is not None:
-            await self._sub.unsubscribe()

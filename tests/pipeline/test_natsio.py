@@ -8,16 +8,10 @@ from typing import Any
 import nats
 import pytest
 
-from pipeline.natsio import (
-    Publisher,
-    RangeReader,
-    connect,
-    encode_headers,
-    msg_id_block,
-    next_stored,
-    seq_at_time,
-)
+from pipeline.headers import encode_headers, msg_id_block
+from pipeline.natsio import RangeReader, connect, next_stored, seq_at_time
 from pipeline.plan import ConnectOptions
+from pipeline.publish import Publisher
 from tests.conftest import StartServer
 from tests.support.aio import run
 

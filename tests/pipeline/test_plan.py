@@ -9,13 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.natsio import (
-    consumer_config,
+from pipeline.headers import (
     encode_headers,
     header_map_array,
     header_map_bulk,
     header_map_lists,
     header_pairs,
+)
+from pipeline.natsio import (
+    consumer_config,
     parse_ack_subject,
 )
 from pipeline.plan import (

@@ -13,8 +13,9 @@ from pathlib import Path
 import nats
 import pytest
 
-from pipeline.natsio import JetStreamError, Publisher, RangeReader
+from pipeline.natsio import JetStreamError, RangeReader
 from pipeline.plan import ConnectOptions
+from pipeline.publish import Publisher
 from pipeline.wire import WireError
 from tests.support.aio import noop_cb, run
 from tests.support.cluster import Cluster, start_cluster
