@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from node.boundedcache import Admission
 from node.jsdelivery import JS_ACK_PREFIX, LEAF_LINK, JetStreamDelivery, split_js_ack
-from node.queueplan import QPlan, QueueDelivery
+from node.queueplan import QPLANS_MAX, QPlan, QueueDelivery
 from node.routefwd import RouteForwarding
 from node.sublist import Sublist
 
@@ -34,16 +34,13 @@ if TYPE_CHECKING:
 
 CRLF = b"\r\n"
 PLANS_MAX = 32768
-"""Delivery plans kept (one per literal subject); the oldest quarter goes when full."""
+"""Delivery plans kept (one per literal subject); at the bound ``Admission`` decides."""
 REPLIES_MAX = 4096
 """Reply subjects remembered for their answers (``Router._once``); cleared when full."""
 
 
-def _drop_oldest(cache: dict[Any, Any]) -> None:
-    """Forget the oldest quarter of a full cache (insertion order)."""
-    for key in list(islice(cache, max(1, len(cache) // 4))):
-        del cache[key]
-
+Plan = tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
+"""A delivery plan: ``(gen, ((client, b"MSG <subject> <sid>", sub), ...), (route, ...))``."""
 
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
@@ -85,15 +82,16 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         # ``$JS.ACK.<stream>.<consumer>.>``, decided at generation _ack_gen
         self._ack_subs: dict[bytes, Any] = {}
         self._ack_gen = -1
-        self._plans: dict[
-            bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
-        ] = {}
+        self._plans: dict[bytes, Plan] = {}
+        self._plans_admit = Admission(PLANS_MAX)
         # subject -> queue plan (node.queueplan): plain subscribers plus queue groups
         self._qplans: dict[bytes, QPlan] = {}
         # reply subjects of delivered requests (an answer is published once)
         self._replies: dict[bytes, None] = {}
+        self._qplans_admit = Admission(QPLANS_MAX)
         # subject -> (gen, its internal subscribers): see _internal_targets
         self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...]]] = {}
+        self._internal_admit = Admission(PLANS_MAX)
 
     def publish(
         self,
@@ -319,7 +317,7 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         loop (a subject without a current plan takes ``_one``).  Same contract
         as ``fast_publisher``'s handlers."""
         echo = src.echo
-        one, deliver, plans = self._one, self._deliver_one, self._plans
+        one, deliver, plans, fresh = self._one, self._deliver_one, self._plans, self._fresh_plan
 
         def mixed(subjects: list[bytes], payloads: list[bytes]) -> None:
             src.in_msgs += len(subjects)
@@ -338,7 +336,9 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
             nbytes = 0
             for subject, payload in zip(subjects, payloads, strict=True):
                 plan = plans.get(subject)
-                if plan is not None and plan[0] == gen and len(plan[1]) == 1 and not plan[2]:
+                if plan is None or plan[0] != gen:
+                    plan = fresh(src, subject)  # a match; changes no interest
+                if plan is not None and len(plan[1]) == 1 and not plan[2]:
                     c, head, sub = plan[1][0]
                     if c is not last:
                         if last is not None:
@@ -354,7 +354,7 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
                 if last is not None:
                     self._give_parts(last, parts, nbytes)
                     last, parts, nbytes = None, [], 0
-                if plan is None or plan[0] != self.gen:
+                if plan is None:
                     one(src, subject, None, payload, True)
                     gen = self.gen
                 elif plan[1] or plan[2]:
@@ -407,6 +407,10 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         """``_run`` for a single message, without the lists."""
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
+            if subject in self._replies and not subject.startswith(JS_ACK_PREFIX):
+                del self._replies[subject]  # the answer to a request seen: used once
+                if self._once(src, subject, reply, payload):
+                    return
             if self._internal_targets(subject) is not None:
                 self._to_internal(src, subject, [reply], [payload], not to_routes)
             elif to_routes and (qplan := self._qplan(subject)) is not None:
@@ -560,24 +564,10 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         inbox) without caching its match or making a plan, when it has one
         plain local subscriber and no route interest (appended in batch
         mode); False (nothing done) for anything else."""
-        r = self.sublist.match_once(subject)
-        psubs = r.psubs
-        if len(psubs) != 1 or r.qsubs:
+        target = self._once_target(src, subject)
+        if target is None:
             return False
-        if self.route_sublist.count:  # in a cluster: only this inbox's own route interest counts
-            rr = self.route_sublist.match_once(subject)
-            if rr.psubs or rr.qsubs:
-                return False
-        sub = psubs[0]
-        c = sub.client
-        if (
-            c.internal
-            or c.deliver_filter is not None
-            or sub.max_msgs is not None
-            or c.resp_perms is not None
-            or (c is src and not src.echo)
-        ):
-            return False
+        c, sub = target
         plen = len(payload)
         if reply is None:
             c._out.append(b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload))
@@ -591,6 +581,30 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         self.out_msgs += 1
         self.out_bytes += plen
         return True
+
+    def _once_target(self, src: Any, subject: bytes) -> tuple[Any, Subscription] | None:
+        """``(client, subscription)`` of the one plain local subscriber of a
+        subject used once (a reply inbox), matched without caching; None when
+        it has any other interest (see ``_once``)."""
+        r = self.sublist.match_once(subject)
+        psubs = r.psubs
+        if len(psubs) != 1 or r.qsubs:
+            return None
+        if self.route_sublist.count:  # in a cluster: only this inbox's own route interest counts
+            rr = self.route_sublist.match_once(subject)
+            if rr.psubs or rr.qsubs:
+                return None
+        sub = psubs[0]
+        c = sub.client
+        if (
+            c.internal
+            or c.deliver_filter is not None
+            or sub.max_msgs is not None
+            or c.resp_perms is not None
+            or (c is src and not src.echo)
+        ):
+            return None
+        return c, sub
 
     def touch(self, c: Any) -> None:
         """Note that ``c``'s buffer was appended to in batch mode (``flush()``
@@ -661,9 +675,8 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
             return
         if self.route_sublist.count and self.route_sublist.has_interest(subject):
             return
-        if len(self._internal) >= PLANS_MAX:
-            _drop_oldest(self._internal)
-        self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
+        if self._internal_admit.room(self._internal):
+            self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
 
     def _to_internal(
         self,
@@ -695,10 +708,13 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
                 n += 1
         self.out_msgs += n
 
-    def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> None:
+    def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> Plan | None:
+        """``subject``'s delivery plan for plain subscribers ``psubs`` (kept
+        when the plan cache admits it); None when the interest is not plain
+        (an all-internal one is noted for ``_internal_targets`` instead)."""
         if psubs and all(sub.client.internal for sub in psubs):
             self._note_internal(subject, psubs)
-            return
+            return None
         targets = []
         leafs: set[Any] = set()
         for sub in psubs:
@@ -715,18 +731,44 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
                 or sub.max_msgs is not None
                 or c.resp_perms is not None
             ):
-                return
+                return None
             targets.append((c, b"MSG " + subject + sub.sid_sp, sub))
         routes: tuple[Any, ...] = ()
         if self.route_sublist.count:
             rr = self.route_sublist.match(subject)
             if rr.qsubs:
-                return
+                return None
             routes = tuple(dict.fromkeys(rs.route for rs in rr.psubs))
-        plans = self._plans
-        if len(plans) >= PLANS_MAX:
-            _drop_oldest(plans)
-        plans[subject] = (self.gen, tuple(targets), routes)
+        plan = (self.gen, tuple(targets), routes)
+        if self._plans_admit.room(self._plans):
+            self._plans[subject] = plan
+        return plan
+
+    def _fresh_plan(self, src: Any, subject: bytes) -> Plan | None:
+        """A plan for a reply-less, header-less message to ``subject`` that has
+        no current one (``fast_mixed``): a match and ``_make_plan``, with the
+        match not cached separately; for the answer to a request seen (a
+        reply inbox, ``_replies``), a plan of its one plain subscriber that is
+        used for this message only.  None when the message needs ``_one``
+        (JetStream acks, internal subscribers, queue groups, anything not
+        plain)."""
+        if subject in self._replies:
+            del self._replies[subject]
+            target = self._once_target(src, subject)
+            if target is None:
+                return None
+            c, sub = target
+            return (self.gen, ((c, b"MSG " + subject + sub.sid_sp, sub),), ())
+        if (
+            subject.startswith(JS_ACK_PREFIX)
+            or self._internal_targets(subject) is not None
+            or self._qplan(subject) is not None
+        ):
+            return None
+        r = self.sublist.match_uncached(subject)
+        if r.qsubs:
+            return None
+        return self._make_plan(subject, r.psubs)
 
     def deliver_routed(self, ev: Any) -> None:
         """Deliver a message that arrived on a route (an ``RMsg`` event)."""

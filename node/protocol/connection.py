@@ -419,9 +419,11 @@ class ProtocolConnection:
                         run_subject = b""
                         if self._dead:
                             return pos
-                    if len(size_tok) <= MIXED_BULK_SIZE_DIGITS_MAX and len(line) == 7 + len(
-                        subject
-                    ) + len(size_tok):
+                    if (
+                        end + 2 < n  # another op follows (a lone answer: no patterns)
+                        and len(size_tok) <= MIXED_BULK_SIZE_DIGITS_MAX
+                        and len(line) == 7 + len(subject) + len(size_tok)
+                    ):
                         # the ops after it alike (one size, no reply, single
                         # spaces): the whole stretch with two regex calls
                         extent, item = mixed_bulk(size_tok, limit - 9 - len(size_tok))
