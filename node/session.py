@@ -194,6 +194,7 @@ class ClientSession(Outbound):
         self.out_bytes = 0
         self._init_outbound(cfg.max_pending)
         self._fd = -1  # a plain socket's descriptor (set after the handshake), else -1
+        self._drained = False  # the last read emptied the socket (see _receive)
         self._sending = False  # the writer is in send_all (a partial send's rest)
         self._closed = trio.Event()
         self._writer_done = trio.Event()
@@ -471,7 +472,8 @@ class ClientSession(Outbound):
         """The next chunk (b"" at end of stream).
 
         On a plain socket: non-blocking reads, waiting for readability only
-        when there is nothing to read, and one checkpoint when data was there
+        when there is nothing to read (or the last read took less than it
+        asked for: the socket was emptied), and one checkpoint when data was there
         at once (the reader yields once per chunk, so a busy client never
         starves the others) — trio's ``receive_some`` adds a scheduling
         pass after every read, which a request/response exchange pays each
@@ -486,6 +488,12 @@ class ClientSession(Outbound):
             data = await self.stream.receive_some(RECV_BYTES_MAX)
             return data if type(data) is bytes else bytes(data)  # TLS, memory: bytearray
         waited = False
+        if self._drained:
+            # the last read emptied the socket: the next bytes are not there
+            # yet, most likely -- wait for them rather than try a read first
+            # (a failing read costs a syscall and an exception per chunk)
+            await trio.lowlevel.wait_readable(fd)
+            waited = True
         while True:
             try:
                 data = os.read(fd, RECV_BYTES_MAX)
@@ -495,6 +503,7 @@ class ClientSession(Outbound):
                 continue
             if not waited:
                 await trio.lowlevel.checkpoint()
+            self._drained = len(data) < RECV_BYTES_MAX
             return data
 
     async def _reader(self) -> None:
