@@ -20,7 +20,9 @@ intake) live in ``node.jsdelivery`` as a mixin of ``Router``.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from node.boundedcache import Admission
@@ -33,14 +35,21 @@ if TYPE_CHECKING:
     from node.session import Subscription
 
 CRLF = b"\r\n"
-PLANS_MAX = 32768
-"""Delivery plans kept (one per literal subject); at the bound ``Admission`` decides."""
+PLANS_MAX = 65536
+"""Delivery plans kept (one per literal subject; ~330 bytes each with one
+subscriber, so ~21 MB at the bound); at the bound ``Admission`` decides."""
+INTERNAL_MAX = 32768
+"""Subjects whose subscribers are all internal (``_internal``) kept."""
 REPLIES_MAX = 4096
 """Reply subjects remembered for their answers (``Router._once``); cleared when full."""
 
 
 Plan = tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
 """A delivery plan: ``(gen, ((client, b"MSG <subject> <sid>", sub), ...), (route, ...))``."""
+
+_CONN, _HEAD, _SUB = itemgetter(0), itemgetter(1), itemgetter(2)
+_OP = b"%b %d\r\n%b\r\n".__mod__
+"""``_OP((b"MSG <subject> <sid>", size, payload))``: one whole MSG op."""
 
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
@@ -84,6 +93,12 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         self._ack_gen = -1
         self._plans: dict[bytes, Plan] = {}
         self._plans_admit = Admission(PLANS_MAX)
+        # the plans of generation _simple_gen with one local target and no
+        # route, as that target: subject -> (client, b"MSG <subject> <sid>", sub)
+        # (fast_mixed takes a batch of them with C-level maps)
+        self._simple: dict[bytes, tuple[Any, bytes, Any]] = {}
+        self._simple_gen = -1
+        self._simple_admit = Admission(PLANS_MAX)
         # subject -> queue plan (node.queueplan): plain subscribers plus queue groups
         self._qplans: dict[bytes, QPlan] = {}
         # reply subjects of delivered requests (an answer is published once)
@@ -91,7 +106,7 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         self._qplans_admit = Admission(QPLANS_MAX)
         # subject -> (gen, its internal subscribers): see _internal_targets
         self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...]]] = {}
-        self._internal_admit = Admission(PLANS_MAX)
+        self._internal_admit = Admission(INTERNAL_MAX)
 
     def publish(
         self,
@@ -318,14 +333,47 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         as ``fast_publisher``'s handlers."""
         echo = src.echo
         one, deliver, plans, fresh = self._one, self._deliver_one, self._plans, self._fresh_plan
+        simple = self._simple.get
 
         def mixed(subjects: list[bytes], payloads: list[bytes]) -> None:
             src.in_msgs += len(subjects)
-            src.in_bytes += sum(map(len, payloads))
+            sizes = list(map(len, payloads))
+            nbytes = sum(sizes)
+            src.in_bytes += nbytes
             if not echo:
                 for subject, payload in zip(subjects, payloads, strict=True):
                     self.publish(src, subject, None, None, payload)
                 return
+            if self._simple_gen == self.gen:
+                # the commonest shape: every subject's plan is one local
+                # subscriber of one connection, no route -- the whole batch
+                # with C-level maps and one join, nothing per message in Python
+                targets = list(map(simple, subjects))
+                if None not in targets:
+                    conns = set(map(_CONN, targets))
+                    if len(conns) == 1:
+                        (c,) = conns
+                        k = len(targets)
+                        if sizes.count(sizes[0]) == k:  # one size (the bulk parse's shape)
+                            ops = [b" %d\r\n" % sizes[0]] * (4 * k)
+                            ops[0::4] = map(_HEAD, targets)
+                            ops[2::4] = payloads
+                            ops[3::4] = [CRLF] * k
+                            c._out.append(b"".join(ops))
+                        else:
+                            c._out.append(
+                                b"".join(
+                                    map(_OP, zip(map(_HEAD, targets), sizes, payloads, strict=True))
+                                )
+                            )
+                        c.out_msgs += k
+                        c.out_bytes += nbytes
+                        self._touched.add(c)
+                        self.out_msgs += k
+                        self.out_bytes += nbytes
+                        for sub, m in Counter(map(_SUB, targets)).items():
+                            sub.delivered += m
+                        return
             # the common shape: each subject's plan has one local subscriber and
             # no route, mostly the same connection: its ops are gathered and
             # appended with one join (kept in order: anything else first hands
@@ -742,6 +790,12 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         plan = (self.gen, tuple(targets), routes)
         if self._plans_admit.room(self._plans):
             self._plans[subject] = plan
+        if len(targets) == 1 and not routes:
+            if self._simple_gen != self.gen:
+                self._simple.clear()
+                self._simple_gen = self.gen
+            if self._simple_admit.room(self._simple):
+                self._simple[subject] = targets[0]
         return plan
 
     def _fresh_plan(self, src: Any, subject: bytes) -> Plan | None:

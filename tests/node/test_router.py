@@ -147,11 +147,15 @@ def test_mixed_over_full_caches_matches_uncached_publish(
         else:
             router = Router(Sublist(cache_enabled=False), random.Random(1))
         c1, c2, c3, req_c, pub_c = (FakeClient() for _ in range(5))
-        router.sublist.insert(Subscription(c1, b"r.*", None, b"1"))
-        router.sublist.insert(Subscription(c2, b"r.3", None, b"2"))  # two targets
-        router.sublist.insert(Subscription(c3, b"r.5", b"q", b"3"))  # a queue group
-        router.sublist.insert(Subscription(req_c, b"_INBOX.x.*", None, b"4"))
-        router.sublist.insert(Subscription(pub_c, b"svc", None, b"5"))
+        subs = [
+            Subscription(c1, b"r.*", None, b"1"),
+            Subscription(c2, b"r.3", None, b"2"),  # two targets
+            Subscription(c3, b"r.5", b"q", b"3"),  # a queue group
+            Subscription(req_c, b"_INBOX.x.*", None, b"4"),
+            Subscription(pub_c, b"svc", None, b"5"),
+        ]
+        for sub in subs:
+            router.sublist.insert(sub)
         # requests whose answers come among the messages (inboxes 12..15)
         for i in range(12, 16):
             router.publish(req_c, b"svc", b"_INBOX.x.%d" % i, None, b"req")
@@ -175,6 +179,7 @@ def test_mixed_over_full_caches_matches_uncached_publish(
                 tuple(c.written() for c in clients),
                 tuple(c.out_msgs for c in clients),
                 router.out_msgs,
+                [sub.delivered for sub in subs],
             )
         )
         if mode == "mixed":
