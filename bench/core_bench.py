@@ -30,6 +30,10 @@ fresh client processes:
 * ``reqrep_seq``: one responder connection, one requester sending
   ``--rr-msgs`` requests strictly one at a time (round trips/s, latency).
 * ``reqrep_pipeN``: the same with ``--inflight`` requests outstanding.
+* ``reqrep_py_seq`` / ``reqrep_py_pipe``: the same two with nats-py on both
+  sides (``bench/loadgen/natspy_rr.py``: ``nc.request`` one at a time, or
+  ``--py-inflight`` asyncio workers each doing so; ``msg.respond``), the client
+  most Python users have: ``--py-rr-msgs`` requests.
 
 A subscriber that loses its connection before all messages arrived (slow
 consumer, server side) is reported as such, with the server log lines that
@@ -74,6 +78,7 @@ from bench.common import (
 )
 
 PYLOADGEN = BENCH_DIR / "loadgen" / "pyloadgen.py"
+NATSPY_RR = BENCH_DIR / "loadgen" / "natspy_rr.py"
 
 READY_S_MAX = 20.0
 
@@ -242,9 +247,16 @@ def phase_fanout(s: ServerProc, args: argparse.Namespace, queue: bool) -> dict[s
     return {"sub": sub, "pub": pub}
 
 
-def phase_reqrep(s: ServerProc, args: argparse.Namespace, inflight: int) -> dict[str, Any]:
-    lg = args.loadgen
-    n = args.rr_msgs if inflight == 1 else args.rr_pipe_msgs
+def phase_reqrep(
+    s: ServerProc, args: argparse.Namespace, inflight: int, natspy: bool = False
+) -> dict[str, Any]:
+    """One responder, one requester with ``inflight`` requests outstanding
+    (the C load generator, or nats-py on both sides with ``natspy``)."""
+    lg: list[str] | None = [sys.executable, str(NATSPY_RR)] if natspy else args.loadgen
+    if natspy:
+        n = args.py_rr_msgs
+    else:
+        n = args.rr_msgs if inflight == 1 else args.rr_pipe_msgs
     subj = f"bench.rr.{inflight}"
     timeout = max(120.0, n / 500)
     rep = start_waiting(lg_cmd(lg, "rep", s.port, s=subj, n=n, z=args.size, t=args.idle_s))
@@ -289,6 +301,10 @@ def run_phase(s: ServerProc, phase: str, rep: int, args: argparse.Namespace) -> 
             res = phase_fanout(s, args, queue=phase == "queue")
         elif phase == "reqrep_seq":
             res = phase_reqrep(s, args, 1)
+        elif phase == "reqrep_py_seq":
+            res = phase_reqrep(s, args, 1, natspy=True)
+        elif phase == "reqrep_py_pipe":
+            res = phase_reqrep(s, args, args.py_inflight, natspy=True)
         else:
             res = phase_reqrep(s, args, args.inflight)
     except RuntimeError as exc:
@@ -396,7 +412,8 @@ def metric_values(samples: list[Sample]) -> dict[str, dict[str, list[float]]]:
         else:
             req = r.get("req", {})
             k = int(req.get("inflight", 0))
-            key = "reqrep_seq" if sm.phase == "reqrep_seq" else f"reqrep_pipe{k}"
+            py = "py_" if sm.phase.startswith("reqrep_py") else ""
+            key = f"reqrep_{py}seq" if sm.phase.endswith("_seq") else f"reqrep_{py}pipe{k}"
             if req.get("ok"):
                 out[key][sm.server].append(float(req["rps"]))
                 out[key + "_p50_us"][sm.server].append(float(req["lat_us"]["p50"]))
@@ -414,6 +431,7 @@ LABELS = {
     "pubsub_128B_paced_srv_us_per_msg": "  server CPU us per msg (lower=better)",
     "pubsub_128B_paced_srv_cores": "  server CPU cores used",
     "reqrep_seq": "req/rep sequential round trips/s",
+    "reqrep_py_seq": "nats-py req/rep sequential round trips/s",
     "fanout_128B": "fan-out 1 pub -> N subs, deliveries/s",
     "fanout_128B_pub": "  publisher msgs/s",
     "fanout_128B_srv_us_per_msg": "  server CPU us per delivery (lower=better)",
@@ -444,6 +462,8 @@ def label(key: str) -> str:
         }.get(rest, key)
     if key.startswith("reqrep_pipe"):
         return f"req/rep {key.removeprefix('reqrep_pipe')} in flight round trips/s"
+    if key.startswith("reqrep_py_pipe"):
+        return f"nats-py req/rep {key.removeprefix('reqrep_py_pipe')} in flight round trips/s"
     return key
 
 
@@ -518,6 +538,8 @@ def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
         "queue_128B",
         "reqrep_seq",
         f"reqrep_pipe{args.inflight}",
+        "reqrep_py_seq",
+        f"reqrep_py_pipe{args.py_inflight}",
     ):
         if key not in summary:
             continue
@@ -546,6 +568,8 @@ PHASES = (
     "queue",
     "reqrep_seq",
     "reqrep_pipe",
+    "reqrep_py_seq",
+    "reqrep_py_pipe",
 )
 
 
@@ -568,6 +592,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rr-msgs", type=int, default=20_000, help="sequential requests")
     p.add_argument("--rr-pipe-msgs", type=int, default=200_000, help="pipelined requests")
     p.add_argument("--inflight", type=int, default=64, help="pipelined requests in flight")
+    p.add_argument("--py-rr-msgs", type=int, default=10_000, help="nats-py requests per run")
+    p.add_argument("--py-inflight", type=int, default=16, help="nats-py requests in flight")
     p.add_argument("--fanout", type=int, default=10, help="fanout/queue: subscriber connections")
     p.add_argument(
         "--fanout-msgs", type=int, default=100_000, help="fanout/queue: messages published"

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import random
 
+    from node.boundedcache import Admission
     from node.session import Subscription
     from node.sublist import Sublist
 
@@ -37,7 +38,7 @@ QPlan = tuple[int, tuple[Target, ...], tuple[tuple[Target, ...], ...]]
 """``(gen, plain targets, groups)``."""
 
 QPLANS_MAX = 8192
-"""Queue plans kept; the oldest quarter goes when full."""
+"""Queue plans kept; at the bound ``node.boundedcache.Admission`` decides."""
 
 
 def _plain(sub: Subscription) -> bool:
@@ -61,6 +62,7 @@ class QueueDelivery:
         route_sublist: Sublist[Any]
         _touched: set[Any]
         _qplans: dict[bytes, QPlan]
+        _qplans_admit: Admission
 
         def _note_reply(self, reply: bytes) -> None: ...
 
@@ -75,12 +77,10 @@ class QueueDelivery:
             if not all(map(_plain, group)):
                 return
             groups.append(tuple((s.client, b"MSG " + subject + s.sid_sp, s) for s in group))
-        plans = self._qplans
-        if len(plans) >= QPLANS_MAX:
-            for key in list(plans)[: max(1, len(plans) // 4)]:
-                del plans[key]
+        if not self._qplans_admit.room(self._qplans):
+            return
         targets = tuple((s.client, b"MSG " + subject + s.sid_sp, s) for s in psubs)
-        plans[subject] = (self.gen, targets, tuple(groups))
+        self._qplans[subject] = (self.gen, targets, tuple(groups))
 
     def _qplan(self, subject: bytes) -> QPlan | None:
         """``subject``'s current queue plan, or None."""

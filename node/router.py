@@ -14,18 +14,21 @@ asked for no-responders.  Never awaits: one publish is a handful of list
 appends, so a session can route a whole received chunk before yielding.
 
 JetStream's delivery paths (``deliver_as``, ``deliver_run_as``, the ack
-intake) live in ``node.jsdelivery`` as a mixin of ``Router``.
+intake) live in ``node.jsdelivery`` as a mixin of ``Router``; the handlers a
+session's parser calls for batches of PUBs (``fast_publisher``,
+``fast_mixed``, ``fast_routed``) in ``node.fastpub``.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from node.boundedcache import Admission
+from node.fastpub import FastPublish, Plan
 from node.jsdelivery import JS_ACK_PREFIX, LEAF_LINK, JetStreamDelivery, split_js_ack
-from node.queueplan import QPlan, QueueDelivery
+from node.queueplan import QPLANS_MAX, QPlan, QueueDelivery
 from node.routefwd import RouteForwarding
 from node.sublist import Sublist
 
@@ -33,24 +36,16 @@ if TYPE_CHECKING:
     from node.session import Subscription
 
 CRLF = b"\r\n"
-PLANS_MAX = 32768
-"""Delivery plans kept (one per literal subject); the oldest quarter goes when full."""
+PLANS_MAX = 65536
+"""Delivery plans kept (one per literal subject; ~330 bytes each with one
+subscriber, so ~21 MB at the bound); at the bound ``Admission`` decides."""
+INTERNAL_MAX = 32768
+"""Subjects whose subscribers are all internal (``_internal``) kept."""
 REPLIES_MAX = 4096
 """Reply subjects remembered for their answers (``Router._once``); cleared when full."""
 
 
-def _drop_oldest(cache: dict[Any, Any]) -> None:
-    """Forget the oldest quarter of a full cache (insertion order)."""
-    for key in list(islice(cache, max(1, len(cache) // 4))):
-        del cache[key]
-
-
-PubFn = Callable[[bytes, bytes | None, bytes], None]
-PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]
-PubsFn = Callable[[list[bytes], bytes], None]
-
-
-class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
+class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
     """Delivery over one account's sublist.
 
     Args:
@@ -85,15 +80,22 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         # ``$JS.ACK.<stream>.<consumer>.>``, decided at generation _ack_gen
         self._ack_subs: dict[bytes, Any] = {}
         self._ack_gen = -1
-        self._plans: dict[
-            bytes, tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
-        ] = {}
+        self._plans: dict[bytes, Plan] = {}
+        self._plans_admit = Admission(PLANS_MAX)
+        # the plans of generation _simple_gen with one local target and no
+        # route, as that target: subject -> (client, b"MSG <subject> <sid>", sub)
+        # (fast_mixed takes a batch of them with C-level maps)
+        self._simple: dict[bytes, tuple[Any, bytes, Any]] = {}
+        self._simple_gen = -1
+        self._simple_admit = Admission(PLANS_MAX)
         # subject -> queue plan (node.queueplan): plain subscribers plus queue groups
         self._qplans: dict[bytes, QPlan] = {}
         # reply subjects of delivered requests (an answer is published once)
         self._replies: dict[bytes, None] = {}
+        self._qplans_admit = Admission(QPLANS_MAX)
         # subject -> (gen, its internal subscribers): see _internal_targets
         self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...]]] = {}
+        self._internal_admit = Admission(INTERNAL_MAX)
 
     def publish(
         self,
@@ -268,145 +270,16 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
             self._note_reply(reply)
         return n
 
-    def fast_publisher(self, src: Any) -> tuple[PubFn, PubRunFn, PubsFn]:
-        """PUB handlers for a client with no per-message checks to make.
-
-        Returns ``(pub, pub_run, pubs)`` for ``ProtocolConnection.feed``: one
-        message, a run of messages to one subject, or reply-less messages
-        sharing a payload to several subjects (acks: ``ack_run``).  Valid while the
-        client's options stay as they are (the session asks for new ones after
-        CONNECT).  With a current delivery plan they append straight to the
-        subscribers' (and routes') buffers and remember them — the caller must
-        call ``flush()`` after the batch; otherwise they fall back to
-        ``publish``.  They count ``in_msgs``/``in_bytes`` on ``src``.
-        """
-        echo = src.echo
-        one = self._one
-
-        def pub(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-            src.in_msgs += 1
-            src.in_bytes += len(payload)
-            if echo:
-                one(src, subject, reply, payload, True)
-            else:
-                self.publish(src, subject, reply, None, payload)
-
-        def pub_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
-            src.in_msgs += len(payloads)
-            src.in_bytes += sum(map(len, payloads))
-            if echo:
-                self._run(src, subject, replies, payloads, True)
-            else:
-                for reply, payload in zip(replies, payloads, strict=True):
-                    self.publish(src, subject, reply, None, payload)
-
-        def each(subject: bytes, payload: bytes) -> None:
-            if echo:
-                one(src, subject, None, payload, True)
-            else:
-                self.publish(src, subject, None, None, payload)
-
-        def pubs(subjects: list[bytes], payload: bytes) -> None:
-            src.in_msgs += len(subjects)
-            src.in_bytes += len(payload) * len(subjects)
-            self.ack_run(src, subjects, payload, each)
-
-        return pub, pub_run, pubs
-
-    def fast_mixed(self, src: Any) -> Callable[[list[bytes], list[bytes]], None]:
-        """The ``on_mixed`` handler for ``fast_publisher``'s client: reply-less
-        messages each to its own subject, delivered along their plans in one
-        loop (a subject without a current plan takes ``_one``).  Same contract
-        as ``fast_publisher``'s handlers."""
-        echo = src.echo
-        one, deliver, plans = self._one, self._deliver_one, self._plans
-
-        def mixed(subjects: list[bytes], payloads: list[bytes]) -> None:
-            src.in_msgs += len(subjects)
-            src.in_bytes += sum(map(len, payloads))
-            if not echo:
-                for subject, payload in zip(subjects, payloads, strict=True):
-                    self.publish(src, subject, None, None, payload)
-                return
-            # the common shape: each subject's plan has one local subscriber and
-            # no route, mostly the same connection: its ops are gathered and
-            # appended with one join (kept in order: anything else first hands
-            # over what was gathered)
-            gen = self.gen
-            last: Any = None
-            parts: list[bytes] = []
-            nbytes = 0
-            for subject, payload in zip(subjects, payloads, strict=True):
-                plan = plans.get(subject)
-                if plan is not None and plan[0] == gen and len(plan[1]) == 1 and not plan[2]:
-                    c, head, sub = plan[1][0]
-                    if c is not last:
-                        if last is not None:
-                            self._give_parts(last, parts, nbytes)
-                            parts = []
-                            nbytes = 0
-                        last = c
-                    plen = len(payload)
-                    parts.append(b"%b %d\r\n%b\r\n" % (head, plen, payload))
-                    nbytes += plen
-                    sub.delivered += 1
-                    continue
-                if last is not None:
-                    self._give_parts(last, parts, nbytes)
-                    last, parts, nbytes = None, [], 0
-                if plan is None or plan[0] != self.gen:
-                    one(src, subject, None, payload, True)
-                    gen = self.gen
-                elif plan[1] or plan[2]:
-                    deliver(subject, plan[1], plan[2], None, payload)
-            if last is not None:
-                self._give_parts(last, parts, nbytes)
-
-        return mixed
-
-    def _give_parts(self, c: Any, parts: list[bytes], nbytes: int) -> None:
-        """Append ``parts`` (whole ops) to ``c`` with one join (batched: callers ``flush()``)."""
-        k = len(parts)
-        c._out.append(b"".join(parts) if k > 1 else parts[0])
-        c.out_msgs += k
-        c.out_bytes += nbytes
-        self._touched.add(c)
-        self.out_msgs += k
-        self.out_bytes += nbytes
-
-    def fast_routed(self, route: Any) -> tuple[PubFn, PubRunFn]:
-        """Handlers for plain messages arriving on ``route`` (no queues, no headers).
-
-        Same contract as ``fast_publisher``; never forwards to other routes.
-        """
-
-        one = self._one
-
-        def routed(subject: bytes, reply: bytes | None, payload: bytes) -> None:
-            route.in_msgs += 1
-            route.in_bytes += len(payload)
-            if reply is not None and reply.startswith(JS_ACK_PREFIX):
-                self.publish(None, subject, reply, None, payload, ())
-                return
-            one(None, subject, reply, payload, False)
-
-        def routed_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
-            route.in_msgs += len(payloads)
-            route.in_bytes += sum(map(len, payloads))
-            if any(r is not None and r.startswith(JS_ACK_PREFIX) for r in replies):
-                for reply, payload in zip(replies, payloads, strict=True):
-                    self.publish(None, subject, reply, None, payload, ())
-                return
-            self._run(None, subject, replies, payloads, False)
-
-        return routed, routed_run
-
     def _one(
         self, src: Any, subject: bytes, reply: bytes | None, payload: bytes, to_routes: bool
     ) -> None:
         """``_run`` for a single message, without the lists."""
         plan = self._plans.get(subject)
         if plan is None or plan[0] != self.gen:
+            if subject in self._replies and not subject.startswith(JS_ACK_PREFIX):
+                del self._replies[subject]  # the answer to a request seen: used once
+                if self._once(src, subject, reply, payload):
+                    return
             if self._internal_targets(subject) is not None:
                 self._to_internal(src, subject, [reply], [payload], not to_routes)
             elif to_routes and (qplan := self._qplan(subject)) is not None:
@@ -560,24 +433,10 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         inbox) without caching its match or making a plan, when it has one
         plain local subscriber and no route interest (appended in batch
         mode); False (nothing done) for anything else."""
-        r = self.sublist.match_once(subject)
-        psubs = r.psubs
-        if len(psubs) != 1 or r.qsubs:
+        target = self._once_target(src, subject)
+        if target is None:
             return False
-        if self.route_sublist.count:  # in a cluster: only this inbox's own route interest counts
-            rr = self.route_sublist.match_once(subject)
-            if rr.psubs or rr.qsubs:
-                return False
-        sub = psubs[0]
-        c = sub.client
-        if (
-            c.internal
-            or c.deliver_filter is not None
-            or sub.max_msgs is not None
-            or c.resp_perms is not None
-            or (c is src and not src.echo)
-        ):
-            return False
+        c, sub = target
         plen = len(payload)
         if reply is None:
             c._out.append(b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload))
@@ -591,6 +450,30 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
         self.out_msgs += 1
         self.out_bytes += plen
         return True
+
+    def _once_target(self, src: Any, subject: bytes) -> tuple[Any, Subscription] | None:
+        """``(client, subscription)`` of the one plain local subscriber of a
+        subject used once (a reply inbox), matched without caching; None when
+        it has any other interest (see ``_once``)."""
+        r = self.sublist.match_once(subject)
+        psubs = r.psubs
+        if len(psubs) != 1 or r.qsubs:
+            return None
+        if self.route_sublist.count:  # in a cluster: only this inbox's own route interest counts
+            rr = self.route_sublist.match_once(subject)
+            if rr.psubs or rr.qsubs:
+                return None
+        sub = psubs[0]
+        c = sub.client
+        if (
+            c.internal
+            or c.deliver_filter is not None
+            or sub.max_msgs is not None
+            or c.resp_perms is not None
+            or (c is src and not src.echo)
+        ):
+            return None
+        return c, sub
 
     def touch(self, c: Any) -> None:
         """Note that ``c``'s buffer was appended to in batch mode (``flush()``
@@ -661,9 +544,8 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
             return
         if self.route_sublist.count and self.route_sublist.has_interest(subject):
             return
-        if len(self._internal) >= PLANS_MAX:
-            _drop_oldest(self._internal)
-        self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
+        if self._internal_admit.room(self._internal):
+            self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
 
     def _to_internal(
         self,
@@ -695,10 +577,13 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
                 n += 1
         self.out_msgs += n
 
-    def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> None:
+    def _make_plan(self, subject: bytes, psubs: list[Subscription]) -> Plan | None:
+        """``subject``'s delivery plan for plain subscribers ``psubs`` (kept
+        when the plan cache admits it); None when the interest is not plain
+        (an all-internal one is noted for ``_internal_targets`` instead)."""
         if psubs and all(sub.client.internal for sub in psubs):
             self._note_internal(subject, psubs)
-            return
+            return None
         targets = []
         leafs: set[Any] = set()
         for sub in psubs:
@@ -715,18 +600,50 @@ class Router(JetStreamDelivery, QueueDelivery, RouteForwarding):
                 or sub.max_msgs is not None
                 or c.resp_perms is not None
             ):
-                return
+                return None
             targets.append((c, b"MSG " + subject + sub.sid_sp, sub))
         routes: tuple[Any, ...] = ()
         if self.route_sublist.count:
             rr = self.route_sublist.match(subject)
             if rr.qsubs:
-                return
+                return None
             routes = tuple(dict.fromkeys(rs.route for rs in rr.psubs))
-        plans = self._plans
-        if len(plans) >= PLANS_MAX:
-            _drop_oldest(plans)
-        plans[subject] = (self.gen, tuple(targets), routes)
+        plan = (self.gen, tuple(targets), routes)
+        if self._plans_admit.room(self._plans):
+            self._plans[subject] = plan
+        if len(targets) == 1 and not routes:
+            if self._simple_gen != self.gen:
+                self._simple.clear()
+                self._simple_gen = self.gen
+            if self._simple_admit.room(self._simple):
+                self._simple[subject] = targets[0]
+        return plan
+
+    def _fresh_plan(self, src: Any, subject: bytes) -> Plan | None:
+        """A plan for a reply-less, header-less message to ``subject`` that has
+        no current one (``fast_mixed``): a match and ``_make_plan``, with the
+        match not cached separately; for the answer to a request seen (a
+        reply inbox, ``_replies``), a plan of its one plain subscriber that is
+        used for this message only.  None when the message needs ``_one``
+        (JetStream acks, internal subscribers, queue groups, anything not
+        plain)."""
+        if subject in self._replies:
+            del self._replies[subject]
+            target = self._once_target(src, subject)
+            if target is None:
+                return None
+            c, sub = target
+            return (self.gen, ((c, b"MSG " + subject + sub.sid_sp, sub),), ())
+        if (
+            subject.startswith(JS_ACK_PREFIX)
+            or self._internal_targets(subject) is not None
+            or self._qplan(subject) is not None
+        ):
+            return None
+        r = self.sublist.match_uncached(subject)
+        if r.qsubs:
+            return None
+        return self._make_plan(subject, r.psubs)
 
     def deliver_routed(self, ev: Any) -> None:
         """Deliver a message that arrived on a route (an ``RMsg`` event)."""

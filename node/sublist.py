@@ -8,8 +8,11 @@ merged by queue name (a message goes to one member of each queue group, as
 nats-server does across all matching patterns).
 
 Results are cached per literal subject in a dict bounded by
-``cache_entries_max`` (sized for tens of thousands of subjects); when full,
-the oldest quarter (insertion order) is dropped.  Subjects used
+``cache_entries_max`` (sized for tens of thousands of subjects); at the
+bound, ``node.boundedcache.Admission`` decides (it admits one miss in a few,
+evicting a random stretch, so a rotation over more subjects than the bound
+still hits in proportion).  ``match_uncached`` reads the cache but adds
+nothing (the router caches the delivery plans it derives instead).  Subjects used
 once (reply inboxes) take ``match_once`` instead: no entry of their own, but
 a result shared by their family (same tokens but the last) when the last
 token cannot change it; any insert or remove drops those.  Inserting or
@@ -32,13 +35,13 @@ Pure: imports neither trio nor socket.  Items stored need ``subject`` and
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import islice
 from typing import Any, Generic, Protocol, TypeVar
 
+from node.boundedcache import Admission
 from node.subjects import has_wildcard, match
 
 CACHE_MAX = 32768
-"""Cached match results (literal subjects); the oldest quarter goes when full."""
+"""Cached match results (literal subjects); at the bound ``Admission`` decides."""
 SWEEP_MAX = 2048
 """Above this many cached results a wildcard change clears the cache."""
 
@@ -92,6 +95,7 @@ class Sublist(Generic[S]):
         # subject minus its last token -> the match of its family (match_once)
         self._families: dict[bytes, SublistResult[S]] = {}
         self.cache_entries_max = cache_entries_max
+        self._admit = Admission(cache_entries_max)
         self.cache_enabled = cache_enabled
         self.count = 0
         self.inserts = 0
@@ -237,13 +241,24 @@ class Sublist(Generic[S]):
         if not _empty_token(subject):
             self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
         result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
-        if self.cache_enabled:
-            cache = self._cache
-            if len(cache) >= self.cache_entries_max:
-                for key in list(islice(cache, max(1, self.cache_entries_max // 4))):
-                    del cache[key]
-            cache[subject] = result
+        if self.cache_enabled and self._admit.room(self._cache):
+            self._cache[subject] = result
         return result
+
+    def match_uncached(self, subject: bytes) -> SublistResult[S]:
+        """``match`` that reads the cache but adds nothing to it: for a caller
+        that caches what it derives from the result (the router's delivery
+        plans), so a subject does not take an entry in both caches."""
+        self.matches += 1
+        cached = self._cache.get(subject)
+        if cached is not None:
+            self.cache_hits += 1
+            return cached
+        psubs: list[S] = []
+        qmap: dict[bytes, list[S]] = {}
+        if not _empty_token(subject):
+            self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
+        return SublistResult(psubs, list(qmap.values()))
 
     def match_once(self, subject: bytes) -> SublistResult[S]:
         """``match`` for a subject used once (a reply inbox, ``_INBOX.<id>.<n>``).

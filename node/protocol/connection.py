@@ -248,7 +248,22 @@ class ProtocolConnection:
                 if self._dead:
                     return
                 continue
-            if fast_match is not None and fast_match(buf, pos) is not None:
+            if fast_match is not None and (m := fast_match(buf, pos)) is not None:
+                start = m.end()
+                end = start + int(m.group(3))
+                if (
+                    end + 2 == n
+                    and buf[end] == 13
+                    and buf[end + 1] == 10
+                    and end - start <= max_payload
+                    and start - pos <= mcl + 2
+                ):
+                    # the chunk is this one op (a request, an answer): no run lists
+                    on_pub(m.group(1), m.group(2), buf[start:end])
+                    pos = n
+                    if self._dead:
+                        return
+                    break
                 # fastest path: well-formed PUB (or plain RMSG) lines
                 pos = self._fast_runs(buf, pos, fast_match, on_pub, on_pub_run, on_pubs, on_mixed)
                 if self._dead:
@@ -419,9 +434,11 @@ class ProtocolConnection:
                         run_subject = b""
                         if self._dead:
                             return pos
-                    if len(size_tok) <= MIXED_BULK_SIZE_DIGITS_MAX and len(line) == 7 + len(
-                        subject
-                    ) + len(size_tok):
+                    if (
+                        end + 2 < n  # another op follows (a lone answer: no patterns)
+                        and len(size_tok) <= MIXED_BULK_SIZE_DIGITS_MAX
+                        and len(line) == 7 + len(subject) + len(size_tok)
+                    ):
                         # the ops after it alike (one size, no reply, single
                         # spaces): the whole stretch with two regex calls
                         extent, item = mixed_bulk(size_tok, limit - 9 - len(size_tok))

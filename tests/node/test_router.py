@@ -7,6 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from node.boundedcache import Admission
 from node.outbound import Outbound
 from node.protocol.wire import msg_bytes
 from node.router import Router
@@ -121,6 +122,69 @@ def test_mixed_batches_match_per_message_publish(
             k += 1
             router.flush()
         outs.append((c1.written(), c2.written(), c1.out_msgs, c2.out_msgs, router.out_msgs))
+    assert outs[0] == outs[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 15), max_size=60),
+    st.lists(st.integers(1, 12), min_size=1, max_size=6),
+    st.integers(1, 6),
+)
+def test_mixed_over_full_caches_matches_uncached_publish(
+    picks: list[int], cuts: list[int], bound: int
+) -> None:
+    """More subjects than the plan and match caches hold (``bound`` entries,
+    so ``Admission`` refuses and evicts), answers to requests seen among them
+    (reply inboxes), a queue group and two targets on one subject: ``fast_mixed``
+    writes exactly what ``publish`` per message writes on a router whose
+    sublist caches nothing (the plain matcher), per client and in order."""
+    outs = []
+    for mode in ("mixed", "publish"):
+        if mode == "mixed":
+            router = Router(Sublist(cache_entries_max=bound), random.Random(1))
+            router._plans_admit = Admission(bound, random.Random(2))
+        else:
+            router = Router(Sublist(cache_enabled=False), random.Random(1))
+        c1, c2, c3, req_c, pub_c = (FakeClient() for _ in range(5))
+        subs = [
+            Subscription(c1, b"r.*", None, b"1"),
+            Subscription(c2, b"r.3", None, b"2"),  # two targets
+            Subscription(c3, b"r.5", b"q", b"3"),  # a queue group
+            Subscription(req_c, b"_INBOX.x.*", None, b"4"),
+            Subscription(pub_c, b"svc", None, b"5"),
+        ]
+        for sub in subs:
+            router.sublist.insert(sub)
+        # requests whose answers come among the messages (inboxes 12..15)
+        for i in range(12, 16):
+            router.publish(req_c, b"svc", b"_INBOX.x.%d" % i, None, b"req")
+        router.flush()
+        subjects = [b"_INBOX.x.%d" % p if p >= 12 else b"r.%d" % p for p in picks]
+        mixed = router.fast_mixed(pub_c)
+        i = k = 0
+        while i < len(subjects):
+            chunk = subjects[i : i + cuts[k % len(cuts)]]
+            if mode == "mixed":
+                mixed(chunk, [b"p%d" % (i + j) for j in range(len(chunk))])
+            else:
+                for j, s in enumerate(chunk):
+                    router.publish(pub_c, s, None, None, b"p%d" % (i + j))
+            i += len(chunk)
+            k += 1
+            router.flush()
+        clients = (c1, c2, c3, req_c, pub_c)
+        outs.append(
+            (
+                tuple(c.written() for c in clients),
+                tuple(c.out_msgs for c in clients),
+                router.out_msgs,
+                [sub.delivered for sub in subs],
+            )
+        )
+        if mode == "mixed":
+            assert len(router._plans) <= bound
+            assert router.sublist.cache_size() <= bound
     assert outs[0] == outs[1]
 
 

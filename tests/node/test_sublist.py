@@ -97,6 +97,17 @@ class SublistMachine(RuleBasedStateMachine):
         assert observed(self.sl, subject) == naive(self.subs, subject)
 
     @rule(subject=literal_subjects)
+    def check_match_uncached(self, subject: bytes) -> None:
+        """Read through the cache, nothing added to it."""
+        before = self.sl.cache_size()
+        r = self.sl.match_uncached(subject)
+        assert self.sl.cache_size() == before
+        assert (
+            {s.ident for s in r.psubs},
+            {g[0].queue: {s.ident for s in g} for g in r.qsubs},
+        ) == (naive(self.subs, subject))
+
+    @rule(subject=literal_subjects)
     def check_match_once(self, subject: bytes) -> None:
         """Subjects used once: family results shared only where the last token cannot matter."""
         assert observed(self.sl, subject, once=True) == naive(self.subs, subject)
