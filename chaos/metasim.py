@@ -64,9 +64,10 @@ from cluster.meta.entries import (
 from cluster.meta.machine import (
     MetaMachine,
 )
-from raft.core import Proposal, RaftCore
+from raft.core import RaftCore
 from raft.errors import RaftError
 from raft.fsm import StateMachine
+from raft.proposal import Proposal
 
 __all__ = ["MetaSimulation", "RecordingMetaMachine"]
 

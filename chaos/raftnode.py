@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 from chaos.toyfsm import CountingStateMachine, ToyStateMachine
-from raft.core import RaftConfig
+from raft.config import RaftConfig
 from raft.errors import NotLeader
 from raft.group import RaftGroup
 from raft.links import TcpPeerLinks

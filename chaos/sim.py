@@ -65,11 +65,14 @@ from dataclasses import dataclass, field
 
 from chaos.net import Faults, SimNetwork, decode_one_frame
 from chaos.toyfsm import ToyStateMachine
-from raft.core import PATCHES, Proposal, RaftConfig, RaftCore
+from raft.config import RaftConfig
+from raft.core import RaftCore
 from raft.errors import RaftError
 from raft.fsm import StateMachine
 from raft.liveness import BEAT_S, PING_GROUP, SILENCE_S, PeerLiveness
+from raft.proposal import Proposal
 from raft.storage import MemoryDisk
+from raft.syncobj import PATCHES
 from raft.wire import encode_frame
 
 __all__ = [

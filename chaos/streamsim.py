@@ -52,9 +52,10 @@ from cluster import catchup
 from cluster.ops import Publish, StreamMsg, StreamPolicy, decode_any, encode_op
 from cluster.replicated import ReplicatedStreamFSM
 from cluster.stream_fsm import ApplyOutcome, PubResult, StreamStateMachine
-from raft.core import Proposal, RaftCore
+from raft.core import RaftCore
 from raft.errors import RaftError
 from raft.fsm import StateMachine
+from raft.proposal import Proposal
 from raft.wire import encode_frame
 from store.api import StoredMsg
 from store.memory import MemoryStreamStore

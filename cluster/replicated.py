@@ -100,10 +100,11 @@ from cluster.replicated_fsm import (  # the state machine and its mark (re-expor
 )
 from cluster.stream_fsm import StreamStateMachine
 from cluster.stream_snapshot import GroupSnapshot
-from raft.core import Proposal, RaftConfig
+from raft.config import RaftConfig
 from raft.errors import ApplyFailed, RaftError
 from raft.group import RaftGroup
 from raft.links import PeerLinks
+from raft.proposal import Proposal
 from raft.storage import OsDisk
 from store.api import StreamStore
 

@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import cbor2
-from pysyncobj.config import FAIL_REASON, SyncObjConf
-from pysyncobj.journal import Journal
+from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
 
 from raft import clock
+from raft.config import RaftConfig
 from raft.errors import (
     ApplyFailed,
     NoLeader,
@@ -77,6 +77,7 @@ from raft.errors import (
 )
 from raft.fsm import StateMachine
 from raft.journal import DurableJournal
+from raft.proposal import LeaderState, Proposal, decode_batch, encode_batch
 from raft.quiet import QuietState
 from raft.snapshot import SnapshotStore
 from raft.storage import Disk
@@ -84,7 +85,6 @@ from raft.syncobj import (
     CMD_MEMBERSHIP,
     CMD_NO_OP,
     CMD_REGULAR,
-    PATCHES,
     STATE_FOLLOWER,
     STATE_LEADER,
     TrijetSyncObj,
@@ -92,152 +92,13 @@ from raft.syncobj import (
 from raft.transport import OutboxTransport, message_size_estimate
 from raft.wire import WireError, decode_messages, encode_messages
 
-__all__ = ["PATCHES", "Proposal", "RaftConfig", "RaftCore", "Ready"]
+__all__ = ["RaftCore", "Ready", "safe_file_stem"]
 
 log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
 #: a proposal's entry was skipped by a snapshot install: its outcome cannot be learnt
 _OUTCOME_LOST = -1
-
-
-# --------------------------------------------------------------------- config
-
-
-@dataclass
-class RaftConfig:
-    """Tuning of one group member. Every bound is named; defaults suit loopback/LAN."""
-
-    election_timeout_s_min: float = 0.3
-    election_timeout_s_max: float = 0.6
-    heartbeat_s: float = 0.075
-    # None: a leader announces a new commit index at once (an append-entries
-    # per apply); else with the next entries or at most this much later
-    commit_notify_s_max: float | None = None
-    leader_fallback_s: float | None = None  # None: election_timeout_s_min
-    entry_bytes_max: int = 1024 * 1024  # one (batch) Raft entry
-    batch_proposals_max: int = 4096
-    proposals_pending_max: int = 20_000
-    inbound_messages_max: int = 50_000
-    commands_queue_max: int = 4096  # pysyncobj's queue (forwarded commands)
-    entries_per_cycle_max: int = 256  # batch entries submitted per cycle
-    send_bytes_per_cycle_max: int = 4 * 1024 * 1024  # per peer
-    payload_bytes_max: int = 2 * 1024 * 1024  # per frame payload (< frame_bytes_max)
-    log_compaction_entries_min: int = 100_000
-    log_compaction_s_min: float = 24 * 3600.0
-    snapshot_chunk_bytes: int = 256 * 1024
-    forward_proposals: bool = True
-    # a proposal forwarded to the leader whose answer (the log position it
-    # took) has not come back this long is failed as maybe committed: the
-    # request or its answer was lost (a full link queue drops frames) and
-    # pysyncobj would wait for it until the next leader change
-    forward_reply_s_max: float = 2.0
-    # a forwarded proposal whose answer was lost is looked for in the applied
-    # log this long at most (``RaftCore._watch_applied``)
-    watch_s_max: float = 10.0
-    # None: heartbeat forever; else an idle group hibernates after this long
-    # (raft.quiet; needs peer links that report link events, raft.liveness)
-    quiet_after_s: float | None = None
-    # a leader's append-entries leave before its own fsync (safe: see Ready)
-    send_append_entries_before_fsync: bool = True
-    # a leader's driver goes on cycling while its journal write is in flight:
-    # the followers' acknowledgements may commit without it (raft.driver; off:
-    # no gain measured on a loaded two-core machine, see bench/README.md)
-    leader_write_overlap: bool = False
-    patches: frozenset[str] = PATCHES
-
-    @property
-    def proposal_bytes_max(self) -> int:
-        return self.entry_bytes_max - 16
-
-    def syncobj_conf(self, journal: Journal, store: SnapshotStore) -> SyncObjConf:
-        fallback = self.leader_fallback_s
-        if fallback is None:
-            fallback = self.election_timeout_s_min if "fallback" in self.patches else 30.0
-        return SyncObjConf(
-            autoTick=False,
-            useFork=False,
-            dynamicMembershipChange=True,
-            pollerType="trijet-none",
-            appendEntriesUseBatch=False,
-            commandsWaitLeader=False,
-            raftMinTimeout=self.election_timeout_s_min,
-            raftMaxTimeout=self.election_timeout_s_max,
-            appendEntriesPeriod=self.heartbeat_s,
-            leaderFallbackTimeout=fallback,
-            connectionTimeout=max(3.5, self.election_timeout_s_max),
-            appendEntriesBatchSizeBytes=self.entry_bytes_max + 1,
-            commandsQueueSize=self.commands_queue_max,
-            logCompactionMinEntries=self.log_compaction_entries_min,
-            logCompactionMinTime=self.log_compaction_s_min,
-            logCompactionBatchSize=self.snapshot_chunk_bytes,
-            journalFile=journal,
-            fullDumpFile=store.name,
-            serializer=store.write_hook,
-            deserializer=store.read_hook,
-        )
-
-
-# --------------------------------------------------------------------- proposals
-
-
-class Proposal:
-    """A proposal's outcome, filled in by :meth:`Ready.release`.
-
-    ``on_done`` (if set) is called once, at release.
-    """
-
-    __slots__ = ("data", "done", "error", "leader_only", "on_done", "result")
-
-    def __init__(self, data: bytes, leader_only: bool = False) -> None:
-        self.data = data
-        #: never forwarded: appended by this member as leader, or refused (NotLeader)
-        self.leader_only = leader_only
-        self.done = False
-        self.result: object = None
-        self.error: RaftError | None = None
-        self.on_done: Callable[[Proposal], None] | None = None
-
-    def _finish(self, result: object, error: RaftError | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.result = result
-        self.error = error
-        if self.on_done is not None:
-            self.on_done(self)
-
-
-def encode_batch(items: list[bytes]) -> bytes:
-    parts = [b"\x01", _U32.pack(len(items))]
-    for it in items:
-        parts.append(_U32.pack(len(it)))
-        parts.append(it)
-    return b"".join(parts)
-
-
-def decode_batch(data: bytes) -> list[bytes]:
-    if not data or data[0] != 1 or len(data) < 5:
-        raise ValueError("not a batch")
-    (n,) = _U32.unpack_from(data, 1)
-    pos, out = 5, []
-    for _ in range(n):
-        (ln,) = _U32.unpack_from(data, pos)
-        pos += 4
-        if pos + ln > len(data):
-            raise ValueError("truncated batch")
-        out.append(data[pos : pos + ln])
-        pos += ln
-    if pos != len(data):
-        raise ValueError("trailing bytes in batch")
-    return out
-
-
-@dataclass
-class LeaderState:
-    term: int
-    leader_id: str | None
-    is_leader: bool
 
 
 @dataclass

@@ -100,8 +100,9 @@ from collections.abc import Callable
 
 import trio
 
-from raft.core import LeaderState, RaftCore, Ready
+from raft.core import RaftCore, Ready
 from raft.links import PeerLinks
+from raft.proposal import LeaderState
 from raft.syncer import SyncThread
 
 __all__ = ["RaftDriver"]

@@ -37,11 +37,13 @@ from typing import Any
 
 import trio
 
-from raft.core import LeaderState, Proposal, RaftConfig, RaftCore
+from raft.config import RaftConfig
+from raft.core import RaftCore
 from raft.driver import RaftDriver
 from raft.errors import NotLeader, ProposalDropped, RaftError, TransferFailed
 from raft.fsm import StateMachine
 from raft.links import PeerLinks
+from raft.proposal import LeaderState, Proposal
 from raft.storage import Disk
 
 __all__ = ["LeaderState", "RaftConfig", "RaftGroup"]

@@ -23,7 +23,7 @@ pickle.
 
 pysyncobj bugs worked around (each can be disabled for the simulator's
 ``--stock`` mode, see :data:`PATCHES`); all in :class:`TrijetSyncObj` except
-``fallback`` (:meth:`raft.core.RaftConfig.syncobj_conf`) and the term stamp of
+``fallback`` (:meth:`raft.config.RaftConfig.syncobj_conf`) and the term stamp of
 ``response_term`` (:mod:`raft.transport`, carried by :mod:`raft.wire`):
 
 * ``ae_truncate``: a follower truncates its log after ``prevLogIdx`` on *every*

@@ -76,7 +76,7 @@ from cluster.replicated import ReplicaSpec
 from node.jetstream import meta_peers
 from node.jsapi.streamconfig import configs_overlap
 from node.route import parse_route_url
-from raft.core import RaftConfig
+from raft.config import RaftConfig
 from raft.errors import RaftError
 from raft.group import RaftGroup
 from raft.links import TcpPeerLinks

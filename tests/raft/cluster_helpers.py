@@ -9,7 +9,7 @@ import trio
 
 from chaos.net import FakeNetwork, Faults
 from chaos.toyfsm import ToyStateMachine
-from raft.core import RaftConfig
+from raft.config import RaftConfig
 from raft.group import RaftGroup
 from raft.storage import MemoryDisk
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from raft.core import RaftConfig
+from raft.config import RaftConfig
 from raft.errors import NoLeader, NotLeader, RaftError
 from tests.raft.cluster_helpers import Cluster
 

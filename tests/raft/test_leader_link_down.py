@@ -10,7 +10,7 @@ import random
 import trio
 
 from chaos.toyfsm import ToyStateMachine
-from raft.core import RaftConfig
+from raft.config import RaftConfig
 from raft.group import RaftGroup
 from raft.links import TcpPeerLinks
 from raft.storage import MemoryDisk

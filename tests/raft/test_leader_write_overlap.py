@@ -15,7 +15,9 @@ import trio
 import trio.testing
 
 from chaos.toyfsm import ToyStateMachine
-from raft.core import Proposal, RaftConfig, RaftCore
+from raft.config import RaftConfig
+from raft.core import RaftCore
+from raft.proposal import Proposal
 from raft.storage import MemoryDisk
 from tests.raft.cluster_helpers import Cluster, Member
 

@@ -7,8 +7,8 @@ import trio
 import trio.testing
 
 from chaos.toyfsm import ToyStateMachine
-from raft.core import LeaderState
 from raft.errors import TransferFailed
+from raft.proposal import LeaderState
 from tests.raft.cluster_helpers import Cluster
 
 IDS = ["a", "b", "c"]

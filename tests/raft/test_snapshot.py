@@ -6,7 +6,8 @@ import random
 
 from chaos.net import decode_one_frame
 from chaos.toyfsm import CountingStateMachine
-from raft.core import RaftConfig, RaftCore
+from raft.config import RaftConfig
+from raft.core import RaftCore
 from raft.storage import MemoryDisk
 from raft.wire import encode_frame
 
