@@ -31,6 +31,7 @@ import trio
 from node.accounts import Accounts
 from node.auth import Authenticator
 from node.config import ServerConfig
+from node.monitor.accstatz import retire
 from node.protocol.wire import err_bytes, info_bytes
 from node.route import Route, RouteManager, parse_route_url
 from node.router import Router
@@ -607,6 +608,7 @@ class Server:
 
     def client_closed(self, session: ClientSession) -> None:
         if self.clients.pop(session.cid, None) is not None:
+            retire(session.account, session)
             if session.stop_wall is None:
                 session.stop_wall = self.wall_time()
             if session.connected:
