@@ -6,8 +6,9 @@ connection (``ClientSession``) and leaf link already counts what it published
 read batch and per delivery run; an account's ``received`` is the sum over its live
 connections plus what its closed ones counted (``Account.retired``, added once when a
 connection closes), and ``sent`` likewise.  Leaf links count towards the same totals and
-towards ``leafs``.  ``routes`` and ``gateways`` stay zero (messages crossing a route are not
-counted per account).
+towards ``leafs``; messages to and from routes are counted by the account's router beside
+the routes' own counters (per message, or per run on the batched paths) and count towards
+the totals and ``routes``.  ``gateways`` stay zero (there are none).
 
 Documents, as nats-server 2.15.1 serves them:
 
@@ -38,12 +39,14 @@ def retire(acc: Any, conn: Any, *, leaf: bool = False) -> None:
     r[OUT_BYTES] += conn.out_bytes
 
 
-def _traffic(msgs: int, nbytes: int, leafs: tuple[int, int]) -> dict[str, Any]:
+def _traffic(
+    msgs: int, nbytes: int, routes: tuple[int, int], leafs: tuple[int, int]
+) -> dict[str, Any]:
     return {
-        "msgs": msgs,
-        "bytes": nbytes,
+        "msgs": msgs + routes[0] + leafs[0],
+        "bytes": nbytes + routes[1] + leafs[1],
         "gateways": {"msgs": 0, "bytes": 0},
-        "routes": {"msgs": 0, "bytes": 0},
+        "routes": {"msgs": routes[0], "bytes": routes[1]},
         "leafs": {"msgs": leafs[0], "bytes": leafs[1]},
     }
 
@@ -74,6 +77,7 @@ def account_stat(server: Any, acc: Any, conns: list[Any] | None = None) -> dict[
         lout_m += link.out_msgs
         lout_b += link.out_bytes
     leafnodes = len(acc.leafs)
+    rt = acc.router
     return {
         "acc": acc.name,
         "name": acc.name,
@@ -81,8 +85,8 @@ def account_stat(server: Any, acc: Any, conns: list[Any] | None = None) -> dict[
         "leafnodes": leafnodes,
         "total_conns": len(conns) + leafnodes,
         "num_subscriptions": acc.sublist.count,
-        "sent": _traffic(out_m + lout_m, out_b + lout_b, (lout_m, lout_b)),
-        "received": _traffic(in_m + lin_m, in_b + lin_b, (lin_m, lin_b)),
+        "sent": _traffic(out_m, out_b, (rt.rt_out_msgs, rt.rt_out_bytes), (lout_m, lout_b)),
+        "received": _traffic(in_m, in_b, (rt.rt_in_msgs, rt.rt_in_bytes), (lin_m, lin_b)),
         "slow_consumers": acc.slow_consumers,
     }
 
