@@ -384,8 +384,8 @@ def test_reload_takes_jetstream_from_an_account_and_gives_it_back(
     start_server: Any, server_kind: str
 ) -> None:
     """An account that loses JetStream answers 10039 at once, its stream stops capturing and
-    leaves ``/jsz``; given JetStream back, the stream is there again with its messages (its
-    files stayed), as nats-server does."""
+    leaves ``/jsz``; given JetStream back, the stream is there again with its messages and
+    its consumer (their files stayed), as nats-server does."""
     sp: ServerProcess = start_server(server_kind, args=["-m", "-1"], config=JS_ACCOUNTS)
     base = sp.monitoring_url
     assert base is not None
@@ -406,6 +406,7 @@ def test_reload_takes_jetstream_from_an_account_and_gives_it_back(
             await js.add_stream(name="S", subjects=["s.>"])
             for _ in range(3):
                 await js.publish("s.x", b"kept")
+            await js.add_consumer("S", durable_name="D", ack_policy="explicit")
             seen["before"] = jsz_counts()
             _write(sp, JS_B_OFF)
             sp.send_signal(signal.SIGHUP)
@@ -434,6 +435,7 @@ def test_reload_takes_jetstream_from_an_account_and_gives_it_back(
                 await asyncio.sleep(POLL_S)
             seen["on streams"] = doc["streams"]
             seen["on messages"] = (await js.stream_info("S")).state.messages
+            seen["on consumer pending"] = (await js.consumer_info("S", "D")).num_pending
             seen["on"] = jsz_counts()
         finally:
             await b.close()
@@ -451,5 +453,6 @@ def test_reload_takes_jetstream_from_an_account_and_gives_it_back(
         "off": (1, 0),
         "on streams": 1,
         "on messages": 3,
+        "on consumer pending": 3,
         "on": (2, 1),
     }
