@@ -56,6 +56,11 @@ class Account:
         self.leaf_totals: dict[tuple[bytes, bytes | None], int] = {}
         #: the loop-detection subject announced on leaf links
         self.lds = b"$LDS." + b"%x" % rng.getrandbits(96)
+        #: what closed client connections / leaf links of the account counted (in msgs,
+        #: in bytes, out msgs, out bytes: node.monitor.accstatz), and its slow consumers
+        self.retired = [0, 0, 0, 0]
+        self.leafs_retired = [0, 0, 0, 0]
+        self.slow_consumers = 0
 
     def __repr__(self) -> str:
         return f"Account({self.name!r})"

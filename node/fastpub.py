@@ -51,6 +51,8 @@ class FastPublish:
     if TYPE_CHECKING:
         gen: int
         out_msgs: int
+        rt_in_msgs: int
+        rt_in_bytes: int
         out_bytes: int
         _plans: dict[bytes, Plan]
         _simple: dict[bytes, tuple[Any, bytes, Any]]
@@ -251,14 +253,19 @@ class FastPublish:
         def routed(subject: bytes, reply: bytes | None, payload: bytes) -> None:
             route.in_msgs += 1
             route.in_bytes += len(payload)
+            self.rt_in_msgs += 1
+            self.rt_in_bytes += len(payload)
             if reply is not None and reply.startswith(JS_ACK_PREFIX):
                 self.publish(None, subject, reply, None, payload, ())
                 return
             one(None, subject, reply, payload, False)
 
         def routed_run(subject: bytes, replies: list[bytes | None], payloads: list[bytes]) -> None:
+            nbytes = sum(map(len, payloads))
             route.in_msgs += len(payloads)
-            route.in_bytes += sum(map(len, payloads))
+            route.in_bytes += nbytes
+            self.rt_in_msgs += len(payloads)
+            self.rt_in_bytes += nbytes
             if any(r is not None and r.startswith(JS_ACK_PREFIX) for r in replies):
                 for reply, payload in zip(replies, payloads, strict=True):
                     self.publish(None, subject, reply, None, payload, ())

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node.leaf import CRLF, LOOP_DELAY_S, RECONNECT_DELAY_S_MIN, LeafConn, parse_leaf_url
+from node.monitor.accstatz import retire
 from node.version import NATS_VERSION
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class LeafNodes:
             return
         if link in link.account.leafs:
             link.account.leafs.remove(link)
+            retire(link.account, link, leaf=True)
         link.drop_interest()
         log.info(
             "%s:%d - lid:%d - Leafnode connection closed: %s - Account: %s",

@@ -17,8 +17,11 @@ connection the new settings do not authenticate gets ``Authorization Violation``
 others take their user's new permissions at once, losing each subscription those no longer
 allow with ``-ERR 'Permissions Violation for Subscription to "s" (sid "1")'``.
 
-An account that stops enabling JetStream keeps its service until a restart (logged); nats-server
-would disable it.
+An account that stops enabling JetStream loses it at once, as on nats-server: its API answers
+"JetStream not enabled for account" (10039), its streams stop and leave ``/jsz``, their files
+stay on disk, and enabling it again recovers them.  Only the home account (the first with
+JetStream, whose service the server's JetStream hangs on) and every account of a cluster keep
+their service until a restart (logged).
 """
 
 from __future__ import annotations
@@ -168,10 +171,15 @@ def _reload_jetstream_accounts(
         spec = new.accounts.get(svc.account.name)
         svc.limits = AccountLimits.from_config(spec.js_limits if spec else {})
     wanted = jetstream_accounts(new) if new.jetstream.enabled else []
-    for name in running:
-        if name not in wanted:
-            log.warning('JetStream stays enabled in account "%s" until the server restarts', name)
     accounts = server.accounts
+    for name, svc in list(running.items()):
+        if name in wanted:
+            continue
+        if server.stop_account_jetstream(svc.account):
+            log.info('Reloaded: JetStream disabled in account "%s"', name)
+            del running[name]
+        else:
+            log.warning('JetStream stays enabled in account "%s" until the server restarts', name)
     for name in wanted:
         acc = accounts.get(name)
         if acc is None or name in running:

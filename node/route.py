@@ -165,6 +165,7 @@ class Route(Outbound):
         self._connect_seen = False
         # the parser's fast path yields plain RMSGs of $G only
         g = server.accounts.global_account.router
+        self._g = g
         self._publish = g.publish
         self._routed, self._routed_run = g.fast_routed(self)
         self._flush = g.flush
@@ -320,6 +321,9 @@ class Route(Outbound):
             self.in_msgs += 1
             self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
             if ev.account == b"$G":
+                g = self._g
+                g.rt_in_msgs += 1
+                g.rt_in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
                 self._publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
             else:
                 self._deliver_in(ev)
@@ -450,6 +454,8 @@ class Route(Outbound):
             log.debug("rid=%d event=rmsg_unknown_account account=%r", self.rid, ev.account)
             return
         router = acc.router
+        router.rt_in_msgs += 1
+        router.rt_in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
         router.deliver_routed(ev)
         self._dirty.add(router)
 

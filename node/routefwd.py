@@ -37,6 +37,8 @@ class RouteForwarding:
         route_sublist: Sublist[Any]
         rng: random.Random
         account: bytes
+        rt_out_msgs: int
+        rt_out_bytes: int
         _rmsg: bytes
         _hmsg: bytes
 
@@ -83,6 +85,8 @@ class RouteForwarding:
                 route.send(data)
                 route.out_msgs += 1
                 route.out_bytes += len(payload)
+                self.rt_out_msgs += 1
+                self.rt_out_bytes += len(payload)
                 return 1
             sent = set()
             for rs in psubs:
@@ -92,6 +96,8 @@ class RouteForwarding:
                     route.send(data)
                     route.out_msgs += 1
                     route.out_bytes += len(payload)
+            self.rt_out_msgs += len(sent)
+            self.rt_out_bytes += len(payload) * len(sent)
             return len(sent)
         targets: dict[Any, list[bytes]] = {}
         for rs in r.psubs:
@@ -131,4 +137,6 @@ class RouteForwarding:
                 route.send(b"HMSG " + b" ".join(parts) + CRLF + headers + payload + CRLF)
             route.out_msgs += 1
             route.out_bytes += len(payload)
+        self.rt_out_msgs += len(targets)
+        self.rt_out_bytes += len(payload) * len(targets)
         return len(targets)

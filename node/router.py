@@ -63,6 +63,9 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         self._rmsg = b"RMSG " + account + b" "
         self._hmsg = b"HMSG " + account + b" "
         self.out_msgs = 0
+        #: messages (and their bytes) this account received from routes and sent to them
+        #: (/accstatz's ``routes``), counted per message or run beside the routes' own
+        self.rt_in_msgs = self.rt_in_bytes = self.rt_out_msgs = self.rt_out_bytes = 0
         self.out_bytes = 0
         # peers' interest (node.route.RemoteSub entries), one per route/subject/queue
         self.route_sublist: Sublist[Any] = Sublist()
@@ -326,6 +329,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 route.out_msgs += 1
                 route.out_bytes += plen
                 touch(route)
+            self.rt_out_msgs += len(routes)
+            self.rt_out_bytes += plen * len(routes)
         n = len(targets)
         self.out_msgs += n
         self.out_bytes += plen * n
@@ -400,6 +405,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 route.out_msgs += k
                 route.out_bytes += total
                 touch(route)
+            self.rt_out_msgs += k * len(routes)
+            self.rt_out_bytes += total * len(routes)
         n = len(targets)
         self.out_msgs += k * n
         self.out_bytes += total * n

@@ -31,6 +31,7 @@ import trio
 from node.accounts import Accounts
 from node.auth import Authenticator
 from node.config import ServerConfig
+from node.monitor.accstatz import retire
 from node.protocol.wire import err_bytes, info_bytes
 from node.route import Route, RouteManager, parse_route_url
 from node.router import Router
@@ -140,6 +141,8 @@ class Server:
         self.jetstream: Any = None  # node.jetstream.service.JetStreamService when enabled
         #: one JetStream service per account that enables it (the first is ``jetstream``)
         self.js_services: list[Any] = []
+        #: account name -> its JetStream service being stopped (a reload took JetStream away)
+        self._js_stopping: dict[str, Any] = {}
         #: the accounts without JetStream: their ``$JS.API`` answers, by account name
         self.not_enabled: dict[str, Any] = {}
         from node.imports import install_imports
@@ -527,7 +530,34 @@ class Server:
             responder.client.close()
         svc = JetStreamService(self, acc, self.js_services[0].storage)
         self.js_services.append(svc)
-        self._nursery.start_soon(svc.run)
+        old = self._js_stopping.pop(acc.name, None)
+
+        async def run() -> None:
+            if old is not None:  # the same files: only once the previous service let go
+                await old.stopped.wait()
+            await svc.run()
+
+        self._nursery.start_soon(run)
+        return True
+
+    def stop_account_jetstream(self, acc: Any) -> bool:
+        """Stop JetStream in ``acc`` (a reload took it away): its API answers "JetStream not
+        enabled for account" from now on, its streams stop, their files stay.  False (kept
+        running) for the home account, whose service the server's JetStream hangs on, and in
+        a cluster (the meta layer still assigns the account's streams)."""
+        svc = next((s for s in self.js_services if s.account is acc), None)
+        if svc is None or svc is self.jetstream or self._nursery is None:
+            return False
+        if self.cfg.cluster is not None:
+            return False
+        self.js_services.remove(svc)
+        acc.jetstream = False
+        if acc in self.accounts.jetstream_accounts:
+            self.accounts.jetstream_accounts.remove(acc)
+        svc.detach()
+        self.serve_account_without_jetstream(acc)
+        self._js_stopping[acc.name] = svc
+        self._nursery.start_soon(svc.stop)
         return True
 
     def serve_account_without_jetstream(self, acc: Any) -> None:
@@ -607,6 +637,7 @@ class Server:
 
     def client_closed(self, session: ClientSession) -> None:
         if self.clients.pop(session.cid, None) is not None:
+            retire(session.account, session)
             if session.stop_wall is None:
                 session.stop_wall = self.wall_time()
             if session.connected:

@@ -317,6 +317,7 @@ class ClientSession(Outbound):
             self._out.append(err_bytes(err))
         if reason in (ClosedReason.SLOW_CONSUMER_PENDING, ClosedReason.SLOW_CONSUMER_DEADLINE):
             self.server.stats.slow_consumers += 1
+            self.account.slow_consumers += 1
             log.warning("cid=%d event=slow_consumer reason=%r", self.cid, reason.value)
         self._wake.set()
         self._closed.set()

@@ -14,11 +14,16 @@ monitor builds (``node.monitor``), wrapped as nats-server wraps them:
   ``/accountz`` detail), LEAFZ and JSZ (nats-server's errors for an unknown account or one
   without JetStream).
 * Every account: ``$SYS.REQ.USER.INFO`` (who the requester is; answered by the server it is
-  connected to, so local) and ``$SYS.REQ.ACCOUNT.PING.CONNZ`` (that account's connections on
-  every server).
+  connected to, so local), ``$SYS.REQ.ACCOUNT.PING.CONNZ`` and ``$SYS.REQ.SERVER.PING.CONNZ``
+  (that account's connections on every server) and ``$SYS.REQ.ACCOUNT.PING.STATZ`` (that
+  account's ``AccountStat`` from every server where it has connections; from the system
+  account every account's, ``accounts``/``include_unused`` as the body's options).
+* System account: ``$SYS.REQ.ACCOUNT.<account>.STATZ`` (``node.monitor.accstatz``; no answer
+  when the account has no connections here and ``include_unused`` was not asked for).
 ``$SYS.REQ.SERVER.<server id>.RELOAD`` reloads the configuration (``node.reload``) and answers
 ``{"server": …}``, or with ``"error": {"code": 500, "description": <why>}`` when refused.
-From other accounts ``$SYS.REQ.SERVER.*`` finds no responder, as on nats-server.
+From other accounts ``$SYS.REQ.SERVER.*`` (but ``PING.CONNZ``) finds no responder, as on
+nats-server.
 
 Events: ``ClientEvents`` publishes ``$SYS.ACCOUNT.<account>.CONNECT`` and ``.DISCONNECT``
 (nats-server's client_connect / client_disconnect advisories) in the system account, and
@@ -42,6 +47,7 @@ import trio
 
 from node.internal import InternalClient
 from node.monitor import endpoints
+from node.monitor.accstatz import account_stat, account_statz
 from node.monitor.connz import connz_from_options, parse_connz_options
 from node.monitor.gofmt import go_time
 from node.monitor.query import MonitorError, Query
@@ -66,9 +72,11 @@ FLAGS_ALWAYS = 2 | 4  # binary stream snapshots, account NRG
 KINDS = ("VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ", "JSZ")
 KINDS_ALL = (*KINDS, "HEALTHZ", "RAFTZ", "STATSZ", "IDZ")
 #: subscriptions the services hold in every account, and the system account's own
-SUBS_PER_ACCOUNT = 2
-SUBS_SYSTEM = 2
-ACCOUNT_KINDS = ("CONNZ", "SUBSZ", "INFO", "LEAFZ", "JSZ")
+SUBS_PER_ACCOUNT = 4
+#: the system account's own two, less the ``$SYS.REQ.SERVER.PING.CONNZ`` of the per-account
+#: four (its ``$SYS.REQ.SERVER.>`` answers that one)
+SUBS_SYSTEM = 1
+ACCOUNT_KINDS = ("CONNZ", "SUBSZ", "INFO", "LEAFZ", "JSZ", "STATZ")
 
 
 def options_query(body: bytes) -> Query:
@@ -121,7 +129,12 @@ class SystemRequests:
         sys_acc = server.accounts.system
         client = self.sys if acc is sys_acc else InternalClient(server, "user-info", acc)
         client.subscribe(b"$SYS.REQ.USER.INFO", self._user_info_for(client, acc), announce=False)
-        client.subscribe(b"$SYS.REQ.ACCOUNT.PING.CONNZ", self._account_connz_for(client, acc))
+        connz = self._account_connz_for(client, acc)
+        client.subscribe(b"$SYS.REQ.ACCOUNT.PING.CONNZ", connz)
+        if acc is not sys_acc:  # nats-server imports it into every account
+            client.subscribe(b"$SYS.REQ.SERVER.PING.CONNZ", connz)
+        only = None if acc is sys_acc else acc.name
+        client.subscribe(b"$SYS.REQ.ACCOUNT.PING.STATZ", self._account_statz_for(client, only))
 
     def on_reload(self, handler: Any) -> None:
         """``$SYS.REQ.SERVER.<this id>.RELOAD`` calls ``handler(done)``, which reloads (soon,
@@ -220,6 +233,9 @@ class SystemRequests:
         if not reply or len(parts) != 5 or parts[3] == "PING" or parts[4] not in ACCOUNT_KINDS:
             return
         name, kind = parts[3], parts[4]
+        if kind == "STATZ":
+            self._statz(self.sys, reply, body, name)
+            return
         acc = self.server.accounts.get(name)
         data: dict[str, Any] | None = None
         err: str | None = None
@@ -315,6 +331,37 @@ class SystemRequests:
                 name = user.name or user.nkey or ""
             data = {"user": name, "account": acc.name, "account_name": acc.name}
             self._answer(client, reply, {"server": self.server_info(), "data": data})
+
+        return on_request
+
+    def _statz(self, client: InternalClient, reply: bytes, body: bytes, only: str | None) -> None:
+        """nats-server's account STATZ: the accounts of the body's ``accounts`` (or ``only``,
+        the subject's), those without connections here only with ``include_unused``; no
+        answer when none is left and unused ones were not asked for."""
+        names: list[str] = []
+        unused = False
+        try:
+            opts = json.loads(body) if body.strip() else {}
+        except ValueError:
+            opts = {}
+        if isinstance(opts, dict):
+            listed = opts.get("accounts")
+            if isinstance(listed, list):
+                names = [str(n) for n in listed]
+            unused = opts.get("include_unused") is True
+        if only is not None:
+            names = [only]
+        data = account_statz(self.server, names, unused=unused)
+        if not data["account_statz"] and not unused:
+            return
+        self._answer(client, reply, {"server": self.server_info(), "data": data})
+
+    def _account_statz_for(self, client: InternalClient, only: str | None) -> Any:
+        def on_request(
+            sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+        ) -> None:
+            if reply:
+                self._statz(client, reply, body, only)
 
         return on_request
 
@@ -434,23 +481,12 @@ class ClientEvents:
         wanted = [subj for subj in subjects if self._wanted(subj)]
         if not wanted:
             return
-        zero = {"msgs": 0, "bytes": 0}
-        traffic = {**zero, "gateways": dict(zero), "routes": dict(zero), "leafs": dict(zero)}
         doc = {
             "type": "io.nats.server.advisory.v1.account_connections",
             "id": _nuid(server.rng),
             "timestamp": go_time(time.time()),
             "server": {},  # one envelope per subject (its seq counts messages)
-            "acc": acc.name,
-            "name": acc.name,
-            "conns": conns,
-            "leafnodes": 0,
-            "total_conns": conns,
-            "num_subscriptions": acc.sublist.count,
-            # per-account message counts are not kept: reported as none
-            "sent": traffic,
-            "received": json.loads(json.dumps(traffic)),
-            "slow_consumers": 0,
+            **account_stat(server, acc),
         }
         for subj in wanted:
             doc["server"] = self.req.server_info()

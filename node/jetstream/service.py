@@ -221,11 +221,39 @@ class JetStreamService:
         self.membership = Membership(self)
         #: directories set aside at start because they could not be recovered
         self.quarantined: list[Quarantined] = []
+        #: set when ``run`` has returned, and when ``stop`` has closed the stores
+        self._finished = trio.Event()
+        self.stopped = trio.Event()
 
     # -- lifecycle ----------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Recover streams, subscribe the API, answer requests until cancelled."""
+        try:
+            await self._run(task_status)
+        finally:
+            self._finished.set()
+
+    def detach(self) -> None:
+        """Stop taking requests and messages at once (the account loses JetStream): every
+        subscription of the service goes; ``stop`` ends the rest."""
+        self.client.close()
+
+    async def stop(self) -> None:
+        """End ``run`` (its streams and consumers stop), then close the streams' stores and
+        give their usage back: the files stay, as nats-server keeps them, and a service
+        started again later in the account recovers them."""
+        self.detach()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+            await self._finished.wait()
+        if self.api is not None:
+            for name, stream in list(self.api.streams.items()):
+                self.resources.forget(name)
+                stream.store.close()
+        self.stopped.set()
+
+    async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self.api = JetStreamApi(

@@ -34,6 +34,7 @@ import h11
 import trio
 
 from node.monitor import endpoints, metrics
+from node.monitor.accstatz import accstatz
 from node.monitor.connz import connz_from_options, parse_connz_options
 from node.monitor.gofmt import dumps
 from node.monitor.query import MonitorError, Query
@@ -56,6 +57,7 @@ GATEWAYZ_PATH = "/gatewayz"
 LEAFZ_PATH = "/leafz"
 SUBSZ_PATH = "/subsz"
 ACCOUNTZ_PATH = "/accountz"
+ACCSTATZ_PATH = "/accstatz"
 JSZ_PATH = "/jsz"
 HEALTHZ_PATH = "/healthz"
 RAFTZ_PATH = "/raftz"
@@ -66,6 +68,7 @@ INDEX_LINKS = (
     ("JetStream", JSZ_PATH),
     ("Connections", CONNZ_PATH),
     ("Accounts", ACCOUNTZ_PATH),
+    ("Account Stats", ACCSTATZ_PATH),
     ("Subscriptions", SUBSZ_PATH),
     ("Routes", ROUTEZ_PATH),
     ("LeafNodes", LEAFZ_PATH),
@@ -160,6 +163,7 @@ class MonitorApp:
             SUBSZ_PATH: self._simple(SUBSZ_PATH, endpoints.subsz),
             "/subscriptionsz": self._simple(SUBSZ_PATH, endpoints.subsz),
             ACCOUNTZ_PATH: self._simple(ACCOUNTZ_PATH, endpoints.accountz),
+            ACCSTATZ_PATH: self._simple(ACCSTATZ_PATH, accstatz),
             JSZ_PATH: self._simple(JSZ_PATH, endpoints.jsz),
             HEALTHZ_PATH: self._healthz,
             RAFTZ_PATH: self._simple(RAFTZ_PATH, endpoints.raftz),

@@ -25,7 +25,7 @@ import pytest
 from tests.integration.test_accounts import WAIT_S, connect, synced
 from tests.support import ServerProcess
 from tests.support.aio import run
-from tests.support.cluster import start_cluster
+from tests.support.cluster import get_json, start_cluster
 from tests.support.servers import REPO_ROOT
 
 RELOAD_S_MAX = 10.0
@@ -362,3 +362,97 @@ def test_reload_on_each_node_of_a_cluster(tmp_path: Path, kind: str) -> None:
         assert run(main, timeout=30) == {"got": b"hi", "replicas": 3, "seq": 1, "second": 10027}
     finally:
         c.stop()
+
+
+JS_ACCOUNTS = """
+jetstream { store_dir: "{workdir}/js" }
+accounts {
+  A: { users: [{user: a, password: a}], jetstream: enabled }
+  B: { users: [{user: b, password: b}], jetstream: enabled }
+  SYS: { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+"""
+#: B loses JetStream (A, the first with it, keeps it)
+JS_B_OFF = JS_ACCOUNTS.replace(
+    "B: { users: [{user: b, password: b}], jetstream: enabled }",
+    "B: { users: [{user: b, password: b}] }",
+)
+
+
+def test_reload_takes_jetstream_from_an_account_and_gives_it_back(
+    start_server: Any, server_kind: str
+) -> None:
+    """An account that loses JetStream answers 10039 at once, its stream stops capturing and
+    leaves ``/jsz``; given JetStream back, the stream is there again with its messages and
+    its consumer (their files stayed), as nats-server does."""
+    sp: ServerProcess = start_server(server_kind, args=["-m", "-1"], config=JS_ACCOUNTS)
+    base = sp.monitoring_url
+    assert base is not None
+
+    def jsz_counts() -> tuple[int, int]:
+        doc = get_json(f"{base}/jsz")
+        assert doc is not None
+        return doc["accounts"], doc["streams"]
+
+    async def info(nc: nats.NATS) -> dict[str, Any]:
+        return dict(json.loads((await nc.request("$JS.API.INFO", b"", timeout=WAIT_S)).data))
+
+    async def main() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        b = await connect(sp.url, "b")
+        try:
+            js = b.jetstream()
+            await js.add_stream(name="S", subjects=["s.>"])
+            for _ in range(3):
+                await js.publish("s.x", b"kept")
+            await js.add_consumer("S", durable_name="D", ack_policy="explicit")
+            seen["before"] = jsz_counts()
+            _write(sp, JS_B_OFF)
+            sp.send_signal(signal.SIGHUP)
+            await _wait_log(sp, OK_LINE, 1)
+            seen["off info"] = (await info(b)).get("error")
+            try:
+                await js.publish("s.x", b"lost", timeout=1)
+                seen["off publish"] = "acked"
+            except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
+                seen["off publish"] = "no stream"
+            seen["off"] = jsz_counts()
+            _write(sp, JS_ACCOUNTS)
+            sp.send_signal(signal.SIGHUP)
+            await _wait_log(sp, OK_LINE, 2)
+            # trijet recovers the account's streams after the reload: poll (bounded)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + RELOAD_S_MAX
+            while True:
+                try:
+                    doc = await info(b)
+                    if "error" not in doc:
+                        break
+                except nats.errors.NoRespondersError:
+                    pass
+                assert loop.time() < deadline, "JetStream not back in B"
+                await asyncio.sleep(POLL_S)
+            seen["on streams"] = doc["streams"]
+            seen["on messages"] = (await js.stream_info("S")).state.messages
+            seen["on consumer pending"] = (await js.consumer_info("S", "D")).num_pending
+            seen["on"] = jsz_counts()
+        finally:
+            await b.close()
+        return seen
+
+    seen = run(main, timeout=3 * RELOAD_S_MAX)
+    assert seen == {
+        "before": (2, 1),
+        "off info": {
+            "code": 503,
+            "err_code": 10039,
+            "description": "JetStream not enabled for account",
+        },
+        "off publish": "no stream",
+        "off": (1, 0),
+        "on streams": 1,
+        "on messages": 3,
+        "on consumer pending": 3,
+        "on": (2, 1),
+    }
