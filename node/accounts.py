@@ -54,6 +54,9 @@ class Account:
         #: count of every (subject, queue) over local, route and leaf interest,
         #: for what leaf links are told (node.leaf.LeafNodes.interest)
         self.leaf_totals: dict[tuple[bytes, bytes | None], int] = {}
+        #: the same over local interest only (clients, services, hub-side leaf links):
+        #: what a spoke link (one this server solicited) is told
+        self.leaf_local_totals: dict[tuple[bytes, bytes | None], int] = {}
         #: the loop-detection subject announced on leaf links
         self.lds = b"$LDS." + b"%x" % rng.getrandbits(96)
         #: what closed client connections / leaf links of the account counted (in msgs,

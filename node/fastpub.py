@@ -33,8 +33,12 @@ from node.jsdelivery import JS_ACK_PREFIX
 
 CRLF = b"\r\n"
 
-Plan = tuple[int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...]]
-"""A delivery plan: ``(gen, ((client, b"MSG <subject> <sid>", sub), ...), (route, ...))``."""
+Plan = tuple[
+    int, tuple[tuple[Any, bytes, Any], ...], tuple[Any, ...], tuple[tuple[Any, bytes, Any], ...]
+]
+"""A delivery plan: ``(gen, ((client, b"MSG <subject> <sid>", sub), ...), (route, ...),
+routed targets)``; the routed targets (a routed message's) are the targets without spoke
+leaf links (node.leaf)."""
 
 PubFn = Callable[[bytes, bytes | None, bytes], None]
 PubRunFn = Callable[[bytes, list[bytes | None], list[bytes]], None]

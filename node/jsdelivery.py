@@ -43,6 +43,25 @@ LEAF_LINK = _LeafLink()
 ever includes it."""
 
 
+def leaf_groups(qsubs: list[list[Any]], no_spoke: bool, src: Any) -> list[list[Any]]:
+    """Queue groups without the members a message may not reach: spoke links
+    (``no_spoke``: a routed message) and, for a message from leaf link ``src``,
+    the links to the same leaf cluster."""
+    out = []
+    for g in qsubs:
+        kept = []
+        for s in g:
+            c = s.client
+            if c.deliver_filter is LEAF_LINK and (
+                (no_spoke and c.solicited) or (src is not None and src.same_cluster(c))
+            ):
+                continue
+            kept.append(s)
+        if kept:
+            out.append(kept)
+    return out
+
+
 # the last five tokens of a consumer's ack subscription
 _ACK_TAIL = [b"*"] * 5
 
@@ -215,7 +234,9 @@ class JetStreamDelivery:
         r = self.sublist.match(to)
         routed = 0
         via = reply + b"@" + subject if reply else None
-        if to_routes and self.route_sublist.count:
+        spoke_src = src is not None and src.deliver_filter is LEAF_LINK and src.solicited
+        if to_routes and self.route_sublist.count and not spoke_src:
+            # (a spoke link's message stays on this server: its peers have their own links)
             routed = self._to_routes(to, via, headers, payload, r.qsubs)
         targets = list(r.psubs)
         for group in r.qsubs:
@@ -228,6 +249,10 @@ class JetStreamDelivery:
             if c is src and src is not None:
                 continue
             if c.deliver_filter is LEAF_LINK:
+                if not to_routes and c.solicited:
+                    continue  # a routed message: never out on a spoke link
+                if src is not None and src.deliver_filter is LEAF_LINK and src.same_cluster(c):
+                    continue  # never back into the leaf cluster it came from
                 if via is None:
                     c.send_msg(to, None, headers, payload, [])
                 else:

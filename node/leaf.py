@@ -162,6 +162,8 @@ class LeafConn(Outbound):
         self.remote_info: dict[str, Any] = {}
         self.remote_js = False
         self.remote_domain = ""
+        #: the peer's cluster name (a leaf cluster's links share it: never one to another)
+        self.remote_cluster = ""
         self.start_wall = server.wall_time()
         self.last_activity_wall = self.start_wall
         self.rtt_s = 0.0
@@ -192,6 +194,22 @@ class LeafConn(Outbound):
     def deny_js_api(self) -> bool:
         """Both sides run JetStream: ``$JS.API.>`` stays on each side."""
         return self.remote_js and self.account.jetstream
+
+    def plan_ok(self, targets: tuple[tuple[Any, bytes, Any], ...]) -> bool:
+        """Whether a delivery plan's targets may take this link's message as they are:
+        neither this link nor another link of the same leaf cluster among them."""
+        rc = self.remote_cluster
+        for t in targets:
+            c = t[0]
+            if c is self or (rc and c.deliver_filter is LEAF_LINK and c.remote_cluster == rc):
+                return False
+        return True
+
+    def same_cluster(self, c: Any) -> bool:
+        """Whether ``c`` (a leaf link) leads to this link's peer cluster (a message
+        from one server of a leaf cluster never goes back to another)."""
+        rc = self.remote_cluster
+        return bool(rc) and c.remote_cluster == rc
 
     def send_msg(
         self,
@@ -381,9 +399,11 @@ class LeafConn(Outbound):
                 plan is not None
                 and plan[0] == router.gen
                 and (plan[1] or plan[2])
-                and not any(t[0] is self for t in plan[1])
+                and self.plan_ok(plan[1])
             ):
-                router._deliver_one(subject, plan[1], plan[2], reply, payload)
+                # a spoke link's message stays here: the leaf cluster's servers each have a link
+                routes = () if self.solicited else plan[2]
+                router._deliver_one(subject, plan[1], routes, reply, payload)
                 return
         self._deliver(RMsg(b"", subject, reply, (), None, payload))
 
@@ -398,7 +418,8 @@ class LeafConn(Outbound):
             and plan is not None
             and plan[0] == router.gen
             and (plan[1] or plan[2])
-            and not any(t[0] is self for t in plan[1])
+            and not (self.solicited and plan[2])
+            and self.plan_ok(plan[1])
             and not any(r is not None and r.startswith(JS_ACK_PREFIX) for r in replies)
         ):
             k = len(payloads)
@@ -503,6 +524,8 @@ class LeafConn(Outbound):
         self.remote_js = f.get("jetstream") is True
         dom = f.get("domain")
         self.remote_domain = dom if isinstance(dom, str) else ""
+        cluster = f.get("cluster")
+        self.remote_cluster = cluster if isinstance(cluster, str) else ""
         if self.remote_id == server.server_id:
             self.close("Duplicate Route", "Loop detected")
             return
@@ -536,6 +559,8 @@ class LeafConn(Outbound):
         self.remote_js = f.get("jetstream") is True
         dom = f.get("domain")
         self.remote_domain = dom if isinstance(dom, str) else ""
+        cluster = f.get("cluster")
+        self.remote_cluster = cluster if isinstance(cluster, str) else ""
         self._info_on_connect = f.get("info_on_connect") is True
         comp = f.get("compression")
         if isinstance(comp, str) and comp not in ("", "off", "not supported"):

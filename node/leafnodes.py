@@ -53,30 +53,38 @@ class LeafNodes:
 
     # -- interest ---------------------------------------------------------
 
-    def interest(self, acc: Account, subject: bytes, queue: bytes | None, delta: int) -> None:
-        """The account's interest count of (subject, queue) changed by ``delta``;
-        tell the links whose view crossed zero."""
+    def interest(
+        self, acc: Account, subject: bytes, queue: bytes | None, delta: int, *, local: bool = True
+    ) -> None:
+        """The account's interest count of (subject, queue) changed by ``delta``
+        (``local``: a client's, a service's or a hub-side leaf link's, else a
+        route's or a spoke link's); tell the links whose view crossed zero."""
         if not self.enabled:
             return
         key = (subject, queue)
-        totals = acc.leaf_totals
-        before = totals.get(key, 0)
-        after = before + delta
-        if after > 0:
-            totals[key] = after
-        else:
-            totals.pop(key, None)
-            after = 0
+        after = _count(acc.leaf_totals, key, delta)
+        local_after = _count(acc.leaf_local_totals, key, delta) if local else -1
         if not acc.leafs:
             return
         for link in acc.leafs:
-            own = 1 if key in link.subs else 0
-            link.announce(key, after - own > 0)
+            if link.solicited:
+                # a spoke link is told local interest only: each server of a leaf
+                # cluster has its own link, the hub reaches the others through them
+                if local_after >= 0:
+                    link.announce(key, local_after > 0)
+            else:
+                own = 1 if key in link.subs else 0
+                link.announce(key, after - own > 0)
 
     def snapshot(self, link: LeafConn) -> None:
-        """Send a new link the account's whole interest (and its loop subject)."""
+        """Send a new link the account's whole interest (and its loop subject);
+        a spoke link its local interest."""
         acc = link.account
         link.announce((acc.lds, None), True)
+        if link.solicited:
+            for key in list(acc.leaf_local_totals):
+                link.announce(key, True)
+            return
         for key, n in list(acc.leaf_totals.items()):
             own = 1 if key in link.subs else 0
             if n - own > 0:
@@ -125,6 +133,8 @@ class LeafNodes:
         }
         if server.jetstream_enabled:
             info["jetstream"] = True
+        if cfg.cluster is not None and cfg.cluster.name:
+            info["cluster"] = cfg.cluster.name
         info["client_id"] = link.cid
         if server.cfg.jetstream.enabled and cfg.jetstream.domain:
             info["domain"] = cfg.jetstream.domain
@@ -224,6 +234,16 @@ class LeafNodes:
                     pause = LOOP_DELAY_S
             await trio.sleep(pause * (0.5 + self.rng.random()))
             delay = min(delay * 2, delay_max)
+
+
+def _count(totals: dict[Any, int], key: Any, delta: int) -> int:
+    """Add ``delta`` to ``totals[key]`` (dropped at zero); the new count."""
+    after = totals.get(key, 0) + delta
+    if after > 0:
+        totals[key] = after
+        return after
+    totals.pop(key, None)
+    return 0
 
 
 def _shown_host(host: str) -> str:

@@ -481,7 +481,7 @@ class Route(Outbound):
         self.remote_subs[key] = rs
         router.route_sublist.insert(rs)
         router.gen += 1
-        self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1)
+        self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1, local=False)
 
     def _on_runsub(self, ev: RUnsub) -> None:
         self.unknown_subs.pop((ev.account, ev.subject, ev.queue), None)
@@ -491,7 +491,7 @@ class Route(Outbound):
             router.route_sublist.remove(rs)
             router.gen += 1
             if rs.account is not None:
-                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1)
+                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1, local=False)
 
     def account_added(self, acc: Any) -> None:
         """A reload added ``acc``: the peer's interest in it, heard before, applies now."""
@@ -518,7 +518,7 @@ class Route(Outbound):
             rs.router.route_sublist.remove(rs)
             routers.add(rs.router)
             if rs.account is not None:
-                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1)
+                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1, local=False)
         self.remote_subs.clear()
         for router in routers:
             router.gen += 1

@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from node.boundedcache import Admission
 from node.fastpub import FastPublish, Plan
-from node.jsdelivery import JS_ACK_PREFIX, LEAF_LINK, JetStreamDelivery, split_js_ack
+from node.jsdelivery import (
+    JS_ACK_PREFIX,
+    LEAF_LINK,
+    JetStreamDelivery,
+    leaf_groups,
+    split_js_ack,
+)
 from node.queueplan import QPLANS_MAX, QPlan, QueueDelivery
 from node.routefwd import RouteForwarding
 from node.sublist import Sublist
@@ -43,6 +49,8 @@ INTERNAL_MAX = 32768
 """Subjects whose subscribers are all internal (``_internal``) kept."""
 REPLIES_MAX = 4096
 """Reply subjects remembered for their answers (``Router._once``); cleared when full."""
+SERVICE_REPLY_PREFIX = b"_R_."
+"""A service import's reply subject (it may go out on a spoke leaf link when routed)."""
 
 
 class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
@@ -148,8 +156,9 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 and (src is None or src.echo)
                 and (plan[1] or plan[2] or not reply)
             ):
-                routes = plan[2] if routed_queues is None else ()
-                return self._deliver_one(subject, plan[1], routes, reply, payload)
+                if routed_queues is None:
+                    return self._deliver_one(subject, plan[1], plan[2], reply, payload)
+                return self._deliver_one(subject, plan[3], (), reply, payload)
             if subject in self._replies:  # the answer to a request seen: used once
                 del self._replies[subject]
                 if self._once(src, subject, reply, payload):
@@ -165,11 +174,19 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         routed = 0
         if leaf_queues is not None and qsubs:
             qsubs = [g for g in qsubs if g[0].queue in leaf_queues]
+        # a message from the hub on a spoke link goes no further than this server
+        # (each server of a leaf cluster has its own link): not to routes
+        leaf_src = leaf_queues is not None and src is not None
         if routed_queues is None:
-            if self.route_sublist.count:
+            if self.route_sublist.count and not (leaf_src and src.solicited):
                 routed = self._to_routes(subject, reply, headers, payload, qsubs, leaf_queues)
         elif qsubs:
             qsubs = [g for g in qsubs if g[0].queue in routed_queues]
+        # a routed message never goes out on a spoke link (its server's peers have their
+        # own), unless it is a service import's reply
+        no_spoke = routed_queues is not None and not subject.startswith(SERVICE_REPLY_PREFIX)
+        if qsubs and (no_spoke or leaf_src):
+            qsubs = leaf_groups(qsubs, no_spoke, src if leaf_src else None)
         if not psubs and not qsubs:
             if not routed and reply and src is not None and src.no_responders:
                 self.no_responders(src, subject, reply)
@@ -211,6 +228,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             if c.deliver_filter is not None:
                 if c.deliver_filter is LEAF_LINK:
                     # a leaf connection: one LMSG per message, whatever matched
+                    if (no_spoke and c.solicited) or (leaf_src and src.same_cluster(c)):
+                        continue
                     if leafs is None:
                         leafs = {}
                     leafs.setdefault(c, [])
@@ -290,7 +309,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             else:
                 self.publish(src, subject, reply, None, payload, None if to_routes else ())
             return
-        targets = plan[1]
+        targets = plan[1] if to_routes else plan[3]
         routes = plan[2] if to_routes else ()
         if not targets and not routes:
             if reply and src is not None and src.no_responders:
@@ -357,7 +376,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             for reply, payload in zip(replies, payloads, strict=True):
                 self.publish(src, subject, reply, None, payload, routed)
             return
-        targets = plan[1]
+        targets = plan[1] if to_routes else plan[3]
         routes = plan[2] if to_routes else ()
         if not targets and not routes:
             if src is not None and src.no_responders:
@@ -593,6 +612,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             return None
         targets = []
         leafs: set[Any] = set()
+        spoke = False
         for sub in psubs:
             c = sub.client
             if not c.internal and c.deliver_filter is LEAF_LINK:
@@ -600,6 +620,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 if c not in leafs:
                     leafs.add(c)
                     targets.append((c, b"LMSG " + subject, sub))
+                    spoke = spoke or c.solicited
                 continue
             if (
                 c.internal
@@ -615,7 +636,17 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             if rr.qsubs:
                 return None
             routes = tuple(dict.fromkeys(rs.route for rs in rr.psubs))
-        plan = (self.gen, tuple(targets), routes)
+        all_targets = tuple(targets)
+        # a routed message's targets: no spoke link (the leaf cluster's other servers
+        # have their own)
+        routed_targets = (
+            tuple(
+                t for t in all_targets if not (t[0].deliver_filter is LEAF_LINK and t[0].solicited)
+            )
+            if spoke and not subject.startswith(SERVICE_REPLY_PREFIX)
+            else all_targets
+        )
+        plan = (self.gen, all_targets, routes, routed_targets)
         if self._plans_admit.room(self._plans):
             self._plans[subject] = plan
         if len(targets) == 1 and not routes:
@@ -640,7 +671,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             if target is None:
                 return None
             c, sub = target
-            return (self.gen, ((c, b"MSG " + subject + sub.sid_sp, sub),), ())
+            target = ((c, b"MSG " + subject + sub.sid_sp, sub),)
+            return (self.gen, target, (), target)
         if (
             subject.startswith(JS_ACK_PREFIX)
             or self._internal_targets(subject) is not None

@@ -31,6 +31,7 @@ import trio
 from node.accounts import Accounts
 from node.auth import Authenticator
 from node.config import ServerConfig
+from node.jsdelivery import LEAF_LINK
 from node.monitor.accstatz import retire
 from node.protocol.wire import err_bytes, info_bytes
 from node.route import Route, RouteManager, parse_route_url
@@ -229,7 +230,7 @@ class Server:
         acc = sub.client.account
         acc.sublist.insert(sub)
         acc.router.gen += 1
-        self.leafnodes.interest(acc, sub.subject, sub.queue, 1)
+        self.leafnodes.interest(acc, sub.subject, sub.queue, 1, local=_local(sub))
         if not announce:
             return
         line = acc.interest.add(sub.subject, sub.queue)
@@ -244,7 +245,7 @@ class Server:
         if not acc.sublist.remove(sub):
             return
         acc.router.gen += 1
-        self.leafnodes.interest(acc, sub.subject, sub.queue, -1)
+        self.leafnodes.interest(acc, sub.subject, sub.queue, -1, local=_local(sub))
         if not announce:
             return
         line = acc.interest.remove(sub.subject, sub.queue)
@@ -840,3 +841,10 @@ def _hostport(host: str, port: int) -> str:
     if ":" in host and not host.startswith("["):
         return f"[{host}]:{port}"
     return f"{host}:{port}"
+
+
+def _local(sub: Subscription) -> bool:
+    """Whether ``sub`` is local interest for spoke leaf links: anything but a
+    spoke link's own (a leaf link this server solicited)."""
+    c = sub.client
+    return not (getattr(c, "deliver_filter", None) is LEAF_LINK and c.solicited)

@@ -709,3 +709,94 @@ async def _until_mark(sub: Any, mark: str) -> list[str]:
         if not subject.startswith(("ready.", "_INBOX.")):
             out.append(subject)
     return out
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_leaf_cluster_delivers_once(kind: str, tmp_path: Path) -> None:
+    """A leaf that is itself a cluster: both nodes of a two-node leaf cluster link to one
+    hub; a message published on any of the three servers reaches each subscriber on every
+    server exactly once (plain and queue), and requests cross both ways."""
+    hub = start_server(
+        kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=(
+            'server_name: hub1\njetstream { store_dir: "{workdir}/js", domain: hub }\n'
+            "leafnodes { host: 127.0.0.1, port: -1 }\n"
+        ),
+        workdir=tmp_path / "hub",
+    )
+    try:
+        port = (get_json(f"{hub.monitoring_url}/varz") or {})["leaf"]["port"]
+        lc = start_cluster(
+            kind,  # type: ignore[arg-type]
+            2,
+            domain="leaf",
+            workdir=tmp_path / "leaf",
+            extra_conf=(
+                f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ], '
+                'reconnect: "250ms" }\n'
+            ),
+        )
+        try:
+            run(lambda: _leaf_cluster_scenario(hub, lc))
+        finally:
+            lc.stop()
+    finally:
+        hub.stop()
+
+
+async def _leaf_cluster_scenario(hub: ServerProcess, lc: Any) -> None:
+    def linked() -> bool:
+        doc = get_json(f"{hub.monitoring_url}/leafz") or {}
+        return doc.get("leafnodes") == 2
+
+    await poll(linked, "both leaf cluster nodes linked to the hub")
+    urls = [hub.url, *lc.urls]
+    ncs = [await nats.connect(u, error_cb=noop_cb) for u in urls]
+    got: list[list[bytes]] = [[] for _ in ncs]
+    queued: list[bytes] = []
+    try:
+        for i, nc in enumerate(ncs):
+
+            async def on_msg(msg: Any, i: int = i) -> None:
+                got[i].append(msg.data)
+
+            async def on_q(msg: Any) -> None:
+                queued.append(msg.data)
+
+            async def echo(msg: Any, i: int = i) -> None:
+                await msg.respond(b"%d:" % i + msg.data)
+
+            await nc.subscribe("x.>", cb=on_msg)
+            await nc.subscribe("q.>", "g", cb=on_q)
+            await nc.subscribe(f"svc.{i}", cb=echo)
+        for p, pub in enumerate(ncs):
+            for s, sub in enumerate(ncs):
+                if p != s:
+                    await wait_interest(pub, sub, f"{p}{s}")
+        n = 20
+        for round_ in ("m", "z"):  # the second round ends any late copy of the first
+            for p, pub in enumerate(ncs):
+                for k in range(n):
+                    await pub.publish(f"x.{p}", b"%s%d.%d" % (round_.encode(), p, k))
+                    await pub.publish(f"q.{p}", b"%s%d.%d" % (round_.encode(), p, k))
+                await pub.publish(f"x.{p}", b"%s-end%d" % (round_.encode(), p))
+                await pub.flush()
+            for i in range(len(ncs)):
+                ends = {b"%s-end%d" % (round_.encode(), p) for p in range(len(ncs))}
+                await poll(lambda i=i, ends=ends: ends <= set(got[i]), f"round {round_} at {i}")
+        firsts = [b"m%d.%d" % (p, k) for p in range(len(ncs)) for k in range(n)]
+        firsts += [b"m-end%d" % p for p in range(len(ncs))]
+        for i in range(len(ncs)):
+            counts = {m: got[i].count(m) for m in firsts}
+            assert counts == dict.fromkeys(firsts, 1), (i, [m for m, c in counts.items() if c != 1])
+        qfirsts = [b"m%d.%d" % (p, k) for p in range(len(ncs)) for k in range(n)]
+        assert {m: queued.count(m) for m in qfirsts} == dict.fromkeys(qfirsts, 1)
+        for p, pub in enumerate(ncs):
+            for s in range(len(ncs)):
+                if p != s:
+                    r = await pub.request(f"svc.{s}", b"hi%d" % p, timeout=WAIT_S)
+                    assert r.data == b"%d:hi%d" % (s, p)
+    finally:
+        for nc in ncs:
+            await nc.close()
