@@ -202,6 +202,8 @@ class LeafRemote:
     urls: list[str] = field(default_factory=list)
     #: the local account bound to the link (``$G`` when not set)
     account: str | None = None
+    #: ``tls {}``: the link is TLS (``cert_file``/``key_file`` empty: no client certificate)
+    tls: TLSConfig | None = None
 
 
 @dataclass
@@ -230,6 +232,8 @@ class LeafConfig:
     remotes: list[LeafRemote] = field(default_factory=list)
     #: delay before redialling a remote whose link dropped (nats-server: 1 s)
     reconnect_s: float = 1.0
+    #: ``tls {}`` of the listener: every accepted link is TLS
+    tls: TLSConfig | None = None
 
 
 @dataclass

@@ -6,8 +6,10 @@ connections, authenticated by ``authorization { user, password, account }`` (the
 the leaf is bound to); each ``remotes`` entry is a hub this server solicits
 (``url``/``urls`` with ``user:password@``, the local ``account`` bound to it); ``reconnect``
 is the delay before a dropped remote is dialled again.  Keys nats-server knows that change
-nothing trijet delivers (compression, advertising) are accepted with a warning; TLS, JWT
-``credentials``, ``deny_exports``/``deny_imports`` and hub remotes are refused with an error
+nothing trijet delivers (compression, advertising) are accepted with a warning.  ``tls {}``
+(the listener's: a server certificate, ``verify`` for the leaf's; a remote's: ``ca_file``,
+an optional client certificate) makes the link TLS as nats-server's (INFO in the clear, then
+the handshake).  ``tls_handshake_first``, JWT ``credentials``, ``deny_exports``/``deny_imports`` and hub remotes are refused with an error
 that names them: dropping them would leave a link unencrypted, unauthenticated or unfiltered.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from node.conffile import ConfValue
-from node.configtypes import LeafConfig, LeafRemote, LeafUser
+from node.configtypes import LeafConfig, LeafRemote, LeafUser, TLSConfig
 
 if TYPE_CHECKING:
     from node.conftree import _Builder
@@ -31,7 +33,6 @@ _IGNORED_REMOTE = frozenset(
 #: keys whose meaning trijet does not implement and must not drop silently (a link that
 #: should be encrypted, authenticated by JWT or filtered would not be)
 _REFUSED = {
-    "tls": "leafnode TLS",
     "tls_handshake_first": "leafnode TLS",
     "tls_handshake_first_fallback": "leafnode TLS",
     "credentials": "leafnode JWT credentials (operator mode)",
@@ -70,6 +71,10 @@ def read_leafnodes(b: _Builder, cv: ConfValue, skip: type[Exception]) -> None:
                     b.err(v, f"Expected remotes field to be an array, got {type(v.value).__name__}")
                     continue
                 lf.remotes = [_remote(b, item, skip) for item in v.value]
+            elif k == "tls":
+                lf.tls = b.tls(v)
+                if lf.tls is not None and lf.tls.handshake_first:
+                    _refuse(b, "tls_handshake_first", v)
             elif k == "reconnect" or k == "reconnect_delay":
                 lf.reconnect_s = b.duration(k, v)
             elif k in _REFUSED:
@@ -135,6 +140,8 @@ def _remote(b: _Builder, cv: ConfValue, skip: type[Exception]) -> LeafRemote:
                 r.urls = b.strings(k, v)
             elif k in ("account", "local"):
                 r.account = b.string(k, v)
+            elif k == "tls":
+                r.tls = _remote_tls(b, v)
             elif k in _REFUSED:
                 _refuse(b, k, v)
             else:
@@ -144,6 +151,27 @@ def _remote(b: _Builder, cv: ConfValue, skip: type[Exception]) -> LeafRemote:
     if not r.urls:
         b.err(cv, "leafnode remote requires at least one url")
     return r
+
+
+def _remote_tls(b: _Builder, cv: ConfValue) -> TLSConfig:
+    """A remote's ``tls {}``: the CA that signs the hub's certificate, and an optional
+    client certificate (``cert_file``/``key_file``)."""
+    t = TLSConfig(cert_file="", key_file="")
+    for key, v in b.block("tls", cv).items():
+        k = key.lower()
+        if k in ("cert_file", "key_file", "ca_file"):
+            setattr(t, k, b.string(k, v))
+        elif k == "timeout":
+            t.timeout_s = b.timeout(k, v)
+        elif k == "handshake_first":
+            _refuse(b, "tls_handshake_first", v)
+        else:
+            b.unknown(
+                key, v, frozenset({"verify", "insecure", "cipher_suites", "curve_preferences"})
+            )
+    if bool(t.cert_file) != bool(t.key_file):
+        b.err(cv, "leafnode remote tls: 'cert_file' and 'key_file' go together")
+    return t
 
 
 def check_leafnodes(b: _Builder) -> None:

@@ -37,6 +37,21 @@ link in either direction (each side's API stays local); a domain's
 ``$JS.<domain>.API.>`` subscription does, so ``$JS.hub.API.INFO`` from a leaf
 client reaches the hub's JetStream.
 
+A leaf that is a cluster (nats-server's rules): every node of it solicits its own link
+(a *spoke* link, ``solicited``), so a spoke link is told local interest only (clients,
+services, hub-side leaf links: ``Account.leaf_local_totals``), a message from a spoke link
+goes no further than this server (not onto routes), and a message from a route never goes
+out on a spoke link (``_R_.`` service replies excepted; ``Router.publish``, plans' routed
+targets).  A hub never hands a leaf's message to another link of the same remote cluster
+(CONNECT's ``cluster``: ``same_cluster``).  Not done: the origin cluster that nats-server
+marks on routed leaf interest and messages (a leaf cluster's links spread over the nodes
+of a hub cluster can still get a message twice).
+
+TLS: ``tls {}`` on the listener: the INFO goes in the clear with ``tls_required``, then
+the server handshake; on a remote: the hub's INFO is read in the clear, then the client
+handshake (the hub's certificate checked against the remote's ``ca_file`` and the URL's
+host), then the INFO is parsed (``_tls_start``).
+
 Loops: each account has a loop-detection subject ``$LDS.<random>``, announced
 on every link with the account's interest; a server that hears its own back
 from a peer is in a loop: the link closes (``-ERR 'Loop detected …'``) and a
@@ -51,6 +66,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import ssl
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -175,6 +191,10 @@ class LeafConn(Outbound):
         #: what this link has announced to the peer
         self.sent: set[Key] = set()
         self.registered = False
+        #: the link runs over TLS
+        self.tls = False
+        #: bytes read before the TLS handshake (the hub's INFO), parsed first
+        self._pending_in = b""
         self.loop_detected = False
         self.closing: str | None = None
         self._info_on_connect = False
@@ -341,10 +361,13 @@ class LeafConn(Outbound):
     async def run(self) -> None:
         """Handshake, then serve the link until it closes."""
         try:
+            info_sent = await self._tls_start()
+            if self.closing is not None:
+                return
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._reader)
-                if not self.solicited:
+                if not self.solicited and not info_sent:
                     self.send(info_bytes(self.server.leafnodes.info(self, first=True)))
                 await self._closed.wait()
                 with trio.move_on_after(1):
@@ -357,9 +380,68 @@ class LeafConn(Outbound):
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await trio.aclose_forcefully(self.stream)
 
+    async def _tls_start(self) -> bool:
+        """TLS as nats-server's leaf links: the accepting side sends its INFO in the clear
+        (``tls_required``), then both sides handshake; returns whether INFO was sent.
+        A failure closes the link (``closing`` set)."""
+        server = self.server
+        if not self.solicited:
+            lcfg = server.cfg.leafnodes
+            tls = lcfg.tls if lcfg is not None else None
+            ctx = server.leafnodes.server_ssl
+            if tls is None or ctx is None:
+                return False
+            try:
+                await self.stream.send_all(info_bytes(server.leafnodes.info(self, first=True)))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.closing = "Write Error"
+                return True
+            await self._tls_handshake(trio.SSLStream(self.stream, ctx, server_side=True), tls)
+            return True
+        tls = self.remote.tls if self.remote is not None else None
+        if tls is None:
+            return False
+        # the hub's INFO comes in the clear: read it (bounded), handshake, then parse it
+        buf = b""
+        with trio.move_on_after(HANDSHAKE_S_MAX):
+            while b"\r\n" not in buf and len(buf) < RECV_BYTES_MAX:
+                try:
+                    data = await self.stream.receive_some(RECV_BYTES_MAX)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                if not data:
+                    break
+                buf += data
+        if b"\r\n" not in buf:
+            self.closing = "Read Error"
+            return False
+        ctx = self.server.leafnodes.client_ssl(tls)
+        host = self.ip
+        await self._tls_handshake(trio.SSLStream(self.stream, ctx, server_hostname=host), tls)
+        self._pending_in = buf
+        return False
+
+    async def _tls_handshake(self, ssl_stream: trio.SSLStream[Any], tls: Any) -> None:
+        with trio.move_on_after(tls.timeout_s) as cs:
+            try:
+                await ssl_stream.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError) as exc:
+                log.error("cid=%d event=leafnode_tls_handshake_failed error=%r", self.cid, exc)
+                self.closing = "TLS Handshake Error"
+                return
+        if cs.cancelled_caught:
+            log.error("cid=%d event=leafnode_tls_handshake_timeout", self.cid)
+            self.closing = "TLS Handshake Error"
+            return
+        self.stream = ssl_stream
+        self.tls = True
+
     async def _reader(self) -> None:
         deadline = trio.current_time() + HANDSHAKE_S_MAX
         router = self.account.router
+        if self._pending_in:
+            data, self._pending_in = self._pending_in, b""
+            self._proto.feed(data, self._on_plain, self._on_event, self._on_plain_run)
         while self.closing is None:
             try:
                 with trio.move_on_at(deadline if not self.registered else float("inf")):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import ssl
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from node.version import NATS_VERSION
 
 if TYPE_CHECKING:
     from node.accounts import Account
-    from node.configtypes import LeafRemote
+    from node.configtypes import LeafRemote, TLSConfig
     from node.server import Server
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,21 @@ class LeafNodes:
         self.port = 0
         #: a ``leafnodes`` block is configured (else interest is not even counted)
         self.enabled = server.cfg.leafnodes is not None
+        lcfg = server.cfg.leafnodes
+        #: the listener's TLS context (``leafnodes { tls {} }``)
+        self.server_ssl = _server_ssl(lcfg.tls) if lcfg is not None and lcfg.tls else None
+        self._client_ssl: dict[int, ssl.SSLContext] = {}
+
+    def client_ssl(self, tls: TLSConfig) -> ssl.SSLContext:
+        """The TLS context of a remote's links (made once per remote)."""
+        ctx = self._client_ssl.get(id(tls))
+        if ctx is None:
+            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            if tls.cert_file:
+                ctx.load_cert_chain(tls.cert_file, tls.key_file)
+            self._client_ssl[id(tls)] = ctx
+        return ctx
 
     # -- interest ---------------------------------------------------------
 
@@ -138,6 +154,10 @@ class LeafNodes:
         info["client_id"] = link.cid
         if server.cfg.jetstream.enabled and cfg.jetstream.domain:
             info["domain"] = cfg.jetstream.domain
+        if cfg.leafnodes is not None and cfg.leafnodes.tls is not None:
+            info["tls_required"] = True
+            if cfg.leafnodes.tls.verify:
+                info["tls_verify"] = True
         if first:
             info["nonce"] = server.make_nonce()
             info["info_on_connect"] = True
@@ -234,6 +254,16 @@ class LeafNodes:
                     pause = LOOP_DELAY_S
             await trio.sleep(pause * (0.5 + self.rng.random()))
             delay = min(delay * 2, delay_max)
+
+
+def _server_ssl(tls: TLSConfig) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    if tls.ca_file:
+        ctx.load_verify_locations(tls.ca_file)
+    ctx.verify_mode = ssl.CERT_REQUIRED if tls.verify else ssl.CERT_NONE
+    return ctx
 
 
 def _count(totals: dict[Any, int], key: Any, delta: int) -> int:

@@ -800,3 +800,74 @@ async def _leaf_cluster_scenario(hub: ServerProcess, lc: Any) -> None:
     finally:
         for nc in ncs:
             await nc.close()
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        ("trijet", "trijet"),
+        pytest.param(("reference", "reference"), marks=requires_reference),
+        pytest.param(("reference", "trijet"), marks=requires_reference),
+        pytest.param(("trijet", "reference"), marks=requires_reference),
+    ],
+    ids=lambda k: f"{k[0]}-hub-{k[1]}-leaf",
+)
+def test_leaf_link_over_tls(kinds: tuple[str, str], tls_certs: Any, tmp_path: Path) -> None:
+    """``tls {}`` in ``leafnodes`` (a server certificate, the leaf's verified) and in the
+    remote (the CA, a client certificate): the link comes up over TLS and carries messages
+    both ways, whichever server is on either end."""
+    hub_kind, leaf_kind = kinds
+    c = tls_certs
+    hub = start_server(
+        hub_kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=(
+            "server_name: hub1\nleafnodes {\n  host: 127.0.0.1, port: -1\n"
+            f'  tls {{ cert_file: "{c.server_cert}", key_file: "{c.server_key}", '
+            f'ca_file: "{c.ca_cert}", verify: true }}\n}}\n'
+        ),
+        workdir=tmp_path / "hub",
+    )
+    try:
+        port = (get_json(f"{hub.monitoring_url}/varz") or {})["leaf"]["port"]
+        leaf = start_server(
+            leaf_kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=(
+                "server_name: leaf1\nleafnodes {\n  reconnect: 250ms\n"
+                f'  remotes: [ {{ url: "nats://127.0.0.1:{port}", tls: {{ '
+                f'ca_file: "{c.ca_cert}", cert_file: "{c.client_cert}", '
+                f'key_file: "{c.client_key}" }} }} ]\n}}\n'
+            ),
+            workdir=tmp_path / "leaf",
+        )
+        try:
+            run(lambda: _tls_scenario(hub, leaf))
+        finally:
+            leaf.stop()
+    finally:
+        hub.stop()
+
+
+async def _tls_scenario(hub: ServerProcess, leaf: ServerProcess) -> None:
+    def linked() -> bool:
+        return all(
+            (get_json(f"{sp.monitoring_url}/leafz") or {}).get("leafnodes") == 1
+            for sp in (hub, leaf)
+        )
+
+    await poll(linked, "the leafnode link over TLS")
+    h = await nats.connect(hub.url, error_cb=noop_cb)
+    lf = await nats.connect(leaf.url, error_cb=noop_cb)
+    try:
+        sh = await h.subscribe("up.>")
+        sl = await lf.subscribe("down.>")
+        await wait_interest(lf, h, "h")
+        await wait_interest(h, lf, "l")
+        await lf.publish("up.1", b"from leaf")
+        await h.publish("down.1", b"from hub")
+        assert (await sh.next_msg(timeout=WAIT_S)).data == b"from leaf"
+        assert (await sl.next_msg(timeout=WAIT_S)).data == b"from hub"
+    finally:
+        await h.close()
+        await lf.close()

@@ -330,9 +330,23 @@ leafnodes {
     assert any("compression" in w for w in c.warnings)
     with pytest.raises(ConfigError, match="requires at least one url"):
         load(["-c", write(tmp_path, "leafnodes { remotes: [ { account: A } ] }\n")])
+    tls = load(
+        [
+            "-c",
+            write(
+                tmp_path,
+                "leafnodes { port: 1, tls { cert_file: c, key_file: k, ca_file: a, verify: true }"
+                ', remotes: [ { url: "nats://h:1", tls { ca_file: a } } ] }\n',
+            ),
+        ]
+    ).leafnodes
+    assert tls is not None and tls.tls is not None and tls.remotes[0].tls is not None
+    assert (tls.tls.cert_file, tls.tls.ca_file, tls.tls.verify) == ("c", "a", True)
+    assert (tls.remotes[0].tls.ca_file, tls.remotes[0].tls.cert_file) == ("a", "")
     # what would leave a link unencrypted, unauthenticated or unfiltered is refused
     for bad in (
-        "leafnodes { port: 7422, tls { cert_file: c, key_file: k } }",
+        "leafnodes { port: 7422, tls { cert_file: c, key_file: k, handshake_first: true } }",
+        'leafnodes { remotes: [ { url: "nats://h:1", tls { handshake_first: true } } ] }',
         'leafnodes { remotes: [ { url: "nats://h:1", credentials: "/x.creds" } ] }',
         'leafnodes { remotes: [ { url: "nats://h:1", deny_imports: ["x"] } ] }',
     ):
