@@ -738,20 +738,23 @@ def test_leaf_cluster_delivers_once(kind: str, tmp_path: Path) -> None:
             ),
         )
         try:
-            run(lambda: _leaf_cluster_scenario(hub, lc))
+            run(lambda: _leaf_cluster_scenario([hub.url, *lc.urls], [(hub, 2)]))
         finally:
             lc.stop()
     finally:
         hub.stop()
 
 
-async def _leaf_cluster_scenario(hub: ServerProcess, lc: Any) -> None:
-    def linked() -> bool:
-        doc = get_json(f"{hub.monitoring_url}/leafz") or {}
-        return doc.get("leafnodes") == 2
+async def _leaf_cluster_scenario(urls: list[str], links: list[tuple[Any, int]]) -> None:
+    """Every message published on any of ``urls`` reaches each subscriber once; ``links``:
+    (hub server, its leaf link count) to wait for first."""
 
-    await poll(linked, "both leaf cluster nodes linked to the hub")
-    urls = [hub.url, *lc.urls]
+    def linked() -> bool:
+        return all(
+            (get_json(f"{sp.monitoring_url}/leafz") or {}).get("leafnodes") == n for sp, n in links
+        )
+
+    await poll(linked, "the leaf cluster's links")
     ncs = [await nats.connect(u, error_cb=noop_cb) for u in urls]
     got: list[list[bytes]] = [[] for _ in ncs]
     queued: list[bytes] = []
@@ -871,3 +874,82 @@ async def _tls_scenario(hub: ServerProcess, leaf: ServerProcess) -> None:
     finally:
         await h.close()
         await lf.close()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            "trijet",
+            marks=pytest.mark.skip(
+                reason="trijet routes carry no origin cluster yet: a message published on one"
+                " leaf node reaches the other twice (see node/leaf.py)"
+            ),
+        ),
+        pytest.param("reference", marks=requires_reference),
+    ],
+)
+def test_leaf_cluster_on_a_hub_cluster_delivers_once(kind: str, tmp_path: Path) -> None:
+    """A two-node leaf cluster whose nodes link to different nodes of a three-node hub:
+    each message reaches each subscriber once, wherever it is published."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        3,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        ports = [(get_json(f"{u}/varz") or {})["leaf"]["port"] for u in hub.monitoring_urls]
+        lc = _leaf_cluster_on(kind, ports[:2], tmp_path / "leaf")
+        try:
+            servers = hub.servers
+            links = [(servers[0], 1), (servers[1], 1)]
+            run(lambda: _leaf_cluster_scenario([*hub.urls, *lc.urls], links))
+        finally:
+            lc.stop()
+    finally:
+        hub.stop()
+
+
+def _leaf_cluster_on(kind: str, ports: list[int], base: Path) -> Any:
+    """A leaf cluster of ``len(ports)`` nodes, node i linked to the hub's leaf port i."""
+    import dataclasses
+
+    from tests.support.cluster import (
+        CLUSTER_NAME,
+        DEFAULT_READY,
+        FORM_TIMEOUT_S,
+        Cluster,
+        plan_cluster,
+    )
+
+    held = reserve_ports(3 * len(ports))
+    specs = plan_cluster(
+        len(ports),
+        base,
+        [h.getsockname()[1] for h in held],
+        domain="leaf",
+        extra_conf='leafnodes { remotes: [ { url: "nats://127.0.0.1:LEAFPORT" } ], '
+        'reconnect: "250ms" }',
+    )
+    specs = [
+        dataclasses.replace(
+            sp,
+            config=sp.config.replace("LEAFPORT", str(p)).replace(
+                f"name: {CLUSTER_NAME}\n", "name: leafc\n"
+            ),
+        )
+        for sp, p in zip(specs, ports, strict=True)
+    ]
+    c = Cluster(kind, specs, DEFAULT_READY[kind], [None] * len(specs))  # type: ignore[arg-type]
+    for h in held:
+        h.close()
+    try:
+        for i in range(len(specs)):
+            c.start_node(i)
+        c.wait_formed(FORM_TIMEOUT_S)
+    except BaseException:
+        c.stop()
+        raise
+    return c
