@@ -17,8 +17,9 @@ from node.leafnodes import LeafNodes
 
 
 class FakeLink:
-    def __init__(self, acc: Any, jetstream: bool = False) -> None:
+    def __init__(self, acc: Any, jetstream: bool = False, solicited: bool = False) -> None:
         self.account = acc
+        self.solicited = solicited
         self.subs: dict[Any, Any] = {}
         self.sent: set[Any] = set()
         self.remote_js = jetstream
@@ -35,7 +36,9 @@ def _setup(js: bool = False) -> tuple[LeafNodes, Any]:
     cfg = ServerConfig()
     cfg.leafnodes = LeafConfig()
     server = SimpleNamespace(cfg=cfg)
-    acc = SimpleNamespace(leaf_totals={}, leafs=[], lds=b"$LDS.abc", jetstream=js)
+    acc = SimpleNamespace(
+        leaf_totals={}, leaf_local_totals={}, leafs=[], lds=b"$LDS.abc", jetstream=js
+    )
     return LeafNodes(server, random.Random(1)), acc  # type: ignore[arg-type]
 
 
@@ -60,6 +63,27 @@ def test_a_link_hears_of_others_interest_not_its_own() -> None:
     del a.subs[(b"bar", None)]
     ln.interest(acc, b"bar", None, -1)
     assert b.lines[-1] == b"LS- bar\r\n" and b"LS- bar\r\n" not in a.lines
+
+
+def test_a_spoke_link_hears_of_local_interest_only() -> None:
+    """A link this server solicited (a leaf cluster's node: each node has its own) is told
+    local interest only, not a route's nor another spoke link's; a hub-side link all."""
+    ln, acc = _setup()
+    spoke, hub_side = FakeLink(acc, solicited=True), FakeLink(acc)
+    acc.leafs += [spoke, hub_side]
+    ln.interest(acc, b"routed", None, 1, local=False)
+    assert spoke.lines == [] and hub_side.lines == [b"LS+ routed\r\n"]
+    ln.interest(acc, b"mine", None, 1)
+    assert spoke.lines == [b"LS+ mine\r\n"]
+    ln.interest(acc, b"routed", None, 1)  # a local subscription on it too
+    assert spoke.lines[-1] == b"LS+ routed\r\n"
+    late = FakeLink(acc, solicited=True)
+    acc.leafs.append(late)
+    ln.interest(acc, b"other", None, 1, local=False)
+    ln.snapshot(late)
+    assert late.lines == [b"LS+ $LDS.abc\r\n", b"LS+ mine\r\n", b"LS+ routed\r\n"]
+    ln.interest(acc, b"mine", None, -1)
+    assert spoke.lines[-1] == b"LS- mine\r\n" and hub_side.lines[-1] == b"LS- mine\r\n"
 
 
 def test_queue_groups_and_the_snapshot() -> None:
