@@ -57,6 +57,12 @@ class Account:
         #: the same over local interest only (clients, services, hub-side leaf links):
         #: what a spoke link (one this server solicited) is told
         self.leaf_local_totals: dict[tuple[bytes, bytes | None], int] = {}
+        #: the part of ``leaf_totals`` each leaf cluster (origin) brought: a hub-side link
+        #: to that cluster is not told of it
+        self.leaf_origin_totals: dict[tuple[bytes, tuple[bytes, bytes | None]], int] = {}
+        #: the subscriptions of hub-side leaf links, per leaf cluster, for ``LS+ <origin>``
+        #: on routes (node.route.Interest)
+        self.leaf_interest: dict[bytes, Any] = {}
         #: the loop-detection subject announced on leaf links
         self.lds = b"$LDS." + b"%x" % rng.getrandbits(96)
         #: what closed client connections / leaf links of the account counted (in msgs,

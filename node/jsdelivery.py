@@ -43,17 +43,16 @@ LEAF_LINK = _LeafLink()
 ever includes it."""
 
 
-def leaf_groups(qsubs: list[list[Any]], no_spoke: bool, src: Any) -> list[list[Any]]:
+def leaf_groups(qsubs: list[list[Any]], no_spoke: bool, origin: bytes) -> list[list[Any]]:
     """Queue groups without the members a message may not reach: spoke links
-    (``no_spoke``: a routed message) and, for a message from leaf link ``src``,
-    the links to the same leaf cluster."""
+    (``no_spoke``: a routed message) and the links to its leaf cluster ``origin``."""
     out = []
     for g in qsubs:
         kept = []
         for s in g:
             c = s.client
             if c.deliver_filter is LEAF_LINK and (
-                (no_spoke and c.solicited) or (src is not None and src.same_cluster(c))
+                (no_spoke and c.solicited) or (origin and c.origin == origin)
             ):
                 continue
             kept.append(s)
@@ -251,8 +250,9 @@ class JetStreamDelivery:
             if c.deliver_filter is LEAF_LINK:
                 if not to_routes and c.solicited:
                     continue  # a routed message: never out on a spoke link
-                if src is not None and src.deliver_filter is LEAF_LINK and src.same_cluster(c):
-                    continue  # never back into the leaf cluster it came from
+                if spoke_src is False and src is not None and src.deliver_filter is LEAF_LINK:
+                    if src.origin and c.origin == src.origin:
+                        continue  # never back into the leaf cluster it came from
                 if via is None:
                     c.send_msg(to, None, headers, payload, [])
                 else:

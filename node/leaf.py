@@ -42,10 +42,11 @@ A leaf that is a cluster (nats-server's rules): every node of it solicits its ow
 services, hub-side leaf links: ``Account.leaf_local_totals``), a message from a spoke link
 goes no further than this server (not onto routes), and a message from a route never goes
 out on a spoke link (``_R_.`` service replies excepted; ``Router.publish``, plans' routed
-targets).  A hub never hands a leaf's message to another link of the same remote cluster
-(CONNECT's ``cluster``: ``same_cluster``).  Not done: the origin cluster that nats-server
-marks on routed leaf interest and messages (a leaf cluster's links spread over the nodes
-of a hub cluster can still get a message twice).
+targets).  On the hub, a hub-side link's cluster (CONNECT's ``cluster``) is its
+``origin``: its interest goes to routes as ``LS+ <origin> <account> ...`` and its messages
+as ``LMSG <origin> <account> ... <hdr> <total>`` (nats-server's ``lnoc`` forms), and no
+link to that cluster, on any hub node, is told of that interest or handed those messages
+(nor does a route whose interest is that cluster's own get them).
 
 TLS: ``tls {}`` on the listener: the INFO goes in the clear with ``tls_required``, then
 the server handshake; on a remote: the hub's INFO is read in the clear, then the client
@@ -180,6 +181,9 @@ class LeafConn(Outbound):
         self.remote_domain = ""
         #: the peer's cluster name (a leaf cluster's links share it: never one to another)
         self.remote_cluster = ""
+        #: a hub-side link's leaf cluster (bytes; b"" on a spoke link): its interest and
+        #: messages are marked with it on routes, and never handed back to that cluster
+        self.origin = b""
         self.start_wall = server.wall_time()
         self.last_activity_wall = self.start_wall
         self.rtt_s = 0.0
@@ -215,21 +219,19 @@ class LeafConn(Outbound):
         """Both sides run JetStream: ``$JS.API.>`` stays on each side."""
         return self.remote_js and self.account.jetstream
 
-    def plan_ok(self, targets: tuple[tuple[Any, bytes, Any], ...]) -> bool:
-        """Whether a delivery plan's targets may take this link's message as they are:
-        neither this link nor another link of the same leaf cluster among them."""
-        rc = self.remote_cluster
+    def plan_ok(self, targets: tuple[tuple[Any, bytes, Any], ...], routes: Any) -> bool:
+        """Whether a delivery plan may take this link's message as it is: neither this
+        link nor another link to the same leaf cluster among its targets, and no routes
+        unless the link's messages go plain to routes (a spoke link's never go, a
+        hub-side link's with a cluster go as ``LMSG <origin>``)."""
+        if routes and (self.solicited or self.origin):
+            return False
+        o = self.origin
         for t in targets:
             c = t[0]
-            if c is self or (rc and c.deliver_filter is LEAF_LINK and c.remote_cluster == rc):
+            if c is self or (o and c.deliver_filter is LEAF_LINK and c.origin == o):
                 return False
         return True
-
-    def same_cluster(self, c: Any) -> bool:
-        """Whether ``c`` (a leaf link) leads to this link's peer cluster (a message
-        from one server of a leaf cluster never goes back to another)."""
-        rc = self.remote_cluster
-        return bool(rc) and c.remote_cluster == rc
 
     def send_msg(
         self,
@@ -481,11 +483,9 @@ class LeafConn(Outbound):
                 plan is not None
                 and plan[0] == router.gen
                 and (plan[1] or plan[2])
-                and self.plan_ok(plan[1])
+                and self.plan_ok(plan[1], plan[2])
             ):
-                # a spoke link's message stays here: the leaf cluster's servers each have a link
-                routes = () if self.solicited else plan[2]
-                router._deliver_one(subject, plan[1], routes, reply, payload)
+                router._deliver_one(subject, plan[1], plan[2], reply, payload)
                 return
         self._deliver(RMsg(b"", subject, reply, (), None, payload))
 
@@ -500,8 +500,7 @@ class LeafConn(Outbound):
             and plan is not None
             and plan[0] == router.gen
             and (plan[1] or plan[2])
-            and not (self.solicited and plan[2])
-            and self.plan_ok(plan[1])
+            and self.plan_ok(plan[1], plan[2])
             and not any(r is not None and r.startswith(JS_ACK_PREFIX) for r in replies)
         ):
             k = len(payloads)
@@ -608,6 +607,7 @@ class LeafConn(Outbound):
         self.remote_domain = dom if isinstance(dom, str) else ""
         cluster = f.get("cluster")
         self.remote_cluster = cluster if isinstance(cluster, str) else ""
+        self.origin = self.remote_cluster.encode()
         if self.remote_id == server.server_id:
             self.close("Duplicate Route", "Loop detected")
             return

@@ -70,7 +70,14 @@ class LeafNodes:
     # -- interest ---------------------------------------------------------
 
     def interest(
-        self, acc: Account, subject: bytes, queue: bytes | None, delta: int, *, local: bool = True
+        self,
+        acc: Account,
+        subject: bytes,
+        queue: bytes | None,
+        delta: int,
+        *,
+        local: bool = True,
+        origin: bytes = b"",
     ) -> None:
         """The account's interest count of (subject, queue) changed by ``delta``
         (``local``: a client's, a service's or a hub-side leaf link's, else a
@@ -80,6 +87,9 @@ class LeafNodes:
         key = (subject, queue)
         after = _count(acc.leaf_totals, key, delta)
         local_after = _count(acc.leaf_local_totals, key, delta) if local else -1
+        if origin:  # a leaf cluster's interest: never told back to links to that cluster
+            _count(acc.leaf_origin_totals, (origin, key), delta)
+        origins = acc.leaf_origin_totals
         if not acc.leafs:
             return
         for link in acc.leafs:
@@ -89,8 +99,13 @@ class LeafNodes:
                 if local_after >= 0:
                     link.announce(key, local_after > 0)
             else:
-                own = 1 if key in link.subs else 0
-                link.announce(key, after - own > 0)
+                # less its own interest: all its cluster's when it has one (its peers'
+                # links to this hub cluster bring the rest of it)
+                if link.origin:
+                    theirs = origins.get((link.origin, key), 0)
+                else:
+                    theirs = 1 if key in link.subs else 0
+                link.announce(key, after - theirs > 0)
 
     def snapshot(self, link: LeafConn) -> None:
         """Send a new link the account's whole interest (and its loop subject);
@@ -101,9 +116,13 @@ class LeafNodes:
             for key in list(acc.leaf_local_totals):
                 link.announce(key, True)
             return
+        origins = acc.leaf_origin_totals
         for key, n in list(acc.leaf_totals.items()):
-            own = 1 if key in link.subs else 0
-            if n - own > 0:
+            if link.origin:
+                theirs = origins.get((link.origin, key), 0)
+            else:
+                theirs = 1 if key in link.subs else 0
+            if n - theirs > 0:
                 link.announce(key, True)
 
     # -- registry ---------------------------------------------------------

@@ -56,7 +56,7 @@ UNKNOWN_INTEREST_MAX = 100_000
 class RemoteSub:
     """A peer's interest, stored in the router's route sublist."""
 
-    __slots__ = ("account", "queue", "route", "router", "subject", "weight")
+    __slots__ = ("account", "origin", "queue", "route", "router", "subject", "weight")
 
     def __init__(
         self, route: Route, subject: bytes, queue: bytes | None, weight: int, router: Any = None
@@ -67,15 +67,21 @@ class RemoteSub:
         self.subject = subject
         self.queue = queue
         self.weight = weight
+        #: the leaf cluster the interest comes from (a route's ``LS+ <origin>``), else b""
+        self.origin = b""
 
 
 class Interest:
     """Counts of one account's local subscriptions per (subject, queue), for RS+/RS-."""
 
-    def __init__(self, account: bytes = b"$G") -> None:
+    def __init__(self, account: bytes = b"$G", origin: bytes = b"") -> None:
         self.counts: dict[tuple[bytes, bytes | None], int] = {}
-        self._add = b"RS+ " + account + b" "
-        self._del = b"RS- " + account + b" "
+        if origin:  # a leaf cluster's interest: nats-server's lnoc form
+            self._add = b"LS+ " + origin + b" " + account + b" "
+            self._del = b"LS- " + origin + b" " + account + b" "
+        else:
+            self._add = b"RS+ " + account + b" "
+            self._del = b"RS- " + account + b" "
 
     def add(self, subject: bytes, queue: bytes | None) -> bytes | None:
         """Count one more; return the RS+ line to broadcast, if any."""
@@ -157,6 +163,8 @@ class Route(Outbound):
         self.remote_subs: dict[tuple[bytes, bytes, bytes | None], RemoteSub] = {}
         #: the same for accounts this server does not know: (account, subject, queue) -> weight
         self.unknown_subs: dict[tuple[bytes, bytes, bytes | None], int] = {}
+        #: the peer's leaf clusters' interest: (origin, account, subject, queue) -> sub
+        self.origin_subs: dict[tuple[bytes, bytes, bytes, bytes | None], RemoteSub] = {}
         self.registered = False
         self.closing: str | None = None
         self._init_outbound(server.cfg.max_pending)
@@ -320,7 +328,7 @@ class Route(Outbound):
         if type(ev) is RMsg and self.registered:
             self.in_msgs += 1
             self.in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
-            if ev.account == b"$G":
+            if ev.account == b"$G" and not ev.origin:
                 g = self._g
                 g.rt_in_msgs += 1
                 g.rt_in_bytes += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
@@ -442,6 +450,9 @@ class Route(Outbound):
             self.remote_name,
         )
         snapshot = b"".join(acc.interest.snapshot() for acc in server.accounts)
+        snapshot += b"".join(
+            li.snapshot() for acc in server.accounts for li in acc.leaf_interest.values()
+        )
         if snapshot:
             self.send(snapshot)
         self._ping_sent_at = trio.current_time()  # first RTT sample, as nats-server
@@ -463,6 +474,9 @@ class Route(Outbound):
         if not self.registered:
             self.close("Protocol Violation")
             return
+        if ev.origin:
+            self._on_origin_sub(ev)
+            return
         acc = self.server.accounts.by_bytes.get(ev.account)
         key = (ev.account, ev.subject, ev.queue)
         if acc is None:
@@ -483,7 +497,35 @@ class Route(Outbound):
         router.gen += 1
         self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1, local=False)
 
+    def _on_origin_sub(self, ev: RSub) -> None:
+        """A leaf cluster's interest (``LS+ <origin> ...``), kept apart from the rest."""
+        acc = self.server.accounts.by_bytes.get(ev.account)
+        if acc is None:
+            return
+        key = (ev.origin, ev.account, ev.subject, ev.queue)
+        existing = self.origin_subs.get(key)
+        if existing is not None:
+            existing.weight = ev.weight
+            return
+        router = acc.router
+        rs = RemoteSub(self, ev.subject, ev.queue, ev.weight, router)
+        rs.account = acc
+        rs.origin = ev.origin
+        self.origin_subs[key] = rs
+        router.route_sublist.insert(rs)
+        router.gen += 1
+        self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1, local=False, origin=ev.origin)
+
     def _on_runsub(self, ev: RUnsub) -> None:
+        if ev.origin:
+            rs = self.origin_subs.pop((ev.origin, ev.account, ev.subject, ev.queue), None)
+            if rs is not None:
+                rs.router.route_sublist.remove(rs)
+                rs.router.gen += 1
+                self.server.leafnodes.interest(
+                    rs.account, rs.subject, rs.queue, -1, local=False, origin=rs.origin
+                )
+            return
         self.unknown_subs.pop((ev.account, ev.subject, ev.queue), None)
         rs = self.remote_subs.pop((ev.account, ev.subject, ev.queue), None)
         if rs is not None:
@@ -520,6 +562,13 @@ class Route(Outbound):
             if rs.account is not None:
                 self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1, local=False)
         self.remote_subs.clear()
+        for rs in self.origin_subs.values():
+            rs.router.route_sublist.remove(rs)
+            routers.add(rs.router)
+            self.server.leafnodes.interest(
+                rs.account, rs.subject, rs.queue, -1, local=False, origin=rs.origin
+            )
+        self.origin_subs.clear()
         for router in routers:
             router.gen += 1
 

@@ -50,13 +50,21 @@ class RouteForwarding:
         payload: bytes,
         local_groups: list[list[Subscription]],
         only_queues: tuple[bytes, ...] | None = None,
+        origin: bytes = b"",
     ) -> int:
         """Send one copy to each route with interest; returns routes used
-        (``only_queues``: the queue groups a leaf's message may reach)."""
+        (``only_queues``: the queue groups a leaf's message may reach; ``origin``: its
+        leaf cluster, sent as ``LMSG <origin> <account> ... <hdr> <total>``, and no route
+        whose interest is that cluster's own)."""
         r = self.route_sublist.match(subject)
+        if origin:
+            r = _Match(
+                [rs for rs in r.psubs if rs.origin != origin],
+                [g2 for g in r.qsubs if (g2 := [rs for rs in g if rs.origin != origin])],
+            )
         if only_queues is not None and r.qsubs:
             r = _Match(r.psubs, [g for g in r.qsubs if g[0].queue in only_queues])
-        if not r.qsubs:
+        if not r.qsubs and not origin:
             psubs = r.psubs
             if not psubs:
                 return 0
@@ -119,6 +127,9 @@ class RouteForwarding:
                             break
                 targets.setdefault(chosen.route, []).append(q)
         for route, queues in targets.items():
+            if origin:
+                self._origin_msg(route, origin, subject, reply, headers, payload, queues)
+                continue
             parts = [self.account, subject]
             if queues:
                 if reply:
@@ -140,3 +151,30 @@ class RouteForwarding:
         self.rt_out_msgs += len(targets)
         self.rt_out_bytes += len(payload) * len(targets)
         return len(targets)
+
+    def _origin_msg(
+        self,
+        route: Any,
+        origin: bytes,
+        subject: bytes,
+        reply: bytes | None,
+        headers: bytes | None,
+        payload: bytes,
+        queues: list[bytes],
+    ) -> None:
+        """``LMSG <origin> <account> <subject> [reply | + reply queues | | queues] <hdr>
+        <total>``: a leaf cluster's message on a route (always two sizes)."""
+        parts = [origin, self.account, subject]
+        if queues:
+            if reply:
+                parts += [b"+", reply]
+            else:
+                parts.append(b"|")
+            parts.extend(queues)
+        elif reply:
+            parts.append(reply)
+        hdr = headers or b""
+        parts += [b"%d" % len(hdr), b"%d" % (len(hdr) + len(payload))]
+        route.send(b"LMSG " + b" ".join(parts) + CRLF + hdr + payload + CRLF)
+        route.out_msgs += 1
+        route.out_bytes += len(payload)

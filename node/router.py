@@ -117,6 +117,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         payload: bytes,
         routed_queues: tuple[bytes, ...] | None = None,
         leaf_queues: tuple[bytes, ...] | None = None,
+        origin: bytes = b"",
     ) -> int:
         """Deliver one message; returns the number of copies handed out.
 
@@ -132,6 +133,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 (``src`` is the link): the queue groups it should reach
                 (routes and other leafs included); unlike a routed message
                 it goes on to routes and other leaf connections.
+            origin: a routed message's leaf cluster (a route's ``LMSG``): not for
+                the leaf links to that cluster.
 
         A message that follows a delivery plan is appended in batch mode:
         the caller must call ``flush()`` once its batch is done (sessions and
@@ -148,7 +151,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             and self._ack_intake(src, subject, reply, payload)
         ):
             return 1
-        if headers is None and not routed_queues:
+        if headers is None and not routed_queues and not origin:
             plan = self._plans.get(subject)
             if (
                 plan is not None
@@ -177,16 +180,20 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         # a message from the hub on a spoke link goes no further than this server
         # (each server of a leaf cluster has its own link): not to routes
         leaf_src = leaf_queues is not None and src is not None
+        if leaf_src:
+            origin = src.origin  # its leaf cluster (a hub-side link's), marked on routes
         if routed_queues is None:
             if self.route_sublist.count and not (leaf_src and src.solicited):
-                routed = self._to_routes(subject, reply, headers, payload, qsubs, leaf_queues)
+                routed = self._to_routes(
+                    subject, reply, headers, payload, qsubs, leaf_queues, origin
+                )
         elif qsubs:
             qsubs = [g for g in qsubs if g[0].queue in routed_queues]
         # a routed message never goes out on a spoke link (its server's peers have their
         # own), unless it is a service import's reply
         no_spoke = routed_queues is not None and not subject.startswith(SERVICE_REPLY_PREFIX)
-        if qsubs and (no_spoke or leaf_src):
-            qsubs = leaf_groups(qsubs, no_spoke, src if leaf_src else None)
+        if qsubs and (no_spoke or origin):
+            qsubs = leaf_groups(qsubs, no_spoke, origin)
         if not psubs and not qsubs:
             if not routed and reply and src is not None and src.no_responders:
                 self.no_responders(src, subject, reply)
@@ -228,7 +235,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             if c.deliver_filter is not None:
                 if c.deliver_filter is LEAF_LINK:
                     # a leaf connection: one LMSG per message, whatever matched
-                    if (no_spoke and c.solicited) or (leaf_src and src.same_cluster(c)):
+                    if (no_spoke and c.solicited) or (origin and c.origin == origin):
                         continue
                     if leafs is None:
                         leafs = {}
@@ -686,7 +693,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
 
     def deliver_routed(self, ev: Any) -> None:
         """Deliver a message that arrived on a route (an ``RMsg`` event)."""
-        self.publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues)
+        self.publish(None, ev.subject, ev.reply, ev.headers, ev.payload, ev.queues, None, ev.origin)
 
     def no_responders(self, src: Any, subject: bytes, reply: bytes) -> None:
         """Send ``src`` a 503 status on ``reply`` (to its own subscriptions)."""

@@ -34,7 +34,7 @@ from node.config import ServerConfig
 from node.jsdelivery import LEAF_LINK
 from node.monitor.accstatz import retire
 from node.protocol.wire import err_bytes, info_bytes
-from node.route import Route, RouteManager, parse_route_url
+from node.route import Interest, Route, RouteManager, parse_route_url
 from node.router import Router
 from node.session import ClientSession, ClosedReason, Subscription
 from node.sublist import Sublist
@@ -230,10 +230,17 @@ class Server:
         acc = sub.client.account
         acc.sublist.insert(sub)
         acc.router.gen += 1
-        self.leafnodes.interest(acc, sub.subject, sub.queue, 1, local=_local(sub))
+        origin = _origin(sub)
+        self.leafnodes.interest(acc, sub.subject, sub.queue, 1, local=_local(sub), origin=origin)
         if not announce:
             return
-        line = acc.interest.add(sub.subject, sub.queue)
+        if origin:  # a hub-side leaf link's: ``LS+ <origin>`` on routes
+            li = acc.leaf_interest.get(origin)
+            if li is None:
+                li = acc.leaf_interest[origin] = Interest(acc.name_bytes, origin)
+            line = li.add(sub.subject, sub.queue)
+        else:
+            line = acc.interest.add(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
                 route.send(line)
@@ -245,10 +252,12 @@ class Server:
         if not acc.sublist.remove(sub):
             return
         acc.router.gen += 1
-        self.leafnodes.interest(acc, sub.subject, sub.queue, -1, local=_local(sub))
+        origin = _origin(sub)
+        self.leafnodes.interest(acc, sub.subject, sub.queue, -1, local=_local(sub), origin=origin)
         if not announce:
             return
-        line = acc.interest.remove(sub.subject, sub.queue)
+        li = acc.leaf_interest.get(origin) if origin else None
+        line = (li or acc.interest).remove(sub.subject, sub.queue)
         if line is not None and self.routes.by_id:
             for route in self.routes.by_id.values():
                 route.send(line)
@@ -848,3 +857,11 @@ def _local(sub: Subscription) -> bool:
     spoke link's own (a leaf link this server solicited)."""
     c = sub.client
     return not (getattr(c, "deliver_filter", None) is LEAF_LINK and c.solicited)
+
+
+def _origin(sub: Subscription) -> bytes:
+    """The leaf cluster of a hub-side leaf link's subscription (else b"")."""
+    c = sub.client
+    if getattr(c, "deliver_filter", None) is LEAF_LINK:
+        return bytes(c.origin)
+    return b""

@@ -604,6 +604,8 @@ class ProtocolConnection:
     ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
         if verb == b"RMSG" or verb == b"HMSG":
             return self._rmsg_args(rest.split(), verb == b"HMSG")
+        if self.role is Role.ROUTE and verb in (b"LMSG", b"LS+", b"LS-"):
+            return self._route_origin_line(verb, rest.split())
         if verb == b"RS+":
             args = rest.split()
             if len(args) == 2:
@@ -626,6 +628,30 @@ class ProtocolConnection:
         if verb == b"-ERR":
             return Err(err_text(rest))
         return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
+
+    def _route_origin_line(
+        self, verb: bytes, args: list[bytes]
+    ) -> Event | ProtocolViolation | tuple[Any, ...]:
+        """A route's leaf-origin ops (nats-server's ``lnoc``): ``LS+ <origin> <account>
+        <subject> [<queue> <weight>]``, ``LS- <origin> <account> <subject> [<queue>]`` and
+        ``LMSG <origin> <account> <subject> [reply | + reply queues | | queues] <hdr>
+        <total>`` (always two sizes)."""
+        if len(args) < 2:
+            return ProtocolViolation(None, f"{verb.decode()} arguments")
+        origin = args[0]
+        if verb == b"LMSG":
+            return self._rmsg_args(args[1:], True, origin)
+        rest = args[1:]
+        if verb == b"LS+":
+            if len(rest) == 2:
+                return RSub(rest[0], rest[1], None, 0, origin)
+            if len(rest) in (3, 4):
+                w = rest[3] if len(rest) == 4 else b"1"
+                return RSub(rest[0], rest[1], rest[2], int(w) if w.isdigit() else 1, origin)
+            return ProtocolViolation(None, "LS+ arguments")
+        if len(rest) in (2, 3):
+            return RUnsub(rest[0], rest[1], rest[2] if len(rest) == 3 else None, origin)
+        return ProtocolViolation(None, "LS- arguments")
 
     def _leaf_line(
         self, verb: bytes, rest: bytes, line: bytes
@@ -684,7 +710,7 @@ class ProtocolConnection:
         return (_K_HPUB, total, subject, reply, hsize)
 
     def _rmsg_args(
-        self, args: list[bytes], has_headers: bool
+        self, args: list[bytes], has_headers: bool, origin: bytes = b""
     ) -> tuple[Any, ...] | ProtocolViolation:
         nsizes = 2 if has_headers else 1
         if len(args) < 2 + nsizes or not all(a.isdigit() for a in args[-nsizes:]):
@@ -711,7 +737,7 @@ class ProtocolConnection:
             hsize, total = -1, int(args[-1])
         if total > self.max_payload:
             return ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")
-        return (_K_RMSG, total, account, subject, reply, queues, hsize)
+        return (_K_RMSG, total, account, subject, reply, queues, hsize, origin)
 
     @staticmethod
     def _payload_event(pend: tuple[Any, ...], body: bytes) -> Event:
@@ -728,4 +754,6 @@ class ProtocolConnection:
         h = pend[6]
         if h < 0:
             return RMsg(pend[2], pend[3], pend[4], pend[5], None, body)
-        return RMsg(pend[2], pend[3], pend[4], pend[5], body[:h], body[h:])
+        if h == 0 and pend[7]:  # an origin LMSG always has two sizes; 0: no headers
+            return RMsg(pend[2], pend[3], pend[4], pend[5], None, body, pend[7])
+        return RMsg(pend[2], pend[3], pend[4], pend[5], body[:h], body[h:], pend[7])

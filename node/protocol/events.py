@@ -99,6 +99,8 @@ class RSub(NamedTuple):
     subject: bytes
     queue: bytes | None
     weight: int
+    #: a route's ``LS+ <origin> ...``: the leaf cluster the interest comes from
+    origin: bytes = b""
 
 
 class RUnsub(NamedTuple):
@@ -107,6 +109,7 @@ class RUnsub(NamedTuple):
     account: bytes
     subject: bytes
     queue: bytes | None
+    origin: bytes = b""
 
 
 class RMsg(NamedTuple):
@@ -121,6 +124,8 @@ class RMsg(NamedTuple):
     queues: tuple[bytes, ...]
     headers: bytes | None
     payload: bytes
+    #: a route's ``LMSG <origin> ...``: the leaf cluster the message comes from
+    origin: bytes = b""
 
 
 PING = Ping()

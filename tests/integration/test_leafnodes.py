@@ -876,19 +876,7 @@ async def _tls_scenario(hub: ServerProcess, leaf: ServerProcess) -> None:
         await lf.close()
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(
-            "trijet",
-            marks=pytest.mark.skip(
-                reason="trijet routes carry no origin cluster yet: a message published on one"
-                " leaf node reaches the other twice (see node/leaf.py)"
-            ),
-        ),
-        pytest.param("reference", marks=requires_reference),
-    ],
-)
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
 def test_leaf_cluster_on_a_hub_cluster_delivers_once(kind: str, tmp_path: Path) -> None:
     """A two-node leaf cluster whose nodes link to different nodes of a three-node hub:
     each message reaches each subscriber once, wherever it is published."""

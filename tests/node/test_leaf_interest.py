@@ -20,6 +20,7 @@ class FakeLink:
     def __init__(self, acc: Any, jetstream: bool = False, solicited: bool = False) -> None:
         self.account = acc
         self.solicited = solicited
+        self.origin = b""
         self.subs: dict[Any, Any] = {}
         self.sent: set[Any] = set()
         self.remote_js = jetstream
@@ -37,7 +38,12 @@ def _setup(js: bool = False) -> tuple[LeafNodes, Any]:
     cfg.leafnodes = LeafConfig()
     server = SimpleNamespace(cfg=cfg)
     acc = SimpleNamespace(
-        leaf_totals={}, leaf_local_totals={}, leafs=[], lds=b"$LDS.abc", jetstream=js
+        leaf_totals={},
+        leaf_local_totals={},
+        leaf_origin_totals={},
+        leafs=[],
+        lds=b"$LDS.abc",
+        jetstream=js,
     )
     return LeafNodes(server, random.Random(1)), acc  # type: ignore[arg-type]
 

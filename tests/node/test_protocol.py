@@ -196,6 +196,15 @@ ROUTE_CASES: list[tuple[bytes, list[object]]] = [
         [RMsg(b"$G", b"foo", None, (), b"NATS/1.0\r\n\r\n", b"hi")],
     ),
     (b'CONNECT {"cluster":"c"}\r\n', [Connect({"cluster": "c"})]),
+    # leaf-origin forms (nats-server's lnoc): the leaf cluster first, always two sizes
+    (b"LS+ LC $G foo\r\n", [RSub(b"$G", b"foo", None, 0, b"LC")]),
+    (b"LS+ LC $G foo q 2\r\n", [RSub(b"$G", b"foo", b"q", 2, b"LC")]),
+    (b"LS- LC $G foo q\r\n", [RUnsub(b"$G", b"foo", b"q", b"LC")]),
+    (b"LMSG LC $G foo 0 2\r\nhi\r\n", [RMsg(b"$G", b"foo", None, (), None, b"hi", b"LC")]),
+    (
+        b"LMSG LC $G foo + r q1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n",
+        [RMsg(b"$G", b"foo", b"r", (b"q1",), b"NATS/1.0\r\n\r\n", b"hi", b"LC")],
+    ),
 ]
 
 
