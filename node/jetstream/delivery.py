@@ -265,6 +265,9 @@ class ConsumerManager:
         if _pause_ns(old.pause_until) != _pause_ns(cfg.pause_until):
             self.pause_advisory(consumer)
             self._arm_pause(consumer)
+            pull = self.pulls.get((consumer.stream.cfg.name, consumer.name))
+            if pull is not None:
+                pull.reconfigured()
 
     def _arm_pause(self, c: Consumer) -> None:
         """Until ``pause_until`` passes: then the pause advisory (paused

@@ -275,9 +275,11 @@ class PullDispatcher:
                     await self.mgr.delete_inactive(c)
                     return
                 deadline = idle_end if deadline is None else min(deadline, idle_end)
+            held = self.held
             with trio.move_on_at(deadline if deadline is not None else float("inf")):
                 await c.changed.wait()
-            self.held = False
+            if held:  # the wake-up after an early resume
+                self.held = False
 
     def _housekeeping(self, now: float) -> float | None:
         """Expire requests, drop those without interest, send heartbeats;
@@ -309,8 +311,18 @@ class PullDispatcher:
             self.last_request = now
         return deadline
 
+    def reconfigured(self) -> None:
+        """The consumer took a new config: a pause lifted before its time
+        holds serving until the next wake-up (the dispatcher may be asleep
+        in the pause: it is woken to take the hold, not to serve)."""
+        if self.paused_until and self._resumed_early():
+            self.held = True
+            self.consumer.changed.set()
+
     def _resumed_early(self) -> bool:
         """The pause seen last was lifted before its time (forgets it)."""
+        if self._paused_s() is not None:  # still paused (maybe until another time)
+            return False
         seen, self.paused_until = self.paused_until, ""
         if not seen or self.cfg.pause_until == seen:
             return False  # not paused before, or that pause ran out
