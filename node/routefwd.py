@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from node.nextroute import MSG_NEXT_PREFIX, to_consumer_leader
+
 if TYPE_CHECKING:
     import random
 
@@ -53,6 +55,10 @@ class RouteForwarding:
     ) -> int:
         """Send one copy to each route with interest; returns routes used
         (``only_queues``: the queue groups a leaf's message may reach)."""
+        if subject.startswith(MSG_NEXT_PREFIX):  # a pull: to its consumer's leader only
+            to_leader = to_consumer_leader(self, subject, reply, headers, payload)
+            if to_leader is not None:
+                return to_leader
         r = self.route_sublist.match(subject)
         if only_queues is not None and r.qsubs:
             r = _Match(r.psubs, [g for g in r.qsubs if g[0].queue in only_queues])
