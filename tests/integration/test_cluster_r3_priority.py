@@ -9,8 +9,9 @@ no pin (the pin lives in the leader's memory), a pull with the old id gets
 ``423 Nats-Wrong-Pin-Id`` and a pull without one is pinned anew.  An
 ``overflow`` consumer's minimums are honoured for requests from any server.
 Two requests carrying the pin, sent to two servers, take turns; a paused
-consumer resumed early serves the request that waited only once a new
-message wakes it (nats-server sends no wake-up on resume).
+consumer resumed early serves the request that waited when a new message
+wakes it (trijet holds it until then, as one nats-server does; three
+nats-server processes sometimes serve it at the resume already).
 """
 
 from __future__ import annotations
@@ -214,7 +215,10 @@ async def _turns_and_resume(ncs: list[Any], by_name: dict[str, Any], nc0: Any) -
     await _num_waiting(nc0, "Z", 1)
     doc = await api(nc0, "$JS.API.CONSUMER.PAUSE.S.Z", {}, wait_s=SLOW_S)
     assert doc["paused"] is False, doc
-    await _num_waiting(ncs[2], "Z", 1)  # still waiting, nothing served
+    # still waiting; whether nothing was served is not checked here: three
+    # nats-server 2.15.1 processes now and then serve it at the resume (1 run
+    # in ~7; one server never does: test_js_pull_turns_compat)
+    await _num_waiting(ncs[2], "Z", 1)
     await nc0.request("s.z", b"z1", timeout=SLOW_S)  # wakes it: served
     assert [g.data for g in await w] == [b"z0", b"z1"]
 
