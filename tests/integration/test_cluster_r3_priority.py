@@ -174,8 +174,8 @@ async def _answers(p: Puller, body: dict[str, Any], want: int) -> asyncio.Task[l
 
 async def _turns_and_resume(ncs: list[Any], by_name: dict[str, Any], nc0: Any) -> None:
     """Two requests with the pin, sent to two servers, take turns on the
-    leader (1, 3, 5 and 2, 4, 6); a paused consumer resumed early does not
-    serve the request that waited until a new message wakes it."""
+    leader (1, 3, 5 and 2, 4, 6); a paused consumer resumed early serves the
+    request that waited, at the latest when a new message wakes it."""
     cfg = {
         "durable_name": "T",
         "ack_policy": "explicit",
