@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from node.nextroute import MSG_NEXT_PREFIX, to_consumer_leader
+
 if TYPE_CHECKING:
     import random
 
@@ -56,6 +58,10 @@ class RouteForwarding:
         (``only_queues``: the queue groups a leaf's message may reach; ``origin``: its
         leaf cluster, sent as ``LMSG <origin> <account> ... <hdr> <total>``, and no route
         whose interest is that cluster's own)."""
+        if subject.startswith(MSG_NEXT_PREFIX):  # a pull: to its consumer's leader only
+            to_leader = to_consumer_leader(self, subject, reply, headers, payload)
+            if to_leader is not None:
+                return to_leader
         r = self.route_sublist.match(subject)
         if origin:
             r = _Match(

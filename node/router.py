@@ -34,6 +34,7 @@ from node.jsdelivery import (
     leaf_groups,
     split_js_ack,
 )
+from node.nextroute import MSG_NEXT_PREFIX
 from node.queueplan import QPLANS_MAX, QPlan, QueueDelivery
 from node.routefwd import RouteForwarding
 from node.sublist import Sublist
@@ -614,6 +615,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         """``subject``'s delivery plan for plain subscribers ``psubs`` (kept
         when the plan cache admits it); None when the interest is not plain
         (an all-internal one is noted for ``_internal_targets`` instead)."""
+        if subject.startswith(MSG_NEXT_PREFIX) and self.route_sublist.count:
+            return None  # its route depends on the consumer's leader (``_to_routes``)
         if psubs and all(sub.client.internal for sub in psubs):
             self._note_internal(subject, psubs)
             return None

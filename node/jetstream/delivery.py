@@ -67,6 +67,7 @@ from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jetstream.push import PushDispatcher
 from node.jetstream.replicated_consumers import ReplicatedConsumers
 from node.jsapi.render import rfc3339_ns
+from node.nextroute import LEADER_PREFIX
 from node.protocol.boundedjson import loads as bounded_loads
 from node.session import Subscription
 from store.api import StoredMsg
@@ -154,6 +155,11 @@ class ConsumerManager:
         self._subs: dict[tuple[str, str], Subscription] = {}
         self._scopes: dict[tuple[str, str], trio.CancelScope] = {}
         self._pause_timers: dict[tuple[str, str], trio.CancelScope] = {}
+        #: the leader subject of each pull consumer led here (in a cluster)
+        self._next_subs: dict[tuple[str, str], Subscription] = {}
+        #: pulls this server took as the leader while its consumer was not
+        #: yet activated (the lead is won before the listeners hear of it)
+        self._early: dict[tuple[str, str], list[tuple[float, bytes, bytes]]] = {}
         #: consumers of replicated streams
         self.replicated = ReplicatedConsumers(self)
         svc.api.on_stream_started.append(self._stream_started)
@@ -226,6 +232,14 @@ class ConsumerManager:
         dispatcher: PullDispatcher | PushDispatcher
         if cfg.is_pull:
             dispatcher = self.pulls[key] = PullDispatcher(self, consumer)
+            if self.svc.meta is not None:  # pulls routed to this leader (``node.nextroute``)
+                leader = LEADER_PREFIX + f"{stream.cfg.name}.{name}".encode()
+                self._next_subs[key] = self.svc.client.subscribe(leader, _interest_only)
+            early = self._early.pop(key, [])
+            now = trio.current_time()
+            for t, reply, body in early:  # taken here before the lead took effect
+                if now - t <= EARLY_PULL_S_MAX:
+                    dispatcher.add(reply, body)
         else:
             rng = self.svc.router.rng
             dispatcher = self.pushes[key] = PushDispatcher(self, consumer, rng)
@@ -265,6 +279,9 @@ class ConsumerManager:
         if _pause_ns(old.pause_until) != _pause_ns(cfg.pause_until):
             self.pause_advisory(consumer)
             self._arm_pause(consumer)
+            pull = self.pulls.get((consumer.stream.cfg.name, consumer.name))
+            if pull is not None:
+                pull.reconfigured()
 
     def _arm_pause(self, c: Consumer) -> None:
         """Until ``pause_until`` passes: then the pause advisory (paused
@@ -324,7 +341,20 @@ class ConsumerManager:
         for c in self.registry.drop_stream(stream):
             self._teardown((stream, c.name), status(409, "Consumer Deleted"))
 
+    def leads_next(self, stream: str, name: str) -> bool:
+        """This server holds the pull consumer's leader subject (``node.nextroute``)."""
+        return (stream, name) in self._next_subs
+
+    def drop_next_interest(self, stream: str, name: str) -> None:
+        """Give up the pull consumer's leader subject (the lead moved on)."""
+        sub = self._next_subs.pop((stream, name), None)
+        if sub is not None:
+            self.svc.client.unsubscribe(sub)
+
     def _teardown(self, key: tuple[str, str], reason: bytes | None) -> None:
+        self.drop_next_interest(*key)
+        if reason is not None:  # deleted
+            self._early.pop(key, None)
         pull = self.pulls.pop(key, None)
         if pull is not None:
             pull.close(reason)
@@ -348,6 +378,11 @@ class ConsumerManager:
             return False
         pull = self.pulls.get((stream, name))
         if pull is None:
+            if consumer.cfg.is_pull and not consumer.leading:  # the lead was just won here
+                early = self._early.setdefault((stream, name), [])
+                if len(early) < EARLY_PULLS_MAX:
+                    early.append((trio.current_time(), reply, body))
+                return True
             self.svc.client.publish(reply, b"", headers=status(409, "Consumer is push based"))
             return True
         pull.add(reply, body)
@@ -407,14 +442,15 @@ class ConsumerManager:
                         b"MSG " + subj + sid + b" " + prefix,
                         b"HMSG " + subj + sid + b" " + prefix,
                     )
-                ack = f"{dc}.{sseq}.{dseq}.{ts}.{left}"
+                # one text line per message (the ack subject's tokens and the
+                # sizes in one f-string: cheaper than bytes formatting)
                 if not h or not with_headers:
                     add(head[0])
-                    add(f"{ack} {plen}\r\n".encode())
+                    add(f"{dc}.{sseq}.{dseq}.{ts}.{left} {plen}\r\n".encode())
                 else:
                     hl = len(h)
                     add(head[1])
-                    add(f"{ack} {hl} {hl + plen}\r\n".encode())
+                    add(f"{dc}.{sseq}.{dseq}.{ts}.{left} {hl} {hl + plen}\r\n".encode())
                     add(h)
                 add(payload)
                 add(b"\r\n")
@@ -681,6 +717,16 @@ class ConsumerManager:
                 self._publish_advisory(
                     f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{s}.{n}", "terminated", body
                 )
+
+
+EARLY_PULLS_MAX = 256
+"""Pulls held per consumer until its activation (``next_request``)."""
+EARLY_PULL_S_MAX = 5.0
+"""... for at most this long."""
+
+
+def _interest_only(*_args: object) -> None:
+    """A leader subject's handler: the service's ``$TRIJET.NEXT.>`` answers it."""
 
 
 def _pause_ns(until: str) -> int | None:

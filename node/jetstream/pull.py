@@ -5,8 +5,8 @@ Theory of operation: a ``PullDispatcher`` holds one pull consumer's waiting
 in arrival order, and its task serves them whenever the consumer may
 deliver (``Consumer.changed``) -- requests waiting together take turns, one
 message each, as nats-server's ``waitQueue.pop`` hands them out
-(``node.jetstream.pullturns``; with ``pinned_client`` and ``overflow`` the
-request ``pick`` chooses is served a run at a time) --, sends the 404/408/409 status
+(``node.jetstream.pullturns``; with ``pinned_client`` and ``overflow``
+among the requests ``pick`` lets take each message) --, sends the 404/408/409 status
 messages and idle heartbeats byte for byte as nats-server, and retires
 requests that expired, were fulfilled or were superseded.  The messages
 themselves go out through ``ConsumerManager.send``.
@@ -33,10 +33,10 @@ from cluster.consumer_fsm import (
 )
 from cluster.consumer_model import ConsumerConfig, PriorityPolicy
 from cluster.consumers import Consumer
-from node.jetstream.priority import insert_prioritized, pick, with_pin_header
+from node.jetstream.priority import insert_prioritized, with_pin_header
 from node.jetstream.pullreq import decode_pull, priority_refusal
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
-from node.jetstream.pullturns import Turns, msg_size
+from node.jetstream.pullturns import PickTurns, Turns, msg_size
 from node.jsapi.consumerconfig import go_duration
 
 if TYPE_CHECKING:
@@ -105,6 +105,10 @@ class PullDispatcher:
         self.pinned_ns = 0
         self.pin_group = ""
         self.pin_deadline: float | None = None
+        #: the ``pause_until`` seen last while paused ("" none), and whether
+        #: serving waits for the next wake-up after an early resume
+        self.paused_until = ""
+        self.held = False
 
     @property
     def cfg(self) -> ConsumerConfig:
@@ -252,19 +256,30 @@ class PullDispatcher:
                     )
             paused_s = self._paused_s()
             if paused_s is not None:
+                self.paused_until = self.cfg.pause_until
                 end = now + paused_s
                 deadline = end if deadline is None else min(deadline, end)
-            elif await self._serve():
+            elif self._resumed_early():
+                # resumed (PAUSE, update) before its time: nats-server stops
+                # its pause timer and wakes nobody, so the requests that
+                # waited are served at the next wake-up -- a message, an ack,
+                # a request, an expiry or a heartbeat --, not now
+                self.held = True
+            elif not self.held and await self._serve():
                 continue
-            self._end_of_stream()
+            if not self.held:
+                self._end_of_stream()
             if not self.waiting and self.cfg.inactive_threshold_ns > 0:
                 idle_end = self.last_request + self.cfg.inactive_threshold_ns / 1e9
                 if now >= idle_end:
                     await self.mgr.delete_inactive(c)
                     return
                 deadline = idle_end if deadline is None else min(deadline, idle_end)
+            held = self.held
             with trio.move_on_at(deadline if deadline is not None else float("inf")):
                 await c.changed.wait()
+            if held:  # the wake-up after an early resume
+                self.held = False
 
     def _housekeeping(self, now: float) -> float | None:
         """Expire requests, drop those without interest, send heartbeats;
@@ -296,6 +311,23 @@ class PullDispatcher:
             self.last_request = now
         return deadline
 
+    def reconfigured(self) -> None:
+        """The consumer took a new config: a pause lifted before its time
+        holds serving until the next wake-up (the dispatcher may be asleep
+        in the pause: it is woken to take the hold, not to serve)."""
+        if self.paused_until and self._resumed_early():
+            self.held = True
+            self.consumer.changed.set()
+
+    def _resumed_early(self) -> bool:
+        """The pause seen last was lifted before its time (forgets it)."""
+        if self._paused_s() is not None:  # still paused (maybe until another time)
+            return False
+        seen, self.paused_until = self.paused_until, ""
+        if not seen or self.cfg.pause_until == seen:
+            return False  # not paused before, or that pause ran out
+        return rfc3339_to_ns(seen) > time.time_ns()
+
     def _paused_s(self) -> float | None:
         """Seconds the consumer stays paused (``pause_until``), None if not paused."""
         until = self.cfg.pause_until
@@ -316,44 +348,22 @@ class PullDispatcher:
         self._send(reply, hdr)
 
     async def _serve(self) -> bool:
-        """Deliver to the head request; True if anything happened."""
+        """Deliver to the waiting requests; True if anything happened."""
         c = self.consumer
         if not self.waiting or not c.has_messages():
             return False
         policy = self.cfg.priority_policy
-        if policy in _TURN_POLICIES and len(self.waiting) > 1:
+        if policy not in _TURN_POLICIES:
+            return await self._serve_picked(policy)
+        if len(self.waiting) > 1:
             members = self._turn_members(policy)
             if len(members) > 1:
                 return await self._serve_turns(members)
-        n = self.waiting[0].n
-        new_pin = False
-        if policy is PriorityPolicy.NONE:
-            wr = self.waiting[0]
-        else:
-            fsm = c.fsm
-            chosen = pick(
-                self.waiting,
-                policy,
-                self.pin_id,
-                max(0, c.num_pending() - c.ahead.unapplied),
-                fsm.num_ack_pending,
-                redelivery_next=bool(fsm.redeliveries()),
-            )
-            for refused in chosen.refused:
-                self._send(refused.reply, _wrong_pin(refused))
-            if chosen.wr is None:
-                return bool(chosen.refused)
-            wr = chosen.wr
-            if chosen.new_pin:
-                self._pin(wr)
-                new_pin = True
-            n = wr.n if chosen.limit is None else max(1, min(wr.n, chosen.limit))
-        send = self._sender(wr.reply, policy is PriorityPolicy.PINNED_CLIENT)
-        got, too_big = await c.deliver(n, wr.max_bytes, send=send)
+        wr = self.waiting[0]
+        send = self._sender(wr.reply)
+        got, too_big = await c.deliver(wr.n, wr.max_bytes, send=send)
         if too_big:
             self._forget(wr)
-            if new_pin and self.pin_id == wr.pin_id:
-                self._drop_pin()  # as nats-server: the pin goes with the request
             if wr.delivered == 0:
                 hdr = pending_status(409, "Message Size Exceeds MaxBytes", wr)
                 self._send(wr.reply, hdr)
@@ -368,6 +378,58 @@ class PullDispatcher:
         if wr.n <= 0:
             self._forget(wr)
         return True
+
+    async def _serve_picked(self, policy: PriorityPolicy) -> bool:
+        """``pinned_client``/``overflow``: each message to the request ``pick``
+        chooses for it, in turns (``pullturns.PickTurns``); one proposal for
+        the round.  True if anything happened."""
+        c = self.consumer
+        fsm = c.fsm
+        start = c.ahead.start() if c.ahead.usable() else 0
+
+        def new_pin(wr: PullRequest) -> str:
+            self._pin(wr)
+            return self.pin_id
+
+        turns = PickTurns(
+            list(self.waiting),
+            policy,
+            self.pin_id,
+            max(0, c.num_pending() - c.ahead.unapplied),
+            fsm.num_ack_pending,
+            counts_acks=fsm.policy.ack != "none",
+            next_sseq=max(fsm.next_sseq, start),
+            new_pin=new_pin,
+            drop_pin=self._drop_pin,
+        )
+
+        def send(got: list[tuple[StoredMsg, Delivery]]) -> None:
+            self._send_turns(turns.owner, got)
+
+        got, _ = await c.deliver(turns.wants(), send=send, take=turns.take)
+        for refused in turns.refused:
+            self._forget(refused)
+            self._send(refused.reply, _wrong_pin(refused))
+        for wr, answer in turns.dropped:
+            self._forget(wr)
+            if answer:
+                self._send(wr.reply, pending_status(409, "Message Size Exceeds MaxBytes", wr))
+        for m, _ in got:
+            wr = turns.owner[m.seq]
+            wr.n -= 1
+            wr.delivered += 1
+            if wr.max_bytes:
+                wr.max_bytes -= msg_size(m)
+        # the waiting list as the round left it (cycled, refused and dropped
+        # ones out), then requests that arrived meanwhile; a request retired
+        # meanwhile (expired, gone) stays retired
+        before = {id(wr) for wr in turns.order()} | {id(wr) for wr in turns.refused}
+        before |= {id(wr) for wr, _ in turns.dropped} | {id(wr) for wr in turns.owner.values()}
+        alive = {id(wr) for wr in self.waiting}
+        order = [wr for wr in turns.order() if wr.n > 0 and id(wr) in alive]
+        rest = [wr for wr in self.waiting if id(wr) not in before]
+        self.waiting = deque(order + rest)
+        return bool(got or turns.refused or turns.dropped)
 
     def _turn_members(self, policy: PriorityPolicy) -> list[PullRequest]:
         """The requests that take turns now: every waiting one, or with
@@ -389,7 +451,7 @@ class PullDispatcher:
         turns = Turns(members)
 
         def send(got: list[tuple[StoredMsg, Delivery]]) -> None:
-            self._send_turns(turns, got)
+            self._send_turns(turns.owner, got)
 
         got, _ = await c.deliver(turns.wants(), send=send, take=turns.take)
         for wr, answer in turns.dropped:
@@ -417,14 +479,18 @@ class PullDispatcher:
             self.waiting = deque(sorted(self.waiting, key=_rank))  # stable: turns kept
         return True
 
-    def _send_turns(self, turns: Turns[PullRequest], got: list[tuple[StoredMsg, Delivery]]) -> None:
+    def _send_turns(
+        self, owner: dict[int, PullRequest], got: list[tuple[StoredMsg, Delivery]]
+    ) -> None:
         """Send a round of turns: each message to its request, in delivery
         order on the wire.  Requests whose inboxes are on different
         connections get their messages as one run each (no connection sees
         the others' order); otherwise every change of request starts a run."""
         c, mgr = self.consumer, self.mgr
         router = mgr.svc.router
-        owner = turns.owner
+        if self.cfg.priority_policy is PriorityPolicy.PINNED_CLIENT:
+            pin = self.pin_id  # on every message, "" when served without a pin
+            got = [(m._replace(headers=with_pin_header(m.headers, pin)), d) for m, d in got]
         runs: list[tuple[PullRequest, list[tuple[StoredMsg, Delivery]]]] = []
         by_request: dict[int, list[tuple[StoredMsg, Delivery]]] = {}
         clients: set[int] = set()
@@ -459,22 +525,10 @@ class PullDispatcher:
             mgr.send(c, wr.reply, run, pendings=[pending_of[m.seq] for m, _ in run], flush=False)
         router.flush()
 
-    def _sender(
-        self, reply: bytes, pinned: bool
-    ) -> Callable[[list[tuple[StoredMsg, Delivery]]], None]:
-        """How a run of messages goes to ``reply`` (a pinned consumer's
-        messages carry ``Nats-Pin-Id``; "" when served without a pin)."""
+    def _sender(self, reply: bytes) -> Callable[[list[tuple[StoredMsg, Delivery]]], None]:
+        """How a run of messages goes to ``reply``."""
         c, mgr = self.consumer, self.mgr
-        if not pinned:
-            return lambda got: mgr.send(c, reply, got)
-
-        def send(got: list[tuple[StoredMsg, Delivery]]) -> None:
-            pin = self.pin_id
-            mgr.send(
-                c, reply, [(m._replace(headers=with_pin_header(m.headers, pin)), d) for m, d in got]
-            )
-
-        return send
+        return lambda got: mgr.send(c, reply, got)
 
     def _forget(self, wr: PullRequest) -> None:
         """Remove ``wr`` (by identity) from the waiting list, wherever it is."""

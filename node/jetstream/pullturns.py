@@ -21,18 +21,33 @@ updates the requests by what was actually delivered, reorders its waiting
 list as the turns left it and sends each request's messages in delivery
 order.
 
+With ``pinned_client`` and ``overflow`` the turns are the same, but whose
+turn it is goes through ``node.jetstream.priority.pick`` for every message,
+as nats-server calls ``nextWaiting`` once per message: ``PickTurns`` walks
+the whole waiting list per message (requests without the pin, or below their
+overflow minimums, are moved to the end; requests carrying another pin are
+refused), with the pending and ack-pending counts as they stand when that
+message goes out; the request served moves to the end of the list while it
+wants more (``waitQueue.pop``).  Seen with nats-server 2.15.1: two requests
+carrying the pin take messages 1, 3, 5 and 2, 4, 6; an overflow request
+with ``min_pending`` takes its turns only while the pending count reaches
+its minimum and the others take turns without it.
+
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from cluster.consumer_model import PriorityPolicy
+from node.jetstream.priority import Waiter, pick
 from store.api import StoredMsg
 
-__all__ = ["TURNS_MSGS_MAX", "Turns", "msg_size"]
+__all__ = ["TURNS_MSGS_MAX", "PickTurns", "Turns", "msg_size"]
 
 TURNS_MSGS_MAX = 4096
 """Most messages one round of turns picks (one ``ConsumerDelivered``)."""
@@ -114,3 +129,118 @@ class Turns(Generic[R]):
     def order(self) -> list[R]:
         """The members still taking turns, in the order of their next turn."""
         return [slot.wr for slot in self._ring]
+
+
+class PickWaiter(Turn, Waiter, Protocol):
+    """A waiting request as ``PickTurns`` reads it."""
+
+
+P = TypeVar("P", bound=PickWaiter)
+
+
+class PickTurns(Generic[P]):
+    """One round of turns chosen by ``priority.pick`` message by message
+    (``pinned_client``, ``overflow``; module doc).
+
+    Args:
+        waiting: every waiting request, head first (copied: the caller
+            applies ``order()`` once the round is delivered).
+        policy: the consumer's ``priority_policy``.
+        pin_id: the pin held when the round starts ("" none).
+        pending: messages not yet delivered, counting the first new one.
+        ack_pending: messages delivered and not yet acknowledged.
+        counts_acks: new deliveries add to ``ack_pending`` (ack policy not none).
+        next_sseq: the first stream sequence not yet delivered (a message
+            below it is a redelivery).
+        new_pin: gives a request its new pin; returns the pin id.
+        drop_pin: takes back a pin given in this round (its request was
+            dropped for ``max_bytes``, as nats-server does).
+    """
+
+    def __init__(
+        self,
+        waiting: list[P],
+        policy: PriorityPolicy,
+        pin_id: str,
+        pending: int,
+        ack_pending: int,
+        *,
+        counts_acks: bool,
+        next_sseq: int,
+        new_pin: Callable[[P], str],
+        drop_pin: Callable[[], None],
+    ) -> None:
+        self._ring: deque[P] = deque(waiting)
+        self._left = {id(wr): wr.n for wr in waiting}
+        self._room = {id(wr): wr.max_bytes for wr in waiting}
+        self._taken: dict[int, int] = {}
+        self._policy = policy
+        self.pin_id = pin_id
+        self._pending = pending
+        self._ack_pending = ack_pending
+        self._counts_acks = counts_acks
+        self._next_sseq = next_sseq
+        self._new_pin = new_pin
+        self._drop_pin = drop_pin
+        #: stream sequence -> the request it went to
+        self.owner: dict[int, P] = {}
+        #: requests refused for carrying another pin (answer 423 Nats-Wrong-Pin-Id)
+        self.refused: list[P] = []
+        #: requests dropped for a message larger than their ``max_bytes``
+        #: allowed, with whether they are answered 409 (they got nothing)
+        self.dropped: list[tuple[P, bool]] = []
+        self._wants = sum(max(wr.n, 0) for wr in waiting)
+
+    def wants(self) -> int:
+        """How many messages the waiting requests ask for together (bounded)."""
+        return min(self._wants, TURNS_MSGS_MAX)
+
+    def take(self, m: StoredMsg) -> bool:
+        """Give ``m`` to the request ``pick`` chooses; False: nobody takes it."""
+        ring = self._ring
+        redelivery = m.seq < self._next_sseq
+        size = 0
+        while ring:
+            chosen = pick(
+                ring,
+                self._policy,
+                self.pin_id,
+                self._pending,
+                self._ack_pending,
+                redelivery_next=redelivery,
+            )
+            self.refused.extend(chosen.refused)
+            wr = chosen.wr
+            if wr is None:
+                return False
+            key = id(wr)
+            if chosen.new_pin:
+                self.pin_id = self._new_pin(wr)
+            if wr.max_bytes > 0:
+                size = size or msg_size(m)
+                if size > self._room[key]:
+                    ring.popleft()
+                    taken = self._taken.get(key, 0)
+                    self.dropped.append((wr, wr.delivered == 0 and taken == 0))
+                    if chosen.new_pin:
+                        self._drop_pin()
+                        self.pin_id = ""
+                    continue
+                self._room[key] -= size
+            self.owner[m.seq] = wr
+            self._taken[key] = self._taken.get(key, 0) + 1
+            self._left[key] -= 1
+            if self._left[key] <= 0:
+                ring.popleft()
+            elif len(ring) > 1:
+                ring.rotate(-1)
+            if not redelivery:
+                self._pending = max(0, self._pending - 1)
+                if self._counts_acks:
+                    self._ack_pending += 1
+            return True
+        return False
+
+    def order(self) -> list[P]:
+        """Every request still waiting, in the order the round left them."""
+        return list(self._ring)

@@ -64,6 +64,7 @@ from node.jsapi import render
 from node.jsapi.versioning import demands_higher_level
 from node.monitor.endpoints import js_store_limits
 from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
+from node.nextroute import LEADER_PREFIX, msg_next_subject
 from node.session import Subscription
 from node.version import JS_API_LEVEL
 from store.errors import StoreError
@@ -200,6 +201,7 @@ class JetStreamService:
         acc_spec = server.cfg.accounts.get(self.account.name)
         self.limits = AccountLimits.from_config(acc_spec.js_limits if acc_spec else {})
         self._subs: dict[str, list[Subscription]] = {}
+        self._next_any: Subscription | None = None
         #: a replicated stream's capture kept ``CAPTURE_GRACE_S`` after its lead was lost
         self._graced: dict[str, list[Subscription]] = {}
         self._nursery: trio.Nursery | None = None
@@ -275,6 +277,8 @@ class JetStreamService:
             if self.domain:
                 self.client.subscribe(b"$JS." + self.domain.encode() + b".API.>", self._on_api)
             if self.meta is not None:  # streams start as the meta layer assigns them
+                # pulls sent to a consumer's leader (``node.nextroute``)
+                self._next_any = self.client.subscribe(LEADER_PREFIX + b">", self._on_to_leader)
                 server = self.server
                 self.api.on_stream_started.append(self.membership.stream_started)
                 self.membership.start()
@@ -310,6 +314,17 @@ class JetStreamService:
         if not reply and any(op[: len(p)] == p for p in _NEED_REPLY):
             return  # nats-server acts on other requests without a reply subject
         req = ApiRequest(subject, op, reply or b"", hdr, body, self.client.sender)
+        if (
+            len(op) == 5
+            and op[:3] == _MSG_NEXT
+            and self.meta is not None
+            and req.client is not None
+            and self.consumers.leads_next(op[3], op[4])
+        ):
+            # a client's pull that went to no other server: this one holds
+            # the consumer's leader subject (``node.nextroute``)
+            self._answer_here_or_forward(req)
+            return
         if self.meta is not None:
             verdict = self.meta.answers(op)
             if verdict is None:  # decided once the meta group has a leader
@@ -318,6 +333,43 @@ class JetStreamService:
             if not verdict:
                 return  # another server of the cluster answers this one
         self._dispatch(req)
+
+    def _on_to_leader(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """A pull request sent to this server as its consumer's leader
+        (``node.nextroute``): answered here if this server leads the
+        consumer, else published again as the ``MSG.NEXT`` it stands for."""
+        if sub is not self._next_any or not reply or self.meta is None:
+            return  # the leader's literal subscriptions only hold the interest
+        original = msg_next_subject(subject)
+        tokens = original.decode(errors="replace").split(".")
+        if len(tokens) != 7:
+            return
+        req = ApiRequest(original, tuple(tokens[2:]), reply, hdr, body, self.client.sender)
+        self._answer_here_or_forward(req)
+
+    def _answer_here_or_forward(self, req: ApiRequest) -> None:
+        """A pull sent to this server alone: answered here if it leads the
+        consumer, else published again (after an election, if one runs)."""
+        meta = self.meta
+        assert meta is not None
+        if meta.answers(req.op) is None:  # electing: decided once a leader is known
+            meta.layer.park(
+                req, self._answer_or_forward, lambda op: None if meta.answers(op) is None else True
+            )
+            return
+        self._answer_or_forward(req)
+
+    def _answer_or_forward(self, req: ApiRequest) -> None:
+        assert self.meta is not None
+        if self.meta.answers(req.op):
+            self._dispatch(req)
+            return
+        # not the leader (any more): its leader subject goes first, so the
+        # request is routed to the new leader's interest or to everyone
+        self.consumers.drop_next_interest(req.op[3], req.op[4])
+        self.client.publish(req.subject, req.body, reply=req.reply, headers=req.headers)
 
     def _dispatch(self, req: ApiRequest) -> None:
         """Answer ``req`` here: pulls at once, the rest through the API queue."""

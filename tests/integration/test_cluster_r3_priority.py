@@ -8,11 +8,16 @@ served from a third; after ``CONSUMER.LEADER.STEPDOWN`` the new leader holds
 no pin (the pin lives in the leader's memory), a pull with the old id gets
 ``423 Nats-Wrong-Pin-Id`` and a pull without one is pinned anew.  An
 ``overflow`` consumer's minimums are honoured for requests from any server.
+Two requests carrying the pin, sent to two servers, take turns; a paused
+consumer resumed early serves the request that waited when a new message
+wakes it (trijet holds it until then, as one nats-server does; three
+nats-server processes sometimes serve it at the resume already).
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +152,75 @@ async def session(urls: list[str]) -> None:
         ok = await _pull(o[2], {**req, "batch": 4, "min_pending": 8}, want=4)
         assert [g.data for g in ok if not g.status] == [b"m0", b"m1", b"m2"], ok
         assert ok[-1].status == "408"
+        await _turns_and_resume(ncs, by_name, nc0)
     finally:
         for nc in ncs:
             await nc.close()
+
+
+async def _num_waiting(nc: Any, consumer: str, n: int) -> None:
+    for _ in range(TRIES * 5):
+        if (await _info(nc, consumer))["num_waiting"] == n:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{consumer}: never {n} waiting")
+
+
+async def _answers(p: Puller, body: dict[str, Any], want: int) -> asyncio.Task[list[Got]]:
+    task = asyncio.create_task(p.pull(body, want=want))
+    await asyncio.sleep(0)  # its request goes out before the caller's next one
+    return task
+
+
+async def _turns_and_resume(ncs: list[Any], by_name: dict[str, Any], nc0: Any) -> None:
+    """Two requests with the pin, sent to two servers, take turns on the
+    leader (1, 3, 5 and 2, 4, 6); a paused consumer resumed early serves the
+    request that waited, at the latest when a new message wakes it."""
+    cfg = {
+        "durable_name": "T",
+        "ack_policy": "explicit",
+        "filter_subject": "s.t",
+        "priority_policy": "pinned_client",
+        "priority_groups": ["A"],
+        "priority_timeout": 60_000_000_000,
+    }
+    doc = await api(
+        nc0, "$JS.API.CONSUMER.CREATE.S.T", {"stream_name": "S", "config": cfg}, wait_s=SLOW_S
+    )
+    assert "error" not in doc, doc
+    await nc0.request("s.t", b"t0", timeout=SLOW_S)
+    req = {"batch": 3, "expires": 3 * EXPIRES_NS, "group": "A"}
+    first = await _pull(Puller(ncs[0], "S", "T"), {**req, "batch": 1})
+    pin = first[0].headers["Nats-Pin-Id"]
+    a = await _answers(Puller(ncs[1], "S", "T"), {**req, "id": pin}, 3)
+    await _num_waiting(nc0, "T", 1)
+    b = await _answers(Puller(ncs[2], "S", "T"), {**req, "id": pin}, 3)
+    await _num_waiting(nc0, "T", 2)
+    for i in range(1, 7):
+        await nc0.publish("s.t", b"t%d" % i)
+    await nc0.flush()
+    assert [g.data for g in await a] == [b"t1", b"t3", b"t5"]
+    assert [g.data for g in await b] == [b"t2", b"t4", b"t6"]
+
+    cfg = {"durable_name": "Z", "ack_policy": "explicit", "filter_subject": "s.z"}
+    doc = await api(
+        nc0, "$JS.API.CONSUMER.CREATE.S.Z", {"stream_name": "S", "config": cfg}, wait_s=SLOW_S
+    )
+    assert "error" not in doc, doc
+    await nc0.request("s.z", b"z0", timeout=SLOW_S)
+    until = (datetime.now(UTC) + timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
+    doc = await api(nc0, "$JS.API.CONSUMER.PAUSE.S.Z", {"pause_until": until}, wait_s=SLOW_S)
+    assert doc["paused"] is True, doc
+    w = await _answers(Puller(ncs[1], "S", "Z"), {"batch": 2, "expires": 5 * EXPIRES_NS}, 2)
+    await _num_waiting(nc0, "Z", 1)
+    doc = await api(nc0, "$JS.API.CONSUMER.PAUSE.S.Z", {}, wait_s=SLOW_S)
+    assert doc["paused"] is False, doc
+    # still waiting; whether nothing was served is not checked here: three
+    # nats-server 2.15.1 processes now and then serve it at the resume (1 run
+    # in ~7; one server never does: test_js_pull_turns_compat)
+    await _num_waiting(ncs[2], "Z", 1)
+    await nc0.request("s.z", b"z1", timeout=SLOW_S)  # wakes it: served
+    assert [g.data for g in await w] == [b"z0", b"z1"]
 
 
 KINDS = ["trijet"] + (["reference"] if reference_binary() is not None else [])
