@@ -29,14 +29,13 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 
 from tests.support.aio import noop_cb, run
-from tests.support.servers import ServerProcess, reference_binary, start_server
+from tests.support.servers import ServerProcess, js_pair, reference_binary
 
 pytestmark = pytest.mark.skipif(
     reference_binary() is None, reason="reference nats-server not installed"
@@ -159,18 +158,8 @@ async def _run(url: str, scenario: Scenario) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    wd: Path = tmp_path_factory.mktemp("consumer-api")
-    ref = start_server("reference", ["-js", "-sd", str(wd / "ref-store")], workdir=wd / "ref")
-    try:
-        tj = start_server("trijet", ["-js", "-sd", str(wd / "tj-store")], workdir=wd / "tj")
-    except BaseException:
-        ref.stop()
-        raise
-    try:
-        yield ref, tj
-    finally:
-        tj.stop()
-        ref.stop()
+    with js_pair(tmp_path_factory.mktemp("consumer-api")) as pair:
+        yield pair
 
 
 def compare(pair: tuple[ServerProcess, ServerProcess], scenario: Scenario) -> None:

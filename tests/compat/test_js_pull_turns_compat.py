@@ -31,14 +31,13 @@ import asyncio
 import datetime as dt
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 
 from tests.support.aio import noop_cb, run
-from tests.support.servers import ServerProcess, reference_binary, start_server
+from tests.support.servers import ServerProcess, js_pair, reference_binary
 
 pytestmark = pytest.mark.skipif(
     reference_binary() is None, reason="reference nats-server not installed"
@@ -206,18 +205,8 @@ async def _run(url: str, name: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    wd: Path = tmp_path_factory.mktemp("pull-turns")
-    ref = start_server("reference", ["-js", "-sd", str(wd / "ref-store")], workdir=wd / "ref")
-    try:
-        tj = start_server("trijet", ["-js", "-sd", str(wd / "tj-store")], workdir=wd / "tj")
-    except BaseException:
-        ref.stop()
-        raise
-    try:
-        yield ref, tj
-    finally:
-        tj.stop()
-        ref.stop()
+    with js_pair(tmp_path_factory.mktemp("pull-turns")) as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -12,6 +12,7 @@ from tests.support.servers import (
     KINDS,
     ServerProcess,
     ServerStartError,
+    js_pair,
     reference_binary,
     start_server,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "ServerStartError",
     "Transcript",
     "connect_line",
+    "js_pair",
     "reference_binary",
     "split_ops",
     "start_server",

@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -227,3 +229,24 @@ def start_server(
     sp.host = h.strip("[]")
     sp.port = int(p)
     return sp
+
+
+@contextmanager
+def js_pair(workdir: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """A reference nats-server and a trijet server, each alone with JetStream in its own
+    store under ``workdir``; both stopped on exit (a differential test's pair)."""
+    ref = start_server(
+        "reference", ["-js", "-sd", str(workdir / "ref-store")], workdir=workdir / "ref"
+    )
+    try:
+        tj = start_server(
+            "trijet", ["-js", "-sd", str(workdir / "tj-store")], workdir=workdir / "tj"
+        )
+    except BaseException:
+        ref.stop()
+        raise
+    try:
+        yield ref, tj
+    finally:
+        tj.stop()
+        ref.stop()
