@@ -74,10 +74,10 @@ from urllib.parse import urlsplit
 import trio
 
 from node.jsdelivery import LEAF_LINK, split_js_ack
-from node.outbound import Outbound
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
-from node.protocol.wire import PING_BYTES, PONG_BYTES, err_bytes, info_bytes
+from node.protocol.wire import PING_BYTES, PONG_BYTES, info_bytes
+from node.serverlink import ServerLink
 from node.session import Subscription
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def _any_js_api(subject: bytes) -> bool:
     )
 
 
-class LeafConn(Outbound):
+class LeafConn(ServerLink):
     """One leaf connection (either direction), a client of its bound account.
 
     Args:
@@ -187,7 +187,6 @@ class LeafConn(Outbound):
         self.start_wall = server.wall_time()
         self.last_activity_wall = self.start_wall
         self.rtt_s = 0.0
-        self._ping_sent_at = 0.0
         self._pings_out = 0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         #: the peer's interest, as this link's subscriptions in the bound account
@@ -203,9 +202,7 @@ class LeafConn(Outbound):
         self.closing: str | None = None
         self._info_on_connect = False
         self._connect_seen = False
-        self._init_outbound(server.cfg.max_pending)
-        self._closed = trio.Event()
-        self._writer_done = trio.Event()
+        self._init_link(server.cfg.max_pending)
         self._proto = ProtocolConnection(
             Role.LEAF,
             max_payload=server.cfg.max_payload,
@@ -307,56 +304,17 @@ class LeafConn(Outbound):
 
     # -- outbound ---------------------------------------------------------
 
-    def send(self, data: bytes) -> None:
-        if self.closing is not None:
-            return
-        self._push(data, msg=False)
+    def _ping_interval(self) -> float:
+        return min(self.server.cfg.ping_interval_s, LEAF_PING_INTERVAL_S)
 
-    def _overflow(self) -> None:
-        self.close("Slow Consumer (Pending Bytes)")
-
-    def close(self, reason: str, err: str | None = None) -> None:
-        if self.closing is not None:
-            return
-        self.closing = reason
-        self._proto.halt()
-        if err is not None:
-            self._out.append(err_bytes(err))
-        self._wake.set()
-        self._closed.set()
-
-    async def _writer(self) -> None:
-        try:
-            await self._write_loop()
-        finally:
-            self._writer_done.set()
-
-    async def _write_loop(self) -> None:
-        interval = min(self.server.cfg.ping_interval_s, LEAF_PING_INTERVAL_S)
-        next_ping = trio.current_time() + interval
-        while True:
-            with trio.move_on_at(next_ping):
-                await self._wake.wait()
-            data = self._take()
-            if data:
-                try:
-                    with trio.fail_after(self.server.cfg.write_deadline_s):
-                        await self.stream.send_all(data)
-                except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.close("Write Error")
-                    return
-                continue
-            if self.closing is not None:
-                return
-            now = trio.current_time()
-            if now >= next_ping:
-                if self._pings_out >= max(self.server.cfg.ping_max, 1) + 1:
-                    self.close("Stale Connection")
-                    continue
-                self._ping_sent_at = now
-                self._pings_out += 1
-                self.send(PING_BYTES)
-                next_ping = now + interval
+    def _ping_due(self, now: float) -> bool:
+        if self._pings_out >= max(self.server.cfg.ping_max, 1) + 1:
+            self.close("Stale Connection")
+            return False
+        self._ping_sent_at = now
+        self._pings_out += 1
+        self.send(PING_BYTES)
+        return True
 
     # -- lifecycle --------------------------------------------------------
 

@@ -34,10 +34,10 @@ from urllib.parse import urlsplit
 
 import trio
 
-from node.outbound import Outbound
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
-from node.protocol.wire import PING_BYTES, PONG_BYTES, err_bytes, info_bytes
+from node.protocol.wire import PING_BYTES, PONG_BYTES, info_bytes
+from node.serverlink import ServerLink
 
 if TYPE_CHECKING:
     from node.server import Server
@@ -117,7 +117,7 @@ class Interest:
         return b"".join(out)
 
 
-class Route(Outbound):
+class Route(ServerLink):
     """One route connection (either direction).
 
     Args:
@@ -154,7 +154,6 @@ class Route(Outbound):
         self.start_wall = server.wall_time()
         self.last_activity_wall = self.start_wall
         self.rtt_s = 0.0
-        self._ping_sent_at = 0.0
         self._pings_sent = 0
         self._pongs_seen = 0
         self._pong_waiters: list[tuple[int, trio.Event]] = []
@@ -167,9 +166,7 @@ class Route(Outbound):
         self.origin_subs: dict[tuple[bytes, bytes, bytes, bytes | None], RemoteSub] = {}
         self.registered = False
         self.closing: str | None = None
-        self._init_outbound(server.cfg.max_pending)
-        self._closed = trio.Event()
-        self._writer_done = trio.Event()
+        self._init_link(server.cfg.max_pending)
         self._connect_seen = False
         # the parser's fast path yields plain RMSGs of $G only
         g = server.accounts.global_account.router
@@ -215,55 +212,13 @@ class Route(Outbound):
             await ev.wait()
         return ev.is_set()
 
-    def send(self, data: bytes) -> None:
-        if self.closing is not None:
-            return
-        self._push(data, msg=False)
+    def _ping_interval(self) -> float:
+        return ROUTE_PING_INTERVAL_S
 
-    def _overflow(self) -> None:
-        self.close("Slow Consumer (Pending Bytes)")
-
-    def close(self, reason: str, err: str | None = None) -> None:
-        if self.closing is not None:
-            return
-        self.closing = reason
-        self._proto.halt()
-        if err is not None:
-            self._out.append(err_bytes(err))
-        self._wake.set()
-        self._closed.set()
-
-    async def wait_closed(self) -> None:
-        """Return once the route has begun closing."""
-        await self._closed.wait()
-
-    async def _writer(self) -> None:
-        try:
-            await self._write_loop()
-        finally:
-            self._writer_done.set()
-
-    async def _write_loop(self) -> None:
-        next_ping = trio.current_time() + ROUTE_PING_INTERVAL_S
-        while True:
-            with trio.move_on_at(next_ping):
-                await self._wake.wait()
-            data = self._take()
-            if data:
-                try:
-                    with trio.fail_after(self.server.cfg.write_deadline_s):
-                        await self.stream.send_all(data)
-                except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.close("Write Error")
-                    return
-                continue
-            if self.closing is not None:
-                return
-            now = trio.current_time()
-            if now >= next_ping:
-                self._ping_sent_at = now
-                self._ping()
-                next_ping = now + ROUTE_PING_INTERVAL_S
+    def _ping_due(self, now: float) -> bool:
+        self._ping_sent_at = now
+        self._ping()
+        return True
 
     # -- lifecycle --------------------------------------------------------
 
