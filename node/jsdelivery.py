@@ -114,6 +114,8 @@ class JetStreamDelivery:
             headers: bytes | None,
             payload: bytes,
             qsubs: Any,
+            only_queues: tuple[bytes, ...] | None = None,
+            origin: bytes = b"",
         ) -> int: ...
 
     def _ack_intake(self, src: Any, subject: bytes, reply: bytes | None, payload: bytes) -> bool:
@@ -221,22 +223,30 @@ class JetStreamDelivery:
         payload: bytes,
         to_routes: bool = True,
         src: Any = None,
+        origin: bytes = b"",
     ) -> int:
         """Deliver to the subscribers of ``to`` a message whose MSG line
         names ``subject`` (JetStream deliveries: routed by the inbox, shown
         with the stream subject).  One member per queue group.  Routes with
         interest in ``to`` get it as ``RMSG to reply@subject`` unless
         ``to_routes`` is False (it came from a route); leaf links as ``LMSG
-        to reply@subject`` (never ``src``, the link it came from).  Returns
-        the number of copies handed out (a route counts once).
+        to reply@subject`` (never ``src``, the link it came from).  A delivery
+        from a hub-side link to a leaf cluster goes to routes as nats-server sends
+        it, ``LMSG <origin> ...`` (no route whose interest is that cluster's own),
+        and ``origin`` (a routed one's cluster) keeps it off the links to that
+        cluster, so a leaf cluster gets it once.  Returns the number of copies
+        handed out (a route counts once).
         """
         r = self.sublist.match(to)
         routed = 0
         via = reply + b"@" + subject if reply else None
-        spoke_src = src is not None and src.deliver_filter is LEAF_LINK and src.solicited
+        leaf_src = src is not None and src.deliver_filter is LEAF_LINK
+        spoke_src = leaf_src and src.solicited
+        if leaf_src and not spoke_src:
+            origin = src.origin  # its leaf cluster (a hub-side link's), marked on routes
         if to_routes and self.route_sublist.count and not spoke_src:
             # (a spoke link's message stays on this server: its peers have their own links)
-            routed = self._to_routes(to, via, headers, payload, r.qsubs)
+            routed = self._to_routes(to, via, headers, payload, r.qsubs, None, origin)
         targets = list(r.psubs)
         for group in r.qsubs:
             targets.append(group[self.rng.randrange(len(group))] if len(group) > 1 else group[0])
@@ -250,9 +260,8 @@ class JetStreamDelivery:
             if c.deliver_filter is LEAF_LINK:
                 if not to_routes and c.solicited:
                     continue  # a routed message: never out on a spoke link
-                if spoke_src is False and src is not None and src.deliver_filter is LEAF_LINK:
-                    if src.origin and c.origin == src.origin:
-                        continue  # never back into the leaf cluster it came from
+                if origin and c.origin == origin:
+                    continue  # never back into the leaf cluster it came from
                 if via is None:
                     c.send_msg(to, None, headers, payload, [])
                 else:

@@ -145,7 +145,9 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         if routed_queues is not None and reply is not None and reply.startswith(JS_ACK_PREFIX):
             split = split_js_ack(reply)
             if split is not None:
-                return self.deliver_as(subject, split[1], split[0], headers, payload, False)
+                return self.deliver_as(
+                    subject, split[1], split[0], headers, payload, False, None, origin
+                )
         if (
             headers is None
             and subject.startswith(JS_ACK_PREFIX)

@@ -941,3 +941,79 @@ def _leaf_cluster_on(kind: str, ports: list[int], base: Path) -> Any:
         c.stop()
         raise
     return c
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_leaf_cluster_push_deliveries_once(kind: str, tmp_path: Path) -> None:
+    """JetStream push deliveries across a leaf cluster on a hub cluster (the leaf nodes
+    linked to different hub nodes): a hub stream's consumer and a leaf stream's consumer
+    each deliver every message once to a subscriber of its deliver subject on each of the
+    five servers (a delivery from a leaf crosses the hub's routes with its origin)."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        3,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        ports = [(get_json(f"{u}/varz") or {})["leaf"]["port"] for u in hub.monitoring_urls]
+        lc = _leaf_cluster_on(kind, ports[:2], tmp_path / "leaf")
+        try:
+            servers = hub.servers
+            links = [(servers[0], 1), (servers[1], 1)]
+            run(lambda: _push_once_scenario(hub.urls, lc.urls, links))
+        finally:
+            lc.stop()
+    finally:
+        hub.stop()
+
+
+async def _push_once_scenario(
+    hub_urls: list[str], leaf_urls: list[str], links: list[tuple[Any, int]]
+) -> None:
+    def linked() -> bool:
+        return all(
+            (get_json(f"{sp.monitoring_url}/leafz") or {}).get("leafnodes") == n for sp, n in links
+        )
+
+    await poll(linked, "the leaf cluster's links")
+    urls = [*hub_urls, *leaf_urls]
+    ncs = [await nats.connect(u, error_cb=noop_cb) for u in urls]
+    got: dict[tuple[str, int], list[bytes]] = {}
+    try:
+        for i, nc in enumerate(ncs):
+            for d in ("dh", "dl"):
+                got[(d, i)] = []
+
+                async def on_msg(msg: Any, key: tuple[str, int] = (d, i)) -> None:
+                    got[key].append(msg.data)
+
+                await nc.subscribe(d, cb=on_msg)
+        for p, pub in enumerate(ncs):
+            for s, sub in enumerate(ncs):
+                if p != s:
+                    await wait_interest(pub, sub, f"{p}{s}")
+        hjs, ljs = ncs[2].jetstream(), ncs[-1].jetstream()
+        await hjs.add_stream(name="HS", subjects=["hs.>"])
+        await ljs.add_stream(name="LS", subjects=["ls.>"])
+        await hjs.add_consumer("HS", durable_name="h", deliver_subject="dh", ack_policy="none")
+        await ljs.add_consumer("LS", durable_name="l", deliver_subject="dl", ack_policy="none")
+        n = 20
+        for round_ in (b"m", b"z"):  # the second round ends any late copy of the first
+            for k in range(n):
+                await hjs.publish("hs.1", round_ + b"%d" % k)
+                await ljs.publish("ls.1", round_ + b"%d" % k)
+            last = round_ + b"%d" % (n - 1)
+            for key, msgs in got.items():
+                await poll(lambda msgs=msgs, last=last: last in msgs, f"round {round_!r} at {key}")
+        firsts = [b"m%d" % k for k in range(n)]
+        for key, msgs in got.items():
+            counts = {m: msgs.count(m) for m in firsts}
+            assert counts == dict.fromkeys(firsts, 1), (
+                key,
+                [m for m, c in counts.items() if c != 1],
+            )
+    finally:
+        for nc in ncs:
+            await nc.close()
