@@ -1063,3 +1063,107 @@ def test_object_bucket_mirrored_on_the_leaf(pair: Pair) -> None:
             await lf.close()
 
     run(main)
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_flapping_leaf_link_leaves_the_hub_raft_alone(kind: str, tmp_path: Path) -> None:
+    """A leaf killed and started again three times while a client publishes on the hub into
+    an R3 stream: the stream keeps its leader (no leader-elected advisory after the first)
+    and every PubAck'd message is stored once."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        3,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        port = (get_json(f"{hub.monitoring_urls[0]}/varz") or {})["leaf"]["port"]
+        run(lambda: _flapping_scenario(kind, hub, port, tmp_path))
+    finally:
+        hub.stop()
+
+
+async def _flapping_scenario(kind: str, hub: Any, port: int, base: Path) -> None:
+    linked_to = hub.servers[0]
+
+    def links(n: int) -> Any:
+        return lambda: (get_json(f"{linked_to.monitoring_url}/leafz") or {}).get("leafnodes") == n
+
+    def start_leaf(i: int) -> ServerProcess:
+        return start_server(
+            kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=(
+                f"server_name: leaf{i}\nleafnodes {{ reconnect: 250ms, remotes: [ "
+                f'{{ url: "nats://127.0.0.1:{port}" }} ] }}\n'
+            ),
+            workdir=base / f"leaf{i}",
+        )
+
+    nc = await nats.connect(hub.urls[2], error_cb=noop_cb)
+    leaf = start_leaf(0)
+    try:
+        elected: list[Any] = []
+
+        async def on_elected(msg: Any) -> None:
+            elected.append(msg)
+
+        await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.FL", cb=on_elected)
+        js = nc.jetstream(timeout=5)
+        await js.add_stream(name="FL", subjects=["fl.>"], num_replicas=3)
+        leader = (await js.stream_info("FL")).cluster.leader  # type: ignore[union-attr]
+        deadline = time.monotonic() + WAIT_S
+        while not elected:  # the election at creation
+            assert time.monotonic() < deadline, "no leader-elected advisory at creation"
+            await asyncio.sleep(POLL_S)
+        await poll(links(1), "the leaf link")
+        acked: list[bytes] = []
+        failed: list[str] = []
+        done = asyncio.Event()
+
+        async def publisher() -> None:
+            for k in range(100_000):
+                if done.is_set():
+                    return
+                data = b"%d" % k
+                try:
+                    await js.publish("fl.1", data, timeout=2)
+                    acked.append(data)
+                except (nats.errors.TimeoutError, nats.js.errors.Error) as e:  # not acked
+                    failed.append(repr(e))
+
+        task = asyncio.ensure_future(publisher())
+        try:
+            for i in range(1, 4):
+                n_before = len(acked)
+                await poll(lambda n=n_before: len(acked) >= n + 20, f"PubAcks before flap {i}")
+                leaf.send_signal(signal.SIGKILL)
+                await asyncio.to_thread(leaf.wait, 10)
+                await poll(links(0), f"link {i} down")
+                leaf = await asyncio.to_thread(start_leaf, i)  # publishing meanwhile
+                await poll(links(1), f"link {i} up")
+            n_before = len(acked)
+            await poll(lambda: len(acked) >= n_before + 20, "PubAcks after the last restart")
+        finally:
+            done.set()
+            await task
+        assert len(elected) == 1, ([m.data for m in elected], failed[:3])
+        info = await js.stream_info("FL")
+        assert info.cluster is not None and info.cluster.leader == leader
+        assert info.state.messages >= len(acked) > 0
+        sub = await js.pull_subscribe("fl.>", stream="FL", config=_ack_none())
+        stored: list[bytes] = []
+        while len(stored) < info.state.messages:
+            stored += [m.data for m in await sub.fetch(1000, timeout=WAIT_S)]
+        assert len(stored) == len(set(stored))
+        assert set(acked) <= set(stored)
+    finally:
+        await nc.close()
+        leaf.stop()
+
+
+def _ack_none() -> Any:
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    return ConsumerConfig(ack_policy=AckPolicy.NONE)
