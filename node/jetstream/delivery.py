@@ -319,10 +319,21 @@ class ConsumerManager:
         self.action(consumer, "delete")
         return consumer
 
-    def detach(self, key: tuple[str, str], *, closing: bool) -> None:
-        """Stop delivery and acks of a consumer (``closing``: it is deleted,
-        waiting pulls hear so; else the lead moved and they are dropped)."""
-        self._teardown(key, status(409, "Consumer Deleted") if closing else None)
+    def detach(self, key: tuple[str, str], *, closing: bool, lead_lost: bool = False) -> None:
+        """Stop delivery and acks of a consumer.
+
+        ``closing``: it is deleted, waiting pulls get ``409 Consumer Deleted``.
+        ``lead_lost``: this server gave up the lead (a stepdown, a lost
+        election), waiting pulls get ``409 Leadership Change`` -- what a
+        nats-server client hears when its consumer's lead moves -- from here,
+        the old leader, since no other server holds them (``node.nextroute``).
+        Otherwise (a move between stores) they are dropped.
+        """
+        if closing:
+            self._teardown(key, status(409, "Consumer Deleted"))
+        else:
+            reason = status(409, "Leadership Change") if lead_lost else None
+            self._teardown(key, reason, deleted=False)
 
     async def delete_inactive(self, c: Consumer) -> None:
         """Delete ``c`` for inactivity, from its own dispatcher task.
@@ -351,9 +362,13 @@ class ConsumerManager:
         if sub is not None:
             self.svc.client.unsubscribe(sub)
 
-    def _teardown(self, key: tuple[str, str], reason: bytes | None) -> None:
+    def _teardown(
+        self, key: tuple[str, str], reason: bytes | None, *, deleted: bool | None = None
+    ) -> None:
+        """Stop ``key``'s delivery; waiting pulls get ``reason`` (None: dropped).
+        ``deleted`` (default: a reason is given) forgets requests parked early."""
         self.drop_next_interest(*key)
-        if reason is not None:  # deleted
+        if reason is not None if deleted is None else deleted:
             self._early.pop(key, None)
         pull = self.pulls.pop(key, None)
         if pull is not None:

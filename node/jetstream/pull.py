@@ -234,7 +234,7 @@ class PullDispatcher:
         return len(self.waiting)
 
     def close(self, reason: bytes | None) -> None:
-        """Answer every waiting request (``409 Consumer Deleted``) and forget them."""
+        """Answer every waiting request with ``reason`` (None: drop them) and forget them."""
         while self.waiting:
             wr = self.waiting.popleft()
             if reason is not None:

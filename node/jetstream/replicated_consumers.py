@@ -159,7 +159,7 @@ class ReplicatedConsumers:
         """This replica no longer leads: stop delivery and acks (state kept)."""
         if not c.leading:
             return
-        self.mgr.detach((c.stream.cfg.name, c.name), closing=False)
+        self.mgr.detach((c.stream.cfg.name, c.name), closing=False, lead_lost=True)
         c.set_leading(False)
 
     # -- requests (on the stream's leader) ---------------------------------------------
