@@ -199,9 +199,12 @@ class Sample:
     notes: list[str] = field(default_factory=list)
 
 
-async def py_publish(port: int, n: int, window: int, size: int, idle_s: float) -> dict[str, Any]:
+async def py_publish(
+    port: int, n: int, window: int, size: int, idle_s: float, msg_id: bool = False
+) -> dict[str, Any]:
     """nats-py: ``js.publish`` one at a time (window 1) or ``js.publish_async`` with
-    ``window`` in flight; the same result keys as ``loadgen jspub``."""
+    ``window`` in flight; the same result keys as ``loadgen jspub``.  With ``msg_id``
+    every publish carries a unique ``Nats-Msg-Id`` header (HPUB, the dedupe path)."""
     nc = await nats.connect(f"nats://127.0.0.1:{port}")
     js = nc.jetstream(timeout=idle_s, publish_async_max_pending=max(1, window))
     payload = b"x" * size
@@ -211,10 +214,11 @@ async def py_publish(port: int, n: int, window: int, size: int, idle_s: float) -
     try:
         t0 = time.perf_counter()
         if window <= 1:
-            for _ in range(n):
+            for i in range(n):
                 t = time.perf_counter()
                 try:
-                    await js.publish(SUBJECT, payload)
+                    hdr = {"Nats-Msg-Id": f"m{i}"} if msg_id else None
+                    await js.publish(SUBJECT, payload, headers=hdr)
                 except Exception as exc:  # counted, reported
                     bad.append(repr(exc))
                     break
@@ -222,9 +226,10 @@ async def py_publish(port: int, n: int, window: int, size: int, idle_s: float) -
                 done += 1
         else:
             futs = []
-            for _ in range(n):
+            for i in range(n):
                 sent = time.perf_counter()
-                f = await js.publish_async(SUBJECT, payload)
+                hdr = {"Nats-Msg-Id": f"m{i}"} if msg_id else None
+                f = await js.publish_async(SUBJECT, payload, headers=hdr)
                 f.add_done_callback(lambda _f, t=sent: lat.append(time.perf_counter() - t))
                 futs.append(f)
             for f in futs:
@@ -279,7 +284,9 @@ def run_one(s: JsServer, storage: str, mode: str, rep: int, args: argparse.Names
         try:
             c0, t0 = s.proc.cpu_s(), time.monotonic()
             if args.client == "py":
-                res = asyncio.run(py_publish(s.proc.port, n, window, args.size, args.idle_s))
+                res = asyncio.run(
+                    py_publish(s.proc.port, n, window, args.size, args.idle_s, args.msg_id)
+                )
             else:
                 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
                 res = finish(p, max(120.0, n / 200))
@@ -447,6 +454,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma list of ref (= ref-always), ref-always, ref-default, trijet, trijet=DIR",
     )
     p.add_argument("--client", default="c", choices=["c", "py"], help="C jspub or nats-py")
+    p.add_argument(
+        "--msg-id", action="store_true", help="nats-py: a Nats-Msg-Id header on every publish"
+    )
     p.add_argument("--storage", default="file,memory", help="comma list of file, memory")
     p.add_argument("--modes", default="sync,async", help="comma list of sync, async")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go (TMPDIR)")
@@ -457,6 +467,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.storages = comma_list(args.storage)
     args.modes = comma_list(args.modes)
+    if args.msg_id:
+        args.client = "py"
     bad = [x for x in args.storages if x not in ("file", "memory")]
     bad += [x for x in args.modes if x not in ("sync", "async")]
     if bad:

@@ -361,7 +361,16 @@ class StreamStateMachine(SourcingApply):
         rollup = ""
         ttl_invalid = False
         ttl_ns: int | None = None
-        if hdr:
+        only_id = _only_msg_id(hdr) if hdr else None
+        if only_id is not None:
+            # the common block (just a Nats-Msg-Id): of _check_headers' rules
+            # only the duplicate check can apply
+            msg_id = only_id
+            if msg_id:
+                dup = self._dedupe.get(msg_id)
+                if dup is not None and m.ts_ns - dup[1] < pol.duplicate_window_ns:
+                    return PubResult(pol.name, dup[0], duplicate=True), None
+        elif hdr:
             h = parse_headers(hdr, strict=False)
             msg_id = h.get(MSG_ID) or ""
             checked = self._check_headers(h, m, msg_id)
@@ -648,6 +657,19 @@ class StreamStateMachine(SourcingApply):
         self._policy = policy
         self._last_msg_id = last_id
         self._dedupe = OrderedDict(dedupe)
+
+
+_ONLY_ID_HEAD = b"NATS/1.0\r\nNats-Msg-Id:"
+
+
+def _only_msg_id(hdr: bytes) -> str | None:
+    """The ``Nats-Msg-Id`` of a header block that holds nothing else
+    (``NATS/1.0\\r\\nNats-Msg-Id: v\\r\\n\\r\\n``, what a publisher with a msg id
+    sends), as ``parse_headers(hdr, strict=False).get(MSG_ID)`` would give it;
+    None for any other block (then the full parser is needed)."""
+    if hdr.startswith(_ONLY_ID_HEAD) and hdr.endswith(b"\r\n\r\n") and hdr.count(b"\r\n") == 3:
+        return hdr[len(_ONLY_ID_HEAD) : -4].strip(b" \t").decode("utf-8", "surrogateescape")
+    return None
 
 
 def _id_bytes(s: str) -> bytes:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.headers import HeaderParseError, Headers, encode_headers, parse_headers
+from cluster.stream_fsm.machine import MSG_ID, _only_msg_id
 
 
 def test_minimal_block() -> None:
@@ -136,3 +137,28 @@ def test_parse_only_raises_named_error(data: bytes) -> None:
         pass
     parse_headers(data, strict=False)
     parse_headers(b"NATS/1.0\r\n" + data, strict=False)
+
+
+_ID_BLOCK_PARTS = st.sampled_from(
+    [b"NATS/1.0", b"\r\n", b"Nats-Msg-Id", b":", b" ", b"\t", b"x", b"\r", b"\n", b"\xff", b"A: b"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ID_BLOCK_PARTS, max_size=12), st.text(max_size=8))
+def test_only_msg_id_fast_path_equals_full_parser(parts: list[bytes], mid: str) -> None:
+    """The state machine's shortcut for a block holding only ``Nats-Msg-Id``
+    gives what the non-strict parser gives, and declines every other block."""
+    blocks = [
+        b"".join(parts),
+        b"NATS/1.0\r\nNats-Msg-Id:" + b"".join(parts) + b"\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: " + mid.encode("utf-8", "surrogateescape") + b"\r\n\r\n",
+    ]
+    for block in blocks:
+        fast = _only_msg_id(block)
+        h = parse_headers(block, strict=False)
+        if fast is not None:
+            assert [k for k, _ in h.fields] == [MSG_ID]
+            assert fast == h.get(MSG_ID)
+    if "\r\n" not in mid:
+        assert _only_msg_id(blocks[2]) == mid.strip(" \t")
