@@ -242,9 +242,10 @@ class StreamStateMachine(SourcingApply):
 
     def apply_stream_msgs(self, ops: list[StreamMsg]) -> list[ApplyOutcome]:
         """``apply_op`` of each ``StreamMsg`` in turn, with the same outcomes
-        and store state; when none of their publishes has headers (and no
-        interest retention or ``Stored`` effects are wanted) the publishes of
-        all of them are stored by one ``append_batch`` run.
+        and store state; when none of their publishes has headers other
+        than a lone ``Nats-Msg-Id`` (and no interest retention or ``Stored``
+        effects are wanted) the publishes of all of them are stored by one
+        ``append_batch`` run.
 
         Raises:
             StoreError, OSError: the store failed (some ops may be stored).
@@ -253,7 +254,7 @@ class StreamStateMachine(SourcingApply):
             len(ops) == 1
             or self.report_stored
             or self._interest is not None
-            or any(m.headers for op in ops for m in op.msgs)
+            or not all(_simple(m) for op in ops for m in op.msgs)
         ):
             return [self._apply_stream_msg(op) for op in ops]
         results: list[Result] = []
@@ -264,8 +265,8 @@ class StreamStateMachine(SourcingApply):
             mine = tuple(results[pos : pos + len(op.msgs)])
             pos += len(op.msgs)
             last = 0
-            for r in reversed(mine):  # no msg ids: never a duplicate
-                if isinstance(r, PubResult):
+            for r in reversed(mine):
+                if isinstance(r, PubResult) and not r.duplicate:
                     last = r.seq
                     break
             out.append(ApplyOutcome(mine, (NewMessages(last),) if last else ()))
@@ -273,17 +274,18 @@ class StreamStateMachine(SourcingApply):
 
     def _apply_runs(self, msgs: tuple[Publish, ...]) -> ApplyOutcome:
         """``_apply_stream_msg`` (no interest retention, no ``Stored`` effects)
-        with each run of publishes without headers stored by one
-        ``StreamStore.append_batch``: the same results, effects and store
-        state as one ``_publish`` per message (headers need the per-message
-        rules, so a publish with headers goes through ``_publish``)."""
+        with each run of publishes without headers (or with only a
+        ``Nats-Msg-Id``) stored by one ``StreamStore.append_batch``: the same
+        results, effects and store state as one ``_publish`` per message (other
+        headers need the per-message rules, so such a publish goes through
+        ``_publish``)."""
         results: list[Result] = []
         effects: list[Effect] = []
         stored = 0
         i, n = 0, len(msgs)
         while i < n:
             j = i
-            while j < n and not msgs[j].headers:
+            while j < n and _simple(msgs[j]):
                 j += 1
             if j - i > 1:
                 stored = self._publish_plain(msgs[i:j], results) or stored
@@ -301,10 +303,20 @@ class StreamStateMachine(SourcingApply):
         return ApplyOutcome(tuple(results), tuple(effects))
 
     def _publish_plain(self, run: tuple[Publish, ...], results: list[Result]) -> int:
-        """Store a run of publishes without headers (``_publish`` of each, in
-        one store write); their results go to ``results``.  The last sequence
-        stored (0: none)."""
+        """Store a run of publishes without headers or with only a
+        ``Nats-Msg-Id`` (``_publish`` of each, in one store write); their
+        results go to ``results``.  The last sequence stored (0: none)."""
         pol = self._policy
+        if any(m.headers for m in run):
+            if pol.sealed or not _unrefusing(pol.limits):
+                last = 0
+                for m in run:  # a limit may refuse one: one at a time
+                    r, _ = self._publish(m)
+                    results.append(r)
+                    if isinstance(r, PubResult) and not r.duplicate:
+                        last = r.seq
+                return last
+            return self._publish_ids(run, results)
         if self._dedupe:
             # pruning by each publish's time in turn leaves what pruning by the
             # latest leaves (the table's front only ever shrinks)
@@ -343,6 +355,49 @@ class StreamStateMachine(SourcingApply):
             results.append(err_store_failed(err))
             batch = batch[k + 1 :]
         return last
+
+    def _publish_ids(self, run: tuple[Publish, ...], results: list[Result]) -> int:
+        """``_publish_plain`` for a run with msg ids, on a stream no limit can
+        refuse a message of: the dedupe rules of ``_publish`` message by
+        message (pruning, duplicates inside the run), then one
+        ``append_batch`` of those stored."""
+        pol = self._policy
+        name = pol.name
+        window = pol.duplicate_window_ns
+        d = self._dedupe
+        store = self._store
+        seq = store.state().last_seq + 1
+        batch: list[tuple[str, bytes, bytes, int]] = []
+        last_id = self._last_msg_id
+        for m in run:
+            if d:
+                self._prune_dedupe(m.ts_ns)
+            hdr = m.headers or b""
+            mid = _only_msg_id(hdr) if hdr else ""
+            if mid:
+                dup = d.get(mid)
+                if dup is not None and m.ts_ns - dup[1] < window:
+                    results.append(PubResult(name, dup[0], duplicate=True))
+                    continue
+            if len(hdr) > HEADER_BYTES_MAX:
+                results.append(ERR_HEADER_SIZE)
+                continue
+            batch.append((m.subject, hdr, m.payload, m.ts_ns))
+            if mid and window > 0:
+                d.pop(mid, None)
+                d[mid] = (seq, m.ts_ns)
+            last_id = mid or ""
+            results.append(_tuple_new(PubResult, (name, seq, False)))
+            seq += 1
+        if not batch:
+            return 0
+        k, err = store.append_batch(batch)
+        if err is not None or k != len(batch):  # _unrefusing: cannot happen
+            raise RuntimeError(f"append_batch refused a message without limits: {err!r}")
+        self._stored_hdr = batch[-1][1]
+        self._skipped = False
+        self._last_msg_id = last_id
+        return seq - 1
 
     def _subject_last_seq(self, subject: str) -> int:
         try:
@@ -660,6 +715,21 @@ class StreamStateMachine(SourcingApply):
 
 
 _ONLY_ID_HEAD = b"NATS/1.0\r\nNats-Msg-Id:"
+
+
+def _simple(m: Publish) -> bool:
+    """No headers, or only a ``Nats-Msg-Id`` (the batched path's publishes)."""
+    return not m.headers or _only_msg_id(m.headers) is not None
+
+
+def _unrefusing(lim: StreamLimits) -> bool:
+    """No count, byte, per-subject or size limit: no append can be refused."""
+    return not (
+        lim.max_msgs > 0
+        or lim.max_bytes > 0
+        or lim.max_msgs_per_subject > 0
+        or lim.max_msg_size >= 0
+    )
 
 
 def _only_msg_id(hdr: bytes) -> str | None:
