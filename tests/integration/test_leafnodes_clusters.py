@@ -1,0 +1,370 @@
+"""Leaf nodes, the cluster cases: a leaf that is itself a cluster (on a one-node and on a
+three-node hub) delivers each message once, plain and JetStream push deliveries alike, and a
+flapping leaf link leaves the hub's Raft groups alone.  Real processes, nats-py, trijet and
+the reference; the shared topology helpers are in ``test_leafnodes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+import pytest
+
+from tests.integration.test_leafnodes import (
+    POLL_S,
+    WAIT_S,
+    poll,
+    requires_reference,
+    wait_interest,
+)
+from tests.support import ServerProcess, start_server
+from tests.support.aio import noop_cb, run
+from tests.support.cluster import get_json, reserve_ports, start_cluster
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_leaf_cluster_delivers_once(kind: str, tmp_path: Path) -> None:
+    """A leaf that is itself a cluster: both nodes of a two-node leaf cluster link to one
+    hub; a message published on any of the three servers reaches each subscriber on every
+    server exactly once (plain and queue), and requests cross both ways."""
+    hub = start_server(
+        kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=(
+            'server_name: hub1\njetstream { store_dir: "{workdir}/js", domain: hub }\n'
+            "leafnodes { host: 127.0.0.1, port: -1 }\n"
+        ),
+        workdir=tmp_path / "hub",
+    )
+    try:
+        port = (get_json(f"{hub.monitoring_url}/varz") or {})["leaf"]["port"]
+        lc = start_cluster(
+            kind,  # type: ignore[arg-type]
+            2,
+            domain="leaf",
+            workdir=tmp_path / "leaf",
+            extra_conf=(
+                f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ], '
+                'reconnect: "250ms" }\n'
+            ),
+        )
+        try:
+            run(lambda: _leaf_cluster_scenario([hub.url, *lc.urls], [(hub, 2)]))
+        finally:
+            lc.stop()
+    finally:
+        hub.stop()
+
+
+async def _leaf_cluster_scenario(urls: list[str], links: list[tuple[Any, int]]) -> None:
+    """Every message published on any of ``urls`` reaches each subscriber once; ``links``:
+    (hub server, its leaf link count) to wait for first."""
+
+    def linked() -> bool:
+        return all(
+            (get_json(f"{sp.monitoring_url}/leafz") or {}).get("leafnodes") == n for sp, n in links
+        )
+
+    await poll(linked, "the leaf cluster's links")
+    ncs = [await nats.connect(u, error_cb=noop_cb) for u in urls]
+    got: list[list[bytes]] = [[] for _ in ncs]
+    queued: list[bytes] = []
+    try:
+        for i, nc in enumerate(ncs):
+
+            async def on_msg(msg: Any, i: int = i) -> None:
+                got[i].append(msg.data)
+
+            async def on_q(msg: Any) -> None:
+                queued.append(msg.data)
+
+            async def echo(msg: Any, i: int = i) -> None:
+                await msg.respond(b"%d:" % i + msg.data)
+
+            await nc.subscribe("x.>", cb=on_msg)
+            await nc.subscribe("q.>", "g", cb=on_q)
+            await nc.subscribe(f"svc.{i}", cb=echo)
+        for p, pub in enumerate(ncs):
+            for s, sub in enumerate(ncs):
+                if p != s:
+                    await wait_interest(pub, sub, f"{p}{s}")
+        n = 20
+        for round_ in ("m", "z"):  # the second round ends any late copy of the first
+            for p, pub in enumerate(ncs):
+                for k in range(n):
+                    await pub.publish(f"x.{p}", b"%s%d.%d" % (round_.encode(), p, k))
+                    await pub.publish(f"q.{p}", b"%s%d.%d" % (round_.encode(), p, k))
+                await pub.publish(f"x.{p}", b"%s-end%d" % (round_.encode(), p))
+                await pub.flush()
+            for i in range(len(ncs)):
+                ends = {b"%s-end%d" % (round_.encode(), p) for p in range(len(ncs))}
+                await poll(lambda i=i, ends=ends: ends <= set(got[i]), f"round {round_} at {i}")
+        firsts = [b"m%d.%d" % (p, k) for p in range(len(ncs)) for k in range(n)]
+        firsts += [b"m-end%d" % p for p in range(len(ncs))]
+        for i in range(len(ncs)):
+            counts = {m: got[i].count(m) for m in firsts}
+            assert counts == dict.fromkeys(firsts, 1), (i, [m for m, c in counts.items() if c != 1])
+        qfirsts = [b"m%d.%d" % (p, k) for p in range(len(ncs)) for k in range(n)]
+        assert {m: queued.count(m) for m in qfirsts} == dict.fromkeys(qfirsts, 1)
+        for p, pub in enumerate(ncs):
+            for s in range(len(ncs)):
+                if p != s:
+                    r = await pub.request(f"svc.{s}", b"hi%d" % p, timeout=WAIT_S)
+                    assert r.data == b"%d:hi%d" % (s, p)
+    finally:
+        for nc in ncs:
+            await nc.close()
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_leaf_cluster_on_a_hub_cluster_delivers_once(kind: str, tmp_path: Path) -> None:
+    """A two-node leaf cluster whose nodes link to different nodes of a three-node hub:
+    each message reaches each subscriber once, wherever it is published."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        3,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        ports = [(get_json(f"{u}/varz") or {})["leaf"]["port"] for u in hub.monitoring_urls]
+        lc = _leaf_cluster_on(kind, ports[:2], tmp_path / "leaf")
+        try:
+            servers = hub.servers
+            links = [(servers[0], 1), (servers[1], 1)]
+            run(lambda: _leaf_cluster_scenario([*hub.urls, *lc.urls], links))
+        finally:
+            lc.stop()
+    finally:
+        hub.stop()
+
+
+def _leaf_cluster_on(kind: str, ports: list[int], base: Path) -> Any:
+    """A leaf cluster of ``len(ports)`` nodes, node i linked to the hub's leaf port i."""
+    import dataclasses
+
+    from tests.support.cluster import (
+        CLUSTER_NAME,
+        DEFAULT_READY,
+        FORM_TIMEOUT_S,
+        Cluster,
+        plan_cluster,
+    )
+
+    held = reserve_ports(3 * len(ports))
+    specs = plan_cluster(
+        len(ports),
+        base,
+        [h.getsockname()[1] for h in held],
+        domain="leaf",
+        extra_conf='leafnodes { remotes: [ { url: "nats://127.0.0.1:LEAFPORT" } ], '
+        'reconnect: "250ms" }',
+    )
+    specs = [
+        dataclasses.replace(
+            sp,
+            config=sp.config.replace("LEAFPORT", str(p)).replace(
+                f"name: {CLUSTER_NAME}\n", "name: leafc\n"
+            ),
+        )
+        for sp, p in zip(specs, ports, strict=True)
+    ]
+    c = Cluster(kind, specs, DEFAULT_READY[kind], [None] * len(specs))  # type: ignore[arg-type]
+    for h in held:
+        h.close()
+    try:
+        for i in range(len(specs)):
+            c.start_node(i)
+        c.wait_formed(FORM_TIMEOUT_S)
+    except BaseException:
+        c.stop()
+        raise
+    return c
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_leaf_cluster_push_deliveries_once(kind: str, tmp_path: Path) -> None:
+    """JetStream push deliveries across a leaf cluster on a hub cluster (the leaf nodes
+    linked to different hub nodes): a hub stream's consumer and a leaf stream's consumer
+    each deliver every message once to a subscriber of its deliver subject on each of the
+    five servers (a delivery from a leaf crosses the hub's routes with its origin)."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        3,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        ports = [(get_json(f"{u}/varz") or {})["leaf"]["port"] for u in hub.monitoring_urls]
+        lc = _leaf_cluster_on(kind, ports[:2], tmp_path / "leaf")
+        try:
+            servers = hub.servers
+            links = [(servers[0], 1), (servers[1], 1)]
+            run(lambda: _push_once_scenario(hub.urls, lc.urls, links))
+        finally:
+            lc.stop()
+    finally:
+        hub.stop()
+
+
+async def _push_once_scenario(
+    hub_urls: list[str], leaf_urls: list[str], links: list[tuple[Any, int]]
+) -> None:
+    def linked() -> bool:
+        return all(
+            (get_json(f"{sp.monitoring_url}/leafz") or {}).get("leafnodes") == n for sp, n in links
+        )
+
+    await poll(linked, "the leaf cluster's links")
+    urls = [*hub_urls, *leaf_urls]
+    ncs = [await nats.connect(u, error_cb=noop_cb) for u in urls]
+    got: dict[tuple[str, int], list[bytes]] = {}
+    try:
+        for i, nc in enumerate(ncs):
+            for d in ("dh", "dl"):
+                got[(d, i)] = []
+
+                async def on_msg(msg: Any, key: tuple[str, int] = (d, i)) -> None:
+                    got[key].append(msg.data)
+
+                await nc.subscribe(d, cb=on_msg)
+        for p, pub in enumerate(ncs):
+            for s, sub in enumerate(ncs):
+                if p != s:
+                    await wait_interest(pub, sub, f"{p}{s}")
+        hjs, ljs = ncs[2].jetstream(), ncs[-1].jetstream()
+        await hjs.add_stream(name="HS", subjects=["hs.>"])
+        await ljs.add_stream(name="LS", subjects=["ls.>"])
+        await hjs.add_consumer("HS", durable_name="h", deliver_subject="dh", ack_policy="none")
+        await ljs.add_consumer("LS", durable_name="l", deliver_subject="dl", ack_policy="none")
+        n = 20
+        for round_ in (b"m", b"z"):  # the second round ends any late copy of the first
+            for k in range(n):
+                await hjs.publish("hs.1", round_ + b"%d" % k)
+                await ljs.publish("ls.1", round_ + b"%d" % k)
+            last = round_ + b"%d" % (n - 1)
+            for key, msgs in got.items():
+                await poll(lambda msgs=msgs, last=last: last in msgs, f"round {round_!r} at {key}")
+        firsts = [b"m%d" % k for k in range(n)]
+        for key, msgs in got.items():
+            counts = {m: msgs.count(m) for m in firsts}
+            assert counts == dict.fromkeys(firsts, 1), (
+                key,
+                [m for m, c in counts.items() if c != 1],
+            )
+    finally:
+        for nc in ncs:
+            await nc.close()
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_flapping_leaf_link_leaves_the_hub_raft_alone(kind: str, tmp_path: Path) -> None:
+    """A leaf killed and started again three times while a client publishes on the hub into
+    an R3 stream: the stream keeps its leader (no leader-elected advisory after the first)
+    and every PubAck'd message is stored once."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        3,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        port = (get_json(f"{hub.monitoring_urls[0]}/varz") or {})["leaf"]["port"]
+        run(lambda: _flapping_scenario(kind, hub, port, tmp_path))
+    finally:
+        hub.stop()
+
+
+async def _flapping_scenario(kind: str, hub: Any, port: int, base: Path) -> None:
+    linked_to = hub.servers[0]
+
+    def links(n: int) -> Any:
+        return lambda: (get_json(f"{linked_to.monitoring_url}/leafz") or {}).get("leafnodes") == n
+
+    def start_leaf(i: int) -> ServerProcess:
+        return start_server(
+            kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=(
+                f"server_name: leaf{i}\nleafnodes {{ reconnect: 250ms, remotes: [ "
+                f'{{ url: "nats://127.0.0.1:{port}" }} ] }}\n'
+            ),
+            workdir=base / f"leaf{i}",
+        )
+
+    nc = await nats.connect(hub.urls[2], error_cb=noop_cb)
+    leaf = start_leaf(0)
+    try:
+        elected: list[Any] = []
+
+        async def on_elected(msg: Any) -> None:
+            elected.append(msg)
+
+        await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.FL", cb=on_elected)
+        js = nc.jetstream(timeout=5)
+        await js.add_stream(name="FL", subjects=["fl.>"], num_replicas=3)
+        leader = (await js.stream_info("FL")).cluster.leader  # type: ignore[union-attr]
+        deadline = time.monotonic() + WAIT_S
+        while not elected:  # the election at creation
+            assert time.monotonic() < deadline, "no leader-elected advisory at creation"
+            await asyncio.sleep(POLL_S)
+        await poll(links(1), "the leaf link")
+        acked: list[bytes] = []
+        failed: list[str] = []
+        done = asyncio.Event()
+
+        async def publisher() -> None:
+            for k in range(100_000):
+                if done.is_set():
+                    return
+                data = b"%d" % k
+                try:
+                    await js.publish("fl.1", data, timeout=2)
+                    acked.append(data)
+                except (nats.errors.TimeoutError, nats.js.errors.Error) as e:  # not acked
+                    failed.append(repr(e))
+
+        task = asyncio.ensure_future(publisher())
+        try:
+            for i in range(1, 4):
+                n_before = len(acked)
+                await poll(lambda n=n_before: len(acked) >= n + 20, f"PubAcks before flap {i}")
+                leaf.send_signal(signal.SIGKILL)
+                await asyncio.to_thread(leaf.wait, 10)
+                await poll(links(0), f"link {i} down")
+                leaf = await asyncio.to_thread(start_leaf, i)  # publishing meanwhile
+                await poll(links(1), f"link {i} up")
+            n_before = len(acked)
+            await poll(lambda: len(acked) >= n_before + 20, "PubAcks after the last restart")
+        finally:
+            done.set()
+            await task
+        assert len(elected) == 1, ([m.data for m in elected], failed[:3])
+        info = await js.stream_info("FL")
+        assert info.cluster is not None and info.cluster.leader == leader
+        assert info.state.messages >= len(acked) > 0
+        sub = await js.pull_subscribe("fl.>", stream="FL", config=_ack_none())
+        stored: list[bytes] = []
+        while len(stored) < info.state.messages:
+            stored += [m.data for m in await sub.fetch(1000, timeout=WAIT_S)]
+        assert len(stored) == len(set(stored))
+        assert set(acked) <= set(stored)
+    finally:
+        await nc.close()
+        leaf.stop()
+
+
+def _ack_none() -> Any:
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    return ConsumerConfig(ack_policy=AckPolicy.NONE)
