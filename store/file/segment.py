@@ -111,6 +111,16 @@ def _checkpoint_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def checkpoints_settled() -> None:
+    """Return once every background checkpoint submitted so far is written (the
+    pool's one worker runs jobs in order).  For callers that drop a store without
+    closing it, e.g. a test removing its directory."""
+    with _pool_lock:
+        pool = _pool
+    if pool is not None:
+        pool.submit(lambda: None).result()
+
+
 class Segment:
     """Index and I/O of one segment file (see module docstring)."""
 

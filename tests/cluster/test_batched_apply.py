@@ -24,6 +24,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ from cluster.stream_fsm import ApplyOutcome, Stored, StreamStateMachine
 from raft.errors import ApplyFailed
 from store.api import StoredMsg, StreamStore
 from store.file import FileStreamStore
+from store.file.segment import checkpoints_settled
 from store.limits import Discard, StreamLimits
 from store.memory import MemoryStreamStore
 
@@ -125,6 +128,17 @@ def _encode(entries: list[list[tuple[Any, ...]]], unique_ids: bool = False) -> l
                 items.append(encode_op(ConsumerRemove("nobody")))
         out.append(items)
     return out
+
+
+@contextmanager
+def _tmpdir() -> Iterator[str]:
+    """A temporary directory removed once the stores' background checkpoints in it are
+    written (a store dropped without ``close`` may still have one under way)."""
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            yield d
+        finally:
+            checkpoints_settled()
 
 
 def _store(kind: str, d: str, name: str) -> StreamStore:
@@ -210,7 +224,7 @@ def test_batched_apply_equals_item_by_item(
     kind: str, policy: str, entries: list[list[tuple[Any, ...]]], cuts: list[int]
 ) -> None:
     items = _encode(entries)
-    with tempfile.TemporaryDirectory() as d:
+    with _tmpdir() as d:
         ref_results, ref_state = _reference(kind, d, POLICIES[policy], items)
         rfsm = ReplicatedStreamFSM(
             StreamStateMachine(_store(kind, d, "batched"), POLICIES[policy]), 0
@@ -241,7 +255,7 @@ def test_crash_between_batches_recovers_exactly(
 ) -> None:
     pol = POLICIES[policy]
     items = _encode(entries, unique_ids=True)  # a restart rebuilds dedupe from the store
-    with tempfile.TemporaryDirectory() as d:
+    with _tmpdir() as d:
         _, ref_state = _reference("file", d, pol, items)
         raft_dir = Path(d, "raft")
         store = FileStreamStore(os.path.join(d, "s"), segment_bytes_max=SEGMENT_BYTES)
@@ -304,7 +318,7 @@ def test_install_batch_equals_one_append_each(
         seq += gap
         stored.append(StoredMsg(seq, subject, hdr, payload, T0 + i))
     through = seq + tail_gap
-    with tempfile.TemporaryDirectory() as d:
+    with _tmpdir() as d:
         ref = _store(kind, d, "ref")
         for m in stored:
             if m.seq > ref.state().last_seq + 1:

@@ -11,6 +11,7 @@ import pytest
 
 from store.api import StreamStore
 from store.file import FileStreamStore
+from store.file.segment import checkpoints_settled
 from store.limits import Accounting, StreamLimits
 from store.memory import MemoryStreamStore
 
@@ -58,4 +59,7 @@ def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
 @pytest.fixture
 def fresh_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as d:
-        yield Path(d)
+        try:
+            yield Path(d)
+        finally:
+            checkpoints_settled()  # a store dropped unclosed may still be writing one
