@@ -220,9 +220,7 @@ def acc_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Clus
     kind = request.param
     if kind == "reference" and reference_binary() is None:
         pytest.skip("reference nats-server not installed")
-    plans = plan_cluster(
-        3, tmp_path / "data", jetstream=False, monitoring=False, extra=ACCOUNTS_CONF
-    )
+    plans = plan_cluster(3, tmp_path / "data", jetstream=False, extra=ACCOUNTS_CONF)
     c = Cluster(kind, tmp_path, plans)
     try:
         for i in range(3):
@@ -231,6 +229,27 @@ def acc_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Clus
         yield c
     finally:
         c.stop_all()
+
+
+def route_diag(c: Cluster) -> str:
+    """Each node's routes and the interest they carry, and its log's route lines: the
+    message of a failed delivery across the cluster (CI shows only that)."""
+    out = []
+    for i, p in enumerate(c.plans):
+        doc = get_json(f"http://127.0.0.1:{p.http_port}/routez?subs=1") or {}
+        routes = [
+            (
+                r.get("rid"),
+                r.get("remote_name"),
+                r.get("did_solicit"),
+                [s for s in r.get("subscriptions_list") or [] if not s.startswith("$SYS")],
+            )
+            for r in doc.get("routes", [])
+        ]
+        sp = c.procs[i]
+        lines = [ln[-120:] for ln in (sp.log_text() if sp else "").splitlines() if "oute" in ln]
+        out.append(f"n{i + 1}: routes={routes} log={lines[-8:]}")
+    return "\n".join(out)
 
 
 def test_cluster_pubsub_isolated(acc_cluster: Cluster) -> None:
@@ -258,9 +277,12 @@ def test_cluster_pubsub_isolated(acc_cluster: Cluster) -> None:
             for i in range(5):
                 await a3.publish("foo", b"from-a%d" % i)
             for i in range(5):
-                msg = await a_all.next_msg(timeout=WAIT_S)
-                while _probe(msg):
+                try:
                     msg = await a_all.next_msg(timeout=WAIT_S)
+                    while _probe(msg):
+                        msg = await a_all.next_msg(timeout=WAIT_S)
+                except nats.errors.TimeoutError:
+                    pytest.fail(f"A's foo #{i} from n3 not on n1:\n{route_diag(c)}")
                 assert (msg.subject, msg.data) == ("foo", b"from-a%d" % i)
             await wait_interest(a3, a1, "a31b")  # A's n3->n1 traffic is processed
             b_probe = await b1.subscribe("probe.b")
