@@ -47,6 +47,9 @@ class Account:
         self.sublist: Sublist[Subscription] = Sublist(cache_enabled=cache_enabled)
         self.router = Router(self.sublist, rng, account=self.name_bytes)
         self.interest = Interest(self.name_bytes)
+        #: local and leaf-cluster interest merged, as ``RS+``/``RS-``: what a route peer
+        #: that does not announce ``lnoc`` is told (it would not understand ``LS+ <origin>``)
+        self.interest_all = Interest(self.name_bytes)
         self.jetstream = False
         self.is_system = False
         #: leaf links bound to this account (node.leaf.LeafConn)

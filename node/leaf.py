@@ -191,8 +191,10 @@ class LeafConn(ServerLink):
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         #: the peer's interest, as this link's subscriptions in the bound account
         self.subs: dict[Key, Subscription] = {}
-        #: what this link has announced to the peer
-        self.sent: set[Key] = set()
+        #: the weights of the peer's queue subscriptions (its ``LS+ subject queue weight``)
+        self.weights: dict[Key, int] = {}
+        #: what this link has announced to the peer (a queue group's: the weight sent)
+        self.sent: dict[Key, int] = {}
         self.registered = False
         #: the link runs over TLS
         self.tls = False
@@ -278,25 +280,30 @@ class LeafConn(ServerLink):
         key = (sub.subject, sub.queue)
         if self.subs.get(key) is sub:
             del self.subs[key]
-            self.server.remove_sub(sub)
+            self.server.remove_sub(sub, weight=self.weights.pop(key, 1))
 
-    def announce(self, key: Key, on: bool) -> None:
-        """Tell the peer that the account's interest in ``key`` appeared (or went)."""
+    def announce(self, key: Key, n: int) -> None:
+        """Tell the peer the account's interest in ``key`` now counts ``n`` (``LS+`` when it
+        appears, and a queue group's each new weight, as nats-server; ``LS-`` when it goes)."""
         subject, queue = key
-        if on:
-            if key in self.sent or (self.deny_js_api and _js_api(subject)):
+        if n > 0:
+            if queue is None:
+                if key in self.sent:
+                    return
+            elif self.sent.get(key) == n:
+                return
+            if self.deny_js_api and _js_api(subject):
                 return
             if not self.account.jetstream and _any_js_api(subject):
                 return  # the "not enabled for account" answers are for this server's clients
-            self.sent.add(key)
+            self.sent[key] = n
             if queue is None:
                 self.send(b"LS+ " + subject + CRLF)
             else:
-                self.send(b"LS+ %b %b 1\r\n" % (subject, queue))
+                self.send(b"LS+ %b %b %d\r\n" % (subject, queue, n))
         else:
-            if key not in self.sent:
+            if self.sent.pop(key, None) is None:
                 return
-            self.sent.discard(key)
             if queue is None:
                 self.send(b"LS- " + subject + CRLF)
             else:
@@ -642,17 +649,27 @@ class LeafConn(ServerLink):
         if self.deny_js_api and _js_api(subject):
             return
         key = (subject, ev.queue)
-        if key in self.subs:
+        # a queue group's weight: its members on the peer's side (updated by later LS+)
+        weight = max(ev.weight, 1) if ev.queue is not None else 1
+        existing = self.subs.get(key)
+        if existing is not None:
+            if ev.queue is not None:
+                before = self.weights.get(key, 1)
+                self.weights[key] = weight
+                self.server.reweight_sub(existing, weight - before)
             return
         sub = Subscription(self, subject, ev.queue, b"")
         sub.sid_sp = b""
         self.subs[key] = sub
-        self.server.add_sub(sub)
+        if ev.queue is not None:
+            self.weights[key] = weight
+        self.server.add_sub(sub, weight=weight)
 
     def _on_lunsub(self, ev: RUnsub) -> None:
-        sub = self.subs.pop((ev.subject, ev.queue), None)
+        key = (ev.subject, ev.queue)
+        sub = self.subs.pop(key, None)
         if sub is not None:
-            self.server.remove_sub(sub)
+            self.server.remove_sub(sub, weight=self.weights.pop(key, 1))
 
     def _loop(self) -> None:
         acc = self.account.name
@@ -663,6 +680,7 @@ class LeafConn(ServerLink):
 
     def drop_interest(self) -> None:
         remove = self.server.remove_sub
-        for sub in self.subs.values():
-            remove(sub)
+        for key, sub in self.subs.items():
+            remove(sub, weight=self.weights.get(key, 1))
         self.subs.clear()
+        self.weights.clear()

@@ -97,33 +97,33 @@ class LeafNodes:
                 # a spoke link is told local interest only: each server of a leaf
                 # cluster has its own link, the hub reaches the others through them
                 if local_after >= 0:
-                    link.announce(key, local_after > 0)
+                    link.announce(key, local_after)
             else:
                 # less its own interest: all its cluster's when it has one (its peers'
                 # links to this hub cluster bring the rest of it)
                 if link.origin:
                     theirs = origins.get((link.origin, key), 0)
                 else:
-                    theirs = 1 if key in link.subs else 0
-                link.announce(key, after - theirs > 0)
+                    theirs = link.weights.get(key, 1) if key in link.subs else 0
+                link.announce(key, after - theirs)
 
     def snapshot(self, link: LeafConn) -> None:
         """Send a new link the account's whole interest (and its loop subject);
         a spoke link its local interest."""
         acc = link.account
-        link.announce((acc.lds, None), True)
+        link.announce((acc.lds, None), 1)
         if link.solicited:
-            for key in list(acc.leaf_local_totals):
-                link.announce(key, True)
+            for key, n in list(acc.leaf_local_totals.items()):
+                link.announce(key, n)
             return
         origins = acc.leaf_origin_totals
         for key, n in list(acc.leaf_totals.items()):
             if link.origin:
                 theirs = origins.get((link.origin, key), 0)
             else:
-                theirs = 1 if key in link.subs else 0
+                theirs = link.weights.get(key, 1) if key in link.subs else 0
             if n - theirs > 0:
-                link.announce(key, True)
+                link.announce(key, n - theirs)
 
     # -- registry ---------------------------------------------------------
 

@@ -83,26 +83,32 @@ class Interest:
             self._add = b"RS+ " + account + b" "
             self._del = b"RS- " + account + b" "
 
-    def add(self, subject: bytes, queue: bytes | None) -> bytes | None:
-        """Count one more; return the RS+ line to broadcast, if any."""
-        key = (subject, queue)
-        n = self.counts.get(key, 0) + 1
-        self.counts[key] = n
-        if queue is None:
-            return self._add + subject + b"\r\n" if n == 1 else None
-        return self._add + b"%s %s %d\r\n" % (subject, queue, n)
+    def add(self, subject: bytes, queue: bytes | None, weight: int = 1) -> bytes | None:
+        """Count ``weight`` more (a queue group's members; a plain subject counts one per
+        subscription); return the RS+ line to broadcast, if any."""
+        return self.change(subject, queue, weight)
 
-    def remove(self, subject: bytes, queue: bytes | None) -> bytes | None:
-        """Count one less; return the RS-/RS+ line to broadcast, if any."""
+    def remove(self, subject: bytes, queue: bytes | None, weight: int = 1) -> bytes | None:
+        """Count ``weight`` less; return the RS-/RS+ line to broadcast, if any."""
+        return self.change(subject, queue, -weight)
+
+    def change(self, subject: bytes, queue: bytes | None, delta: int) -> bytes | None:
+        """Change the count of (subject, queue) by ``delta``: the line that tells it
+        (a plain subject's when it crosses zero, a queue group's new weight), if any."""
         key = (subject, queue)
-        n = self.counts.get(key, 0) - 1
+        before = self.counts.get(key, 0)
+        n = before + delta
         if n <= 0:
-            self.counts.pop(key, None)
+            if before <= 0:
+                return None
+            del self.counts[key]
             if queue is None:
                 return self._del + subject + b"\r\n"
             return self._del + b"%s %s\r\n" % (subject, queue)
         self.counts[key] = n
         if queue is None:
+            return self._add + subject + b"\r\n" if before <= 0 else None
+        if n == before:
             return None
         return self._add + b"%s %s %d\r\n" % (subject, queue, n)
 
@@ -164,6 +170,10 @@ class Route(ServerLink):
         self.unknown_subs: dict[tuple[bytes, bytes, bytes | None], int] = {}
         #: the peer's leaf clusters' interest: (origin, account, subject, queue) -> sub
         self.origin_subs: dict[tuple[bytes, bytes, bytes, bytes | None], RemoteSub] = {}
+        #: the peer understands ``LS+ <origin>``/``LMSG <origin>`` (its INFO's ``lnoc``), and
+        #: ``LS- <origin>`` (``lnocu``); else it hears ``RS+``/``RS-``/``RMSG``/``HMSG`` only
+        self.lnoc = False
+        self.lnocu = False
         self.registered = False
         self.closing: str | None = None
         self._init_link(server.cfg.max_pending)
@@ -393,6 +403,8 @@ class Route(ServerLink):
         self.remote_id = sid
         self.remote_name = str(f.get("server_name") or f.get("name") or sid)
         self.remote_info = dict(f)
+        self.lnoc = f.get("lnoc") is True
+        self.lnocu = self.lnoc and f.get("lnocu") is True
         if not server.register_route(self):
             self.close("Duplicate Route")
             return
@@ -404,10 +416,13 @@ class Route(ServerLink):
             self.rid,
             self.remote_name,
         )
-        snapshot = b"".join(acc.interest.snapshot() for acc in server.accounts)
-        snapshot += b"".join(
-            li.snapshot() for acc in server.accounts for li in acc.leaf_interest.values()
-        )
+        if self.lnoc:
+            snapshot = b"".join(acc.interest.snapshot() for acc in server.accounts)
+            snapshot += b"".join(
+                li.snapshot() for acc in server.accounts for li in acc.leaf_interest.values()
+            )
+        else:  # no origins for this peer: the merged interest
+            snapshot = b"".join(acc.interest_all.snapshot() for acc in server.accounts)
         if snapshot:
             self.send(snapshot)
         self._ping_sent_at = trio.current_time()  # first RTT sample, as nats-server
@@ -442,7 +457,10 @@ class Route(ServerLink):
             return
         existing = self.remote_subs.get(key)
         if existing is not None:
+            delta = _lw(ev.queue, ev.weight) - _lw(existing.queue, existing.weight)
             existing.weight = ev.weight
+            if delta:  # a queue group's new weight, for the leaf links' LS+
+                self.server.leafnodes.interest(acc, ev.subject, ev.queue, delta, local=False)
             return
         router = acc.router
         rs = RemoteSub(self, ev.subject, ev.queue, ev.weight, router)
@@ -450,7 +468,9 @@ class Route(ServerLink):
         self.remote_subs[key] = rs
         router.route_sublist.insert(rs)
         router.gen += 1
-        self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1, local=False)
+        self.server.leafnodes.interest(
+            acc, ev.subject, ev.queue, _lw(ev.queue, ev.weight), local=False
+        )
 
     def _on_origin_sub(self, ev: RSub) -> None:
         """A leaf cluster's interest (``LS+ <origin> ...``), kept apart from the rest."""
@@ -460,7 +480,12 @@ class Route(ServerLink):
         key = (ev.origin, ev.account, ev.subject, ev.queue)
         existing = self.origin_subs.get(key)
         if existing is not None:
+            delta = _lw(ev.queue, ev.weight) - _lw(existing.queue, existing.weight)
             existing.weight = ev.weight
+            if delta:
+                self.server.leafnodes.interest(
+                    acc, ev.subject, ev.queue, delta, local=False, origin=ev.origin
+                )
             return
         router = acc.router
         rs = RemoteSub(self, ev.subject, ev.queue, ev.weight, router)
@@ -469,7 +494,9 @@ class Route(ServerLink):
         self.origin_subs[key] = rs
         router.route_sublist.insert(rs)
         router.gen += 1
-        self.server.leafnodes.interest(acc, ev.subject, ev.queue, 1, local=False, origin=ev.origin)
+        self.server.leafnodes.interest(
+            acc, ev.subject, ev.queue, _lw(ev.queue, ev.weight), local=False, origin=ev.origin
+        )
 
     def _on_runsub(self, ev: RUnsub) -> None:
         if ev.origin:
@@ -478,7 +505,12 @@ class Route(ServerLink):
                 rs.router.route_sublist.remove(rs)
                 rs.router.gen += 1
                 self.server.leafnodes.interest(
-                    rs.account, rs.subject, rs.queue, -1, local=False, origin=rs.origin
+                    rs.account,
+                    rs.subject,
+                    rs.queue,
+                    -_lw(rs.queue, rs.weight),
+                    local=False,
+                    origin=rs.origin,
                 )
             return
         self.unknown_subs.pop((ev.account, ev.subject, ev.queue), None)
@@ -488,7 +520,9 @@ class Route(ServerLink):
             router.route_sublist.remove(rs)
             router.gen += 1
             if rs.account is not None:
-                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1, local=False)
+                self.server.leafnodes.interest(
+                    rs.account, rs.subject, rs.queue, -_lw(rs.queue, rs.weight), local=False
+                )
 
     def account_added(self, acc: Any) -> None:
         """A reload added ``acc``: the peer's interest in it, heard before, applies now."""
@@ -515,17 +549,30 @@ class Route(ServerLink):
             rs.router.route_sublist.remove(rs)
             routers.add(rs.router)
             if rs.account is not None:
-                self.server.leafnodes.interest(rs.account, rs.subject, rs.queue, -1, local=False)
+                self.server.leafnodes.interest(
+                    rs.account, rs.subject, rs.queue, -_lw(rs.queue, rs.weight), local=False
+                )
         self.remote_subs.clear()
         for rs in self.origin_subs.values():
             rs.router.route_sublist.remove(rs)
             routers.add(rs.router)
             self.server.leafnodes.interest(
-                rs.account, rs.subject, rs.queue, -1, local=False, origin=rs.origin
+                rs.account,
+                rs.subject,
+                rs.queue,
+                -_lw(rs.queue, rs.weight),
+                local=False,
+                origin=rs.origin,
             )
         self.origin_subs.clear()
         for router in routers:
             router.gen += 1
+
+
+def _lw(queue: bytes | None, weight: int) -> int:
+    """What a peer's interest counts in the leaf links' view: a queue group its weight
+    (its members over there), a plain subject one."""
+    return max(weight, 1) if queue is not None else 1
 
 
 def parse_route_url(url: str) -> tuple[str, int, str | None, str | None]:

@@ -133,7 +133,7 @@ class RouteForwarding:
                             break
                 targets.setdefault(chosen.route, []).append(q)
         for route, queues in targets.items():
-            if origin:
+            if origin and route.lnoc:
                 self._origin_msg(route, origin, subject, reply, headers, payload, queues)
                 continue
             parts = [self.account, subject]

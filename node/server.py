@@ -223,44 +223,63 @@ class Server:
 
     # -- subscriptions (local interest, announced to routes) ----------------
 
-    def add_sub(self, sub: Subscription, *, announce: bool = True) -> None:
+    def add_sub(self, sub: Subscription, *, announce: bool = True, weight: int = 1) -> None:
         """Insert a local subscription (in its client's account) and announce
         new interest to routes (unless ``announce`` is False: a server-local
-        service)."""
+        service); ``weight``: the members a leaf link's queue subscription stands for."""
         acc = sub.client.account
         acc.sublist.insert(sub)
         acc.router.gen += 1
+        self._interest_changed(sub, weight, announce)
+
+    def reweight_sub(self, sub: Subscription, delta: int) -> None:
+        """A leaf link's queue subscription now stands for ``delta`` more (or fewer)
+        members: the new weight goes to routes and other leaf links."""
+        if delta:
+            self._interest_changed(sub, delta, True)
+
+    def remove_sub(self, sub: Subscription, *, announce: bool = True, weight: int = 1) -> None:
+        """Remove a local subscription and withdraw interest from routes
+        (``announce`` and ``weight`` as it was added)."""
+        acc = sub.client.account
+        if not acc.sublist.remove(sub):
+            return
+        acc.router.gen += 1
+        self._interest_changed(sub, -weight, announce)
+
+    def _interest_changed(self, sub: Subscription, delta: int, announce: bool) -> None:
+        acc = sub.client.account
         origin = _origin(sub)
-        self.leafnodes.interest(acc, sub.subject, sub.queue, 1, local=_local(sub), origin=origin)
+        self.leafnodes.interest(
+            acc, sub.subject, sub.queue, delta, local=_local(sub), origin=origin
+        )
         if not announce:
             return
         if origin:  # a hub-side leaf link's: ``LS+ <origin>`` on routes
             li = acc.leaf_interest.get(origin)
             if li is None:
                 li = acc.leaf_interest[origin] = Interest(acc.name_bytes, origin)
-            line = li.add(sub.subject, sub.queue)
+            line = li.change(sub.subject, sub.queue, delta)
         else:
-            line = acc.interest.add(sub.subject, sub.queue)
-        if line is not None and self.routes.by_id:
-            for route in self.routes.by_id.values():
-                route.send(line)
+            line = acc.interest.change(sub.subject, sub.queue, delta)
+        plain = acc.interest_all.change(sub.subject, sub.queue, delta)
+        if self.routes.by_id:
+            self._to_routes(line, plain, origin)
 
-    def remove_sub(self, sub: Subscription, *, announce: bool = True) -> None:
-        """Remove a local subscription and withdraw interest from routes
-        (``announce`` as it was added)."""
-        acc = sub.client.account
-        if not acc.sublist.remove(sub):
-            return
-        acc.router.gen += 1
-        origin = _origin(sub)
-        self.leafnodes.interest(acc, sub.subject, sub.queue, -1, local=_local(sub), origin=origin)
-        if not announce:
-            return
-        li = acc.leaf_interest.get(origin) if origin else None
-        line = (li or acc.interest).remove(sub.subject, sub.queue)
-        if line is not None and self.routes.by_id:
-            for route in self.routes.by_id.values():
-                route.send(line)
+    def _to_routes(self, line: bytes | None, plain: bytes | None, origin: bytes) -> None:
+        """An interest change to every route: ``line`` (``RS+``/``RS-``, or a leaf cluster's
+        ``LS+``/``LS- <origin>``) to peers that announced ``lnoc``, ``plain`` (the merged
+        ``RS+``/``RS-``) to the others, as nats-server never sends them a line with an
+        origin; ``LS- <origin>`` loses its origin for a peer without ``lnocu``."""
+        for route in self.routes.by_id.values():
+            if not route.lnoc:
+                if plain is not None:
+                    route.send(plain)
+            elif line is not None:
+                if origin and not route.lnocu and line.startswith(b"LS-"):
+                    route.send(b"LS- " + line[5 + len(origin) :])
+                else:
+                    route.send(line)
 
     # -- routes ------------------------------------------------------------
 
@@ -307,6 +326,7 @@ class Server:
             "connect_urls": [] if cluster.no_advertise else self.my_client_urls(),
             "ip": self.route_url(),
             "lnoc": True,
+            "lnocu": True,
         }
         if self.jetstream_enabled:
             info["jetstream"] = True

@@ -22,7 +22,8 @@ class FakeLink:
         self.solicited = solicited
         self.origin = b""
         self.subs: dict[Any, Any] = {}
-        self.sent: set[Any] = set()
+        self.sent: dict[Any, int] = {}
+        self.weights: dict[Any, int] = {}
         self.remote_js = jetstream
         self.lines: list[bytes] = []
 
@@ -102,6 +103,33 @@ def test_queue_groups_and_the_snapshot() -> None:
     assert link.lines == [b"LS+ $LDS.abc\r\n", b"LS+ q.x work 1\r\n", b"LS+ p\r\n"]
     ln.interest(acc, b"q.x", b"work", -1)
     assert link.lines[-1] == b"LS- q.x work\r\n"
+
+
+def test_queue_weights_are_the_group_members_and_follow_them() -> None:
+    """As nats-server: a queue group's LS+ carries its members on this side (local ones one
+    each, a route's or another link's at their weight), sent again at each change; a link's
+    own members are not counted in what it hears."""
+    ln, acc = _setup()
+    a, b = FakeLink(acc), FakeLink(acc)
+    acc.leafs += [a, b]
+    ln.interest(acc, b"q", b"g", 1)
+    ln.interest(acc, b"q", b"g", 1)
+    assert a.lines == [b"LS+ q g 1\r\n", b"LS+ q g 2\r\n"]
+    ln.interest(acc, b"q", b"g", 3, local=False)  # a route's group of weight 3
+    assert a.lines[-1] == b"LS+ q g 5\r\n"
+    # link a's peer has 4 members: b hears 9, a still 5
+    a.subs[(b"q", b"g")] = object()
+    a.weights[(b"q", b"g")] = 4
+    ln.interest(acc, b"q", b"g", 4)
+    assert b.lines[-1] == b"LS+ q g 9\r\n" and a.lines[-1] == b"LS+ q g 5\r\n"
+    late = FakeLink(acc)
+    acc.leafs.append(late)
+    ln.snapshot(late)
+    assert late.lines[-1] == b"LS+ q g 9\r\n"
+    ln.interest(acc, b"q", b"g", -3, local=False)
+    ln.interest(acc, b"q", b"g", -1)
+    ln.interest(acc, b"q", b"g", -1)
+    assert a.lines[-1] == b"LS- q g\r\n" and b.lines[-1] == b"LS+ q g 4\r\n"
 
 
 def test_js_api_stays_local_when_both_sides_run_jetstream() -> None:

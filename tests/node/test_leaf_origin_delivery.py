@@ -17,7 +17,8 @@ ACK = b"$JS.ACK.S.C.1.2.3.4.0"
 
 
 class FakeRoute:
-    def __init__(self) -> None:
+    def __init__(self, lnoc: bool = True) -> None:
+        self.lnoc = lnoc
         self.sent: list[bytes] = []
         self.out_msgs = self.out_bytes = 0
 
@@ -55,6 +56,22 @@ def test_a_leaf_delivery_crosses_routes_with_its_origin() -> None:
     assert router.deliver_as(b"dl", b"s.1", ACK, None, b"x", True, src) == 1
     assert theirs.sent == []
     assert other.sent == [b"LMSG leafc $G dl " + ACK + b"@s.1 0 1\r\nx\r\n"]
+
+
+def test_a_peer_without_lnoc_gets_the_plain_forms() -> None:
+    """A route peer that did not announce ``lnoc`` gets a leaf cluster's message as
+    ``RMSG``/``HMSG`` (nats-server's rule), the others ``LMSG <origin>``."""
+    router = Router(Sublist(), random.Random(1))
+    old, new = FakeRoute(lnoc=False), FakeRoute()
+    _remote(router, old, b"dl")
+    _remote(router, new, b"dl")
+    src = FakeLink(b"leafc")
+    assert router.deliver_as(b"dl", b"s.1", ACK, None, b"x", True, src) == 2
+    assert old.sent == [b"RMSG $G dl " + ACK + b"@s.1 1\r\nx\r\n"]
+    assert new.sent == [b"LMSG leafc $G dl " + ACK + b"@s.1 0 1\r\nx\r\n"]
+    old.sent.clear()
+    assert router.deliver_as(b"dl", b"s.1", ACK, b"NATS/1.0\r\n\r\n", b"x", True, src) == 2
+    assert old.sent == [b"HMSG $G dl " + ACK + b"@s.1 12 13\r\nNATS/1.0\r\n\r\nx\r\n"]
 
 
 def test_a_routed_delivery_skips_the_links_to_its_origin() -> None:

@@ -1,0 +1,268 @@
+"""Leaf nodes, the route-compatibility cases: a hub cluster of trijet and nats-server nodes
+(a rolling upgrade, a mixed cluster) with a leaf cluster attached delivers each message once
+both ways, and a route peer that does not announce ``lnoc`` never hears a line with a leaf
+origin (``LS+ <origin>``, ``LMSG <origin>``): it gets the plain ``RS+``/``RMSG`` forms, as
+nats-server sends them.  Real processes, nats-py, raw sockets for the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+
+from tests.integration.test_leafnodes import WAIT_S, poll, requires_reference
+from tests.integration.test_leafnodes_clusters import _leaf_cluster_scenario
+from tests.support import ServerProcess, start_server
+from tests.support.aio import noop_cb, run
+from tests.support.cluster import get_json, reserve_ports
+
+
+def _routes_to(sp: ServerProcess, names: set[str]) -> bool:
+    doc = get_json(f"{sp.monitoring_url}/routez") or {}
+    return names <= {r.get("remote_name") for r in doc.get("routes") or []}
+
+
+def _start_mesh(
+    kinds: list[str], base: Path, prefix: str, cluster: str, per_node: list[str]
+) -> list[ServerProcess]:
+    """A full mesh of len(kinds) servers (``per_node[i]`` added to node i's conf); waits for
+    every route."""
+    held = reserve_ports(len(kinds))
+    rports = [h.getsockname()[1] for h in held]
+    for h in held:
+        h.close()
+    routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in rports)
+    procs: list[ServerProcess] = []
+    try:
+        for i, kind in enumerate(kinds):
+            conf = (
+                f"server_name: {prefix}{i + 1}\n"
+                f"cluster {{ name: {cluster}, listen: 127.0.0.1:{rports[i]}, "
+                f"routes: [ {routes} ] }}\n{per_node[i]}\n"
+            )
+            procs.append(
+                start_server(
+                    kind,  # type: ignore[arg-type]
+                    ["-m", "-1"],
+                    config=conf,
+                    workdir=base / f"{prefix}{i + 1}",
+                )
+            )
+        names = {f"{prefix}{i + 1}" for i in range(len(kinds))}
+        deadline = time.monotonic() + WAIT_S
+        while not all(_routes_to(sp, names - {f"{prefix}{i + 1}"}) for i, sp in enumerate(procs)):
+            assert time.monotonic() < deadline, f"{prefix} routes not formed"
+            time.sleep(0.05)  # poll interval of a bounded condition
+    except BaseException:
+        for sp in procs:
+            sp.stop()
+        raise
+    return procs
+
+
+@requires_reference
+def test_mixed_hub_cluster_with_a_leaf_cluster_delivers_once(tmp_path: Path) -> None:
+    """Hub: two trijet nodes and one nats-server node, routed together; a two-node trijet
+    leaf cluster links to the first trijet node and to the nats-server node.  A message
+    published on any of the five servers reaches each subscriber once (plain and queue),
+    requests cross both ways, and nothing a peer does not understand crosses a route (the
+    nats-server node would close it)."""
+    held = reserve_ports(3)
+    lports = [h.getsockname()[1] for h in held]
+    for h in held:
+        h.close()
+    hub = _start_mesh(
+        ["trijet", "trijet", "reference"],
+        tmp_path,
+        "h",
+        "hubc",
+        [f"leafnodes {{ listen: 127.0.0.1:{p} }}" for p in lports],
+    )
+    try:
+        edge = _start_mesh(
+            ["trijet", "trijet"],
+            tmp_path,
+            "e",
+            "edgec",
+            [
+                f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{p}" }} ], reconnect: "250ms" }}'
+                for p in (lports[0], lports[2])
+            ],
+        )
+        try:
+            urls = [sp.url for sp in [*hub, *edge]]
+            marks = [len(sp.log_text()) for sp in hub]
+            run(lambda: _leaf_cluster_scenario(urls, [(hub[0], 1), (hub[2], 1)]))
+            rids = _route_rids(hub[0])
+            run(lambda: _withdrawn_across(hub[0].url, edge[1].url))
+            assert _route_rids(hub[0]) == rids  # no route closed on a line it refused
+            for sp, mark in zip(hub, marks, strict=True):
+                assert "Parse Error" not in sp.log_text()[mark:], sp.log_text()[-3000:]
+        finally:
+            for sp in edge:
+                sp.stop()
+    finally:
+        for sp in hub:
+            sp.stop()
+
+
+def _route_rids(sp: ServerProcess) -> dict[str, set[Any]]:
+    doc = get_json(f"{sp.monitoring_url}/routez") or {}
+    out: dict[str, set[Any]] = {}
+    for r in doc.get("routes") or []:
+        out.setdefault(r.get("remote_name"), set()).add(r.get("rid"))
+    return out
+
+
+async def _withdrawn_across(hub_url: str, edge_url: str) -> None:
+    """A responder on the edge node linked to the nats-server hub node answers a requester
+    on a trijet hub node; once it unsubscribes (``LS- <origin>`` between the hub nodes),
+    the requester hears no responders."""
+    import nats.errors
+
+    hub_nc = await nats.connect(hub_url, error_cb=noop_cb)
+    edge_nc = await nats.connect(edge_url, error_cb=noop_cb)
+    try:
+
+        async def respond(msg: Any) -> None:
+            await msg.respond(b"here")
+
+        sub = await edge_nc.subscribe("late.x", cb=respond)
+        await edge_nc.flush()
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                assert (await hub_nc.request("late.x", b"", timeout=0.5)).data == b"here"
+                break
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                assert time.monotonic() < deadline, "the responder's interest never crossed"
+        await sub.unsubscribe()
+        await edge_nc.flush()
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                await hub_nc.request("late.x", b"", timeout=0.5)
+            except nats.errors.NoRespondersError:
+                break
+            except nats.errors.TimeoutError:
+                pass
+            assert time.monotonic() < deadline, "the responder's interest never went"
+            await asyncio.sleep(0.05)  # poll interval of a bounded condition
+    finally:
+        await hub_nc.close()
+        await edge_nc.close()
+
+
+def test_route_peer_without_lnoc_hears_plain_forms(tmp_path: Path) -> None:
+    """A raw route peer announcing neither ``lnoc`` nor ``lnocu`` to a trijet hub node with
+    a standalone leaf (its origin is its server name): the leaf's interest reaches the peer
+    as ``RS+`` (a queue group's with its weight), its withdrawal as ``RS-``, and the leaf's
+    message as ``RMSG`` -- never ``LS+``/``LS-``/``LMSG``; the node's own route INFO
+    announces both fields."""
+    held = reserve_ports(2)
+    rport, lport = (h.getsockname()[1] for h in held)
+    for h in held:
+        h.close()
+    hub = start_server(
+        "trijet",
+        ["-m", "-1"],
+        config=(
+            f"server_name: hub1\ncluster {{ name: hubc, listen: 127.0.0.1:{rport} }}\n"
+            f"leafnodes {{ listen: 127.0.0.1:{lport} }}\n"
+        ),
+        workdir=tmp_path / "hub",
+    )
+    try:
+        leaf = start_server(
+            "trijet",
+            ["-m", "-1"],
+            config=(
+                "server_name: edge1\n"
+                f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{lport}" }} ], '
+                'reconnect: "250ms" }\n'
+            ),
+            workdir=tmp_path / "leaf",
+        )
+        try:
+            run(lambda: _plain_peer_scenario(hub, leaf, rport))
+        finally:
+            leaf.stop()
+    finally:
+        hub.stop()
+
+
+class _Lines:
+    """The lines (and payloads) a raw route peer reads."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.seen: list[bytes] = []
+
+    async def until(self, pred: Any, what: str) -> bytes:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out waiting for {what}; seen {self.seen!r}"
+            try:
+                line = await asyncio.wait_for(self.reader.readline(), left)
+            except TimeoutError:
+                raise AssertionError(f"timed out waiting for {what}; seen {self.seen!r}") from None
+            assert line, f"route closed waiting for {what}; seen {self.seen!r}"
+            self.seen.append(line)
+            if pred(line):
+                return line
+
+
+async def _plain_peer_scenario(hub: ServerProcess, leaf: ServerProcess, rport: int) -> None:
+    await poll(
+        lambda: (get_json(f"{hub.monitoring_url}/leafz") or {}).get("leafnodes") == 1, "link"
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", rport)
+    lines = _Lines(reader)
+    info = json.loads((await lines.until(lambda ln: ln.startswith(b"INFO "), "INFO"))[5:])
+    assert info.get("lnoc") is True and info.get("lnocu") is True
+    connect = {"echo": True, "verbose": False, "pedantic": False, "tls_required": False}
+    connect |= {"headers": True, "name": "NOLDPEER", "cluster": "hubc"}
+    peer_info = {"server_id": "NOLDPEER", "server_name": "old1", "cluster": "hubc"}
+    peer_info |= {"headers": True, "proto": 1, "max_payload": 1048576}
+    writer.write(
+        b"CONNECT %s\r\nINFO %s\r\n"
+        % (json.dumps(connect).encode(), json.dumps(peer_info).encode())
+    )
+    writer.write(b"RS+ $G to.peer\r\nPING\r\n")
+    await writer.drain()
+    nc = await nats.connect(leaf.url, error_cb=noop_cb)
+    try:
+        sub = await nc.subscribe("from.peer")
+        qsub1 = await nc.subscribe("q.peer", "grp")
+        qsub2 = await nc.subscribe("q.peer", "grp")
+        await nc.flush()
+        await lines.until(lambda ln: ln == b"RS+ $G from.peer\r\n", "RS+ from.peer")
+        await lines.until(lambda ln: ln == b"RS+ $G q.peer grp 2\r\n", "RS+ q.peer grp 2")
+
+        # the leaf's message to the peer's interest: an RMSG
+        def peer_interest_at_leaf() -> bool:
+            doc = get_json(f"{leaf.monitoring_url}/leafz?subs=1") or {}
+            return any("to.peer" in (lz.get("subscriptions_list") or []) for lz in doc["leafs"])
+
+        await poll(peer_interest_at_leaf, "the peer's interest at the leaf")
+        await nc.publish("to.peer", b"hello")
+        await nc.flush()
+        await lines.until(lambda ln: ln == b"RMSG $G to.peer 5\r\n", "RMSG to.peer")
+        await qsub2.unsubscribe()
+        await lines.until(lambda ln: ln == b"RS+ $G q.peer grp 1\r\n", "RS+ q.peer grp 1")
+        await sub.unsubscribe()
+        await qsub1.unsubscribe()
+        await nc.flush()
+        await lines.until(lambda ln: ln == b"RS- $G q.peer grp\r\n", "RS- q.peer grp")
+        assert b"RS- $G from.peer\r\n" in lines.seen
+        bad = [ln for ln in lines.seen if ln.startswith((b"LS+", b"LS-", b"LMSG"))]
+        assert bad == []
+    finally:
+        await nc.close()
+        writer.close()
