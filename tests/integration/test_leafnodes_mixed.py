@@ -1,19 +1,23 @@
-"""Leaf nodes, the route-compatibility cases: a hub cluster of trijet and nats-server nodes
+"""Leaf nodes, compatibility and the wire: a hub cluster of trijet and nats-server nodes
 (a rolling upgrade, a mixed cluster) with a leaf cluster attached delivers each message once
-both ways, and a route peer that does not announce ``lnoc`` never hears a line with a leaf
+both ways; a route peer that does not announce ``lnoc`` never hears a line with a leaf
 origin (``LS+ <origin>``, ``LMSG <origin>``): it gets the plain ``RS+``/``RMSG`` forms, as
-nats-server sends them.  Real processes, nats-py, raw sockets for the wire.
+nats-server sends them; a standalone server's leaf INFO/CONNECT ``cluster`` field and a
+queue group's ``LS+`` weights match nats-server's, read by raw sockets.  Real processes,
+nats-py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import nats
+import pytest
 
 from tests.integration.test_leafnodes import WAIT_S, poll, requires_reference
 from tests.integration.test_leafnodes_clusters import _leaf_cluster_scenario
@@ -263,6 +267,104 @@ async def _plain_peer_scenario(hub: ServerProcess, leaf: ServerProcess, rport: i
         assert b"RS- $G from.peer\r\n" in lines.seen
         bad = [ln for ln in lines.seen if ln.startswith((b"LS+", b"LS-", b"LMSG"))]
         assert bad == []
+    finally:
+        await nc.close()
+        writer.close()
+
+
+HUB_INFO = {
+    "server_id": "NRAWHUB",
+    "server_name": "rawhub",
+    "version": "2.15.1",
+    "proto": 3,
+    "headers": True,
+    "auth_required": True,
+    "max_payload": 1048576,
+    "client_id": 7,
+    "info_on_connect": True,
+}
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_standalone_leaf_on_the_wire(kind: str, tmp_path: Path) -> None:
+    """A standalone server (no ``cluster`` block) as read by raw sockets: as a hub its leaf
+    INFO has no ``cluster``; as a leaf its CONNECT names its server name as ``cluster``
+    (nats-server 2.15.1 does both), and a queue group's ``LS+`` carries the number of its
+    members, sent again at each change, then ``LS-``."""
+    held = reserve_ports(1)
+    lport = held[0].getsockname()[1]
+    hub_listener = socket.create_server(("127.0.0.1", 0))
+    raw_port = hub_listener.getsockname()[1]
+    for h in held:
+        h.close()
+    hub = start_server(
+        kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=f"server_name: solo\nleafnodes {{ listen: 127.0.0.1:{lport} }}\n",
+        workdir=tmp_path / "hub",
+    )
+    try:
+        with socket.create_connection(("127.0.0.1", lport), timeout=WAIT_S) as s:
+            line = s.makefile("rb").readline()
+        info = json.loads(line[5:])
+        assert info["server_name"] == "solo" and "cluster" not in info
+    finally:
+        hub.stop()
+    leaf = start_server(
+        kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=(
+            "server_name: edge1\n"
+            f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{raw_port}" }} ] }}\n'
+        ),
+        workdir=tmp_path / "leaf",
+    )
+    try:
+        hub_listener.settimeout(WAIT_S)
+        conn, _ = hub_listener.accept()
+        with conn:
+            run(lambda: _raw_hub_scenario(conn, raw_port, leaf))
+    finally:
+        leaf.stop()
+        hub_listener.close()
+
+
+async def _raw_hub_scenario(conn: socket.socket, raw_port: int, leaf: ServerProcess) -> None:
+    conn.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=conn)
+    info = HUB_INFO | {"nonce": "abc", "leafnode_urls": [f"127.0.0.1:{raw_port}"]}
+    writer.write(b"INFO %s\r\n" % json.dumps(info).encode())
+    await writer.drain()
+    lines = _Lines(reader)
+    connect = json.loads((await lines.until(lambda ln: ln.startswith(b"CONNECT "), "CONNECT"))[8:])
+    assert connect["name"] == "edge1" and connect["cluster"] == "edge1"
+    info2 = HUB_INFO | {"connect_info": True, "remote_account": "$G"}
+    info2 |= {"leafnode_urls": [f"127.0.0.1:{raw_port}"]}
+    writer.write(b"INFO %s\r\nPING\r\n" % json.dumps(info2).encode())
+    await writer.drain()
+
+    nc = await nats.connect(leaf.url, error_cb=noop_cb)
+    try:
+        subs = [await nc.subscribe("q.w", "grp") for _ in range(3)]
+        await nc.flush()
+        for n in (1, 2, 3):
+            await lines.until(lambda ln, n=n: ln == b"LS+ q.w grp %d\r\n" % n, f"grp {n}")
+        await subs[0].unsubscribe()
+        await nc.flush()
+        await lines.until(lambda ln: ln == b"LS+ q.w grp 2\r\n", "grp 2 again")
+        await subs[1].unsubscribe()
+        await subs[2].unsubscribe()
+        await nc.flush()
+        await lines.until(lambda ln: ln == b"LS- q.w grp\r\n", "LS-")
+        seen = [ln for ln in lines.seen if b"q.w" in ln]
+        assert seen == [
+            b"LS+ q.w grp 1\r\n",
+            b"LS+ q.w grp 2\r\n",
+            b"LS+ q.w grp 3\r\n",
+            b"LS+ q.w grp 2\r\n",
+            b"LS+ q.w grp 1\r\n",
+            b"LS- q.w grp\r\n",
+        ]
     finally:
         await nc.close()
         writer.close()
