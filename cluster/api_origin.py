@@ -34,7 +34,7 @@ with that error (``StreamInfo`` shows it); nats-server's identity-mismatch
 error (10225) raises ``OriginRecreated``.
 
 *Delivery* (``read``): the subscription callback only queues (bounded by
-``RECV_MSGS_MAX``; beyond it a message is dropped, which the sequence check
+``RECV_BYTES_MAX``, above the origin's flow-control window; beyond it a message is dropped, which the sequence check
 turns into a restart).  ``read`` drains the queue in order:
 
 * a message's ack reply ``$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.
@@ -104,9 +104,11 @@ STALL_S = 10.0
 INACTIVE_THRESHOLD_NS = 10_000_000_000
 """An abandoned consumer is removed by the origin after this."""
 ACK_WAIT_NS = 22 * 3600 * 1_000_000_000
-RECV_MSGS_MAX = 16_384
-"""Messages queued between the subscription and the feed (flow control
-keeps it far lower; beyond it a message is dropped and the gap restarts)."""
+RECV_BYTES_MAX = 2 * 32 * 1024 * 1024
+"""Bytes (subject, reply, headers, payload) queued between the subscription and the feed:
+twice the largest flow-control window an origin keeps unanswered (nats-server's
+``JsFlowControlMaxPending``, 32 MiB), so a feed slower than its origin is held back by flow
+control, never by a drop; beyond it a message is dropped and the gap restarts."""
 ERR_IDENTITY_MISMATCH = 10225
 ERR_API_LEVEL = 10185
 _TOKEN_ALPHABET = string.ascii_letters + string.digits
@@ -282,6 +284,7 @@ class ApiOrigin:
         self.consumer = ""
         self._sub: object | None = None
         self._queue: deque[tuple[str, str | None, bytes | None, bytes]] = deque()
+        self._qbytes = 0  # the queue's size (RECV_BYTES_MAX)
         self._wake = trio.Event()
         self._dseq = 0
         self._sseq = 0
@@ -303,7 +306,7 @@ class ApiOrigin:
         """
         self.close()
         deliver = self._deliver_subject()
-        self._queue.clear()
+        self._clear()
         self._dseq = self._sseq = 0
         self._fc_reply = None
         self._retry_next = False
@@ -445,9 +448,11 @@ class ApiOrigin:
     def _on_delivery(
         self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
     ) -> None:
-        if len(self._queue) >= RECV_MSGS_MAX:
+        size = len(subject) + len(payload) + (len(reply) if reply else 0) + (len(hdr) if hdr else 0)
+        if self._qbytes + size > RECV_BYTES_MAX:
             self._retry_next = True  # lost: the sequence check restarts the consumer
             return
+        self._qbytes += size
         self._queue.append((subject, reply, hdr, payload))
         self._wake.set()
 
@@ -464,6 +469,12 @@ class ApiOrigin:
                 raise OriginRetry("delivery lost")
             while self._queue and len(out) < max_msgs:
                 subject, reply, hdr, payload = self._queue.popleft()
+                self._qbytes -= (
+                    len(subject)
+                    + len(payload)
+                    + (len(reply) if reply else 0)
+                    + (len(hdr) if hdr else 0)
+                )
                 self.last_contact_ns = time.time_ns()
                 if not payload and hdr and hdr.startswith(_CONTROL):
                     if reply:  # flow control: answer once the batch is proposed
@@ -506,18 +517,22 @@ class ApiOrigin:
             return None
         if ack.consumer_seq != self._dseq + 1:
             self._retry_next = True
-            self._queue.clear()
+            self._clear()
             return None
         self._dseq = ack.consumer_seq
         self._sseq = ack.stream_seq
         self._lag = ack.pending - 1 if ack.pending > 0 else 0
         return StoredMsg(ack.stream_seq, subject, hdr or b"", payload, ack.ts_ns)
 
+    def _clear(self) -> None:
+        self._queue.clear()
+        self._qbytes = 0
+
     def _heartbeat(self, hdr: bytes) -> None:
         last = _header(hdr, b"Nats-Last-Consumer")
         if last is not None and last.isdigit() and int(last) > 0 and int(last) != self._dseq:
             self._retry_next = True
-            self._queue.clear()
+            self._clear()
             return
         stalled = _header(hdr, b"Nats-Consumer-Stalled")
         if stalled:

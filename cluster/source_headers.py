@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+from collections.abc import Callable
 
 from cluster.model import StreamSource
 
@@ -110,6 +111,24 @@ def source_header_value(src: StreamSource, seq: int, subject: str, identity: str
     return f"{out} {identity}" if identity else out
 
 
+def source_header_maker(src: StreamSource, identity: str) -> Callable[[int, str], bytes]:
+    """``source_header_value`` for one feed's batch: the parts that do not change per
+    message (the hashed API prefix above all) computed once; returns
+    ``(seq, subject) -> value`` as bytes."""
+    name, filters, dests = index_parts(src)
+    head = (name + " ").encode()
+    mid = f" {filters} {dests} ".encode()
+    tail = (" " + identity).encode() if identity else b""
+
+    def make(seq: int, subject: str) -> bytes:
+        return head + b"%d" % seq + mid + subject.encode() + tail
+
+    return make
+
+
+_PLAIN_SOURCED = b"NATS/1.0\r\n" + SOURCE_HEADER.encode() + b": "
+
+
 def _strip(hdr: bytes, drop_source: bool) -> list[bytes]:
     """Header lines minus ``Nats-Expected-*``/``Nats-Batch-*`` (and
     ``Nats-Stream-Source``); the first (status) line is kept."""
@@ -135,10 +154,13 @@ def mirror_headers(hdr: bytes) -> bytes | None:
     return b"\r\n".join(_strip(hdr, False)) + b"\r\n\r\n"
 
 
-def sourced_headers(hdr: bytes, value: str) -> bytes:
+def sourced_headers(hdr: bytes, value: str | bytes) -> bytes:
     """A sourced message's headers: stripped, then ``Nats-Stream-Source: value`` appended."""
+    v = value.encode() if isinstance(value, str) else value
+    if not hdr:  # the common case: a message without headers
+        return _PLAIN_SOURCED + v + b"\r\n\r\n"
     lines = _strip(hdr, True) or [b"NATS/1.0"]
-    lines.append(SOURCE_HEADER.encode() + b": " + value.encode())
+    lines.append(SOURCE_HEADER.encode() + b": " + v)
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 

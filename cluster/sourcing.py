@@ -73,8 +73,8 @@ from cluster.source_headers import (
     index_parts,
     mirror_headers,
     parse_rfc3339_ns,
+    source_header_maker,
     source_header_of,
-    source_header_value,
     sourced_headers,
 )
 from cluster.stream_fsm import ApiErrorResult, PubResult
@@ -335,14 +335,13 @@ class Feed:
             )
         else:
             now = time.time_ns()
+            value = source_header_maker(self.src, self.identity)  # once per batch
+            subj = self._subject if self._transforms else None
             op = SourcedMsg(
                 tuple(
                     Publish(
-                        self._subject(m.subject),
-                        sourced_headers(
-                            m.headers,
-                            source_header_value(self.src, m.seq, m.subject, self.identity),
-                        ),
+                        subj(m.subject) if subj else m.subject,
+                        sourced_headers(m.headers, value(m.seq, m.subject)),
                         m.payload,
                         now,
                     )

@@ -125,26 +125,30 @@ class SourcingApply:
         self._prune_dedupe(m.ts_ns)
         if pol.sealed:
             return ERR_SEALED, None
-        if m.headers:
-            msg_id = parse_headers(m.headers, strict=False).get(MSG_ID) or ""
-            if msg_id:
-                dup = self._dedupe.get(msg_id)
-                if dup is not None and m.ts_ns - dup[1] < pol.duplicate_window_ns:
-                    return PubResult(pol.name, dup[0], duplicate=True), None
-        return self._store_copy(m.subject, m.headers or b"", m.payload, m.ts_ns, None)
+        ids = _id_rollup(m.headers) if m.headers else ("", "")
+        if ids[0]:
+            dup = self._dedupe.get(ids[0])
+            if dup is not None and m.ts_ns - dup[1] < pol.duplicate_window_ns:
+                return PubResult(pol.name, dup[0], duplicate=True), None
+        return self._store_copy(m.subject, m.headers or b"", m.payload, m.ts_ns, None, ids)
 
     # ------------------------------------------------------------------ both
 
     def _store_copy(
-        self, subject: str, hdr: bytes, payload: bytes, ts_ns: int, seq: int | None
+        self,
+        subject: str,
+        hdr: bytes,
+        payload: bytes,
+        ts_ns: int,
+        seq: int | None,
+        ids: tuple[str, str] | None = None,
     ) -> tuple[Result, Purged | None]:
-        """Size checks, append (at ``seq`` for a mirror), dedupe entry, rollup."""
+        """Size checks, append (at ``seq`` for a mirror), dedupe entry, rollup
+        (``ids``: the block's ``Nats-Msg-Id`` and ``Nats-Rollup``, when known)."""
         pol = self._policy
         msg_id = rollup = ""
         if hdr:
-            h = parse_headers(hdr, strict=False)
-            msg_id = h.get(MSG_ID) or ""
-            rollup = h.get(ROLLUP) or ""
+            msg_id, rollup = ids if ids is not None else _id_rollup(hdr)
             if rollup and rollup not in ("sub", "all"):
                 return err_rollup_invalid(rollup), None
         if len(hdr) > HEADER_BYTES_MAX:
@@ -165,3 +169,17 @@ class SourcingApply:
             n = self._store.purge(filter=subject if rollup == "sub" else None, keep=1)
             purged = Purged(self._store.state().first_seq, n)
         return PubResult(pol.name, new_seq), purged
+
+
+_MSG_ID_B = MSG_ID.encode()
+_ROLLUP_B = ROLLUP.encode()
+
+
+def _id_rollup(hdr: bytes) -> tuple[str, str]:
+    """``Nats-Msg-Id`` and ``Nats-Rollup`` of a header block (``""`` when absent), as
+    ``parse_headers(hdr, strict=False)`` gives them; a block naming neither (a sourced
+    copy's usual ``Nats-Stream-Source`` alone) is not parsed (keys are case-sensitive)."""
+    if _MSG_ID_B not in hdr and _ROLLUP_B not in hdr:
+        return "", ""
+    h = parse_headers(hdr, strict=False)
+    return h.get(MSG_ID) or "", h.get(ROLLUP) or ""
