@@ -104,6 +104,9 @@ class SourcingApply:
     # ------------------------------------------------------------------ sources
 
     def _apply_sourced_msg(self, op: SourcedMsg) -> ApplyOutcome:
+        batched = self._sourced_batch(op.msgs) if len(op.msgs) > 1 else None
+        if batched is not None:
+            return batched
         results: list[Result] = []
         effects: list[Effect] = []
         stored = 0
@@ -119,6 +122,42 @@ class SourcingApply:
         if stored:
             effects.append(NewMessages(stored))
         return ApplyOutcome(tuple(results), tuple(effects))
+
+    def _sourced_batch(self, msgs: tuple[Publish, ...]) -> ApplyOutcome | None:
+        """``_sourced`` of each of ``msgs`` in one ``StreamStore.append_batch`` when no rule
+        can refuse or hold back any of them (not sealed, no count, byte, per-subject or size
+        limit, no ``Nats-Msg-Id`` nor ``Nats-Rollup``, headers within bounds: the usual
+        catch-up of a source); the same results, effects and store state.  None: go one
+        by one."""
+        pol = self._policy
+        lim = pol.limits
+        if (
+            pol.sealed
+            or lim.max_msgs > 0
+            or lim.max_bytes > 0
+            or lim.max_msgs_per_subject > 0
+            or lim.max_msg_size >= 0
+        ):
+            return None
+        for m in msgs:
+            hdr = m.headers
+            if hdr and (len(hdr) > HEADER_BYTES_MAX or _MSG_ID_B in hdr or _ROLLUP_B in hdr):
+                return None
+        if self._dedupe:
+            # pruning by each message's time in turn leaves what pruning by the latest
+            # leaves (the table's front only ever shrinks)
+            self._prune_dedupe(max(m.ts_ns for m in msgs))
+        store = self._store
+        seq = store.state().last_seq + 1
+        k, err = store.append_batch(
+            [(m.subject, m.headers or b"", m.payload, m.ts_ns) for m in msgs]
+        )
+        if err is not None or k != len(msgs):  # no limit: cannot happen
+            raise RuntimeError(f"append_batch refused a message without limits: {err!r}")
+        self._last_msg_id = ""
+        name = pol.name
+        results = tuple(PubResult(name, s) for s in range(seq, seq + k))
+        return ApplyOutcome(results, (NewMessages(seq + k - 1),))
 
     def _sourced(self, m: Publish) -> tuple[Result, Purged | None]:
         pol = self._policy

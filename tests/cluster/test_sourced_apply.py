@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import cbor2
 import pytest
@@ -228,3 +229,48 @@ def test_sourced_batch_stops_at_refusal(make_fsm: MakeFsm) -> None:
     assert len(out.results) == 2
     assert isinstance(out.results[1], ApiErrorResult) and out.results[1].err_code == 10054
     assert fsm.store.state().msgs == 1
+
+
+@pytest.mark.parametrize("ttl", [False, True])
+def test_sourced_run_in_one_append_equals_one_by_one(make_fsm: MakeFsm, ttl: bool) -> None:
+    """A run of sourced copies no rule can refuse (the usual catch-up) is stored by one
+    ``append_batch``: the same results, effects and store as one op per message (dedupe
+    pruning and TTL headers included); a run where a block mentions ``Nats-Msg-Id`` (here
+    only in a value) goes one by one, with the same outcome too."""
+    kw = {"allow_msg_ttl": True} if ttl else {}
+    batched, single = make_fsm(**kw), make_fsm(**kw)
+    seed = SourcedMsg((src(b"seed", {"Nats-Msg-Id": "x"}),))
+    for fsm in (batched, single):
+        apply(fsm, seed)
+    calls: list[int] = []
+    append_batch = batched.store.append_batch
+
+    def counted(msgs: Any) -> Any:
+        calls.append(len(msgs))
+        return append_batch(msgs)
+
+    batched.store.append_batch = counted  # type: ignore[method-assign]
+    runs = [
+        (
+            Publish("o.a", None, b"a", T0 + 10 * SEC),
+            src(b"b", {"Nats-Stream-Source": "O 2 > > o.a ID"}),
+            Publish("o.b", encode_headers([("Nats-TTL", "5s")]), b"c", T0 + 10 * SEC),
+        ),
+        (src(b"d", {"X-Note": "Nats-Msg-Id-like"}), src(b"e")),
+    ]
+    for run in runs:
+        out = apply(batched, SourcedMsg(run))
+        outs = [apply(single, SourcedMsg((m,))) for m in run]
+        assert out.results == tuple(r for o in outs for r in o.results)
+        assert out.effects == (NewMessages(single.store.state().last_seq),)
+    assert calls == [3]
+    assert batched.store.state() == single.store.state()
+    for s in range(1, 7):
+        a, b = batched.store.load(s), single.store.load(s)
+        assert (a.subject, a.headers, a.payload, a.ts_ns) == (
+            b.subject,
+            b.headers,
+            b.payload,
+            b.ts_ns,
+        )
+    assert batched._dedupe == single._dedupe

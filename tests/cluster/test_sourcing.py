@@ -12,10 +12,11 @@ import trio
 
 from cluster.api import JetStreamApi
 from cluster.headers import encode_headers, parse_headers
-from cluster.model import Storage, StreamConfig, StreamSource, SubjectTransform
+from cluster.model import ExternalStream, Storage, StreamConfig, StreamSource, SubjectTransform
 from cluster.source_headers import (
     mirror_headers,
     parse_rfc3339_ns,
+    source_header_maker,
     source_header_value,
     sourced_headers,
     stream_identity,
@@ -44,6 +45,13 @@ def test_source_header_value_forms() -> None:
     )
     # observed on nats-server 2.15.1 (transforms joined by form feeds)
     assert source_header_value(trs, 1, "o.a", "ID") == "O 1 o.a\fo.b x.a\f> o.a ID"
+    # the per-batch form gives the same values
+    ext = StreamSource(name="O", external=ExternalStream(api="$JS.hub.API"))
+    for src in (plain, filt, trs, ext):
+        for ident in ("ID", ""):
+            make = source_header_maker(src, ident)
+            for seq, subj in ((1, "o.a"), (12345, "o.b.c")):
+                assert make(seq, subj) == source_header_value(src, seq, subj, ident).encode()
 
 
 def test_header_stripping() -> None:
@@ -65,6 +73,8 @@ def test_header_stripping() -> None:
         [("Nats-Msg-Id", "1"), ("X", "y"), ("Nats-Stream-Source", "O 3 > > o.a ID")]
     )
     assert sourced_headers(b"", "V") == b"NATS/1.0\r\nNats-Stream-Source: V\r\n\r\n"
+    assert sourced_headers(b"", b"V") == sourced_headers(b"", "V")
+    assert sourced_headers(h, b"O 3 > > o.a ID") == out
 
 
 async def _reach(stream: Stream, last_seq: int) -> None:
