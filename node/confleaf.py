@@ -6,7 +6,9 @@ connections, authenticated by ``authorization { user, password, account }`` (the
 the leaf is bound to); each ``remotes`` entry is a hub this server solicits
 (``url``/``urls`` with ``user:password@``, the local ``account`` bound to it); ``reconnect``
 is the delay before a dropped remote is dialled again.  Keys nats-server knows that change
-nothing trijet delivers (compression, advertising) are accepted with a warning.  ``tls {}``
+nothing trijet delivers (advertising, ...) are accepted with a warning.  ``compression`` (on
+the block or a remote): ``off``/``accept`` are what trijet does (no s2 codec: a link always
+negotiates to uncompressed); an s2 mode is refused.  ``tls {}``
 (the listener's: a server certificate, ``verify`` for the leaf's; a remote's: ``ca_file``,
 an optional client certificate) makes the link TLS as nats-server's (INFO in the clear, then
 the handshake).  ``tls_handshake_first``, JWT ``credentials``, ``deny_exports``/``deny_imports`` and hub remotes are refused with an error
@@ -24,11 +26,15 @@ if TYPE_CHECKING:
     from node.conftree import _Builder
 
 _IGNORED_LEAF = frozenset(
-    """advertise no_advertise compression min_version write_deadline
-    isolate_leafnode_interest""".split()
+    """advertise no_advertise min_version write_deadline isolate_leafnode_interest""".split()
 )
 _IGNORED_REMOTE = frozenset(
-    """compression first_info_timeout no_randomize ws_compression ws_no_masking name""".split()
+    """first_info_timeout no_randomize ws_compression ws_no_masking name""".split()
+)
+#: ``compression`` modes trijet honours: it has no s2 codec, so a link is never compressed;
+#: ``accept`` (compress only if the peer asks) negotiates to off with trijet's answer
+_COMPRESSION_OK = frozenset(
+    {"off", "disabled", "false", "not supported", "not_supported", "accept"}
 )
 #: keys whose meaning trijet does not implement and must not drop silently (a link that
 #: should be encrypted, authenticated by JWT or filtered would not be)
@@ -77,6 +83,8 @@ def read_leafnodes(b: _Builder, cv: ConfValue, skip: type[Exception]) -> None:
                     _refuse(b, "tls_handshake_first", v)
             elif k == "reconnect" or k == "reconnect_delay":
                 lf.reconnect_s = b.duration(k, v)
+            elif k == "compression":
+                _compression(b, v)
             elif k in _REFUSED:
                 _refuse(b, k, v)
             else:
@@ -84,6 +92,30 @@ def read_leafnodes(b: _Builder, cv: ConfValue, skip: type[Exception]) -> None:
         except skip:
             pass
     b.cfg.leafnodes = lf
+
+
+def _compression(b: _Builder, cv: ConfValue) -> None:
+    """``compression``: a boolean, a mode, or ``{ mode, rtt_thresholds }`` (nats-server's
+    forms).  Off (and ``accept``) is what every trijet link does; an s2 mode (``on``,
+    ``s2_auto``, ``s2_fast``, ...) cannot be honoured without an s2 codec: refused rather
+    than silently sending uncompressed."""
+    v = cv.value
+    if isinstance(v, dict):
+        mode_cv = next((x for k, x in v.items() if k.lower() == "mode"), None)
+        v = mode_cv.value if mode_cv is not None else "off"
+    if isinstance(v, bool):
+        mode = "on" if v else "off"
+    elif isinstance(v, str):
+        mode = v.strip().lower()
+    else:
+        b.err(cv, f"leafnode compression: expected a boolean, a mode or a block, got {v!r}")
+        return
+    if mode not in _COMPRESSION_OK:
+        b.err(
+            cv,
+            f'leafnode compression "{mode}" is not supported by trijet (it has no s2 codec; '
+            'links are uncompressed): use "off" or "accept"',
+        )
 
 
 def _authorization(b: _Builder, lf: LeafConfig, cv: ConfValue) -> None:
@@ -142,6 +174,8 @@ def _remote(b: _Builder, cv: ConfValue, skip: type[Exception]) -> LeafRemote:
                 r.account = b.string(k, v)
             elif k == "tls":
                 r.tls = _remote_tls(b, v)
+            elif k == "compression":
+                _compression(b, v)
             elif k in _REFUSED:
                 _refuse(b, k, v)
             else:

@@ -179,6 +179,9 @@ class LeafNodes:
                 info["tls_verify"] = True
         if first:
             info["nonce"] = server.make_nonce()
+            # no s2 codec: announced as nats-server configured ``compression: off`` does,
+            # so a compressing peer settles on off (not "not supported")
+            info["compression"] = "off"
             info["info_on_connect"] = True
         else:
             info["connect_info"] = True

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.errors
 import pytest
 
 from tests.integration.test_leafnodes import WAIT_S, poll, requires_reference
@@ -127,8 +128,6 @@ async def _withdrawn_across(hub_url: str, edge_url: str) -> None:
     """A responder on the edge node linked to the nats-server hub node answers a requester
     on a trijet hub node; once it unsubscribes (``LS- <origin>`` between the hub nodes),
     the requester hears no responders."""
-    import nats.errors
-
     hub_nc = await nats.connect(hub_url, error_cb=noop_cb)
     edge_nc = await nats.connect(edge_url, error_cb=noop_cb)
     try:
@@ -368,3 +367,71 @@ async def _raw_hub_scenario(conn: socket.socket, raw_port: int, leaf: ServerProc
     finally:
         await nc.close()
         writer.close()
+
+
+@requires_reference
+@pytest.mark.parametrize("hub_kind,leaf_kind", [("reference", "trijet"), ("trijet", "reference")])
+def test_default_compression_negotiates_off(hub_kind: str, leaf_kind: str, tmp_path: Path) -> None:
+    """nats-server compresses leaf links by default (``s2_auto`` on both ends); with a
+    trijet peer (no s2 codec) the link negotiates to uncompressed -- both ``/leafz`` say
+    ``off`` -- and carries requests both ways."""
+    held = reserve_ports(1)
+    lport = held[0].getsockname()[1]
+    held[0].close()
+    hub = start_server(
+        hub_kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=f"server_name: hub1\nleafnodes {{ listen: 127.0.0.1:{lport} }}\n",
+        workdir=tmp_path / "hub",
+    )
+    try:
+        leaf = start_server(
+            leaf_kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=(
+                "server_name: leaf1\n"
+                f'leafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{lport}" }} ], '
+                'reconnect: "250ms" }\n'
+            ),
+            workdir=tmp_path / "leaf",
+        )
+        try:
+            run(lambda: _uncompressed_link(hub, leaf))
+        finally:
+            leaf.stop()
+    finally:
+        hub.stop()
+
+
+async def _uncompressed_link(hub: ServerProcess, leaf: ServerProcess) -> None:
+    def linked() -> bool:
+        return all(
+            (get_json(f"{sp.monitoring_url}/leafz") or {}).get("leafnodes") == 1
+            for sp in (hub, leaf)
+        )
+
+    await poll(linked, "the link")
+    for sp in (hub, leaf):
+        leafs = (get_json(f"{sp.monitoring_url}/leafz") or {})["leafs"]
+        assert [lz.get("compression") for lz in leafs] == ["off"], (sp.kind, leafs)
+    a = await nats.connect(hub.url, error_cb=noop_cb)
+    b = await nats.connect(leaf.url, error_cb=noop_cb)
+    try:
+        for x, y, tag in ((a, b, "h"), (b, a, "l")):
+
+            async def echo(msg: Any) -> None:
+                await msg.respond(b"re:" + msg.data)
+
+            await y.subscribe(f"echo.{tag}", cb=echo)
+            await y.flush()
+            deadline = time.monotonic() + WAIT_S
+            while True:
+                try:
+                    r = await x.request(f"echo.{tag}", b"x" * 2000, timeout=0.5)
+                    break
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                    assert time.monotonic() < deadline, f"no answer across the link ({tag})"
+            assert r.data == b"re:" + b"x" * 2000
+    finally:
+        await a.close()
+        await b.close()

@@ -297,6 +297,30 @@ def test_jetstream_forms(tmp_path: Path) -> None:
     assert c.jetstream.store_dir == "/top" and c.jetstream.sync_interval == 1.0
 
 
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "compression: s2_auto",
+        "compression: s2_fast",
+        "compression: on",
+        "compression: true",
+        "compression: { mode: s2_best, rtt_thresholds: [10ms] }",
+    ],
+)
+def test_leafnode_s2_compression_is_refused(tmp_path: Path, setting: str) -> None:
+    """trijet has no s2 codec: a configured s2 mode (block or remote) stops the start with
+    an error naming it; off, false and accept are honoured."""
+    for text in (
+        f"leafnodes {{ port: 7422, {setting} }}\n",
+        f'leafnodes {{ remotes: [ {{ url: "nats://h:1", {setting} }} ] }}\n',
+    ):
+        with pytest.raises(ConfigError, match=r"compression .* not supported by trijet"):
+            load(["-c", write(tmp_path, text)])
+    for ok in ("off", "false", "accept", "{ mode: off }"):
+        c = load(["-c", write(tmp_path, f"leafnodes {{ port: 7422, compression: {ok} }}\n")])
+        assert c.leafnodes is not None
+
+
 def test_leafnodes_block(tmp_path: Path) -> None:
     text = """
 accounts { A: {}, L: {} }
@@ -327,7 +351,7 @@ leafnodes {
         ["nats://h1:7422", "nats://h2:7422"],
     ]
     assert lf.remotes[0].account == "L" and lf.remotes[1].account is None
-    assert any("compression" in w for w in c.warnings)
+    assert not any("compression" in w for w in c.warnings)  # off: what trijet does
     with pytest.raises(ConfigError, match="requires at least one url"):
         load(["-c", write(tmp_path, "leafnodes { remotes: [ { account: A } ] }\n")])
     tls = load(
