@@ -74,7 +74,13 @@ from typing import Any, Protocol
 import trio
 
 from cluster.model import StreamSource
-from cluster.origins import OriginRecreated, OriginRetry, OriginUnavailable, StartAt
+from cluster.origins import (
+    BATCH_BYTES_MAX,
+    OriginRecreated,
+    OriginRetry,
+    OriginUnavailable,
+    StartAt,
+)
 from cluster.source_headers import go_hash, parse_rfc3339_ns, rfc3339_ns, stream_identity
 from store.api import StoredMsg
 
@@ -457,25 +463,27 @@ class ApiOrigin:
         self._wake.set()
 
     async def read(self, after: int, max_msgs: int) -> list[StoredMsg]:
-        """See ``Origin.read``: the next deliveries (at least one).
+        """See ``Origin.read``: the next deliveries (at least one; at most ``max_msgs``
+        and, past the first, ``BATCH_BYTES_MAX`` bytes: one proposal).
 
         Raises:
             OriginRetry: a gap, a silent consumer or an overflow.
         """
         self._answer_fc()
         out: list[StoredMsg] = []
+        size = 0
+        queue = self._queue
         while True:
-            if self._retry_next and not self._queue:
+            if self._retry_next and not queue:
                 raise OriginRetry("delivery lost")
-            while self._queue and len(out) < max_msgs:
-                subject, reply, hdr, payload = self._queue.popleft()
-                self._qbytes -= (
-                    len(subject)
-                    + len(payload)
-                    + (len(reply) if reply else 0)
-                    + (len(hdr) if hdr else 0)
-                )
-                self.last_contact_ns = time.time_ns()
+            if queue:
+                self.last_contact_ns = time.time_ns()  # every message and heartbeat counts
+            while queue and len(out) < max_msgs and size < BATCH_BYTES_MAX:
+                subject, reply, hdr, payload = queue.popleft()
+                n = len(subject) + len(payload) + (len(reply) if reply else 0)
+                if hdr:
+                    n += len(hdr)
+                self._qbytes -= n
                 if not payload and hdr and hdr.startswith(_CONTROL):
                     if reply:  # flow control: answer once the batch is proposed
                         self._fc_reply = reply
@@ -485,15 +493,16 @@ class ApiOrigin:
                         continue
                     self._heartbeat(hdr)
                     continue
-                m = self._message(subject, reply, hdr, payload, out)
+                m = self._message(subject, reply, hdr, payload) if reply else None
                 if m is not None:
                     out.append(m)
+                    size += n
             if out:
                 return out
             if self._retry_next:
                 raise OriginRetry("delivery lost")
             self._wake = trio.Event()
-            if self._queue:
+            if queue:
                 continue
             with trio.move_on_after(STALL_S) as cs:
                 await self._wake.wait()
@@ -501,28 +510,35 @@ class ApiOrigin:
                 raise OriginRetry("stalled")
 
     def _message(
-        self,
-        subject: str,
-        reply: str | None,
-        hdr: bytes | None,
-        payload: bytes,
-        out: list[StoredMsg],
+        self, subject: str, reply: str, hdr: bytes | None, payload: bytes
     ) -> StoredMsg | None:
-        ack = parse_ack_reply(reply) if reply else None
-        if ack is None or ack.consumer != self.consumer or ack.delivered > 1:
-            return None  # not ours, an older consumer's, or a redelivery
-        if ack.stream_seq <= self._sseq:
-            if ack.consumer_seq == self._dseq + 1:
+        # parse_ack_reply inlined (once per message): the consumer and the delivery
+        # count are checked before the numbers are converted
+        t = reply.split(".")
+        k = len(t)
+        off = 0 if k == 9 else 2
+        if (k != 9 and k < 11) or t[0] != "$JS" or t[1] != "ACK":
+            return None
+        if t[3 + off] != self.consumer:
+            return None  # not ours, an older consumer's
+        try:
+            delivered, sseq, dseq, ts_ns, pending = map(int, t[4 + off : 9 + off])
+        except ValueError:
+            return None
+        if delivered > 1:
+            return None  # a redelivery
+        if sseq <= self._sseq:
+            if dseq == self._dseq + 1:
                 self._dseq += 1
             return None
-        if ack.consumer_seq != self._dseq + 1:
+        if dseq != self._dseq + 1:
             self._retry_next = True
             self._clear()
             return None
-        self._dseq = ack.consumer_seq
-        self._sseq = ack.stream_seq
-        self._lag = ack.pending - 1 if ack.pending > 0 else 0
-        return StoredMsg(ack.stream_seq, subject, hdr or b"", payload, ack.ts_ns)
+        self._dseq = dseq
+        self._sseq = sseq
+        self._lag = pending - 1 if pending > 0 else 0
+        return StoredMsg(sseq, subject, hdr or b"", payload, ts_ns)
 
     def _clear(self) -> None:
         self._queue.clear()

@@ -100,7 +100,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BATCH_MSGS_MAX = 512
+BATCH_MSGS_MAX = 4096
+"""Messages per proposal (``PUBLISHES_PER_ENTRY_MAX``; origins bound it by bytes too)."""
 RETRY_S_MIN = 1.0
 RETRY_S_MAX = 30.0
 HEARTBEAT_NS = 1_000_000_000
@@ -339,7 +340,7 @@ class Feed:
             subj = self._subject if self._transforms else None
             op = SourcedMsg(
                 tuple(
-                    Publish(
+                    Publish.trusted(  # an origin's stored values, this server's clock
                         subj(m.subject) if subj else m.subject,
                         sourced_headers(m.headers, value(m.seq, m.subject)),
                         m.payload,

@@ -477,6 +477,29 @@ class LeafConn(ServerLink):
             stats.in_bytes += nbytes
             router._run(self, subject, replies, payloads, True)
             return
+        if (
+            self.registered
+            and all(r is not None and r.startswith(JS_ACK_PREFIX) for r in replies)
+            and not (self.deny_js_api and subject.startswith(JS_API_PREFIX))
+        ):
+            # a consumer's deliveries (a source's catch-up): each routed by the inbox as
+            # ``_deliver`` routes it, without the per-message plan check and event
+            k = len(payloads)
+            nbytes = sum(map(len, payloads))
+            self.in_msgs += k
+            self.in_bytes += nbytes
+            stats = self.server.stats
+            stats.in_msgs += k
+            stats.in_bytes += nbytes
+            deliver_as = router.deliver_as
+            for reply, payload in zip(replies, payloads, strict=True):
+                assert reply is not None
+                split = split_js_ack(reply)
+                if split is not None:
+                    deliver_as(subject, split[1], split[0], None, payload, True, self)
+                else:
+                    router.publish(self, subject, reply, None, payload, None, ())
+            return
         for reply, payload in zip(replies, payloads, strict=True):
             self._on_plain(subject, reply, payload)
 
