@@ -19,9 +19,12 @@ account's sublist (``Server.add_sub``), so routes and other leaf links hear of
 them like any client's.  What a link tells its peer is the account's interest
 minus the link's own: each account keeps the count of every (subject, queue)
 over its local subscriptions, its routes' interest and its leafs' interest
-(``Account.leaf_totals``), and each link the set it has announced
-(``LeafConn.sent``); a change of a count sends ``LS+``/``LS-`` to the links
-whose view crossed zero (``node.leafnodes.LeafNodes.interest``).
+(``Account.leaf_totals``; a queue group counts its members: one per local subscription,
+a route's or a link's at the weight it announced), and each link what it has announced
+(``LeafConn.sent``); a change of a count sends ``LS+``/``LS-`` to the links whose view
+crossed zero, and a queue group's ``LS+ subject queue weight`` again at each change of its
+weight, as nats-server (``node.leafnodes.LeafNodes.interest``).  A peer's queue weights
+(``LeafConn.weights``) go on to routes (``RS+ ... weight``) and the other links.
 
 Messages: the router hands a link each matching message once: a plain one
 as a delivery-plan target (head ``LMSG <subject>``), otherwise through
@@ -44,7 +47,8 @@ goes no further than this server (not onto routes), and a message from a route n
 out on a spoke link (``_R_.`` service replies excepted; ``Router.publish``, plans' routed
 targets).  On the hub, a hub-side link's cluster (CONNECT's ``cluster``) is its
 ``origin``: its interest goes to routes as ``LS+ <origin> <account> ...`` and its messages
-as ``LMSG <origin> <account> ... <hdr> <total>`` (nats-server's ``lnoc`` forms), and no
+as ``LMSG <origin> <account> ... <hdr> <total>`` (nats-server's ``lnoc`` forms, to route
+peers that announce ``lnoc``; the others get the merged ``RS+``/``RS-`` and ``RMSG``), and no
 link to that cluster, on any hub node, is told of that interest or handed those messages
 (nor does a route whose interest is that cluster's own get them).
 

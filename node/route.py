@@ -16,7 +16,9 @@ the first local subscription on a subject sends ``RS+ $G subject`` to every
 route, the last removal ``RS-``; queue groups are announced with their member
 count as weight.  A new route receives the whole local interest at once.  The
 peer's interest lands in the router's route sublist (one entry per route,
-subject and queue).
+subject and queue).  Leaf clusters' interest and messages travel in nats-server's
+leaf-origin forms (``LS+``/``LS- <origin>``, ``LMSG <origin>``) only to peers whose INFO
+announced ``lnoc`` (``LS- <origin>`` needs ``lnocu`` too); this server announces both.
 
 Messages: a local publish is sent once to each route that has interest
 (``RMSG``, or ``HMSG`` with headers), carrying the queue groups that this
@@ -72,7 +74,11 @@ class RemoteSub:
 
 
 class Interest:
-    """Counts of one account's local subscriptions per (subject, queue), for RS+/RS-."""
+    """Counts of one account's local subscriptions per (subject, queue), for RS+/RS-
+    (a queue group's count is its weight: a leaf link's queue subscription counts the
+    members it stands for).  Three per account: local interest (``RS+``), each leaf
+    cluster's (``LS+ <origin>``, to peers announcing ``lnoc``), and both merged (``RS+``, to
+    peers that do not: nats-server never sends them an origin form)."""
 
     def __init__(self, account: bytes = b"$G", origin: bytes = b"") -> None:
         self.counts: dict[tuple[bytes, bytes | None], int] = {}
