@@ -43,6 +43,29 @@ LEAF_LINK = _LeafLink()
 ever includes it."""
 
 
+def pick_member(group: list[Any], rng: Any) -> Any:
+    """One member of a queue group, as nats-server picks it: a local member (a client, a
+    service, a consumer) at random while the group has one -- a leaf link is a fallback --
+    and among leaf links only, by the weight each peer announced (``LS+ subject queue N``:
+    the members it stands for).  A group without leaf links costs one draw."""
+    n = len(group)
+    if n == 1:
+        return group[0]
+    sub = group[rng.randrange(n)]
+    if sub.client.deliver_filter is not LEAF_LINK:
+        return sub  # each local member: 1/n here, the rest of its share below
+    local = [s for s in group if s.client.deliver_filter is not LEAF_LINK]
+    if local:
+        return local[rng.randrange(len(local))] if len(local) > 1 else local[0]
+    weights = [s.client.weights.get((s.subject, s.queue), 1) for s in group]
+    pick = rng.randrange(sum(weights))
+    for s, w in zip(group, weights, strict=True):
+        pick -= w
+        if pick < 0:
+            return s
+    return group[-1]
+
+
 def leaf_groups(qsubs: list[list[Any]], no_spoke: bool, origin: bytes) -> list[list[Any]]:
     """Queue groups without the members a message may not reach: spoke links
     (``no_spoke``: a routed message) and the links to its leaf cluster ``origin``."""
@@ -249,7 +272,7 @@ class JetStreamDelivery:
             routed = self._to_routes(to, via, headers, payload, r.qsubs, None, origin)
         targets = list(r.psubs)
         for group in r.qsubs:
-            targets.append(group[self.rng.randrange(len(group))] if len(group) > 1 else group[0])
+            targets.append(pick_member(group, self.rng))
         mid = b" " + reply + b" " if reply else b" "
         plen = len(payload)
         n = 0

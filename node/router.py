@@ -32,6 +32,7 @@ from node.jsdelivery import (
     LEAF_LINK,
     JetStreamDelivery,
     leaf_groups,
+    pick_member,
     split_js_ack,
 )
 from node.nextroute import MSG_NEXT_PREFIX
@@ -266,7 +267,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 group = [s for s in group if s.client is not src]
                 if not group:
                     continue
-            sub = group[self.rng.randrange(len(group))] if len(group) > 1 else group[0]
+            sub = pick_member(group, self.rng)
             c = sub.client
             if c.internal:
                 if sub.local and routed_queues is not None:
