@@ -37,7 +37,17 @@ from urllib.parse import urlsplit
 import trio
 
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
-from node.protocol.events import Connect, Err, Info, Ping, Pong, RMsg, RSub, RUnsub
+from node.protocol.events import (
+    ANY_ORIGIN,
+    Connect,
+    Err,
+    Info,
+    Ping,
+    Pong,
+    RMsg,
+    RSub,
+    RUnsub,
+)
 from node.protocol.wire import PING_BYTES, PONG_BYTES, info_bytes
 from node.serverlink import ServerLink
 
@@ -411,6 +421,7 @@ class Route(ServerLink):
         self.remote_info = dict(f)
         self.lnoc = f.get("lnoc") is True
         self.lnocu = self.lnoc and f.get("lnocu") is True
+        self._proto.ls_minus_origin = f.get("lnocu") is True  # else its LS- has no origin
         if not server.register_route(self):
             self.close("Duplicate Route")
             return
@@ -506,7 +517,11 @@ class Route(ServerLink):
 
     def _on_runsub(self, ev: RUnsub) -> None:
         if ev.origin:
-            rs = self.origin_subs.pop((ev.origin, ev.account, ev.subject, ev.queue), None)
+            key = (ev.origin, ev.account, ev.subject, ev.queue)
+            if ev.origin is ANY_ORIGIN:  # a peer without lnocu: whichever cluster has it
+                rest = key[1:]
+                key = next((k for k in self.origin_subs if k[1:] == rest), key)
+            rs = self.origin_subs.pop(key, None)
             if rs is not None:
                 rs.router.route_sublist.remove(rs)
                 rs.router.gen += 1

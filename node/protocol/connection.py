@@ -32,6 +32,7 @@ from typing import Any
 
 from node.protocol.bulk import MIXED_BULK_SIZE_DIGITS_MAX, MIXED_WINDOW, mixed_bulk
 from node.protocol.events import (
+    ANY_ORIGIN,
     OK,
     PING,
     PONG,
@@ -116,6 +117,7 @@ class ProtocolConnection:
         "_parts_len",
         "_pend",
         "headers",
+        "ls_minus_origin",
         "max_control_line",
         "max_payload",
         "role",
@@ -130,6 +132,9 @@ class ProtocolConnection:
         headers: bool = False,
     ) -> None:
         self.role = role
+        #: a route peer's ``LS-`` names its leaf cluster (it announced ``lnocu``); else it
+        #: is ``LS- <account> <subject> [<queue>]`` and the event's origin is ``ANY_ORIGIN``
+        self.ls_minus_origin = True
         self.max_payload = max_payload
         self.max_control_line = max_control_line
         self.headers = headers
@@ -638,6 +643,10 @@ class ProtocolConnection:
         <total>`` (always two sizes)."""
         if len(args) < 2:
             return ProtocolViolation(None, f"{verb.decode()} arguments")
+        if verb == b"LS-" and not self.ls_minus_origin:
+            if len(args) in (2, 3):
+                return RUnsub(args[0], args[1], args[2] if len(args) == 3 else None, ANY_ORIGIN)
+            return ProtocolViolation(None, "LS- arguments")
         origin = args[0]
         if verb == b"LMSG":
             return self._rmsg_args(args[1:], True, origin)

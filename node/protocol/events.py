@@ -103,6 +103,11 @@ class RSub(NamedTuple):
     origin: bytes = b""
 
 
+ANY_ORIGIN = b"\x00any"
+"""``RUnsub.origin`` of a route peer's ``LS-`` without its leaf cluster (a peer that did not
+announce ``lnocu``): the interest of whichever of its leaf clusters has it."""
+
+
 class RUnsub(NamedTuple):
     """RS- <account> <subject> [<queue>] (route interest removed)."""
 

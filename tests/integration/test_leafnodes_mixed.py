@@ -161,12 +161,15 @@ async def _withdrawn_across(hub_url: str, edge_url: str) -> None:
         await edge_nc.close()
 
 
-def test_route_peer_without_lnoc_hears_plain_forms(tmp_path: Path) -> None:
-    """A raw route peer announcing neither ``lnoc`` nor ``lnocu`` to a trijet hub node with
-    a standalone leaf (its origin is its server name): the leaf's interest reaches the peer
-    as ``RS+`` (a queue group's with its weight), its withdrawal as ``RS-``, and the leaf's
-    message as ``RMSG`` -- never ``LS+``/``LS-``/``LMSG``; the node's own route INFO
-    announces both fields."""
+@pytest.mark.parametrize("announces", ["nothing", "lnoc"])
+def test_route_peer_hears_the_forms_it_announced(announces: str, tmp_path: Path) -> None:
+    """A raw route peer to a trijet hub node with a standalone leaf (its origin is its
+    server name).  Announcing neither ``lnoc`` nor ``lnocu``, it hears the leaf's interest
+    as ``RS+`` (a queue group's with its weight), its withdrawal as ``RS-`` and the leaf's
+    message as ``RMSG`` -- never ``LS+``/``LS-``/``LMSG``; announcing ``lnoc`` alone (a
+    server before ``lnocu``), ``LS+ <origin>`` and ``LMSG <origin>`` but ``LS-`` without the
+    origin, and its own ``LS-`` without origin withdraws its leaf cluster's interest.  The
+    node's route INFO announces both fields."""
     held = reserve_ports(2)
     rport, lport = (h.getsockname()[1] for h in held)
     for h in held:
@@ -192,7 +195,7 @@ def test_route_peer_without_lnoc_hears_plain_forms(tmp_path: Path) -> None:
             workdir=tmp_path / "leaf",
         )
         try:
-            run(lambda: _plain_peer_scenario(hub, leaf, rport))
+            run(lambda: _plain_peer_scenario(hub, leaf, rport, announces == "lnoc"))
         finally:
             leaf.stop()
     finally:
@@ -221,7 +224,9 @@ class _Lines:
                 return line
 
 
-async def _plain_peer_scenario(hub: ServerProcess, leaf: ServerProcess, rport: int) -> None:
+async def _plain_peer_scenario(
+    hub: ServerProcess, leaf: ServerProcess, rport: int, lnoc: bool
+) -> None:
     await poll(
         lambda: (get_json(f"{hub.monitoring_url}/leafz") or {}).get("leafnodes") == 1, "link"
     )
@@ -233,22 +238,31 @@ async def _plain_peer_scenario(hub: ServerProcess, leaf: ServerProcess, rport: i
     connect |= {"headers": True, "name": "NOLDPEER", "cluster": "hubc"}
     peer_info = {"server_id": "NOLDPEER", "server_name": "old1", "cluster": "hubc"}
     peer_info |= {"headers": True, "proto": 1, "max_payload": 1048576}
+    if lnoc:
+        connect["lnoc"] = peer_info["lnoc"] = True
     writer.write(
         b"CONNECT %s\r\nINFO %s\r\n"
         % (json.dumps(connect).encode(), json.dumps(peer_info).encode())
     )
-    writer.write(b"RS+ $G to.peer\r\nPING\r\n")
+    writer.write(b"RS+ $G to.peer\r\nRS+ $G marker\r\n")
+    if lnoc:
+        writer.write(b"LS+ oldleaf $G from.old\r\n")
+    writer.write(b"PING\r\n")
     await writer.drain()
+    await lines.until(lambda ln: ln == b"PONG\r\n", "the first PONG")
+    plus = b"LS+ edge1 $G " if lnoc else b"RS+ $G "
+    minus = b"LS- $G " if lnoc else b"RS- $G "  # no lnocu: no origin in LS-
     nc = await nats.connect(leaf.url, error_cb=noop_cb)
+    hub_nc = await nats.connect(hub.url, error_cb=noop_cb)
     try:
         sub = await nc.subscribe("from.peer")
         qsub1 = await nc.subscribe("q.peer", "grp")
         qsub2 = await nc.subscribe("q.peer", "grp")
         await nc.flush()
-        await lines.until(lambda ln: ln == b"RS+ $G from.peer\r\n", "RS+ from.peer")
-        await lines.until(lambda ln: ln == b"RS+ $G q.peer grp 2\r\n", "RS+ q.peer grp 2")
+        await lines.until(lambda ln: ln == plus + b"from.peer\r\n", "+ from.peer")
+        await lines.until(lambda ln: ln == plus + b"q.peer grp 2\r\n", "+ q.peer grp 2")
 
-        # the leaf's message to the peer's interest: an RMSG
+        # the leaf's message to the peer's interest: an RMSG (LMSG <origin> with lnoc)
         def peer_interest_at_leaf() -> bool:
             doc = get_json(f"{leaf.monitoring_url}/leafz?subs=1") or {}
             return any("to.peer" in (lz.get("subscriptions_list") or []) for lz in doc["leafs"])
@@ -256,18 +270,36 @@ async def _plain_peer_scenario(hub: ServerProcess, leaf: ServerProcess, rport: i
         await poll(peer_interest_at_leaf, "the peer's interest at the leaf")
         await nc.publish("to.peer", b"hello")
         await nc.flush()
-        await lines.until(lambda ln: ln == b"RMSG $G to.peer 5\r\n", "RMSG to.peer")
+        msg = b"LMSG edge1 $G to.peer 0 5\r\n" if lnoc else b"RMSG $G to.peer 5\r\n"
+        await lines.until(lambda ln: ln == msg, "the leaf's message")
         await qsub2.unsubscribe()
-        await lines.until(lambda ln: ln == b"RS+ $G q.peer grp 1\r\n", "RS+ q.peer grp 1")
+        await lines.until(lambda ln: ln == plus + b"q.peer grp 1\r\n", "+ q.peer grp 1")
         await sub.unsubscribe()
         await qsub1.unsubscribe()
         await nc.flush()
-        await lines.until(lambda ln: ln == b"RS- $G q.peer grp\r\n", "RS- q.peer grp")
-        assert b"RS- $G from.peer\r\n" in lines.seen
-        bad = [ln for ln in lines.seen if ln.startswith((b"LS+", b"LS-", b"LMSG"))]
+        await lines.until(lambda ln: ln == minus + b"q.peer grp\r\n", "- q.peer grp")
+        assert minus + b"from.peer\r\n" in lines.seen
+        if lnoc:
+            bad = [ln for ln in lines.seen if ln.startswith((b"RS+ $G from", b"LS- edge1"))]
+            # the peer's own LS- without origin withdraws its leaf cluster's interest
+            await hub_nc.publish("from.old", b"1")
+            await hub_nc.flush()
+            await lines.until(lambda ln: ln == b"RMSG $G from.old 1\r\n", "from.old")
+            writer.write(b"LS- $G from.old\r\nPING\r\n")
+            await writer.drain()
+            await lines.until(lambda ln: ln == b"PONG\r\n", "PONG")
+            mark = len(lines.seen)
+            await hub_nc.publish("from.old", b"2")
+            await hub_nc.publish("marker", b"m")
+            await hub_nc.flush()
+            await lines.until(lambda ln: ln == b"RMSG $G marker 1\r\n", "marker")
+            assert not any(b"from.old" in ln for ln in lines.seen[mark:]), lines.seen[mark:]
+        else:
+            bad = [ln for ln in lines.seen if ln.startswith((b"LS+", b"LS-", b"LMSG"))]
         assert bad == []
     finally:
         await nc.close()
+        await hub_nc.close()
         writer.close()
 
 

@@ -560,3 +560,17 @@ def test_mixed_singles_of_one_size_are_parsed_in_bulk(monkeypatch: pytest.Monkey
         conn.feed(data, sink.one, lambda e: None, sink.run, sink.many, on_mixed)
         assert got == list(zip(subjects, payloads, strict=True))
         assert calls <= 4 + len(data) // conn_mod.MIXED_WINDOW * 2
+
+
+def test_route_ls_minus_without_origin_from_a_peer_without_lnocu() -> None:
+    """A peer that did not announce ``lnocu`` sends ``LS- <account> <subject> [<queue>]``;
+    the route sets ``ls_minus_origin`` False and the event names ``ANY_ORIGIN``."""
+    from node.protocol.events import ANY_ORIGIN
+
+    p = ProtocolConnection(Role.ROUTE)
+    p.ls_minus_origin = False
+    evs = p.receive_data(b"LS- $G foo\r\nLS- $G q.x grp\r\nLS+ lc $G foo\r\n")
+    assert evs[0] == RUnsub(b"$G", b"foo", None, ANY_ORIGIN)
+    assert evs[0].origin is ANY_ORIGIN
+    assert evs[1] == RUnsub(b"$G", b"q.x", b"grp", ANY_ORIGIN)
+    assert evs[2] == RSub(b"$G", b"foo", None, 0, b"lc")
