@@ -14,7 +14,9 @@ sync), checks that every reply is a PubAck (``{"stream":…,"seq":N}`` without
 ``"error"``), and reports the rate from the first publish to the last PubAck and
 the round-trip latency.  Afterwards ``$JS.API.STREAM.INFO.BENCH`` must report
 exactly N messages with last sequence N; a run failing any check is excluded
-from the medians and listed under *notes*.
+from the medians and listed under *notes*.  With ``--msg-id`` every publish is an
+HPUB carrying a unique ``Nats-Msg-Id`` (the dedupe path; ``jspub -I``, or nats-py
+with ``--client py``).
 
 Durability is the same on both sides: the reference runs with
 ``jetstream { sync_interval: always }`` (nats-server syncs every write before
@@ -279,7 +281,7 @@ def run_one(s: JsServer, storage: str, mode: str, rep: int, args: argparse.Names
         load = os.getloadavg()
         cmd = [*args.loadgen, "jspub", "-H", "127.0.0.1", "-P", str(s.proc.port)]
         cmd += ["-s", SUBJECT, "-n", str(n), "-z", str(args.size), "-k", str(window)]
-        cmd += ["-t", str(args.idle_s)]
+        cmd += ["-t", str(args.idle_s)] + (["-I"] if args.msg_id else [])
         spy = start_py_spy(s, storage, mode, rep, args)
         try:
             c0, t0 = s.proc.cpu_s(), time.monotonic()
@@ -410,7 +412,8 @@ def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
         f"\nload average (1 min) at run starts: min {min(loads):.2f} "
         f"median {statistics.median(loads):.2f} max {max(loads):.2f}; cpus {os.cpu_count()}"
     )
-    print(f"client: {'nats-py' if args.client == 'py' else 'C loadgen jspub'}")
+    client = "nats-py" if args.client == "py" else "C loadgen jspub"
+    print(f"client: {client}{' with a unique Nats-Msg-Id per publish' if args.msg_id else ''}")
     print()
     for storage in args.storages:
         for mode in args.modes:
@@ -455,7 +458,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--client", default="c", choices=["c", "py"], help="C jspub or nats-py")
     p.add_argument(
-        "--msg-id", action="store_true", help="nats-py: a Nats-Msg-Id header on every publish"
+        "--msg-id",
+        action="store_true",
+        help="a unique Nats-Msg-Id header on every publish (C: jspub -I, HPUB; or nats-py)",
     )
     p.add_argument("--storage", default="file,memory", help="comma list of file, memory")
     p.add_argument("--modes", default="sync,async", help="comma list of sync, async")
@@ -467,8 +472,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.storages = comma_list(args.storage)
     args.modes = comma_list(args.modes)
-    if args.msg_id:
-        args.client = "py"
     bad = [x for x in args.storages if x not in ("file", "memory")]
     bad += [x for x in args.modes if x not in ("sync", "async")]
     if bad:

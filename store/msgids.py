@@ -8,11 +8,13 @@ segment's checkpoint) so the rebuild reads only them, never the stream.
 
 from __future__ import annotations
 
-from store.ttl import header_value
+from store.ttl import header_value, msg_ttl_s
 
-__all__ = ["MSG_ID_HEADER", "msg_id_of"]
+__all__ = ["MSG_ID_HEADER", "id_and_ttl", "msg_id_of"]
 
 MSG_ID_HEADER = b"Nats-Msg-Id"
+_ONLY_ID_HEAD = b"NATS/1.0\r\nNats-Msg-Id:"
+_ONLY_ID_SKIP = len(_ONLY_ID_HEAD)
 
 
 def msg_id_of(headers: bytes | memoryview) -> str:
@@ -27,3 +29,17 @@ def msg_id_of(headers: bytes | memoryview) -> str:
     if not raw:
         return ""
     return raw.decode("utf-8", "surrogateescape")
+
+
+def id_and_ttl(headers: bytes | memoryview) -> tuple[str, int]:
+    """``(msg_id_of(headers), msg_ttl_s(headers))`` of a stored message's non-empty
+    header block, in one look for the common block that holds only a
+    ``Nats-Msg-Id`` (``NATS/1.0\\r\\nNats-Msg-Id: v\\r\\n\\r\\n``: no TTL), and
+    by the two scans otherwise."""
+    if type(headers) is not bytes:
+        headers = bytes(headers)
+    if headers.startswith(_ONLY_ID_HEAD) and headers.endswith(b"\r\n\r\n"):
+        if headers.count(b"\r\n") == 3:
+            mid = headers[_ONLY_ID_SKIP:-4].strip(b" \t")
+            return mid.decode("utf-8", "surrogateescape"), 0
+    return msg_id_of(headers), msg_ttl_s(headers)

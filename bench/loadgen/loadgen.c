@@ -25,6 +25,8 @@
  *        K=1 is one publish at a time), and every reply must be a PubAck
  *        ({"stream":...,"seq":N} without "error"); acks that are not are
  *        counted and the first one is reported.  The subject is the stream's.
+ *        -I: every request is an HPUB whose header block carries a unique
+ *        Nats-Msg-Id (<pid>-<i>), the JetStream dedupe path.
  *
  * The inbound parser is incremental: it keeps unconsumed bytes across reads
  * and never assumes an op (control line or payload) arrives in one read.  It
@@ -77,6 +79,7 @@ struct conn {
 
 static volatile sig_atomic_t g_stop = 0;
 static const char *g_user = NULL; /* -u: CONNECT as this user (password the same) */
+static int g_msgid = 0; /* -I: req/jspub send HPUB with a unique Nats-Msg-Id header */
 static void on_term(int sig) { (void)sig; g_stop = 1; }
 
 static double now_s(void) {
@@ -297,7 +300,8 @@ static void conn_open(conn_t *c, const char *host, const char *port) {
     } else {
         snprintf(cn, sizeof(cn),
                  "CONNECT {\"verbose\":false,\"pedantic\":false,\"lang\":\"c\","
-                 "\"name\":\"loadgen\",\"protocol\":1}\r\n");
+                 "\"name\":\"loadgen\",\"protocol\":1%s}\r\n",
+                 g_msgid ? ",\"headers\":true" : "");
     }
     write_all(c->fd, cn, strlen(cn));
 }
@@ -333,7 +337,8 @@ static void usage(void) {
             "usage: loadgen pub|sub|req|rep|jspub [-H host] [-P port] [-s subject] [-n count]\n"
             "               [-z size] [-b batch_bytes] [-i ping_every] [-w max_pings_out]\n"
             "               [-k inflight] [-t idle_timeout_s] [-S nsubjects] [-K keys]\n"
-            "               [-u user (password the same)] [-Q queue_group]\n");
+            "               [-u user (password the same)] [-Q queue_group]\n"
+            "               [-I (req/jspub: HPUB with a unique Nats-Msg-Id)]\n");
     exit(2);
 }
 
@@ -528,14 +533,22 @@ static char g_inbox[64] = "_INBOX.lg";
 static void req_issue(conn_t *c, long i) {
     char hdr[640];
     int hl;
-    if (g_o->keys > 0) /* a stride coprime with most key counts: keys visited spread out */
+    if (g_msgid) { /* HPUB subj reply hdr_len total_len, then the header block */
+        char hb[96];
+        int hbl = snprintf(hb, sizeof(hb), "NATS/1.0\r\nNats-Msg-Id: %ld-%ld\r\n\r\n",
+                           (long)getpid(), i);
+        hl = snprintf(hdr, sizeof(hdr), "HPUB %s %s.%ld %d %zu\r\n", g_o->subject, g_inbox, i,
+                      hbl, (size_t)hbl + g_o->size);
+        wb_append(c, hdr, (size_t)hl);
+        wb_append(c, hb, (size_t)hbl);
+    } else if (g_o->keys > 0) /* a stride coprime with most key counts: keys visited spread out */
         hl = snprintf(hdr, sizeof(hdr), "PUB %s.%ld %s.%ld %zu\r\n", g_o->subject,
                       (long)(((unsigned long)i * 7919UL) % (unsigned long)g_o->keys), g_inbox,
                       i, g_o->size);
     else
         hl = snprintf(hdr, sizeof(hdr), "PUB %s %s.%ld %zu\r\n", g_o->subject, g_inbox, i,
                       g_o->size);
-    wb_append(c, hdr, (size_t)hl);
+    if (!g_msgid) wb_append(c, hdr, (size_t)hl);
     wb_append(c, g_payload, g_o->size);
     wb_append(c, "\r\n", 2);
     g_sent_at[i] = now_s();
@@ -649,7 +662,7 @@ int main(int argc, char **argv) {
     opts_t o = {"127.0.0.1", "4222", "bench.core", 1000000, 128, 65536, 0, 1, 1, 10.0, 0, 0};
     int ch;
     optind = 2;
-    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:u:Q:")) != -1) {
+    while ((ch = getopt(argc, argv, "H:P:s:n:z:b:i:w:k:t:S:K:u:Q:I")) != -1) {
         switch (ch) {
         case 'H': o.host = optarg; break;
         case 'P': o.port = optarg; break;
@@ -665,6 +678,7 @@ int main(int argc, char **argv) {
         case 'K': o.keys = atol(optarg); break;
         case 'u': g_user = optarg; break;
         case 'Q': o.queue = optarg; break;
+        case 'I': g_msgid = 1; break;
         default: usage();
         }
     }

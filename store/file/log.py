@@ -87,8 +87,7 @@ from store.file.readcache import ReadCache
 from store.file.recovery import add_gap, open_segment
 from store.file.segment import Segment
 from store.limits import Accounting, msg_size_raw
-from store.msgids import msg_id_of
-from store.ttl import msg_ttl_s
+from store.msgids import id_and_ttl
 
 __all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
 
@@ -364,10 +363,9 @@ class StreamLog(StreamIndex):
         seg.last_ts = ts
         seg.idx_dirty = True
         if headers:
-            mid = msg_id_of(headers)
+            mid, ttl = id_and_ttl(headers)
             if mid and seg.mids is not None:
                 seg.mids.append((mid, seq, ts))
-            ttl = msg_ttl_s(headers)
             if ttl and seg.ttls is not None:
                 seg.ttls.append((seq, ts, ttl))
         self._msgs += 1
@@ -492,13 +490,13 @@ class StreamLog(StreamIndex):
         seg.lbytes += total
         seg.last_ts = ts
         seg.idx_dirty = True
+        mids, ttls = seg.mids, seg.ttls
         for hseq, hts, headers in hdr_msgs:
-            mid = msg_id_of(headers)
-            if mid and seg.mids is not None:
-                seg.mids.append((mid, hseq, hts))
-            ttl = msg_ttl_s(headers)
-            if ttl and seg.ttls is not None:
-                seg.ttls.append((hseq, hts, ttl))
+            mid, ttl = id_and_ttl(headers)
+            if mid and mids is not None:
+                mids.append((mid, hseq, hts))
+            if ttl and ttls is not None:
+                ttls.append((hseq, hts, ttl))
         self._msgs += k
         self._bytes += total
         self._last_seq = seq0 + k - 1

@@ -12,12 +12,16 @@ import zlib
 from pathlib import Path
 
 import cbor2
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from cluster.model import StreamConfig
 from cluster.stream_fsm.machine import StreamStateMachine
 from cluster.streams import policy_of
 from store.file import FileStreamStore
 from store.file.checkpoint import IDX_MAGIC, load_checkpoint
+from store.msgids import id_and_ttl, msg_id_of
+from store.ttl import msg_ttl_s
 from tests.store.conftest import Kit
 
 SEC = 1_000_000_000
@@ -198,3 +202,24 @@ def test_ttl_deadlines_come_back_without_reading_messages(tmp_path: Path) -> Non
     st.remove(1)  # a removed message's deadline does not come back
     st.close()
     assert _reads_at_open(tmp_path / "again")[1] == 21 * SEC  # seq 6: at 6 s, TTL 15 s
+
+
+_BLOCK_PARTS = hs.sampled_from(
+    [b"NATS/1.0", b"\r\n", b"Nats-Msg-Id", b"Nats-TTL", b":", b" ", b"\t", b"5s", b"x", b"\r"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.lists(_BLOCK_PARTS, max_size=12), hs.text(max_size=8))
+def test_id_and_ttl_equals_the_two_scans(parts: list[bytes], mid: str) -> None:
+    """The stores' one-look ``id_and_ttl`` gives what ``msg_id_of`` and
+    ``msg_ttl_s`` give, for the only-id block and any other."""
+    blocks = [
+        b"".join(parts),
+        b"NATS/1.0\r\nNats-Msg-Id:" + b"".join(parts) + b"\r\n\r\n",
+        b"NATS/1.0\r\nNats-Msg-Id: " + mid.encode("utf-8", "surrogateescape") + b"\r\n\r\n",
+    ]
+    for block in blocks:
+        if block:
+            assert id_and_ttl(block) == (msg_id_of(block), msg_ttl_s(block))
+            assert id_and_ttl(memoryview(block)) == id_and_ttl(block)
