@@ -14,6 +14,7 @@ error.
 from __future__ import annotations
 
 import base64
+import binascii
 import collections
 import json
 import logging
@@ -34,8 +35,9 @@ from node.config import ServerConfig
 from node.jsdelivery import LEAF_LINK
 from node.monitor.accstatz import retire
 from node.protocol.wire import err_bytes, info_bytes
-from node.route import Interest, Route, RouteManager, parse_route_url
+from node.route import Interest, Route, RouteManager
 from node.router import Router
+from node.server_routes import ServerRoutes, _hostport
 from node.session import ClientSession, ClosedReason, Subscription
 from node.sublist import Sublist
 from node.version import NATS_VERSION, TRIJET_VERSION
@@ -44,10 +46,6 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_DRAIN_S_MAX = 5.0
 GIT_COMMIT = "trijet"
-
-
-#: bound on waiting for the routes' peers to catch up with this server's interest
-ROUTES_BARRIER_S_MAX = 1.0
 
 
 @dataclass
@@ -65,10 +63,17 @@ class ServerStats:
 
 
 def _make_server_id() -> str:
-    import nkeys
+    """A server id as nats-server's: the public nkey of a server key pair (base32 of
+    the server prefix byte, 32 key bytes and their CRC-16/XMODEM, little-endian).
+    Nothing signs as the server, so the key pair is never needed: 32 random bytes
+    stand for its public key (no ed25519 derivation, and nkeys with PyNaCl, ~1 MB
+    resident, stay unimported unless nkey users are configured)."""
+    raw = bytes([_PREFIX_BYTE_SERVER]) + os.urandom(32)
+    return base64.b32encode(raw + binascii.crc_hqx(raw, 0).to_bytes(2, "little")).decode()
 
-    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_SERVER)
-    return str(nkeys.from_seed(bytearray(seed)).public_key.decode())
+
+_PREFIX_BYTE_SERVER = 13 << 3
+"""nkeys.PREFIX_BYTE_SERVER: a server id starts with ``N``."""
 
 
 def build_ssl_context(cfg: ServerConfig) -> ssl.SSLContext | None:
@@ -85,8 +90,8 @@ def build_ssl_context(cfg: ServerConfig) -> ssl.SSLContext | None:
     return ctx
 
 
-class Server:
-    """One trijet server process's shared state.
+class Server(ServerRoutes):
+    """One trijet server process's shared state (the route side: ``ServerRoutes``).
 
     Args:
         cfg: the typed configuration.
@@ -280,244 +285,6 @@ class Server:
                     route.send(b"LS- " + line[5 + len(origin) :])
                 else:
                     route.send(line)
-
-    # -- routes ------------------------------------------------------------
-
-    def next_rid(self) -> int:
-        self._next_rid += 1
-        return self._next_rid
-
-    def my_client_urls(self) -> list[str]:
-        """This server's client URLs as advertised to clients (host:port)."""
-        cfg = self.cfg
-        if cfg.client_advertise:
-            return [cfg.client_advertise]
-        host = cfg.host
-        if host in ("0.0.0.0", "::", ""):
-            host = _primary_ip()
-        return [_hostport(host, self.client_port)]
-
-    def route_url(self) -> str:
-        cluster = self.cfg.cluster
-        assert cluster is not None
-        host = cluster.advertise or cluster.host
-        if host in ("0.0.0.0", "::", ""):
-            host = _primary_ip()
-        if ":" in host and not host.startswith("["):
-            return f"nats-route://{host}/"
-        return f"nats-route://{host}:{self.cluster_port}/"
-
-    def route_info(self) -> dict[str, Any]:
-        """The INFO this server sends on a route."""
-        cfg = self.cfg
-        cluster = cfg.cluster
-        assert cluster is not None
-        info: dict[str, Any] = {
-            "server_id": self.server_id,
-            "server_name": self.server_name,
-            "version": NATS_VERSION,
-            "proto": 3,
-            "go": f"python{sys.version_info.major}.{sys.version_info.minor}",
-            "host": cluster.host,
-            "port": self.cluster_port,
-            "headers": not cfg.no_header_support,
-            "max_payload": cfg.max_payload,
-            "cluster": cluster.name or "",
-            "connect_urls": [] if cluster.no_advertise else self.my_client_urls(),
-            "ip": self.route_url(),
-            "lnoc": True,
-            "lnocu": True,
-        }
-        if self.jetstream_enabled:
-            info["jetstream"] = True
-            if cfg.jetstream.domain:
-                info["domain"] = cfg.jetstream.domain
-        if cluster.user is not None:
-            info["auth_required"] = True
-        return info
-
-    def route_connect_bytes(self, url: str | None) -> bytes:
-        cluster = self.cfg.cluster
-        assert cluster is not None
-        user, password = cluster.user, cluster.password
-        if url:
-            _, _, u, p = parse_route_url(url)
-            if u is not None:
-                user, password = u, p
-        fields: dict[str, Any] = {
-            "echo": True,
-            "verbose": False,
-            "pedantic": False,
-            "tls_required": False,
-            "headers": True,
-            "name": self.server_id,
-            "cluster": cluster.name or "",
-            "lnoc": True,
-        }
-        if user is not None:
-            fields["user"] = user
-            fields["pass"] = password or ""
-        return b"CONNECT " + json.dumps(fields, separators=(",", ":")).encode() + b"\r\n"
-
-    def register_route(self, route: Route) -> bool:
-        """Register a handshaken route; False when it duplicates one we keep.
-
-        The route listeners hear of it either way (a duplicate solicited
-        route still tells which configured URL reaches that server)."""
-        for listener in self.route_listeners:
-            listener(route)
-        by_id = self.routes.by_id
-        existing = by_id.get(route.remote_id)
-        if existing is not None:
-            # keep the route solicited by the smaller server id, on both ends
-            mine_smaller = self.server_id < route.remote_id
-            new_wins = route.solicited == mine_smaller and existing.solicited != mine_smaller
-            if not new_wins:
-                log.debug("rid=%d event=duplicate_route remote=%s", route.rid, route.remote_id)
-                return False
-            existing.close("Duplicate Route")
-            existing.drop_interest()
-        by_id[route.remote_id] = route
-        # tell the other routes about the newcomer (gossip) and vice versa
-        newcomer = route.remote_info
-        if newcomer.get("ip"):
-            gossip = info_bytes(
-                {
-                    "server_id": route.remote_id,
-                    "server_name": route.remote_name,
-                    "cluster": newcomer.get("cluster", ""),
-                    "ip": newcomer["ip"],
-                    "connect_urls": newcomer.get("connect_urls", []),
-                }
-            )
-            for other in by_id.values():
-                if other is not route:
-                    other.send(gossip)
-        self._set_client_urls(route.remote_id, newcomer.get("connect_urls") or [])
-        return True
-
-    async def routes_barrier(self, timeout_s: float = ROUTES_BARRIER_S_MAX) -> None:
-        """Wait until every route's peer has processed what this server sent
-        it so far (e.g. the interest of a new stream's subjects), each at most
-        ``timeout_s``.  Cancellation: nothing to undo."""
-        routes = list(self.routes.by_id.values())
-        if not routes:
-            return
-        async with trio.open_nursery() as nursery:
-            for route in routes:
-                nursery.start_soon(route.barrier, timeout_s)
-
-    def route_info_updated(self, route: Route) -> None:
-        self._set_client_urls(route.remote_id, route.remote_info.get("connect_urls") or [])
-
-    def learn_route(self, server_id: str, info: dict[str, Any]) -> None:
-        """Gossip about ``server_id``: dial it unless connected or it is us."""
-        if server_id == self.server_id or server_id in self.routes.by_id:
-            return
-        url = info.get("ip")
-        if not isinstance(url, str) or not url or url in self.routes.dialing:
-            return
-        if self._route_nursery is None:
-            return
-        self.routes.dialing.add(url)
-
-        async def dial() -> None:
-            try:
-                await self.routes.solicit_forever(url, configured=False)
-            finally:
-                self.routes.dialing.discard(url)
-
-        self._route_nursery.start_soon(dial)
-
-    def route_closed(self, route: Route) -> None:
-        if self.routes.by_id.get(route.remote_id) is route:
-            del self.routes.by_id[route.remote_id]
-            route.drop_interest()
-            self._set_client_urls(route.remote_id, [])
-            log.info(
-                "%s:%d - rid:%d - Router connection closed: %s",
-                route.ip,
-                route.port,
-                route.rid,
-                route.closing,
-            )
-
-    def _set_client_urls(self, server_id: str, urls: list[str]) -> None:
-        if urls:
-            self.client_urls_by_server[server_id] = list(urls)
-        else:
-            self.client_urls_by_server.pop(server_id, None)
-        cluster = self.cfg.cluster
-        if cluster is None or cluster.no_advertise:
-            return
-        merged = list(self.my_client_urls())
-        for sid in sorted(self.client_urls_by_server):
-            for u in self.client_urls_by_server[sid]:
-                if u not in merged:
-                    merged.append(u)
-        if merged != self.connect_urls:
-            self.connect_urls = merged
-            for session in self.clients.values():
-                if session.protocol >= 1 and session.connected:
-                    session.send_info_update()
-
-    async def _serve_cluster_conn(self, stream: trio.SocketStream) -> None:
-        """The cluster port: sniff the first bytes; raft links or a route."""
-        try:
-            peer = stream.socket.getpeername()
-            ip, port = str(peer[0]), int(peer[1])
-        except OSError:
-            ip, port = "", 0
-        first = b""
-        with trio.move_on_after(self.cfg.auth.timeout_s):
-            try:
-                first = await stream.receive_some(4096)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                await trio.aclose_forcefully(stream)
-                return
-        if first and first.startswith(RAFT_MAGIC_PREFIX) and self.raft_links is not None:
-            await self.raft_links.serve_stream(stream, bytes(first))
-            return
-        route = Route(self, stream, solicited=False, url=None, peer=(ip, port), initial=first)
-        try:
-            await route.run()
-        except Exception:  # last resort: this route ends, the server does not
-            self.internal_error("route_session", peer=f"{ip}:{port}")
-            await trio.aclose_forcefully(stream)
-
-    async def _run_cluster(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        cluster = self.cfg.cluster
-        assert cluster is not None
-        port = 0 if cluster.port == -1 else cluster.port
-        listeners = await trio.open_tcp_listeners(port, host=cluster.host)
-        self.cluster_port = int(listeners[0].socket.getsockname()[1])
-        log.info("Cluster name is %s", cluster.name)
-        log.info(
-            "Listening for route connections on %s", _hostport(cluster.host, self.cluster_port)
-        )
-        self._set_client_urls(self.server_id, [])
-        async with trio.open_nursery() as nursery:
-            self._route_nursery = nursery
-            nursery.start_soon(trio.serve_listeners, self._serve_cluster_conn, listeners)
-            task_status.started()
-            for url in cluster.routes:
-                nursery.start_soon(self._solicit_configured, url)
-
-    async def _solicit_configured(self, url: str) -> None:
-        self.routes.dialing.add(url)
-        scope = self.route_solicits[url] = trio.CancelScope()
-        try:
-            with scope:
-                await self.routes.solicit_forever(url, configured=True)
-        finally:
-            self.routes.dialing.discard(url)
-            if self.route_solicits.get(url) is scope:
-                del self.route_solicits[url]
-
-    def solicit_route(self, url: str) -> None:
-        """Keep a route to ``url`` up from now on (a reload added it)."""
-        if self._route_nursery is not None:
-            self._route_nursery.start_soon(self._solicit_configured, url)
 
     # -- configuration reload ------------------------------------------------
 
@@ -851,25 +618,6 @@ class Server:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-
-
-RAFT_MAGIC_PREFIX = b"TJRAFT"
-
-
-def _primary_ip() -> str:
-    """The address other hosts most likely reach us on (no traffic is sent)."""
-    import socket
-
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
-
-
-def _hostport(host: str, port: int) -> str:
-    if ":" in host and not host.startswith("["):
-        return f"[{host}]:{port}"
-    return f"{host}:{port}"
 
 
 def _local(sub: Subscription) -> bool:

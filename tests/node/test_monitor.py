@@ -603,3 +603,12 @@ def test_routez_lists_registered_routes(populated: Server) -> None:
 def internal_subs(server: Server) -> int:
     """Subscriptions of the server's own ``$SYS.REQ`` services over all its accounts."""
     return SUBS_PER_ACCOUNT * len(server.accounts) + SUBS_SYSTEM
+
+
+def test_http_date_is_what_email_utils_writes() -> None:
+    import email.utils
+
+    from node.monitor.httpd import http_date
+
+    for t in (0.0, 951_782_400.0, 1_000_000_000.0, 1_795_000_000.5, 4_102_444_799.0):
+        assert http_date(t) == email.utils.formatdate(t, usegmt=True)
