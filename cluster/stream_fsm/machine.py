@@ -719,7 +719,10 @@ _ONLY_ID_HEAD = b"NATS/1.0\r\nNats-Msg-Id:"
 
 def _simple(m: Publish) -> bool:
     """No headers, or only a ``Nats-Msg-Id`` (the batched path's publishes)."""
-    return not m.headers or _only_msg_id(m.headers) is not None
+    hdr = m.headers
+    return not hdr or (
+        hdr.startswith(_ONLY_ID_HEAD) and hdr.endswith(b"\r\n\r\n") and hdr.count(b"\r\n") == 3
+    )
 
 
 def _unrefusing(lim: StreamLimits) -> bool:
