@@ -92,6 +92,11 @@ _LMSG_LINE = re.compile(
     rb"LMSG[ \t]+([^ \t\r\n]+)[ \t]+(?:(?![+|][ \t])([^ \t\r\n]+)[ \t]+)?(\d{1,9})\r\n"
 )
 
+# A well-formed HPUB line: subject, optional reply, header size, total size.
+_HPUB_LINE = re.compile(
+    rb"HPUB[ \t]+([^ \t\r\n]+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d{1,9})[ \t]+(\d{1,9})\r\n"
+).match
+
 _FAST_LINE[Role.SERVER] = _PUB_LINE.match
 _FAST_LINE[Role.ROUTE] = _RMSG_LINE.match
 _FAST_LINE[Role.LEAF] = _LMSG_LINE.match
@@ -319,6 +324,27 @@ class ProtocolConnection:
                             )
                         pend = (_K_PUB, size, args[0], reply)
                     continue
+                # fast path: a client's complete, well-formed HPUB (a publish with a
+                # Nats-Msg-Id): one regex match, no verb dispatch or pending state;
+                # anything else (incomplete, malformed, too large) takes the general path
+                if self.headers and buf.startswith(b"HPUB ", pos):
+                    m = _HPUB_LINE(buf, pos)
+                    if m is not None and m.end() - pos <= mcl + 2:
+                        start = m.end()
+                        hsize, total = int(m.group(3)), int(m.group(4))
+                        end = start + total
+                        if (
+                            hsize <= total <= max_payload
+                            and n >= end + 2
+                            and buf[end] == 13
+                            and buf[end + 1] == 10
+                        ):
+                            h = start + hsize
+                            on_event(HPub(m.group(1), m.group(2), buf[start:h], buf[h:end]))
+                            pos = end + 2
+                            if self._dead:
+                                return
+                            continue
             # anything else (incomplete, queues, errors): the general path
             nl = buf.find(b"\n", pos)
             if nl < 0:

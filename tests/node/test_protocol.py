@@ -287,8 +287,9 @@ ops = st.one_of(
         st.binary(max_size=300),
     ),
     st.builds(
-        lambda s, p: HPub(s, None, b"NATS/1.0\r\nA: b\r\n\r\n", p),
+        lambda s, r, p: HPub(s, r, b"NATS/1.0\r\nA: b\r\n\r\n", p),
         st.sampled_from([b"a", b"h.x"]),
+        st.one_of(st.none(), st.just(b"_INBOX.1"), st.just(b"7")),
         st.binary(max_size=100),
     ),
     st.builds(
