@@ -155,6 +155,16 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             and self._ack_intake(src, subject, reply, payload)
         ):
             return 1
+        plain = routed_queues is None and leaf_queues is None and not origin
+        if headers is not None and plain:
+            targets = self._internal_targets(subject)
+            if targets is not None:
+                # all-internal interest (a stream's capture of publishes with a
+                # Nats-Msg-Id): no match, no MSG built
+                for c, sub in targets:
+                    c.deliver_internal(sub, subject, reply, headers, payload, src)
+                self.out_msgs += len(targets)
+                return len(targets)
         if headers is None and not routed_queues and not origin:
             plan = self._plans.get(subject)
             if (
@@ -178,6 +188,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 self._make_plan(subject, psubs)
             elif routed_queues is None and (src is None or src.echo):
                 self._make_qplan(subject, psubs, qsubs)
+        elif plain and psubs and not qsubs and all(sub.client.internal for sub in psubs):
+            self._note_internal(subject, psubs)  # the next such publish skips the match
         routed = 0
         if leaf_queues is not None and qsubs:
             qsubs = [g for g in qsubs if g[0].queue in leaf_queues]

@@ -208,3 +208,38 @@ def test_mixed_batch_appends_once_per_connection() -> None:
         assert c.written() == b"".join(
             msg_bytes(s, b"1", None, b"p%d" % i) for i, s in enumerate(subjects)
         )
+
+
+class FakeInternal:
+    internal = True
+    deliver_filter = None
+    resp_perms = None
+    headers = True
+    echo = True
+
+    def __init__(self) -> None:
+        self.got: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
+
+    def deliver_internal(self, sub, subject, reply, headers, payload, src=None) -> None:  # type: ignore[no-untyped-def]
+        self.got.append((subject, reply, headers, payload))
+
+
+def test_header_publishes_to_internal_interest_skip_the_match_until_interest_changes() -> None:
+    """A stream's capture of publishes with headers: after the first, delivered
+    from the noted internal targets; a new subscriber (gen bumped, as
+    ``Server.add_sub`` does) gets the next one too."""
+    router = Router(Sublist(), random.Random(1))
+    cap = FakeInternal()
+    router.sublist.insert(Subscription(cap, b"js.x", None, b"1"))  # type: ignore[arg-type]
+    router.gen += 1
+    h = b"NATS/1.0\r\nNats-Msg-Id: 1\r\n\r\n"
+    for i in range(3):
+        assert router.publish(None, b"js.x", b"_INBOX.%d" % i, h, b"p") == 1
+    assert cap.got == [(b"js.x", b"_INBOX.%d" % i, h, b"p") for i in range(3)]
+    assert router._internal_targets(b"js.x") is not None
+    ext = FakeClient()
+    router.sublist.insert(Subscription(ext, b"js.x", None, b"2"))
+    router.gen += 1
+    assert router.publish(None, b"js.x", None, h, b"q") == 2
+    assert cap.got[-1] == (b"js.x", None, h, b"q")
+    assert ext.written() == b"HMSG js.x 2 %d %d\r\n%bq\r\n" % (len(h), len(h) + 1, h)
