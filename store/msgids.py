@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from store.ttl import header_value, msg_ttl_s
 
-__all__ = ["MSG_ID_HEADER", "id_and_ttl", "msg_id_of"]
+__all__ = ["MSG_ID_HEADER", "id_bytes_and_ttl", "msg_id_of"]
 
 MSG_ID_HEADER = b"Nats-Msg-Id"
 _ONLY_ID_HEAD = b"NATS/1.0\r\nNats-Msg-Id:"
@@ -31,15 +31,15 @@ def msg_id_of(headers: bytes | memoryview) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def id_and_ttl(headers: bytes | memoryview) -> tuple[str, int]:
-    """``(msg_id_of(headers), msg_ttl_s(headers))`` of a stored message's non-empty
-    header block, in one look for the common block that holds only a
-    ``Nats-Msg-Id`` (``NATS/1.0\\r\\nNats-Msg-Id: v\\r\\n\\r\\n``: no TTL), and
-    by the two scans otherwise."""
+def id_bytes_and_ttl(headers: bytes | memoryview) -> tuple[bytes, int]:
+    """The ``Nats-Msg-Id`` of a stored message's non-empty header block as bytes
+    (``msg_id_of`` before it decodes: ``b""`` for none) and ``msg_ttl_s`` of it,
+    in one look for the common block that holds only a ``Nats-Msg-Id``
+    (``NATS/1.0\\r\\nNats-Msg-Id: v\\r\\n\\r\\n``: no TTL), and by the two scans
+    otherwise.  The stores keep ids as bytes (what their checkpoints hold)."""
     if type(headers) is not bytes:
         headers = bytes(headers)
     if headers.startswith(_ONLY_ID_HEAD) and headers.endswith(b"\r\n\r\n"):
         if headers.count(b"\r\n") == 3:
-            mid = headers[_ONLY_ID_SKIP:-4].strip(b" \t")
-            return mid.decode("utf-8", "surrogateescape"), 0
-    return msg_id_of(headers), msg_ttl_s(headers)
+            return headers[_ONLY_ID_SKIP:-4].strip(b" \t"), 0
+    return header_value(headers, MSG_ID_HEADER) or b"", msg_ttl_s(headers)

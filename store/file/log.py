@@ -87,7 +87,7 @@ from store.file.readcache import ReadCache
 from store.file.recovery import add_gap, open_segment
 from store.file.segment import Segment
 from store.limits import Accounting, msg_size_raw
-from store.msgids import id_and_ttl
+from store.msgids import id_bytes_and_ttl
 
 __all__ = ["RESTORE_DIR", "RESTORE_MARKER", "SEG_SUFFIX", "StreamLog"]
 
@@ -363,7 +363,7 @@ class StreamLog(StreamIndex):
         seg.last_ts = ts
         seg.idx_dirty = True
         if headers:
-            mid, ttl = id_and_ttl(headers)
+            mid, ttl = id_bytes_and_ttl(headers)
             if mid and seg.mids is not None:
                 seg.mids.append((mid, seq, ts))
             if ttl and seg.ttls is not None:
@@ -492,7 +492,7 @@ class StreamLog(StreamIndex):
         seg.idx_dirty = True
         mids, ttls = seg.mids, seg.ttls
         for hseq, hts, headers in hdr_msgs:
-            mid, ttl = id_and_ttl(headers)
+            mid, ttl = id_bytes_and_ttl(headers)
             if mid and mids is not None:
                 mids.append((mid, hseq, hts))
             if ttl and ttls is not None:

@@ -64,8 +64,7 @@ from store.file.format import (
 )
 from store.file.segment import Segment
 from store.limits import Accounting, msg_size_raw
-from store.msgids import msg_id_of
-from store.ttl import msg_ttl_s
+from store.msgids import id_bytes_and_ttl
 
 __all__ = ["COUNTS", "PendingDamage", "SegmentScan", "open_segment"]
 
@@ -130,10 +129,9 @@ def _apply_record(
         seg.last_ts = ts
         if hlen and kind == KIND_MSG:
             hdrs = bytes(buf[o + slen : o + slen + hlen])
-            mid = msg_id_of(hdrs)
+            mid, ttl = id_bytes_and_ttl(hdrs)
             if mid and seg.mids is not None:
                 seg.mids.append((mid, seq, ts))
-            ttl = msg_ttl_s(hdrs)
             if ttl and seg.ttls is not None:
                 seg.ttls.append((seq, ts, ttl))
     elif kind == KIND_TOMB:
@@ -531,7 +529,7 @@ def open_segment(
                 seg.ttls = Segment.disk_ttls_of(body)
                 seg.ttls_lost = seg.ttls is None
                 if is_last:  # the active segment keeps its ids in memory
-                    seg.mids = seg.disk_mids_of(body)
+                    seg.mids = seg.raw_mids_of(body)
             used = sm
         except (KeyError, TypeError, ValueError):
             seg = Segment(directory, hdr.base_seq, hdr.prev_last_ts, hdr.floor)
@@ -541,7 +539,7 @@ def open_segment(
             _from_checkpoint(seg, ck, intern)
             used = ck
             if is_last:  # the active segment keeps its ids in memory
-                seg.mids = seg.disk_mids_of(ck)
+                seg.mids = seg.raw_mids_of(ck)
         except (KeyError, TypeError, ValueError):
             seg = Segment(directory, hdr.base_seq, hdr.prev_last_ts, hdr.floor)
             seg.compressed = bool(hdr.flags & FLAG_COMPRESSED)

@@ -162,7 +162,7 @@ class Segment:
         #: ``(msg id, seq, ts)`` of the messages carrying ``Nats-Msg-Id``, in
         #: append order (a sequence re-used after a truncate appears again,
         #: later); ``None`` once sealed: then they live in the checkpoint.
-        self.mids: list[tuple[str, int, int]] | None = []
+        self.mids: list[tuple[bytes, int, int]] | None = []
         #: how many ``mids`` the checkpoint holds while they are not in memory
         #: (``None``: unknown), so a segment without any is never read for them
         self.n_mids: int | None = 0
@@ -671,12 +671,12 @@ class Segment:
 
         return job
 
-    def _mids_for_checkpoint(self) -> list[list[Any]] | None:
+    def _mids_for_checkpoint(self) -> list[Any] | None:
         """The msg ids to write: those in memory, else the current
         checkpoint's (a sealed segment), else ``None`` (unknown: a reader
         scans the segment's messages instead)."""
         if self.mids is not None:
-            return [[m.encode("utf-8", "surrogateescape"), q, t] for m, q, t in self.mids]
+            return list(self.mids)  # (id, seq, ts) tuples: CBOR arrays, as lists
         if self.n_mids == 0:
             return []
         self.wait_checkpoint()
@@ -709,7 +709,7 @@ class Segment:
         """The msg ids of this segment: in memory, else read from its
         checkpoint; ``None`` when the checkpoint is missing or predates them."""
         if self.mids is not None:
-            return self.mids
+            return [(m.decode("utf-8", "surrogateescape"), q, t) for m, q, t in self.mids]
         if self.n_mids == 0:
             return []
         self.wait_checkpoint()
@@ -718,13 +718,19 @@ class Segment:
     @staticmethod
     def disk_mids_of(ck: dict[str, Any] | None) -> list[tuple[str, int, int]] | None:
         """The msg ids a checkpoint holds (``None``: it holds none)."""
+        raw = Segment.raw_mids_of(ck)
+        if raw is None:
+            return None
+        return [(m.decode("utf-8", "surrogateescape"), q, t) for m, q, t in raw]
+
+    @staticmethod
+    def raw_mids_of(ck: dict[str, Any] | None) -> list[tuple[bytes, int, int]] | None:
+        """``disk_mids_of`` with the ids as bytes (``Segment.mids``' form)."""
         got = ck.get("mids") if ck is not None else None
         if not isinstance(got, list):
             return None
         try:
-            return [
-                (bytes(m).decode("utf-8", "surrogateescape"), int(q), int(t)) for m, q, t in got
-            ]
+            return [(bytes(m), int(q), int(t)) for m, q, t in got]
         except (TypeError, ValueError):
             return None
 
