@@ -55,6 +55,7 @@ def http_date(t: float | None = None) -> str:
         f"{g.tm_hour:02d}:{g.tm_min:02d}:{g.tm_sec:02d} GMT"
     )
 
+
 REQUEST_HEAD_BYTES_MAX = 16 * 1024
 REQUEST_BODY_BYTES_MAX = 64 * 1024
 REQUEST_S_MAX = 30.0
