@@ -205,6 +205,10 @@ def comma_list(text: str) -> list[str]:
 
 # -- single JetStream servers (js_bench, scale_bench, consumer_bench) ------------------------
 
+TRIJET_INTERVAL = "trijet-interval"
+"""A trijet server name (``trijet-interval[=DIR]``) for trijet with ``sync_interval: 2m``,
+nats-server's default: PubAcks before any fsync, as ``ref-default`` sends them."""
+
 REF_SYNC_MODES = ("always", "default")
 """The reference's ``sync_interval`` settings a benchmark may ask for."""
 
@@ -253,7 +257,8 @@ def start_js_server(
 
     Args:
         name: ``ref`` (at ``ref_sync``), ``ref-always``, ``ref-default``, ``trijet``
-            or ``trijet=DIR`` (trijet run from the checkout ``DIR``).
+            or ``trijet=DIR`` (trijet run from the checkout ``DIR``), ``trijet-interval``
+            or ``trijet-interval=DIR`` (trijet with ``sync_interval: 2m``).
         store_dir: the store directory (kept: a restart passes the same one).
         log_path: where the server's output goes.
         prog: the benchmark's name for error messages.
@@ -272,7 +277,14 @@ def start_js_server(
     else:
         cwd = Path(name.split("=", 1)[1]).resolve() if "=" in name else REPO_DIR
         cmd = [*shlex.split(trijet_prefix), sys.executable, "-m", "node"]
-        cmd += ["-js", "-sd", store_dir, *base]
+        if name.split("=", 1)[0] == TRIJET_INTERVAL:
+            # the reference's default durability: answered before any fsync
+            conf = os.path.join(ports_dir, "trijet.conf")
+            with open(conf, "w") as fh:
+                fh.write(f'jetstream {{\n  store_dir: "{store_dir}"\n  sync_interval: "2m"\n}}\n')
+            cmd += ["-c", conf, *base]
+        else:
+            cmd += ["-js", "-sd", store_dir, *base]
     sp, ports = launch(name, cmd, cwd, ports_dir, log_path, prog)
     mon = ports.get("monitoring") or [None]
     http_port = int(mon[0].rsplit(":", 1)[1]) if mon[0] else None

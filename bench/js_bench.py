@@ -454,7 +454,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--servers",
         default="ref,ref-default,trijet",
-        help="comma list of ref (= ref-always), ref-always, ref-default, trijet, trijet=DIR",
+        help="comma list of ref (= ref-always), ref-always, ref-default, trijet, trijet=DIR, "
+        "trijet-interval[=DIR] (trijet at sync_interval 2m, the reference's default)",
     )
     p.add_argument("--client", default="c", choices=["c", "py"], help="C jspub or nats-py")
     p.add_argument(
