@@ -176,12 +176,9 @@ class TtlIndex:
             ts_ns: Its timestamp.
             honour_ttl: Positive TTLs count (``StreamLimits.msg_ttl``).
         """
+        if MSG_TTL_HEADER not in headers and not self._deadline and not self._never:
+            return  # no TTL, nothing known to replace: the common block (a msg id)
         self.note_ttl(seq, msg_ttl_s(headers), ts_ns, honour_ttl=honour_ttl)
-
-    def holds_any(self) -> bool:
-        """Some sequence has a deadline or says ``never`` (else ``note`` of a
-        block without ``Nats-TTL`` changes nothing)."""
-        return bool(self._deadline or self._never)
 
     def note_ttl(self, seq: int, ttl: int, ts_ns: int, *, honour_ttl: bool) -> None:
         """``note`` with the TTL already read (``msg_ttl_s``) from the headers."""

@@ -77,7 +77,7 @@ from store.limits import (
 from store.msgids import msg_id_of
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all
-from store.ttl import MSG_TTL_HEADER, NEVER, TtlIndex, msg_ttl_s
+from store.ttl import NEVER, TtlIndex, msg_ttl_s
 
 __all__ = ["FileStreamStore"]
 
@@ -280,13 +280,9 @@ class FileStreamStore(StreamLog):
         seq = self._last_seq + 1
         self._write_msgs(msgs)
         honour = lim.msg_ttl
-        ttls = self._ttls
-        note = ttls.note
-        # a block without "Nats-TTL" has no TTL: noting it only forgets what the
-        # index knew of its sequence (a sequence re-used after a truncate)
-        every = ttls.holds_any()
+        note = self._ttls.note
         for _subject, headers, _payload, ts_ns in msgs:
-            if headers and (every or MSG_TTL_HEADER in headers):
+            if headers:
                 note(seq, headers, ts_ns, honour_ttl=honour)
             seq += 1
         return len(msgs), None
