@@ -121,10 +121,21 @@ class StorageLimits:
     def track(self, stream: Stream, account: str = "") -> None:
         """Count ``stream``'s stored bytes now and after every op it applies."""
         key = (account, stream.cfg.name)
+        storage = stream.cfg.storage
+        streams = self._streams
+        used = self.used
 
         def observe(_outcome: object) -> None:
-            if key in self._streams and self._streams[key][0] is stream:
-                self._set(key, stream)
+            # after every applied op (each publish batch): only the change counts
+            entry = streams.get(key)
+            if entry is None or entry[0] is not stream:
+                return
+            nbytes = stream.store.state().bytes
+            delta = nbytes - entry[1]
+            if delta:
+                streams[key] = (stream, nbytes)
+                used[storage] += delta
+                self._accounts[account][storage] += delta
 
         self._set(key, stream)
         stream.listeners.append(observe)
