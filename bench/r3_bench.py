@@ -139,15 +139,22 @@ async def wait_healthy(nc: NATS, within_s: float = 30.0) -> dict[str, Any]:
     raise RuntimeError(f"stream not healthy within {within_s}s: {last.get('cluster')}")
 
 
-def cluster_cpu_s(c: Cluster) -> float:
-    """User+system CPU seconds of every live node so far (all threads)."""
-    total = 0.0
+def node_cpu_s(c: Cluster) -> list[float]:
+    """User+system CPU seconds of each node so far (all threads; 0 for a dead one)."""
+    out: list[float] = []
     for p in c.procs:
+        cpu = 0.0
         if p is not None and p.alive():
             with open(f"/proc/{p.pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-    return total
+            cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
+        out.append(cpu)
+    return out
+
+
+def cluster_cpu_s(c: Cluster) -> float:
+    """User+system CPU seconds of every live node so far (all threads)."""
+    return sum(node_cpu_s(c))
 
 
 def load1() -> float:
@@ -219,14 +226,20 @@ async def phase_publish(c: Cluster, run: Run, args: argparse.Namespace) -> None:
                 window = 1 if mode == "sync" else args.window
                 before = int(((await stream_info(nc)).get("state") or {}).get("last_seq", 0))
                 load = load1()
-                cpu0 = cluster_cpu_s(c)
+                cpu0 = node_cpu_s(c)
                 if client == "py":
                     res = await py_publish(c.urls[target], n, window, args.size)
                 else:
                     res = await asyncio.to_thread(
                         c_publish, args.loadgen, c.specs[target].client_port, n, window, args.size
                     )
-                cpu_us = (cluster_cpu_s(c) - cpu0) / n * 1e6
+                per_node = [(b - a) / n * 1e6 for a, b in zip(cpu0, node_cpu_s(c), strict=True)]
+                cpu_us = sum(per_node)
+                # the leader first, then the followers
+                split = "/".join(
+                    f"{per_node[i]:.0f}"
+                    for i in [li] + [j for j in range(len(per_node)) if j != li]
+                )
                 after = int(((await stream_info(nc)).get("state") or {}).get("last_seq", 0))
                 key = f"{client}_{mode}"
                 ok = bool(res.get("ok")) and after - before == n
@@ -237,10 +250,12 @@ async def phase_publish(c: Cluster, run: Run, args: argparse.Namespace) -> None:
                 lat = res.get("lat_us") or {}
                 run.details[key] = res
                 run.details[key + "_cpu_us"] = cpu_us
+                run.details[key + "_cpu_us_nodes"] = split
                 print(
                     f"  {run.server} {key:9} n={n} window={window}: {res['rate']:,.0f} msgs/s"
                     + (f" p50={lat['p50']:.0f}us p99={lat['p99']:.0f}us" if lat else "")
-                    + f" cpu(3 nodes)={cpu_us:.0f}us/msg load={load:.2f}{'' if ok else ' FAILED'}",
+                    + f" cpu(3 nodes)={cpu_us:.0f}us/msg (leader/followers {split})"
+                    + f" load={load:.2f}{'' if ok else ' FAILED'}",
                     flush=True,
                 )
     finally:

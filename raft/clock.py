@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import random as _stdlib_random
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import pysyncobj.syncobj as _syncobj_module
 
@@ -61,14 +60,26 @@ def install() -> None:
     _installed = True
 
 
-@contextmanager
-def bound(now: Callable[[], float], rng: _stdlib_random.Random) -> Iterator[None]:
-    """Route pysyncobj's clock and RNG to ``now`` and ``rng`` inside the block."""
-    global _now, _rng
-    install()
-    prev = _now, _rng
-    _now, _rng = now, rng
-    try:
-        yield
-    finally:
-        _now, _rng = prev
+class bound:  # lower case: used as ``with bound(now, rng):``, as the function it was
+    """Route pysyncobj's clock and RNG to ``now`` and ``rng`` inside the block.
+
+    A plain class rather than a ``contextlib.contextmanager`` generator: it is
+    entered several times per Raft cycle, on every acknowledged write's path.
+    """
+
+    __slots__ = ("_now", "_prev_now", "_prev_rng", "_rng")
+
+    def __init__(self, now: Callable[[], float], rng: _stdlib_random.Random) -> None:
+        self._now = now
+        self._rng = rng
+
+    def __enter__(self) -> None:
+        global _now, _rng
+        if not _installed:
+            install()
+        self._prev_now, self._prev_rng = _now, _rng
+        _now, _rng = self._now, self._rng
+
+    def __exit__(self, *exc: object) -> None:
+        global _now, _rng
+        _now, _rng = self._prev_now, self._prev_rng

@@ -389,6 +389,7 @@ class RaftGroup:
             return {"group": self.group_id, "node": self.node_id, "state": "stopped"}
         st = self._core.status()
         if self._driver is not None:
+            st["cycles"] = self._driver.cycles
             st["deliveries_before_timer"] = self._driver.deliveries_before_timer
             st["overlapped_cycles"] = self._driver.overlapped_cycles
             st["background_writes"] = self._driver.background_writes

@@ -122,14 +122,26 @@ class SyncThread:
 
     async def wait(self) -> None:
         """Wait for the job :meth:`submit` handed over (as ``run`` does)."""
+        # no shielded cancel scope on the way (one per fsync, on every
+        # acknowledged write's critical path): a cancellation is rare (the
+        # group closing) and then the rest of the wait is shielded
         try:
-            with trio.CancelScope(shield=True):
+            try:
                 while True:
                     try:
                         self._rsock.recv(1)
                         break
                     except BlockingIOError:
                         await trio.lowlevel.wait_readable(self._rsock)
+            except trio.Cancelled:
+                with trio.CancelScope(shield=True):
+                    while True:
+                        try:
+                            self._rsock.recv(1)
+                            break
+                        except BlockingIOError:
+                            await trio.lowlevel.wait_readable(self._rsock)
+                raise
         finally:
             self._running = False
             if self._closing:

@@ -125,6 +125,8 @@ def stream_raftz(layer: MetaLayer, stream: Any) -> dict[str, Any]:
     # the leader's own journal write overlapping its next cycles (raft.driver)
     doc["durable_index"] = st.get("durable_index", 0)
     doc["overlapped_cycles"] = st.get("overlapped_cycles", 0)
+    doc["cycles"] = st.get("cycles", 0)
+    doc["fsyncs"] = st.get("fsyncs", 0)
     doc["commits_before_own_write"] = st.get("commits_before_own_write", 0)
     return doc
 
