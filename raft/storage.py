@@ -59,6 +59,10 @@ class OsDisk:
         self.root = os.fspath(root)
         os.makedirs(self.root, exist_ok=True)
         self._fds: dict[str, int] = {}
+        #: sizes of the open files as our own writes left them (no ``fstat`` per
+        #: journal append: each syscall in the sync thread is one more hand-over
+        #: of the GIL with the event loop); dropped when a write fails midway
+        self._sizes: dict[str, int] = {}
 
     def _path(self, name: str) -> str:
         if "/" in name or name in ("", ".", ".."):
@@ -73,6 +77,7 @@ class OsDisk:
         return fd
 
     def _close(self, name: str) -> None:
+        self._sizes.pop(name, None)
         fd = self._fds.pop(name, None)
         if fd is not None:
             os.close(fd)
@@ -86,10 +91,13 @@ class OsDisk:
 
     def append(self, name: str, data: bytes) -> None:
         fd = self._fd(name)
+        size = self._sizes.pop(name, None)  # unknown until the whole write succeeded
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
+        if size is not None:
+            self._sizes[name] = size + len(data)
 
     def sync(self, name: str) -> None:
         os.fsync(self._fd(name))
@@ -97,7 +105,10 @@ class OsDisk:
     def size(self, name: str) -> int:
         fd = self._fds.get(name)
         if fd is not None:  # the journal's, before each append: no path lookup
-            return os.fstat(fd).st_size
+            size = self._sizes.get(name)
+            if size is None:
+                size = self._sizes[name] = os.fstat(fd).st_size
+            return size
         try:
             return os.stat(self._path(name)).st_size
         except FileNotFoundError:
@@ -105,6 +116,7 @@ class OsDisk:
 
     def truncate(self, name: str, size: int) -> None:
         fd = self._fd(name)
+        self._sizes.pop(name, None)
         os.ftruncate(fd, size)
         os.fsync(fd)
 
