@@ -10,10 +10,16 @@ journal, on the critical path of every acknowledged write (the leader's
 append, each follower's append before it answers), so the hand-over matters.
 
 :class:`SyncThread` is one long-lived thread per driver.  ``await run(fn,
-arg)`` puts the job on a queue the thread blocks on, and the thread writes one
-byte into a socket pair when ``fn`` returns; the driver waits for that byte with
+arg)`` leaves the job in an attribute and writes one byte into a socket pair
+whose other end the thread blocks on; the thread writes one byte back when
+``fn`` returns; the driver waits for that byte with
 ``trio.lowlevel.wait_readable`` (one wake-up of the event loop, no task
-hand-over).  ``run`` is shielded from cancellation: a sync, once started, is
+hand-over).  The job's wake-up is a socket write rather than a
+``queue.SimpleQueue.put`` because the write lets go of the GIL: the woken
+thread, often scheduled at once on a loaded machine (the kernel's wake-up
+preemption), finds the GIL free and starts the write, instead of waking,
+waiting for the GIL the event loop holds, and costing two more context
+switches before the event loop's next system call lets it run.  ``run`` is shielded from cancellation: a sync, once started, is
 waited for (the caller must not touch the journal while it runs), so no job is
 ever outstanding when the next one comes; ``close`` during a ``run`` takes
 effect when it ends.  What ``fn`` raised is raised again by ``run``.
@@ -27,7 +33,6 @@ with ``start`` for batches whose results are handed out from the run loop).
 from __future__ import annotations
 
 import logging
-import queue
 import socket
 import threading
 from collections.abc import Callable
@@ -54,10 +59,9 @@ class SyncThread:
     """
 
     def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._job: tuple[Callable[..., None], tuple[Any, ...]] | None = None
         self._error: BaseException | None = None
+        # _rsock: the owner's end (non-blocking); _wsock: the thread's (blocking)
         self._rsock, self._wsock = socket.socketpair()
         self._rsock.setblocking(False)
         self._running = False
@@ -69,25 +73,37 @@ class SyncThread:
         self._thread.start()
 
     def _loop(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            fn, args = job
-            error: BaseException | None = None
-            try:
-                fn(*args)
-            except BaseException as exc:  # handed to the waiting task or callback
-                error = exc
-            on_done = self._on_done
-            if on_done is not None:
+        wsock = self._wsock
+        try:
+            while True:
                 try:
-                    self._token.run_sync_soon(self._done, on_done, error)
-                except trio.RunFinishedError:  # the server is gone: nobody to tell
-                    pass
-                continue
-            self._error = error
-            try:
-                self._wsock.send(b"\0")
-            except OSError:  # closed under us at shutdown: nobody waits
-                return
+                    if not wsock.recv(1):  # the owner closed its end: stop
+                        return
+                except OSError:
+                    return
+                job, self._job = self._job, None
+                if job is None:
+                    continue
+                fn, args = job
+                error: BaseException | None = None
+                try:
+                    fn(*args)
+                except BaseException as exc:  # handed to the waiting task or callback
+                    error = exc
+                on_done = self._on_done
+                if on_done is not None:
+                    try:
+                        self._token.run_sync_soon(self._done, on_done, error)
+                    except trio.RunFinishedError:  # the server is gone: nobody to tell
+                        pass
+                    continue
+                self._error = error
+                try:
+                    wsock.send(b"\0")
+                except OSError:  # closed under us at shutdown: nobody waits
+                    return
+        finally:
+            wsock.close()
 
     def _done(
         self, on_done: Callable[[BaseException | None], None], error: BaseException | None
@@ -115,10 +131,14 @@ class SyncThread:
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
         """Hand ``fn(*args)`` to the thread now; :meth:`wait` for its end."""
+        self._hand_over(fn, args)
+
+    def _hand_over(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
         if self._closed:
             raise RuntimeError("sync thread closed")
-        self._jobs.put((fn, args))
+        self._job = (fn, args)
         self._running = True
+        self._rsock.send(b"\0")  # one byte into an empty pair: never blocks
 
     async def wait(self) -> None:
         """Wait for the job :meth:`submit` handed over (as ``run`` does)."""
@@ -158,8 +178,7 @@ class SyncThread:
         if self._closed:
             raise RuntimeError("sync thread closed")
         self._on_done = on_done
-        self._jobs.put((fn, ()))
-        self._running = True
+        self._hand_over(fn, ())
 
     def close(self) -> None:
         """Stop the thread now, or when the job in progress ends (idempotent)."""
@@ -170,6 +189,4 @@ class SyncThread:
             return
         self._closing = False
         self._closed = True
-        self._jobs.put(None)
-        self._rsock.close()
-        self._wsock.close()
+        self._rsock.close()  # the thread reads the end of the pair, closes its own and stops
