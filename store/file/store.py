@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Three layers, each a class in its own module, each the base of the next:
+Four layers, each a class in its own module, each the base of the next:
 
 * ``store.file.index.StreamIndex`` -- the in-memory index: segments'
   compact arrays, per-subject count/first/last, totals.  No I/O.
@@ -10,19 +10,13 @@ Three layers, each a class in its own module, each the base of the next:
   tombstones and floors, sealing/compressing/rolling segments, removing empty
   ones, erasing, recovery at open, reads through a bounded fd set.  Durability
   and recovery rules are there.
+* ``store.file.expiry.ExpiringLog`` -- what ages out (``max_age``) or expires
+  (``Nats-TTL``), and the TTL index rebuilt at open.
 * ``FileStreamStore`` (here) -- the ``StreamStore`` protocol on top: argument
-  checks, limits (discard, per-subject caps, max age) as decisions of
+  checks, limits (discard, per-subject caps) as decisions of
   ``store.limits`` carried out by deleting through the index, reads and
-  state, snapshot/restore, sync and close.  Every public method is here.
-
-*Expiry.*  ``max_age`` looks at the front of the log; ``Nats-TTL: never``
-messages there are skipped, found lazily by reading headers (the record is
-read for its timestamp anyway) and remembered, and the first message that
-ages is cached as ``(seq, ts)`` while it stays live.  Positive per-message
-TTLs (``limits.msg_ttl``) are kept in a ``store.ttl.TtlIndex``: fed at
-append, and rebuilt at every open (``_load``: open, truncate, restore) by
-reading the headers of every live message -- only for streams that honour
-TTLs.
+  state, snapshot/restore, sync and close.  Every public method but the
+  expiry ones is here.
 
 *Restore.*  A snapshot is staged into ``restore.tmp/`` as a complete store,
 then a marker listing the staged files is written and the files are moved in;
@@ -58,31 +52,30 @@ from store.errors import (
     StoreClosed,
     StoreEOF,
 )
-from store.file.checkpoint import fsync_dir, load_checkpoint
+from store.file.checkpoint import fsync_dir
+from store.file.expiry import ExpiringLog
 from store.file.format import (
     KIND_FLOOR,
     encode_record,
 )
-from store.file.log import RESTORE_DIR, RESTORE_MARKER, StreamLog
+from store.file.log import RESTORE_DIR, RESTORE_MARKER
 from store.limits import (
     Accounting,
     StreamLimits,
     check_append,
-    expired,
     msg_size_raw,
-    next_expiry,
     over_limits,
     over_subject_limit,
 )
 from store.msgids import msg_id_of
 from store.snapshot import SnapshotHeader, iter_snapshot, read_header, write_snapshot
 from store.subjects import compile_filters, is_match_all
-from store.ttl import NEVER, TtlIndex, msg_ttl_s
+from store.ttl import TtlIndex
 
 __all__ = ["FileStreamStore"]
 
 
-class FileStreamStore(StreamLog):
+class FileStreamStore(ExpiringLog):
     """A ``StreamStore`` in a directory of segment files.
 
     Args:
@@ -133,52 +126,6 @@ class FileStreamStore(StreamLog):
         self._interval = sync_interval_s
         self._closed = False
         self._load()
-
-    # ================================================================== helpers
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosed("store is closed")
-
-    def _load(self, verify: bool | None = None) -> None:
-        """Open the log (``StreamLog._load``), then rebuild the TTL index."""
-        super()._load(verify)
-        self._reindex_ttls()
-
-    def _reindex_ttls(self) -> None:
-        self._ttls.clear()
-        self._ageing = None
-        if not self._limits.msg_ttl:
-            return
-        # each segment's TTL facts (kept beside its index, like its msg ids),
-        # not its messages; a segment whose checkpoint predates them is read
-        active = self._active if self._segs else None
-        for seg in list(self._segs):
-            if not seg.nlive:
-                continue
-            facts = seg.ttls
-            if facts is None and not seg.ttls_lost:
-                facts = seg.disk_ttls_of(load_checkpoint(seg.idx_path))
-            if facts is not None and not facts:
-                continue  # none: the arrays need not be loaded
-            if facts is None:
-                j = seg.live.find(1)
-                while j >= 0:
-                    m = self._read(seg, j)
-                    if m.headers:
-                        self._ttls.note(m.seq, m.headers, m.ts_ns, honour_ttl=True)
-                    j = seg.live.find(1, j + 1)
-                continue
-            base, live, n = seg.base, seg.live, len(seg.live)
-            for seq, ts, ttl in facts:
-                if 0 <= seq - base < n and live[seq - base]:
-                    self._ttls.note_ttl(seq, ttl, ts, honour_ttl=True)
-            if seg is not active and seg.sealed and not seg.idx_dirty and not seg.ttls_lost:
-                seg.ttls = None  # on disk with its checkpoint
-
-    def _live(self, seq: int) -> bool:
-        loc = self._locate(seq)
-        return loc is not None and bool(loc[0].live[loc[1]])
 
     # ================================================================== properties
 
@@ -428,64 +375,6 @@ class FileStreamStore(StreamLog):
                     n += self._enforce_subject(sid)
         self._finish_op()
         return n
-
-    def _ageing_from(self, seq: int) -> tuple[int, int] | None:
-        """``(seq, ts)`` of the first live message at or after ``seq`` that
-        ``max_age`` applies to (not ``Nats-TTL: never``)."""
-        while seq:
-            if not self._ttls.is_never(seq):
-                m = self._read(*self._loc_or_fail(seq))
-                if msg_ttl_s(m.headers) != NEVER:
-                    return seq, m.ts_ns
-                self._ttls.mark_never(seq)
-            seq = self._next_live(seq + 1)
-        return None
-
-    def _first_ageing(self) -> tuple[int, int] | None:
-        if not self._msgs:
-            return None
-        c = self._ageing
-        if c is None or not self._live(c[0]):
-            c = self._ageing = self._ageing_from(self._first)
-        return c
-
-    def next_expiry_ns(self) -> int | None:
-        """See ``StreamStore.next_expiry_ns``."""
-        self._check_open()
-        if not self._msgs:
-            return None
-        due = None
-        if self._limits.max_age_ns > 0:
-            c = self._first_ageing()
-            due = None if c is None else next_expiry(self._limits, c[1])
-        ttl_due = self._ttls.next_deadline(self._live)
-        if ttl_due is not None and (due is None or ttl_due < due):
-            due = ttl_due
-        return due
-
-    def expiring(self, now_ns: int) -> list[int]:
-        """See ``StreamStore.expiring``."""
-        self._check_open()
-        out: list[int] = []
-        if self._limits.max_age_ns > 0:
-            c = self._first_ageing()
-            while c is not None and expired(self._limits, c[1], now_ns):
-                out.append(c[0])
-                nxt = self._next_live(c[0] + 1)
-                c = self._ageing_from(nxt) if nxt else None
-        due = self._ttls.peek_due(now_ns, self._live)
-        if due:
-            out = sorted(set(out).union(due))
-        return out
-
-    def expire(self, now_ns: int) -> int:
-        """See ``StreamStore.expire``."""
-        seqs = self.expiring(now_ns)
-        for seq in seqs:
-            self._kill_seq(seq)
-        if seqs:
-            self._finish_op()
-        return len(seqs)
 
     # ================================================================== reads
 
