@@ -42,6 +42,9 @@ count | (u32 len | bytes)*``, prefixed by pysyncobj's command-type byte);
 ``apply`` unpacks it, calls the StateMachine once per proposal and the batch
 callback resolves each proposal with its own result.
 
+Proposal settling (``raft.core_settle``) and the read-only views (``raft.core_view``)
+are mixins of ``RaftCore``, split out by concept.
+
 pysyncobj itself is patched and subclassed in :mod:`raft.syncobj`
 (:class:`TrijetSyncObj`): module hooks so it needs no poller, pipe or fork,
 our apply and membership encoding, and the pysyncobj bug workarounds listed
@@ -67,6 +70,8 @@ from pysyncobj.node import Node
 
 from raft import clock
 from raft.config import RaftConfig
+from raft.core_settle import ProposalSettling
+from raft.core_view import CoreView
 from raft.errors import (
     ApplyFailed,
     NoLeader,
@@ -97,8 +102,6 @@ __all__ = ["RaftCore", "Ready", "safe_file_stem"]
 log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
-#: a proposal's entry was skipped by a snapshot install: its outcome cannot be learnt
-_OUTCOME_LOST = -1
 
 
 @dataclass
@@ -145,7 +148,7 @@ def safe_file_stem(group_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", lambda mo: f"%{ord(mo.group()):02X}", group_id)
 
 
-class RaftCore:
+class RaftCore(ProposalSettling, CoreView):
     """One member of one Raft group, driven in cycles (see module docstring).
 
     Args:
@@ -408,60 +411,6 @@ class RaftCore:
 
         return cb
 
-    def _resolve(self, props: list[Proposal], res: Any) -> None:
-        if props and (not isinstance(res, list) or len(res) != len(props)):
-            for p in props:
-                self._completions.append(
-                    (p, None, ProposalDropped("result mismatch", maybe_committed=True))
-                )
-            return
-        for p, r in zip(props, res or [None] * len(props), strict=False):
-            if isinstance(r, ApplyFailed):
-                self._completions.append((p, None, r))
-            else:
-                self._completions.append((p, r, None))
-
-    def _watch_applied(self, cmd: bytes, results: list[object] | None) -> None:
-        """A regular entry applied: a forwarded proposal's, if watched."""
-        hit = self._watch.pop(cmd, None)
-        if hit is not None:
-            self._resolve(hit[0], results)
-
-    def _settle_watches(self) -> None:
-        """Resolve forwarded proposals whose answer was lost, from the applied log.
-
-        Every proposal forwarded to the leader is watched from the start: its
-        command showing up among the applied entries resolves it, whatever
-        became of the leader's answer.  Once that answer is known lost (the
-        leader changed, or it never came), the proposal is also marked with
-        the term ``t`` this member was in then and the leader it went to: it
-        is provably not committed once an applied entry is of a later term
-        than ``t`` (a leader's own entries follow every older entry it kept),
-        or of term ``t`` from a leader other than the one it went to (only
-        that one could have appended it in ``t``; a link delivers in order,
-        so a request is never taken up after a later message of ours).  Past
-        ``watch_s_max`` it stays unknown (maybe committed).
-        """
-        j = self.journal
-        term = j.term_at(self.obj._SyncObj__raftLastApplied)
-        now = self.now()
-        for key, (props, t, target, until) in list(self._watch.items()):
-            if t is None:
-                continue  # the leader's answer may still come
-            error: RaftError
-            if term is not None and (
-                term > t or (term == t and self.term == t and self.leader_id not in (None, target))
-            ):
-                error = ProposalDropped("forwarded, not in the log", maybe_committed=False)
-            elif now > until:
-                error = ProposalDropped("forwarded, outcome unknown", maybe_committed=True)
-            else:
-                continue
-            del self._watch[key]
-            self.watch_resolved += 1
-            for p in props:
-                self._completions.append((p, None, error))
-
     def _map_error(self, err: int) -> RaftError:
         if err == FAIL_REASON.QUEUE_FULL:
             return QueueFull("pysyncobj command queue full")
@@ -652,101 +601,6 @@ class RaftCore:
                 match[n] = commit_max
         return saved or None
 
-    def _sweep_orphans(self) -> None:
-        """Resolve proposals pysyncobj would leave waiting forever.
-
-        * Entries this member proposed as leader wait in pysyncobj's
-          ``commandsWaitingCommit`` until their index is applied; a snapshot
-          install jumps the applied index past them, so they never are.  After
-          an install every waiter at or below the applied index is resolved:
-          ``ProposalDropped(maybe_committed=False)`` when the journal shows
-          another term at its index (overwritten), else maybe committed (the
-          snapshot may include it; its result is unknown).
-        * A member elected leader again no longer holds some entries it
-          appended in an earlier term (a leader's log is never overwritten):
-          their waiters are discarded at once.
-        * A follower holding uncommitted entries it appended as leader in an
-          earlier term keeps their waiters until the new leader's log reaches
-          that index (maybe never: an idle group); after
-          ``forward_reply_s_max`` they are failed as maybe committed.
-        * A forwarded proposal waits for the leader's ``apply_command_response``
-          until the next leader change; a lost request or answer would keep it
-          waiting.  After ``forward_reply_s_max`` it is failed as maybe committed.
-        """
-        obj = self.obj
-        installed = self.snapshots.installed
-        if installed != self._installs_swept:
-            self._installs_swept = installed
-            waiting = obj._SyncObj__commandsWaitingCommit
-            applied = obj._SyncObj__raftLastApplied
-            for idx in sorted(i for i in waiting if i <= applied):
-                have = self.journal.term_at(idx)
-                for term, cb in waiting.pop(idx):
-                    self.orphans_failed += 1
-                    if have is not None and have != term:
-                        cb(None, FAIL_REASON.DISCARDED)
-                    else:
-                        cb(None, _OUTCOME_LOST)
-            for props, *_ in self._watch.values():  # the snapshot may hold them
-                for p in props:
-                    self._completions.append(
-                        (p, None, ProposalDropped("covered by a snapshot", maybe_committed=True))
-                    )
-            self._watch.clear()
-        if self._watch:
-            self._settle_watches()
-        waiting = obj._SyncObj__commandsWaitingCommit
-        if waiting and obj._SyncObj__raftState == STATE_LEADER and self._lead_term != self.term:
-            # elected (again): a leader's log is never overwritten, so what it
-            # proposed in an earlier term and no longer holds is lost for good
-            self._lead_term = self.term
-            j = self.journal
-            for idx in sorted(i for i, w in waiting.items() if w and j.term_at(i) != w[0][0]):
-                have = j.term_at(idx)
-                keep = []
-                for term, cb in waiting.pop(idx):
-                    if have == term:
-                        keep.append((term, cb))
-                        continue
-                    self.orphans_failed += 1
-                    cb(None, FAIL_REASON.DISCARDED)
-                if keep:
-                    waiting[idx] = keep
-        elif waiting and obj._SyncObj__raftState != STATE_LEADER:
-            # appended as leader in an earlier term and not committed: a new
-            # leader cuts or overwrites them only when its own log reaches
-            # that index, and an idle group may never get there
-            commit = obj._SyncObj__raftCommitIndex
-            term_now = obj._SyncObj__raftCurrentTerm
-            beyond = [i for i, w in waiting.items() if i > commit and w and w[0][0] < term_now]
-            if not beyond:
-                self._beyond_since = None
-            elif self._beyond_since is None:
-                self._beyond_since = self.now()
-            elif self.now() - self._beyond_since > self.config.forward_reply_s_max:
-                self._beyond_since = None
-                for idx in sorted(beyond):
-                    for _term, cb in waiting.pop(idx):
-                        self.orphans_failed += 1
-                        cb(None, FAIL_REASON.UNKNOWN_OUTCOME)
-        replies = obj._SyncObj__commandsWaitingReply
-        since = self._forwarded_since
-        if not replies:
-            if since:
-                since.clear()
-            return
-        now = self.now()
-        limit = self.config.forward_reply_s_max
-        for rid in list(replies):
-            t0 = since.setdefault(rid, now)
-            if now - t0 > limit:
-                cb = replies.pop(rid)
-                self.orphans_failed += 1
-                cb(None, FAIL_REASON.UNKNOWN_OUTCOME)
-        if len(since) > len(replies):
-            for rid in [r for r in since if r not in replies]:
-                del since[rid]
-
     def _encode_outbox(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
         """(early, late): a leader's append-entries may go before the fsync."""
         early: list[tuple[str, bytes]] = []
@@ -870,116 +724,6 @@ class RaftCore:
             # the latest change about this node decides: one removed and added
             # again (a stream scaled down and up) replays both while it catches up
             self.removed = req[0] == "rem"
-
-    # ------------------------------------------------------------ state
-
-    @property
-    def majority(self) -> int:
-        """Members that make a majority of the group."""
-        return (len(self.obj._SyncObj__otherNodes) + 1) // 2 + 1
-
-    @property
-    def has_peers(self) -> bool:
-        """Other members exist (a majority without this member is possible)."""
-        return bool(self.obj._SyncObj__otherNodes)
-
-    @property
-    def is_leader(self) -> bool:
-        return bool(self.obj._SyncObj__raftState == STATE_LEADER)
-
-    @property
-    def leader_ready(self) -> bool:
-        """Leading, and this term's first entry (pysyncobj's no-op) is applied: every
-        entry committed by an earlier leader is in the state machine.  Until then a
-        new leader's state may lack acknowledged entries, so it serves nothing
-        (reads, deliveries, captures); proposals are accepted and queue behind."""
-        obj = self.obj
-        if obj._SyncObj__raftState != STATE_LEADER:
-            return False
-        noop = obj._SyncObj__noopIDx
-        return noop is None or int(obj._SyncObj__raftLastApplied) >= noop
-
-    @property
-    def serving_leader_id(self) -> str | None:
-        """``leader_id``, but None while that is this member and it does not serve
-        yet (``leader_ready``)."""
-        lid = self.leader_id
-        if lid == self.node_id and not self.leader_ready:
-            return None
-        return lid
-
-    @property
-    def leader_id(self) -> str | None:
-        n = self.obj._SyncObj__raftLeader
-        return None if n is None else str(n.id)
-
-    @property
-    def term(self) -> int:
-        return int(self.obj._SyncObj__raftCurrentTerm)
-
-    @property
-    def commit_index(self) -> int:
-        return int(self.obj._SyncObj__raftCommitIndex)
-
-    @property
-    def last_applied(self) -> int:
-        return int(self.obj._SyncObj__raftLastApplied)
-
-    @property
-    def members(self) -> list[str]:
-        return sorted([self.node_id, *(n.id for n in self.obj._SyncObj__otherNodes)])
-
-    def leader_state(self) -> LeaderState:
-        return LeaderState(self.term, self.serving_leader_id, self.leader_ready)
-
-    def status(self) -> dict[str, Any]:
-        obj = self.obj
-        now = self.now()
-        match = obj._SyncObj__raftMatchIndex
-        nxt = obj._SyncObj__raftNextIndex
-        peers = {}
-        quiet = self.quiet_state
-        heard = quiet.heard if quiet.quiet else None
-        for n in sorted(obj._SyncObj__otherNodes, key=lambda n: n.id):
-            seen = self.last_seen.get(n.id)
-            if heard is not None:  # hibernating: the peer's link speaks for the group
-                h = heard(n.id)
-                if h is not None and (seen is None or h > seen):
-                    seen = h
-            peers[n.id] = {
-                "match_index": match.get(n) if self.is_leader else None,
-                "next_index": nxt.get(n) if self.is_leader else None,
-                "last_seen_s_ago": None if seen is None else round(now - seen, 3),
-            }
-        state = {0: "follower", 1: "candidate", 2: "leader"}[obj._SyncObj__raftState]
-        return {
-            "group": self.group_id,
-            "node": self.node_id,
-            "state": state,
-            "term": self.term,
-            "leader": self.leader_id,
-            "voted_for": self.journal.getVotedForNodeId(),
-            "commit_index": self.commit_index,
-            "applied": self.last_applied,
-            "last_index": self.journal.last_index,
-            "durable_index": self.journal.durable_index,
-            "commits_before_own_write": self.commits_before_own_write,
-            "first_index": self.journal.first_index,
-            "journal_entries": len(self.journal),
-            "journal_bytes": self.journal.entry_bytes,
-            "pending_proposals": len(self._pending),
-            "peers": peers,
-            "fsyncs": self.journal.fsyncs,
-            "snapshots_taken": self.snapshots.taken,
-            "snapshots_installed": self.snapshots.installed,
-            "orphans_failed": self.orphans_failed,
-            "watch_resolved": self.watch_resolved,
-            "watching": len(self._watch),
-            "removed": self.removed,
-            "quiet": quiet.quiet,
-            "quiesced": quiet.quiesced,
-            "woken": quiet.woken,
-        }
 
     def leader_link_down(self, peer_id: str) -> bool:
         """The link to ``peer_id`` closed.  If it is this follower's leader,

@@ -1,0 +1,147 @@
+"""What a Raft group member tells about itself: leadership, indexes, members, status.
+
+A mixin of :class:`raft.core.RaftCore` (which owns the attributes declared here); read-only
+views over pysyncobj's state and the journal, for the driver, the state machines' owners
+and ``/raftz``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from raft.journal import DurableJournal
+from raft.proposal import LeaderState, Proposal
+from raft.quiet import QuietState
+from raft.snapshot import SnapshotStore
+from raft.syncobj import STATE_LEADER, TrijetSyncObj
+
+__all__ = ["CoreView"]
+
+
+class CoreView:
+    """Read-only views for :class:`raft.core.RaftCore` (see the module docstring)."""
+
+    obj: TrijetSyncObj
+    node_id: str
+    group_id: str
+    journal: DurableJournal
+    snapshots: SnapshotStore
+    quiet_state: QuietState
+    last_seen: dict[str, float]
+    now: Callable[[], float]
+    commits_before_own_write: int
+    orphans_failed: int
+    watch_resolved: int
+    removed: bool
+    _pending: deque[Proposal]
+    _watch: dict[bytes, Any]
+
+    @property
+    def majority(self) -> int:
+        """Members that make a majority of the group."""
+        return (len(self.obj._SyncObj__otherNodes) + 1) // 2 + 1
+
+    @property
+    def has_peers(self) -> bool:
+        """Other members exist (a majority without this member is possible)."""
+        return bool(self.obj._SyncObj__otherNodes)
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.obj._SyncObj__raftState == STATE_LEADER)
+
+    @property
+    def leader_ready(self) -> bool:
+        """Leading, and this term's first entry (pysyncobj's no-op) is applied: every
+        entry committed by an earlier leader is in the state machine.  Until then a
+        new leader's state may lack acknowledged entries, so it serves nothing
+        (reads, deliveries, captures); proposals are accepted and queue behind."""
+        obj = self.obj
+        if obj._SyncObj__raftState != STATE_LEADER:
+            return False
+        noop = obj._SyncObj__noopIDx
+        return noop is None or int(obj._SyncObj__raftLastApplied) >= noop
+
+    @property
+    def serving_leader_id(self) -> str | None:
+        """``leader_id``, but None while that is this member and it does not serve
+        yet (``leader_ready``)."""
+        lid = self.leader_id
+        if lid == self.node_id and not self.leader_ready:
+            return None
+        return lid
+
+    @property
+    def leader_id(self) -> str | None:
+        n = self.obj._SyncObj__raftLeader
+        return None if n is None else str(n.id)
+
+    @property
+    def term(self) -> int:
+        return int(self.obj._SyncObj__raftCurrentTerm)
+
+    @property
+    def commit_index(self) -> int:
+        return int(self.obj._SyncObj__raftCommitIndex)
+
+    @property
+    def last_applied(self) -> int:
+        return int(self.obj._SyncObj__raftLastApplied)
+
+    @property
+    def members(self) -> list[str]:
+        return sorted([self.node_id, *(n.id for n in self.obj._SyncObj__otherNodes)])
+
+    def leader_state(self) -> LeaderState:
+        return LeaderState(self.term, self.serving_leader_id, self.leader_ready)
+
+    def status(self) -> dict[str, Any]:
+        obj = self.obj
+        now = self.now()
+        match = obj._SyncObj__raftMatchIndex
+        nxt = obj._SyncObj__raftNextIndex
+        peers = {}
+        quiet = self.quiet_state
+        heard = quiet.heard if quiet.quiet else None
+        for n in sorted(obj._SyncObj__otherNodes, key=lambda n: n.id):
+            seen = self.last_seen.get(n.id)
+            if heard is not None:  # hibernating: the peer's link speaks for the group
+                h = heard(n.id)
+                if h is not None and (seen is None or h > seen):
+                    seen = h
+            peers[n.id] = {
+                "match_index": match.get(n) if self.is_leader else None,
+                "next_index": nxt.get(n) if self.is_leader else None,
+                "last_seen_s_ago": None if seen is None else round(now - seen, 3),
+            }
+        state = {0: "follower", 1: "candidate", 2: "leader"}[obj._SyncObj__raftState]
+        return {
+            "group": self.group_id,
+            "node": self.node_id,
+            "state": state,
+            "term": self.term,
+            "leader": self.leader_id,
+            "voted_for": self.journal.getVotedForNodeId(),
+            "commit_index": self.commit_index,
+            "applied": self.last_applied,
+            "last_index": self.journal.last_index,
+            "durable_index": self.journal.durable_index,
+            "commits_before_own_write": self.commits_before_own_write,
+            "first_index": self.journal.first_index,
+            "journal_entries": len(self.journal),
+            "journal_bytes": self.journal.entry_bytes,
+            "pending_proposals": len(self._pending),
+            "peers": peers,
+            "fsyncs": self.journal.fsyncs,
+            "snapshots_taken": self.snapshots.taken,
+            "snapshots_installed": self.snapshots.installed,
+            "orphans_failed": self.orphans_failed,
+            "watch_resolved": self.watch_resolved,
+            "watching": len(self._watch),
+            "removed": self.removed,
+            "quiet": quiet.quiet,
+            "quiesced": quiet.quiesced,
+            "woken": quiet.woken,
+        }
