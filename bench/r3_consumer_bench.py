@@ -64,7 +64,18 @@ LEADER_S_MAX = 30.0
 POLL_S = 0.05
 """Interval of the bench's polls of STREAM/CONSUMER.INFO (bounded deadlines)."""
 TARGETS = {"pull": {"always": 0.5, "default": 0.3}}
-PHASES = ("prefill", "pull", "push", "kv_prefill", "kv_put", "kv_get")
+PHASES = (
+    "prefill",
+    "pull",
+    "pull_cpu_leader",
+    "pull_cpu_all",
+    "push",
+    "push_cpu_leader",
+    "push_cpu_all",
+    "kv_prefill",
+    "kv_put",
+    "kv_get",
+)
 
 
 def leader_index(c: Cluster, api: ApiClient, stream: str) -> int:
@@ -104,6 +115,34 @@ class Spy:
         if self.p is not None:
             self.p.send_signal(signal.SIGINT)
             self.p.communicate(timeout=60)
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU time of the consumer's leader and of all three nodes over one phase
+    (every node's CPU is read first; the leader is looked up at the end)."""
+
+    def __init__(self, c: Cluster, api: ApiClient, consumer: str) -> None:
+        self.c, self.api, self.consumer = c, api, consumer
+        self.t0 = {p.pid: cpu_s(p.pid) for p in c.procs if p is not None}
+
+    def us_per(self, n: int, phase: str) -> dict[str, float]:
+        """µs of CPU per message: ``<phase>_cpu_leader`` and ``<phase>_cpu_all``."""
+        used = {pid: cpu_s(pid) - t for pid, t in self.t0.items()}
+        info = self.api.request(f"$JS.API.CONSUMER.INFO.{STREAM}.{self.consumer}")
+        leader = (info.get("cluster") or {}).get("leader")
+        idx = self.c.index(leader) if leader else leader_index(self.c, self.api, STREAM)
+        proc = self.c.procs[idx]
+        assert proc is not None
+        return {
+            f"{phase}_cpu_leader": used[proc.pid] * 1e6 / n,
+            f"{phase}_cpu_all": sum(used.values()) * 1e6 / n,
+        }
 
 
 def created(doc: dict[str, Any], what: str) -> None:
@@ -157,15 +196,23 @@ def pull(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, floa
     """``--pull-repeat`` runs, each with a new durable over the same messages;
     the median rate (the runs' rates are printed)."""
     rates = []
+    cpus: list[dict[str, float]] = []
     for i in range(args.pull_repeat):
         name = "PULL" if i == 0 else f"PULL{i}"
-        rates.append(_pull_once(c, api, args, name))
+        rate, cpu = _pull_once(c, api, args, name)
+        rates.append(rate)
+        cpus.append(cpu)
     if len(rates) > 1:
         print(f"  {c.kind} pull runs: " + " ".join(f"{r:,.0f}" for r in rates), flush=True)
-    return {"pull": statistics.median(rates)}
+    out = {"pull": statistics.median(rates)}
+    for k in cpus[0]:
+        out[k] = statistics.median(x[k] for x in cpus)
+    return out
 
 
-def _pull_once(c: Cluster, api: ApiClient, args: argparse.Namespace, name: str) -> float:
+def _pull_once(
+    c: Cluster, api: ApiClient, args: argparse.Namespace, name: str
+) -> tuple[float, dict[str, float]]:
     cfg = {
         "durable_name": name,
         "ack_policy": "explicit",
@@ -180,12 +227,14 @@ def _pull_once(c: Cluster, api: ApiClient, args: argparse.Namespace, name: str) 
     cmd = [*args.jsconsume, "-P", str(port), "-s", STREAM, "-c", name]
     cmd += ["-n", str(args.consume), "-b", str(args.batch), "-k", "1"]
     spy = Spy(c, api, STREAM, "pull", args)
+    meter = CpuMeter(c, api, name)
     res = finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), 1800.0)
     spy.stop()
+    cpu = meter.us_per(args.consume, "pull")
     if not res.get("ok"):
         raise RuntimeError(f"pull client: {res}")
     settled(api, name, args.consume)
-    return float(res["msgs_per_s"])
+    return float(res["msgs_per_s"]), cpu
 
 
 def push(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]:
@@ -206,6 +255,7 @@ def push(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, floa
         "flow_control": True,
         "idle_heartbeat": 5_000_000_000,
     }
+    meter = CpuMeter(c, api, "PUSH")  # before its creation: delivery starts at once
     made = api.request(
         f"$JS.API.CONSUMER.CREATE.{STREAM}.PUSH", {"stream_name": STREAM, "config": cfg}
     )
@@ -214,9 +264,10 @@ def push(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, floa
         created(made, "push consumer create")
     res = finish(p, 1800.0)
     spy.stop()
+    cpu = meter.us_per(args.consume, "push")
     if not res.get("ok"):
         raise RuntimeError(f"push client: {res}")
-    return {"push": float(res["msgs_per_s"])}
+    return {"push": float(res["msgs_per_s"]), **cpu}
 
 
 def kv(c: Cluster, api: ApiClient, args: argparse.Namespace) -> dict[str, float]:

@@ -52,6 +52,9 @@ class Account:
         self.interest_all = Interest(self.name_bytes)
         self.jetstream = False
         self.is_system = False
+        #: its subscriptions that can see a pull request (node.nextroute.NextWatchers),
+        #: counted where its JetStream runs in a cluster
+        self.next_watchers: Any = None
         #: leaf links bound to this account (node.leaf.LeafConn)
         self.leafs: list[Any] = []
         #: count of every (subject, queue) over local, route and leaf interest,

@@ -35,7 +35,7 @@ from node.jsdelivery import (
     pick_member,
     split_js_ack,
 )
-from node.nextroute import MSG_NEXT_PREFIX
+from node.nextroute import MSG_NEXT_PREFIX, ForwardedPulls
 from node.queueplan import QPLANS_MAX, QPlan, QueueDelivery
 from node.routefwd import RouteForwarding
 from node.sublist import Sublist
@@ -109,6 +109,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         # subject -> (gen, its internal subscribers): see _internal_targets
         self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...]]] = {}
         self._internal_admit = Admission(INTERNAL_MAX)
+        #: pulls sent to a consumer leader's route, answered if it closes (node.nextroute)
+        self.forwarded = ForwardedPulls()
 
     def publish(
         self,

@@ -235,6 +235,8 @@ class Server(ServerRoutes):
         acc = sub.client.account
         acc.sublist.insert(sub)
         acc.router.gen += 1
+        if acc.next_watchers is not None and not sub.client.internal:
+            acc.next_watchers.added(sub.subject)
         self._interest_changed(sub, weight, announce)
 
     def reweight_sub(self, sub: Subscription, delta: int) -> None:
@@ -250,6 +252,8 @@ class Server(ServerRoutes):
         if not acc.sublist.remove(sub):
             return
         acc.router.gen += 1
+        if acc.next_watchers is not None and not sub.client.internal:
+            acc.next_watchers.removed(sub.subject)
         self._interest_changed(sub, -weight, announce)
 
     def _interest_changed(self, sub: Subscription, delta: int, announce: bool) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from node.nextroute import LEADERSHIP_CHANGE
 from node.protocol.wire import info_bytes
 from node.route import Route, RouteManager, parse_route_url
 from node.version import NATS_VERSION
@@ -206,7 +207,8 @@ class ServerRoutes:
         self._route_nursery.start_soon(dial)
 
     def route_closed(self, route: Route) -> None:
-        if self.routes.by_id.get(route.remote_id) is route:
+        registered = self.routes.by_id.get(route.remote_id) is route
+        if registered:
             del self.routes.by_id[route.remote_id]
             route.drop_interest()
             self._set_client_urls(route.remote_id, [])
@@ -216,6 +218,26 @@ class ServerRoutes:
                 route.port,
                 route.rid,
                 route.closing,
+            )
+        self._answer_forwarded_pulls(route, answer=registered)
+
+    def _answer_forwarded_pulls(self, route: Route, *, answer: bool) -> None:
+        """The pulls sent to a consumer's leader over ``route`` (now closed)
+        hear ``409 Leadership Change`` (``node.nextroute``); a duplicate
+        route's (``answer`` False) are forgotten."""
+        for acc in list(self.accounts.by_name.values()):
+            router = acc.router
+            replies = router.forwarded.route_lost(route)
+            if not answer or not replies:
+                continue
+            for reply in replies:
+                router.publish(None, reply, None, LEADERSHIP_CHANGE, b"")
+            router.flush()
+            log.info(
+                "event=forwarded_pulls_answered rid=%d account=%s pulls=%d",
+                route.rid,
+                acc.name,
+                len(replies),
             )
 
     def _set_client_urls(self, server_id: str, urls: list[str]) -> None:

@@ -64,7 +64,13 @@ from node.jsapi import render
 from node.jsapi.versioning import demands_higher_level
 from node.monitor.endpoints import js_store_limits
 from node.monitor.jsz import AccountView, JetStreamView, StreamView, api_stats
-from node.nextroute import LEADER_PREFIX, msg_next_subject
+from node.nextroute import (
+    LEADER_PREFIX,
+    MSG_NEXT_PREFIX,
+    SEEN_PREFIX,
+    NextWatchers,
+    msg_next_subject,
+)
 from node.session import Subscription
 from node.version import JS_API_LEVEL
 from store.errors import StoreError
@@ -190,6 +196,10 @@ class JetStreamService:
         self.router = self.account.router
         self.store_dir = account_store_dir(js.jetstream_dir, self.account.name, home=home)
         self.client = InternalClient(server, "jetstream", self.account)
+        #: ``$TRIJET.SEEN.>`` while this server has onlookers of pulls (``node.nextroute``)
+        self._seen_sub: Subscription | None = None
+        #: set while such a pull is handed to them: the API ignores it
+        self._deaf = False
         self.api: JetStreamApi = None  # type: ignore[assignment]  # set in run()
         self.consumers: ConsumerManager = None  # type: ignore[assignment]  # set in run()
         self.advisories = Advisories(self)
@@ -279,6 +289,11 @@ class JetStreamService:
             if self.meta is not None:  # streams start as the meta layer assigns them
                 # pulls sent to a consumer's leader (``node.nextroute``)
                 self._next_any = self.client.subscribe(LEADER_PREFIX + b">", self._on_to_leader)
+                # pulls seen by this server's other subscribers (``node.nextroute``)
+                watchers = self.account.next_watchers = NextWatchers(self._watch_seen)
+                for sub in self.account.sublist.all():
+                    if not sub.client.internal:
+                        watchers.added(sub.subject)
                 server = self.server
                 self.api.on_stream_started.append(self.membership.stream_started)
                 self.membership.start()
@@ -306,6 +321,8 @@ class JetStreamService:
     def _on_api(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
     ) -> None:
+        if self._deaf:
+            return  # a pull handled elsewhere, for this server's onlookers
         tokens = subject.decode(errors="replace").split(".")
         op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
         if ".".join(op).startswith("DIRECT.GET"):
@@ -346,8 +363,38 @@ class JetStreamService:
         tokens = original.decode(errors="replace").split(".")
         if len(tokens) != 7:
             return
+        self.deliver_seen(original, reply, hdr, body)  # this server's onlookers
         req = ApiRequest(original, tuple(tokens[2:]), reply, hdr, body, self.client.sender)
         self._answer_here_or_forward(req)
+
+    def _watch_seen(self, on: bool) -> None:
+        """Subscribe ``$TRIJET.SEEN.>`` while a subscriber here can see pulls."""
+        if on and self._seen_sub is None:
+            self._seen_sub = self.client.subscribe(SEEN_PREFIX + b">", self._on_seen)
+        elif not on and self._seen_sub is not None:
+            self.client.unsubscribe(self._seen_sub)
+            self._seen_sub = None
+
+    def _on_seen(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """Another server's pull, for this server's onlookers (``node.nextroute``)."""
+        if sub is self._seen_sub:
+            self.deliver_seen(MSG_NEXT_PREFIX + subject[len(SEEN_PREFIX) :], reply, hdr, body)
+
+    def deliver_seen(
+        self, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """Hand a pull request handled elsewhere to this server's subscribers
+        as a routed message (no queue groups), this service deaf to it."""
+        if self._seen_sub is None:
+            return
+        self._deaf = True
+        try:
+            self.router.publish(None, subject, reply, hdr, body, ())
+            self.router.flush()
+        finally:
+            self._deaf = False
 
     def _answer_here_or_forward(self, req: ApiRequest) -> None:
         """A pull sent to this server alone: answered here if it leads the
@@ -486,6 +533,8 @@ class JetStreamService:
     ) -> None:
         if not reply:
             return
+        if self._deaf:
+            return  # a pull handled elsewhere, for this server's onlookers
         tokens = subject.decode(errors="replace").split(".")
         op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
         try:
