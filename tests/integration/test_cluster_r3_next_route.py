@@ -96,8 +96,13 @@ def test_pulls_reach_only_the_leader_and_survive_stepdowns(cluster: Cluster) -> 
             got = [await pull_one(ncs[home]) for _ in range(PULLS)]
             got += [await pull_one(ncs[leader]) for _ in range(PULLS)]
             assert len(set(got)) == 2 * PULLS
-            await ncs[third].flush()
-            # seen by the onlooker once each (its server's JetStream deaf to them)
+            # seen by the onlooker once each (its server's JetStream deaf to them);
+            # the copies travel beside the answers: wait for them (bounded)
+            for _ in range(200):
+                await ncs[third].flush()
+                if len(seen) >= 2 * PULLS:
+                    break
+                await asyncio.sleep(0.02)
             assert seen == ["$JS.API.CONSUMER.MSG.NEXT.NR.D"] * (2 * PULLS), seen
 
             for old, new in ((leader, third), (third, leader)):
