@@ -31,6 +31,17 @@ same nats-server-format conf files for both; 127.0.0.1; temp stores).  Then:
 Clients connect to the stream's leader.  ``ratio`` = trijet / reference.  The
 machine is shared: the 1-minute load average is printed per cluster.
 
+At ``--size 1000000`` the measured window is bounded: the pull and push
+consumers read only the last ``--consume`` messages (``bench.js``), after
+skipping the ``size - consume`` others by their filter; the prefill is the
+C loadgen's async publishes (256 in flight).
+
+CPU: ``pull_cpu_leader`` / ``push_cpu_leader`` are the consumer leader's
+user + system CPU (``/proc/<pid>/stat``) over the phase per consumed message,
+in µs (``CONSUMER.INFO``'s ``cluster.leader``: on nats-server it may differ
+from the stream's leader); ``*_cpu_all`` the three nodes' together.  Their
+ratio column is trijet / reference too (there, lower is better).
+
 Run: ``python -m bench.r3_consumer_bench --size 10000,1000000`` (see
 ``bench/README.md``).
 """
@@ -106,7 +117,7 @@ class Spy:
         proc = c.procs[leader_index(c, api, stream)]
         assert proc is not None
         out = OUT_DIR / f"r3c-{phase}-{args.size_now}.txt"
-        cmd = [args.py_spy, "record", "--pid", str(proc.pid), "-r", "200", "-o", str(out)]
+        cmd = [args.py_spy, "record", "--pid", str(proc.pid), "-r", "500", "-o", str(out)]
         cmd += ["--format", "raw", "--nonblocking"]
         self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)  # attached before the load starts
