@@ -474,6 +474,12 @@ class FileStreamStore(ExpiringLog):
             return []
         start = max(start, min(self._resolve_first(sid) for sid in cands))
         seqs = list(islice(self._iter_matching(set(cands), start), max_msgs))
+        if len(seqs) > 1 and seqs[-1] - seqs[0] + 1 == len(seqs):
+            # the matches are consecutive (every one live): one run read,
+            # records parsed from one buffer, instead of one read per message
+            run = self.load_run(seqs[0], len(seqs))
+            if len(run) == len(seqs) and run[-1].seq == seqs[-1]:
+                return run
         return [self._read(*self._loc_or_fail(q)) for q in seqs]
 
     def count_in_range(self, filters: Filters, lo: int, hi: int) -> int:

@@ -311,3 +311,26 @@ def test_load_run_finds_a_corrupt_chunk(tmp_path: Path) -> None:
         st.load_run(1, 300)
     assert st.load_run(1, first - 1) == [st.load(s) for s in range(1, first)]
     st.close()
+
+
+def test_load_next_run_reads_consecutive_matches_as_one_run(tmp_path: Path) -> None:
+    """A filter whose matches are consecutive (a filtered consumer near the
+    stream's end) is read as one run: the same messages as one by one, and
+    mixed with interleaved matches and deleted ones."""
+    st = FileStreamStore(tmp_path, segment_bytes_max=4096)
+    for i in range(60):
+        st.append("other", b"", b"o%d" % i, 1_000 + i)
+    for i in range(90):  # 61..150 consecutive, across segments
+        st.append("want", HDR if i % 5 == 0 else b"", b"w%d" % i, 2_000 + i)
+    for i in range(30):  # then interleaved
+        st.append("want" if i % 2 else "other", b"", b"x%d" % i, 3_000 + i)
+    st.remove(100)
+    for start, k in ((1, 10), (101, 30), (61, 90), (61, 200), (95, 20), (140, 40), (151, 40)):
+        got = st.load_next_run("want", start, k)
+        want: list[StoredMsg] = []
+        s = start
+        while len(want) < k and (m := st.load_next("want", s)) is not None:
+            want.append(m)
+            s = m.seq + 1
+        assert got == want, (start, k)
+    st.close()
