@@ -413,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
                 results[key] = {}
                 try:
                     run_cluster(kind, sync, args, results[key])
-                except RuntimeError as exc:  # the phases before it keep their figures
+                except (RuntimeError, OSError) as exc:  # a failed phase or a request timed
+                    # out (a loaded machine): the phases before it keep their figures
                     print(f"{key}: ERROR {exc}", flush=True)
                 figs = " ".join(f"{k}={v:,.0f}" for k, v in results[key].items())
                 print(f"{key:28} {figs} load={load:.2f}", flush=True)
