@@ -25,6 +25,7 @@ from typing import Any
 import nats
 import pytest
 
+from tests.integration.test_cluster_r3_pullkill import interest_everywhere
 from tests.integration.test_cluster_r3_push import LeaderMoves, retrying, stream_leader
 from tests.support.aio import noop_cb, run
 from tests.support.cluster import Cluster, get_json, start_cluster
@@ -93,6 +94,8 @@ def test_pulls_reach_only_the_leader_and_survive_stepdowns(cluster: Cluster) -> 
 
             await ncs[third].subscribe("$JS.API.CONSUMER.MSG.NEXT.>", cb=spy)
             await ncs[third].flush()
+            # the onlooker's server has told the others (its copies' subject)
+            await interest_everywhere(cluster, "$TRIJET.SEEN.>", source=third)
             got = [await pull_one(ncs[home]) for _ in range(PULLS)]
             got += [await pull_one(ncs[leader]) for _ in range(PULLS)]
             assert len(set(got)) == 2 * PULLS

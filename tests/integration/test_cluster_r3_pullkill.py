@@ -77,20 +77,24 @@ async def _num_waiting(js: Any, want: int) -> None:
     raise AssertionError(f"num_waiting {n}, want {want}")
 
 
-async def _interest_everywhere(c: Cluster, subject: str) -> None:
+async def interest_everywhere(c: Cluster, subject: str, source: str | None = None) -> None:
     """Wait (bounded) until every server's routes carry ``subject``'s interest
-    from every other server (``/routez?subs=1``): a subscription's interest
-    reaches the other servers some time after its ``PING``/``PONG``."""
+    from every other server -- or from server ``source`` only -- (``/routez?subs=1``):
+    a subscription's interest reaches the other servers some time after its
+    ``PING``/``PONG``."""
     for _ in range(POLLS):
         ok = True
-        for url in c.monitoring_urls:
+        for name, url in zip(c.names, c.monitoring_urls, strict=True):
+            if name == source:
+                continue
             routes = (get_json(f"{url}/routez?subs=1") or {}).get("routes") or []
             heard = {
                 r.get("remote_name")
                 for r in routes
                 if subject in (r.get("subscriptions_list") or [])
             }
-            ok = ok and len(heard) >= len(c.names) - 1
+            want = {source} if source else set(c.names) - {name}
+            ok = ok and want <= heard
         if ok:
             return
         await asyncio.sleep(POLL_S)
@@ -111,7 +115,7 @@ async def _onlookers(c: Cluster, ncs: dict[int, Any], leader: int, follower: int
         await nc.flush()
     # what carries a pull to the onlookers: their own interest on nats-server; on
     # trijet, the copies' subject, subscribed once a server has such onlookers
-    await _interest_everywhere(c, "$TRIJET.SEEN.>" if c.kind == "trijet" else "$JS.API.>")
+    await interest_everywhere(c, "$TRIJET.SEEN.>" if c.kind == "trijet" else "$JS.API.>")
     answers: list[bytes] = []
     for src in (follower, leader):
         nc = ncs[src]
