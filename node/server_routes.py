@@ -256,7 +256,11 @@ class ServerRoutes:
         if merged != self.connect_urls:
             self.connect_urls = merged
             for session in self.clients.values():
-                if session.protocol >= 1 and session.connected:
+                # not before the first PONG, as nats-server (firstPongSent): a client that
+                # sent CONNECT+PING reads the next line as the PONG (nats-py then stays
+                # "connecting" and never writes its buffered SUBs and PUBs); the first PONG
+                # is followed by an INFO with the URLs of the moment anyway
+                if session.protocol >= 1 and session.connected and session.first_pong_sent:
                     session.send_info_update()
 
     async def _serve_cluster_conn(self, stream: trio.SocketStream) -> None:

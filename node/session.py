@@ -355,6 +355,11 @@ class ClientSession(Outbound):
     def _overflow(self) -> None:
         self.close(ClosedReason.SLOW_CONSUMER_PENDING, flush=False)
 
+    @property
+    def first_pong_sent(self) -> bool:
+        """The PONG to the client's first PING went out (async INFOs may follow)."""
+        return self._first_pong_sent
+
     def send_info_update(self) -> None:
         """Send an async INFO (cluster topology changed: new connect_urls)."""
         info = self.server.client_info(self)

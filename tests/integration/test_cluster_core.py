@@ -8,6 +8,7 @@ client-visible results: that is the differential test for routes.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -18,8 +19,10 @@ import pytest
 from nats.errors import NoRespondersError
 
 from node.launcher import NodePlan, plan_cluster
-from tests.support import ServerProcess, reference_binary, start_server
+from tests.support import RawClient, ServerProcess, reference_binary, start_server
 from tests.support.aio import noop_cb, run
+from tests.support.cluster import get_json
+from tests.support.raw import connect_line
 
 KINDS = ["trijet", "reference"]
 READY_S = 10.0
@@ -379,3 +382,38 @@ def test_route_credentials_are_checked(kind: str, tmp_path: Path) -> None:
         assert (rest, closed) == (b"-ERR 'Authorization Violation'\r\n", True)
     finally:
         sp.kill()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_async_info_before_the_first_pong(kind: str, tmp_path: Path) -> None:
+    """A route forming while a client is between its CONNECT and its first PING changes the
+    cluster's client URLs; the update must not reach that client before the first PONG.
+    nats-py (and other clients) read the line after CONNECT+PING as the PONG: an INFO there
+    left nats-py "connecting" for good, its SUBs and PUBs never written (the cause of rare
+    timeouts in clustered tests).  Both servers: PONG, then the INFO with the new URLs."""
+    if kind == "reference" and reference_binary() is None:
+        pytest.skip("reference nats-server not installed")
+    plans = plan_cluster(2, tmp_path / "data", jetstream=False)
+    c = Cluster(kind, tmp_path, plans)
+    try:
+        c.start(0)
+        with RawClient("127.0.0.1", plans[0].client_port) as raw:
+            raw.send(connect_line(verbose=False, protocol=1))
+            c.start(1)
+            deadline = time.monotonic() + READY_S
+            while not _routed(plans[0].http_port):
+                assert time.monotonic() < deadline, "the route did not form"
+                time.sleep(0.05)  # polling /routez, bounded
+            raw.send(b"PING\r\n")
+            assert raw.read_line() == b"PONG"
+            info = raw.read_line()
+            assert info.startswith(b"INFO ")
+            urls = json.loads(info[5:])["connect_urls"]
+            assert f"127.0.0.1:{plans[1].client_port}" in urls
+    finally:
+        c.stop_all()
+
+
+def _routed(http_port: int) -> bool:
+    doc = get_json(f"http://127.0.0.1:{http_port}/routez")
+    return bool(doc and doc.get("num_routes"))
