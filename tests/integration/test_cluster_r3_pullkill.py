@@ -224,4 +224,4 @@ async def _scenario(c: Cluster) -> None:
 @pytest.mark.parametrize("kind", ["reference", "trijet"])
 def test_pull_on_a_killed_leader_hears_409_then_nothing_is_lost(kind: str, tmp_path: Path) -> None:
     with start_cluster(kind, workdir=tmp_path) as c:  # type: ignore[arg-type]
-        run(lambda: _scenario(c), timeout=60)
+        run(lambda: _scenario(c), timeout=120)  # the loops inside are bounded
