@@ -83,6 +83,7 @@ from typing import Any
 
 import trio
 
+from cluster.consumer_acks import AckQueue
 from cluster.consumer_ahead import AheadDeliveries
 from cluster.consumer_fsm import (
     ConsumerOutcome,
@@ -98,9 +99,7 @@ from cluster.consumer_model import ConsumerConfig
 from cluster.local import LocalGroup
 from cluster.ops import (
     AckItem,
-    AckKind,
     ConsumerAcked,
-    ConsumerAcks,
     ConsumerCreated,
     ConsumerDelivered,
     ConsumerOp,
@@ -119,8 +118,6 @@ from store.memory import MemoryConsumerStore
 
 log = logging.getLogger(__name__)
 
-ACK_QUEUE_MAX = 100_000
-ACKS_PER_OP_MAX = 4096
 SETTLE_WAIT_S_MAX = 5.0
 """Longest an INFO waits for a purge to reach a consumer (a stuck one answers anyway)."""
 PENDING_DELTA_MAX = 10_000
@@ -131,11 +128,8 @@ FLUSH_DELAY_S = 0.010
 """A file consumer's state is written this long after its first unsaved change
 (nats-server's consumer store waits 10 ms before writing)."""
 
-#: callback(outcome) for one queued ack
-OnAck = Callable[[Any], None]
 
-
-class Consumer:
+class Consumer(AckQueue):
     """One consumer's shell.
 
     Args:
@@ -455,129 +449,6 @@ class Consumer:
                 self.stream.cfg.name,
                 self.name,
             )
-
-    # -- acks -----------------------------------------------------------------------
-
-    def offer_ack(self, item: AckItem, on_done: OnAck | None) -> bool:
-        """Queue an ack (called synchronously by the router); False when full."""
-        if self._acks_n >= ACK_QUEUE_MAX:
-            return False
-        if item.kind is not AckKind.ACK:
-            self._acks_special = True
-        self._acks.append((item, on_done))
-        self._queued(1)
-        return True
-
-    def offer_plain_ack(self, sseq: int, dseq: int, on_done: OnAck | None) -> bool:
-        """Queue a plain ack (``+ACK``): like ``offer_ack`` with an ``ACK`` item,
-        without the item (runs of them are proposed as one ``ConsumerAcked``)."""
-        if on_done is not None:
-            return self.offer_ack(AckItem(AckKind.ACK, sseq, dseq), on_done)
-        return self.offer_plain_acks([sseq], [dseq]) == 1
-
-    def offer_plain_acks(self, sseqs: list[int], dseqs: list[int]) -> int:
-        """Queue a run of reply-less plain acks (one wake-up; the lists become
-        the queue's); returns how many were queued (the queue is bounded)."""
-        room = ACK_QUEUE_MAX - self._acks_n
-        if room <= 0:
-            return 0
-        if len(sseqs) > room:
-            sseqs, dseqs = sseqs[:room], dseqs[:room]
-        acks = self._acks
-        if acks and acks[-1][0] is None:  # after another plain run: join it
-            run = acks[-1][1]
-            run[0].extend(sseqs)
-            run[1].extend(dseqs)
-        else:
-            acks.append((None, (sseqs, dseqs)))
-        self._queued(len(sseqs))
-        return len(sseqs)
-
-    def _queued(self, n: int) -> None:
-        self._acks_n += n
-        self._acks_wake.set()
-        if self._acks_idle.is_set():
-            self._acks_idle = trio.Event()
-
-    def _take_acks(self) -> list[tuple[AckItem | None, Any]]:
-        """The next entries to propose: about ``ACKS_PER_OP_MAX`` acks (a plain
-        run longer than that is split)."""
-        acks = self._acks
-        out: list[tuple[AckItem | None, Any]] = []
-        n = 0
-        while acks and n < ACKS_PER_OP_MAX:
-            entry = acks[0]
-            if entry[0] is not None:
-                out.append(acks.pop(0))
-                n += 1
-                continue
-            sseqs, dseqs = entry[1]
-            k = ACKS_PER_OP_MAX - n
-            if len(sseqs) <= k:
-                out.append(acks.pop(0))
-                n += len(sseqs)
-            else:
-                out.append((None, (sseqs[:k], dseqs[:k])))
-                del sseqs[:k], dseqs[:k]
-                n += k
-        self._acks_n -= n
-        return out
-
-    async def _ack_loop(self) -> None:
-        """Propose queued acks in batches, and stream purges as they happen.
-
-        A batch whose proposal fails (a replicated consumer whose stream
-        lost its lead or quorum) is dropped: its acks are not answered."""
-        while True:
-            if not self._acks and not self._first_seq:
-                await self._acks_wake.wait()
-            self._acks_wake = trio.Event()
-            try:
-                if self._first_seq:
-                    first, self._first_seq = self._first_seq, 0
-                    await self.propose(ConsumerStreamFirst(self.name, first))
-                    if not self._first_seq:
-                        self._first_applied.set()
-                if self._acks:
-                    await self._propose_acks(self._take_acks())
-            except (RaftError, ConsumerGone) as exc:
-                log.info("event=consumer_acks_dropped consumer=%s reason=%r", self.name, exc)
-                self._first_applied.set()
-            if not self._acks:
-                self._acks_special = False
-                self._acks_idle.set()
-
-    async def _propose_acks(self, batch: list[tuple[AckItem | None, Any]]) -> None:
-        now_ns = time.time_ns()
-        i = 0
-        while i < len(batch):  # plain runs as one op each, runs of the others
-            if batch[i][0] is None:
-                sseqs, dseqs = batch[i][1]
-                i += 1
-                while i < len(batch) and batch[i][0] is None:  # split runs: join
-                    sseqs = sseqs + batch[i][1][0]
-                    dseqs = dseqs + batch[i][1][1]
-                    i += 1
-                out = await self.propose(
-                    ConsumerAcked(self.name, tuple(sseqs), tuple(dseqs), now_ns)
-                )
-                if self.retention is not None and out.acked:
-                    await self.retention.after_acks(out.acked)
-                continue
-            j = i + 1
-            while j < len(batch) and batch[j][0] is not None:
-                j += 1
-            run = batch[i:j]
-            i = j
-            items = tuple(e[0] for e in run if e[0] is not None)
-            out = await self.propose(ConsumerAcks(self.name, items, now_ns))
-            if self.retention is not None and out.acked:
-                await self.retention.after_acks(out.acked)
-            if any(e[1] is not None for e in run):  # a reply waits: durable first
-                await self.flush()
-            for e, res in zip(run, out.acks, strict=True):
-                if e[1] is not None:
-                    e[1](res)
 
     # -- timers ---------------------------------------------------------------------
 
