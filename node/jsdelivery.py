@@ -139,6 +139,7 @@ class JetStreamDelivery:
             qsubs: Any,
             only_queues: tuple[bytes, ...] | None = None,
             origin: bytes = b"",
+            taken: list[bytes] | None = None,
         ) -> int: ...
 
     def _ack_intake(self, src: Any, subject: bytes, reply: bytes | None, payload: bytes) -> bool:
@@ -261,6 +262,7 @@ class JetStreamDelivery:
         handed out (a route counts once).
         """
         r = self.sublist.match(to)
+        qgroups = r.qsubs
         routed = 0
         via = reply + b"@" + subject if reply else None
         leaf_src = src is not None and src.deliver_filter is LEAF_LINK
@@ -269,9 +271,12 @@ class JetStreamDelivery:
             origin = src.origin  # its leaf cluster (a hub-side link's), marked on routes
         if to_routes and self.route_sublist.count and not spoke_src:
             # (a spoke link's message stays on this server: its peers have their own links)
-            routed = self._to_routes(to, via, headers, payload, r.qsubs, None, origin)
+            taken: list[bytes] = []
+            routed = self._to_routes(to, via, headers, payload, r.qsubs, None, origin, taken)
+            if taken:  # groups a route's member serves
+                qgroups = [g for g in qgroups if g[0].queue not in taken]
         targets = list(r.psubs)
-        for group in r.qsubs:
+        for group in qgroups:
             targets.append(pick_member(group, self.rng))
         mid = b" " + reply + b" " if reply else b" "
         plen = len(payload)

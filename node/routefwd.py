@@ -3,16 +3,22 @@
 Theory of operation: a message published on this server goes once to each
 route whose peer has interest (``RMSG``, or ``HMSG`` with headers).  Plain
 interest only (the common case) builds one op for every such route; with
-queue groups, each group without a local member is served by one route
-picked by weight, and that route's op names the groups it should serve
-(``+ reply q1 q2`` / ``| q1 q2``).  A leaf's message restricts the groups to
-the ones it names (``only_queues``).
+queue groups, a group with a local member is served here (trijet prefers
+local members, as issue #7 asks; nats-server 2.15.1 draws among the local
+and the routes' members); else by a route's own member, picked by the
+weight its peer announced; a leaf link (local, or behind a route: a
+leaf-origin ``LS+``) serves only a group with none of these, as nats-server
+keeps leaf links as the fallback (``route_or_local``).  A route picked
+serves the group (its op names the groups: ``+ reply q1 q2`` / ``| q1
+q2``) and the caller leaves it out locally (``taken``).  A leaf's message restricts the
+groups to the ones it names (``only_queues``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from node.jsdelivery import LEAF_LINK
 from node.nextroute import MSG_NEXT_PREFIX, to_consumer_leader
 
 if TYPE_CHECKING:
@@ -22,6 +28,38 @@ if TYPE_CHECKING:
     from node.sublist import Sublist
 
 CRLF = b"\r\n"
+
+
+def route_or_local(group: list[Any], local: list[Any] | None, rng: Any) -> Any:
+    """The route member (a route's subscription) that serves a queue group, or None
+    when a local member takes it (``local``: the group's local members, leaf links
+    included, or None).
+
+    A local member other than a leaf link comes first; then the routes' plain
+    members (by the weight each route announced: the members on its server); leaf
+    links -- local ones by their peer's weight, and the routes' leaf-origin members --
+    are the fallback, drawn only when the group has none of the others (nats-server
+    keeps a leaf as the candidate of last resort the same way)."""
+    leaf_w = 0
+    if local:
+        for s in local:
+            if s.client.deliver_filter is not LEAF_LINK:
+                return None
+            leaf_w += s.client.weights.get((s.subject, s.queue), 1)
+    pool = [rs for rs in group if not rs.origin]
+    if pool:
+        leaf_w = 0
+    else:
+        pool = group
+    pick = rng.randrange(leaf_w + sum(max(rs.weight, 1) for rs in pool))
+    if pick < leaf_w:
+        return None
+    pick -= leaf_w
+    for rs in pool:
+        pick -= max(rs.weight, 1)
+        if pick < 0:
+            return rs
+    return pool[-1]
 
 
 class _Match:
@@ -53,11 +91,14 @@ class RouteForwarding:
         local_groups: list[list[Subscription]],
         only_queues: tuple[bytes, ...] | None = None,
         origin: bytes = b"",
+        taken: list[bytes] | None = None,
     ) -> int:
         """Send one copy to each route with interest; returns routes used
         (``only_queues``: the queue groups a leaf's message may reach; ``origin``: its
         leaf cluster, sent as ``LMSG <origin> <account> ... <hdr> <total>``, and no route
-        whose interest is that cluster's own)."""
+        whose interest is that cluster's own).  ``local_groups`` are the queue groups
+        with local members; the names of those a route serves instead are appended
+        to ``taken`` (the caller delivers them locally no more)."""
         if subject.startswith(MSG_NEXT_PREFIX):  # a pull: to its consumer's leader only
             to_leader = to_consumer_leader(self, subject, reply, headers, payload)
             if to_leader is not None:
@@ -117,20 +158,17 @@ class RouteForwarding:
         for rs in r.psubs:
             targets.setdefault(rs.route, [])
         if r.qsubs:
-            local = {g[0].queue for g in local_groups}
+            local = {g[0].queue: g for g in local_groups}
             for group in r.qsubs:
                 q = group[0].queue
-                if q in local:
+                lg = local.get(q)
+                chosen = route_or_local(group, lg, self.rng)
+                if chosen is None:
                     continue  # a local member takes it
-                chosen = group[0]
-                if len(group) > 1:
-                    total = sum(max(rs.weight, 1) for rs in group)
-                    pick = self.rng.randrange(total)
-                    for rs in group:
-                        pick -= max(rs.weight, 1)
-                        if pick < 0:
-                            chosen = rs
-                            break
+                if lg is not None:
+                    if taken is None:
+                        continue  # the caller cannot leave it out locally
+                    taken.append(q)
                 targets.setdefault(chosen.route, []).append(q)
         for route, queues in targets.items():
             if origin and route.lnoc:

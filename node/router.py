@@ -200,18 +200,21 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         leaf_src = leaf_queues is not None and src is not None
         if leaf_src:
             origin = src.origin  # its leaf cluster (a hub-side link's), marked on routes
-        if routed_queues is None:
-            if self.route_sublist.count and not (leaf_src and src.solicited):
-                routed = self._to_routes(
-                    subject, reply, headers, payload, qsubs, leaf_queues, origin
-                )
-        elif qsubs:
-            qsubs = [g for g in qsubs if g[0].queue in routed_queues]
         # a routed message never goes out on a spoke link (its server's peers have their
         # own), unless it is a service import's reply
         no_spoke = routed_queues is not None and not subject.startswith(SERVICE_REPLY_PREFIX)
         if qsubs and (no_spoke or origin):
             qsubs = leaf_groups(qsubs, no_spoke, origin)
+        if routed_queues is None:
+            if self.route_sublist.count and not (leaf_src and src.solicited):
+                taken: list[bytes] = []
+                routed = self._to_routes(
+                    subject, reply, headers, payload, qsubs, leaf_queues, origin, taken
+                )
+                if taken:  # groups a route's member serves
+                    qsubs = [g for g in qsubs if g[0].queue not in taken]
+        elif qsubs:
+            qsubs = [g for g in qsubs if g[0].queue in routed_queues]
         if not psubs and not qsubs:
             if not routed and reply and src is not None and src.no_responders:
                 self.no_responders(src, subject, reply)

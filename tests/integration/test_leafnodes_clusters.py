@@ -368,3 +368,71 @@ def _ack_none() -> Any:
     from nats.js.api import AckPolicy, ConsumerConfig
 
     return ConsumerConfig(ack_policy=AckPolicy.NONE)
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_queue_member_behind_a_route_before_a_leaf(kind: str, tmp_path: Path) -> None:
+    """A hub server whose queue group has a member behind a leaf link and one behind a
+    route (a client of the other hub server) hands every message from its own client to
+    the route's member; the leaf's member gets them only once the route's is gone (a leaf
+    is the candidate of last resort)."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        2,
+        domain="hub",
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        port = (get_json(f"{hub.monitoring_urls[0]}/varz") or {})["leaf"]["port"]
+        leaf = start_server(
+            kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=f'server_name: leafq\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ] }}\n',
+            workdir=tmp_path / "leaf",
+        )
+        try:
+            got = run(lambda: _route_before_leaf(hub.urls, leaf.url))
+        finally:
+            leaf.stop()
+    finally:
+        hub.stop()
+    assert got == ({"route": 40, "leaf": 0}, {"route": 40, "leaf": 20})
+
+
+async def _route_before_leaf(hub_urls: list[str], leaf_url: str) -> tuple[dict, dict]:
+    pub = await nats.connect(hub_urls[0], error_cb=noop_cb)
+    far = await nats.connect(hub_urls[1], error_cb=noop_cb)
+    lc = await nats.connect(leaf_url, error_cb=noop_cb)
+    counts = {"route": 0, "leaf": 0}
+
+    def member(key: str) -> Any:
+        async def cb(msg: Any) -> None:
+            counts[key] += 1
+
+        return cb
+
+    try:
+        route_sub = await far.subscribe("work", queue="q", cb=member("route"))
+        await lc.subscribe("work", queue="q", cb=member("leaf"))
+        await wait_interest(pub, far, "r1")
+        await wait_interest(pub, lc, "l1")
+        for _ in range(40):
+            await pub.publish("work", b"x")
+        await pub.flush()
+        await poll(lambda: sum(counts.values()) >= 40, "40 queue messages")
+        # whatever was sent had arrived before these markers, over the same paths
+        await wait_interest(pub, far, "r2")
+        await wait_interest(pub, lc, "l2")
+        first = dict(counts)
+        await route_sub.unsubscribe()
+        await wait_interest(pub, far, "r3")  # the withdrawal reached pub's server first
+        for _ in range(20):
+            await pub.publish("work", b"y")
+        await pub.flush()
+        await poll(lambda: sum(counts.values()) >= 60, "20 more queue messages")
+        await wait_interest(pub, lc, "l3")
+        return first, dict(counts)
+    finally:
+        for nc in (pub, far, lc):
+            await nc.close()

@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from node.jsdelivery import LEAF_LINK, pick_member
+from node.routefwd import route_or_local
 from node.router import Router
 from node.session import Subscription
 from node.sublist import Sublist
@@ -63,3 +64,33 @@ def test_a_local_member_is_preferred_to_leaf_links() -> None:
     other.client = local.client
     picks = Counter(id(pick_member([links[0], local, other], rng)) for _ in range(2000))
     assert set(picks) == {id(local), id(other)} and 850 < picks[id(local)] < 1150
+
+
+class _RouteSub:
+    """A route's queue interest as ``route_or_local`` sees it."""
+
+    def __init__(self, name: str, weight: int, origin: bytes = b"") -> None:
+        self.route, self.weight, self.origin = name, weight, origin
+
+
+def test_a_route_member_comes_before_leaf_links() -> None:
+    """A group with local leaf links and a route's own member: the route's member,
+    always; behind a route only leaf-origin members: drawn with the local links by
+    weight; a local member other than a link: always local."""
+    rng = random.Random(5)
+    link = FakeLink("a")
+    link.weights[(b"q", b"g")] = 3
+    links = [Subscription(link, b"q", b"g", b"")]  # type: ignore[arg-type]
+    plain, behind = _RouteSub("r1", 2), _RouteSub("r2", 1, origin=b"leafc")
+    picks = Counter(
+        getattr(route_or_local([plain, behind], links, rng), "route", None) for _ in range(400)
+    )
+    assert picks == {"r1": 400}
+    picks = Counter(
+        getattr(route_or_local([behind], links, rng), "route", None) for _ in range(4000)
+    )
+    assert set(picks) == {None, "r2"} and 2800 < picks[None] < 3200  # 3:1 by weight
+    local = Subscription(object(), b"q", b"g", b"1")  # type: ignore[arg-type]
+    local.client = type("C", (), {"deliver_filter": None})()
+    assert {route_or_local([plain], [local, *links], rng) for _ in range(100)} == {None}
+    assert route_or_local([behind], None, rng) is behind
