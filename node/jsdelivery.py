@@ -262,17 +262,19 @@ class JetStreamDelivery:
         handed out (a route counts once).
         """
         r = self.sublist.match(to)
-        qgroups = r.qsubs
         routed = 0
         via = reply + b"@" + subject if reply else None
         leaf_src = src is not None and src.deliver_filter is LEAF_LINK
         spoke_src = leaf_src and src.solicited
         if leaf_src and not spoke_src:
             origin = src.origin  # its leaf cluster (a hub-side link's), marked on routes
+        qgroups = r.qsubs
+        if qgroups and (origin or not to_routes):  # links it may not take: no member
+            qgroups = leaf_groups(qgroups, not to_routes, origin)
         if to_routes and self.route_sublist.count and not spoke_src:
             # (a spoke link's message stays on this server: its peers have their own links)
             taken: list[bytes] = []
-            routed = self._to_routes(to, via, headers, payload, r.qsubs, None, origin, taken)
+            routed = self._to_routes(to, via, headers, payload, qgroups, None, origin, taken)
             if taken:  # groups a route's member serves
                 qgroups = [g for g in qgroups if g[0].queue not in taken]
         targets = list(r.psubs)
