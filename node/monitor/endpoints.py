@@ -465,7 +465,7 @@ def _routes(server: Any) -> list[Any]:
 def _route_info(route: Any, now: float, subs: bool, subs_detail: bool) -> dict[str, Any]:
     start = float(route.start_wall)
     last = float(getattr(route, "last_activity_wall", start) or start)
-    remote = list(getattr(route, "remote_subs", {}).values())
+    remote = _route_subs(route)
     info: dict[str, Any] = {
         "rid": route.rid,
         "remote_id": route.remote_id,
@@ -488,12 +488,36 @@ def _route_info(route: Any, now: float, subs: bool, subs_detail: bool) -> dict[s
     }
     if remote and subs_detail:
         info["subscriptions_list_detail"] = [
-            {"subject": rs.subject.decode(errors="replace"), "sid": "", "msgs": 0, "cid": route.rid}
-            for rs in remote
+            _route_sub_detail(sid, rs, route.rid) for sid, rs in remote
         ]
     elif remote and subs:
-        info["subscriptions_list"] = [rs.subject.decode(errors="replace") for rs in remote]
+        info["subscriptions_list"] = [rs.subject.decode(errors="replace") for _, rs in remote]
     return info
+
+
+def _route_subs(route: Any) -> list[tuple[bytes, Any]]:
+    """A route's interest as nats-server lists it: the peer's own (``RS+``, sid ``R
+    <account> <subject> [<queue>]``), then its leaf clusters' (``LS+ <origin>``, sid ``L
+    <origin> <account> <subject> [<queue>]``: a peer without ``lnocu`` is keyed without
+    the origin there, but listed with it here)."""
+    out = [
+        (b"R " + b" ".join(k for k in key if k is not None), rs)
+        for key, rs in getattr(route, "remote_subs", {}).items()
+    ]
+    out += [
+        (b"L " + b" ".join(k for k in key if k is not None), rs)
+        for key, rs in getattr(route, "origin_subs", {}).items()
+    ]
+    return out
+
+
+def _route_sub_detail(sid: bytes, rs: Any, rid: int) -> dict[str, Any]:
+    """One ``SubDetail`` of a route (trijet counts no messages per route interest)."""
+    d: dict[str, Any] = {"subject": rs.subject.decode(errors="replace")}
+    if rs.queue:
+        d["qgroup"] = rs.queue.decode(errors="replace")
+    d.update({"sid": sid.decode(errors="replace"), "msgs": 0, "cid": rid})
+    return d
 
 
 def routez(server: Any, query: Query | None = None, *, now: float | None = None) -> dict[str, Any]:

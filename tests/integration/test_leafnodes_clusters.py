@@ -436,3 +436,86 @@ async def _route_before_leaf(hub_urls: list[str], leaf_url: str) -> tuple[dict, 
     finally:
         for nc in (pub, far, lc):
             await nc.close()
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_routez_lists_leaf_origin_interest(kind: str, tmp_path: Path) -> None:
+    """``/routez?subs=1`` lists the interest a peer announced for its leaf cluster
+    (``LS+ <origin>``) with the rest; ``subs=detail`` gives nats-server's sids: ``L <origin>
+    <account> <subject> [<queue>]`` for it, ``R <account> <subject>`` for the peer's own."""
+    hub = start_cluster(
+        kind,  # type: ignore[arg-type]
+        2,
+        workdir=tmp_path / "hub",
+        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
+    )
+    try:
+        port = (get_json(f"{hub.monitoring_urls[0]}/varz") or {})["leaf"]["port"]
+        leaf = start_server(
+            kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=f'server_name: leafr\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ] }}\n',
+            workdir=tmp_path / "leaf",
+        )
+        try:
+            far, near = run(lambda: _routez_with_interest(hub.urls, hub.monitoring_urls, leaf.url))
+        finally:
+            leaf.stop()
+    finally:
+        hub.stop()
+    assert far == (
+        ["leaf.plain", "leaf.q"],
+        [
+            {"subject": "leaf.plain", "sid": "L leafr $G leaf.plain", "msgs": 0},
+            {"subject": "leaf.q", "qgroup": "g", "sid": "L leafr $G leaf.q g", "msgs": 0},
+        ],
+    )
+    assert near == (
+        ["hubb.plain"],
+        [{"subject": "hubb.plain", "sid": "R $G hubb.plain", "msgs": 0}],
+    )
+
+
+_KEEP = ("leaf.", "hubb.")
+
+
+async def _routez_with_interest(hub_urls: list[str], monitoring: list[str], leaf_url: str) -> Any:
+    """Each hub server's view (``_routez_subs``), the far one's first, taken while the
+    subscriptions live."""
+    a = await nats.connect(hub_urls[0], error_cb=noop_cb)
+    b = await nats.connect(hub_urls[1], error_cb=noop_cb)
+    lc = await nats.connect(leaf_url, error_cb=noop_cb)
+    try:
+        await lc.subscribe("leaf.plain")
+        for _ in range(2):
+            await lc.subscribe("leaf.q", queue="g")
+        await b.subscribe("hubb.plain")
+        await wait_interest(b, lc, "l1")  # across the link and the route
+        await wait_interest(a, b, "b1")
+        return [await asyncio.to_thread(_routez_subs, u) for u in reversed(monitoring)]
+    finally:
+        for nc in (a, b, lc):
+            await nc.close()
+
+
+def _routez_subs(monitoring_url: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The test's subjects in ``/routez?subs=1`` and ``?subs=detail`` (every route to the
+    peer: nats-server pools several), the details without their ``cid``."""
+    plain = get_json(f"{monitoring_url}/routez?subs=1") or {}
+    detail = get_json(f"{monitoring_url}/routez?subs=detail") or {}
+    subjects = sorted(
+        s
+        for r in plain.get("routes", [])
+        for s in r.get("subscriptions_list") or []
+        if s.startswith(_KEEP)
+    )
+    details = sorted(
+        (
+            {k: v for k, v in d.items() if k != "cid"}
+            for r in detail.get("routes", [])
+            for d in r.get("subscriptions_list_detail") or []
+            if d["subject"].startswith(_KEEP)
+        ),
+        key=lambda d: d["subject"],
+    )
+    return subjects, details
