@@ -95,10 +95,15 @@ def read_leafnodes(b: _Builder, cv: ConfValue, skip: type[Exception]) -> None:
 
 
 def _compression(b: _Builder, cv: ConfValue) -> None:
-    """``compression``: a boolean, a mode, or ``{ mode, rtt_thresholds }`` (nats-server's
-    forms).  Off (and ``accept``) is what every trijet link does; an s2 mode (``on``,
-    ``s2_auto``, ``s2_fast``, ...) cannot be honoured without an s2 codec: refused rather
-    than silently sending uncompressed."""
+    check_compression(b, cv, "leafnode")
+
+
+def check_compression(b: _Builder, cv: ConfValue, what: str) -> None:
+    """``compression`` (of ``what``: ``leafnode`` or ``cluster``): a boolean, a mode, or
+    ``{ mode, rtt_thresholds }`` (nats-server's forms).  Off (and ``accept``: compress
+    only when the peer asks, which trijet's INFO never does) is what every trijet link
+    does; an s2 mode (``on``, ``s2_auto``, ``s2_fast``, ...) cannot be honoured without an
+    s2 codec: refused rather than silently sending uncompressed."""
     v = cv.value
     if isinstance(v, dict):
         mode_cv = next((x for k, x in v.items() if k.lower() == "mode"), None)
@@ -108,12 +113,12 @@ def _compression(b: _Builder, cv: ConfValue) -> None:
     elif isinstance(v, str):
         mode = v.strip().lower()
     else:
-        b.err(cv, f"leafnode compression: expected a boolean, a mode or a block, got {v!r}")
+        b.err(cv, f"{what} compression: expected a boolean, a mode or a block, got {v!r}")
         return
     if mode not in _COMPRESSION_OK:
         b.err(
             cv,
-            f'leafnode compression "{mode}" is not supported by trijet (it has no s2 codec; '
+            f'{what} compression "{mode}" is not supported by trijet (it has no s2 codec; '
             'links are uncompressed): use "off" or "accept"',
         )
 

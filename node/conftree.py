@@ -39,7 +39,7 @@ from node.configtypes import (
     TLSConfig,
     UserSpec,
 )
-from node.confleaf import check_leafnodes, read_leafnodes
+from node.confleaf import check_compression, check_leafnodes, read_leafnodes
 
 __all__ = ["apply_file", "parse_duration"]
 
@@ -139,7 +139,7 @@ _IGNORED_JS = frozenset(
     info_queue_limit meta_compact meta_compact_size meta_compact_sync max_concurrent_io""".split()
 )
 _IGNORED_CLUSTER = frozenset(
-    """tls permissions accounts compression connect_backoff ping_interval ping_max
+    """tls permissions accounts connect_backoff ping_interval ping_max
     write_deadline write_timeout""".split()
 )
 _IGNORED_TLS = frozenset(
@@ -647,6 +647,8 @@ class _Builder:
                     cl.pool_size = self.integer(k, v)
                 elif k == "secret":
                     cl.secret = self.string(k, v)
+                elif k == "compression":  # off/accept: what trijet's routes do; s2 refused
+                    check_compression(self, v, "cluster")
                 else:
                     if k == "tls" and isinstance(v.value, dict) and "timeout" in v.value:
                         tls_timeout = self.timeout("timeout", v.value["timeout"])

@@ -669,7 +669,7 @@ _CONNECT_TYPES = {
 }
 _INFO_TYPES = {
     **dict.fromkeys(("server_id", "server_name", "name", "version", "go", "host"), _STR),
-    **dict.fromkeys(("ip", "cluster", "domain", "nonce", "git_commit"), _STR),
+    **dict.fromkeys(("ip", "cluster", "domain", "nonce", "git_commit", "compression"), _STR),
     **dict.fromkeys(("port", "proto", "max_payload", "route_pool_size"), _INT),
     **dict.fromkeys(("headers", "auth_required", "tls_required", "tls_verify"), _BOOL),
     **dict.fromkeys(("jetstream", "cluster_dynamic", "lnoc", "lnocu", "ln"), _BOOL),

@@ -104,6 +104,9 @@ class ServerRoutes:
             "ip": self.route_url(),
             "lnoc": True,
             "lnocu": True,
+            # no s2 codec: announced as nats-server configured ``compression: off`` does, so
+            # a peer configured for s2 (or its default ``accept``) settles on off
+            "compression": "off",
         }
         if self.jetstream_enabled:
             info["jetstream"] = True

@@ -492,6 +492,10 @@ def _route_info(route: Any, now: float, subs: bool, subs_detail: bool) -> dict[s
         ]
     elif remote and subs:
         info["subscriptions_list"] = [rs.subject.decode(errors="replace") for _, rs in remote]
+    # never compressed (no s2 codec): "off" as negotiated with a peer that announced a
+    # mode, nats-server's "not supported" for one that announced none
+    peer_info = getattr(route, "remote_info", None) or {}
+    info["compression"] = "off" if peer_info.get("compression") else "not supported"
     return info
 
 

@@ -33,10 +33,15 @@ def _routes_to(sp: ServerProcess, names: set[str]) -> bool:
 
 
 def _start_mesh(
-    kinds: list[str], base: Path, prefix: str, cluster: str, per_node: list[str]
+    kinds: list[str],
+    base: Path,
+    prefix: str,
+    cluster: str,
+    per_node: list[str],
+    in_cluster: list[str] | None = None,
 ) -> list[ServerProcess]:
-    """A full mesh of len(kinds) servers (``per_node[i]`` added to node i's conf); waits for
-    every route."""
+    """A full mesh of len(kinds) servers (``per_node[i]`` added to node i's conf,
+    ``in_cluster[i]`` to its cluster block); waits for every route."""
     held = reserve_ports(len(kinds))
     rports = [h.getsockname()[1] for h in held]
     for h in held:
@@ -48,7 +53,8 @@ def _start_mesh(
             conf = (
                 f"server_name: {prefix}{i + 1}\n"
                 f"cluster {{ name: {cluster}, listen: 127.0.0.1:{rports[i]}, "
-                f"routes: [ {routes} ] }}\n{per_node[i]}\n"
+                f"routes: [ {routes} ]\n{in_cluster[i] if in_cluster else ''} }}\n"
+                f"{per_node[i]}\n"
             )
             procs.append(
                 start_server(
@@ -463,6 +469,50 @@ async def _uncompressed_link(hub: ServerProcess, leaf: ServerProcess) -> None:
                     break
                 except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
                     assert time.monotonic() < deadline, f"no answer across the link ({tag})"
+            assert r.data == b"re:" + b"x" * 2000
+    finally:
+        await a.close()
+        await b.close()
+
+
+@requires_reference
+@pytest.mark.parametrize("mode", ["default", "s2_fast"])
+def test_route_compression_negotiates_off(mode: str, tmp_path: Path) -> None:
+    """A nats-server route peer with its default route compression (``accept``) or an s2
+    mode, and trijet with ``compression: accept``: the routes form uncompressed (both
+    ``/routez`` say ``off``: trijet's INFO announces off) and carry requests both ways."""
+    ref_mode = "" if mode == "default" else f"compression: {mode}"
+    trijet, ref = _start_mesh(
+        ["trijet", "reference"], tmp_path, "c", "cmp", ["", ""], ["compression: accept", ref_mode]
+    )
+    try:
+        for sp in (ref, trijet):
+            routes = (get_json(f"{sp.monitoring_url}/routez") or {}).get("routes") or []
+            assert routes and {r.get("compression") for r in routes} == {"off"}, routes
+        run(lambda: _requests_both_ways(trijet.url, ref.url))
+    finally:
+        for sp in (trijet, ref):
+            sp.stop()
+
+
+async def _requests_both_ways(url_a: str, url_b: str) -> None:
+    a = await nats.connect(url_a, error_cb=noop_cb)
+    b = await nats.connect(url_b, error_cb=noop_cb)
+    try:
+        for x, y, tag in ((a, b, "b"), (b, a, "a")):
+
+            async def echo(msg: Any) -> None:
+                await msg.respond(b"re:" + msg.data)
+
+            await y.subscribe(f"echo.{tag}", cb=echo)
+            await y.flush()
+            deadline = time.monotonic() + WAIT_S
+            while True:
+                try:
+                    r = await x.request(f"echo.{tag}", b"x" * 2000, timeout=0.5)
+                    break
+                except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                    assert time.monotonic() < deadline, f"no answer across the route ({tag})"
             assert r.data == b"re:" + b"x" * 2000
     finally:
         await a.close()

@@ -321,6 +321,30 @@ def test_leafnode_s2_compression_is_refused(tmp_path: Path, setting: str) -> Non
         assert c.leafnodes is not None
 
 
+@pytest.mark.parametrize(
+    "setting,named",
+    [
+        ("s2_auto", "s2_auto"),
+        ("s2_fast", "s2_fast"),
+        ("on", "on"),
+        ("true", "on"),
+        ("{ mode: s2_best, rtt_thresholds: [10ms] }", "s2_best"),
+        ("bogus", "bogus"),
+    ],
+)
+def test_cluster_s2_compression_is_refused(tmp_path: Path, setting: str, named: str) -> None:
+    """Routes as leaf links: an s2 mode stops the start with an error naming it (trijet
+    has no s2 codec); off, false and accept (nats-server's default for routes: compress
+    only if the peer asks, which trijet's INFO never does) are accepted without a
+    warning."""
+    text = f"cluster {{ name: C, port: -1, compression: {setting} }}\n"
+    with pytest.raises(ConfigError, match=f'cluster compression "{named}" is not supported'):
+        load(["-c", write(tmp_path, text)])
+    for ok in ("off", "false", "accept", "disabled", "{ mode: accept }"):
+        c = load(["-c", write(tmp_path, f"cluster {{ name: C, port: -1, compression: {ok} }}\n")])
+        assert c.cluster is not None and not any("compression" in w for w in c.warnings)
+
+
 def test_leafnodes_block(tmp_path: Path) -> None:
     text = """
 accounts { A: {}, L: {} }
