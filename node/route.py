@@ -474,10 +474,7 @@ class Route(ServerLink):
             return
         existing = self.remote_subs.get(key)
         if existing is not None:
-            delta = _lw(ev.queue, ev.weight) - _lw(existing.queue, existing.weight)
-            existing.weight = ev.weight
-            if delta:  # a queue group's new weight, for the leaf links' LS+
-                self.server.leafnodes.interest(acc, ev.subject, ev.queue, delta, local=False)
+            self._reweigh(existing, ev.weight)  # a queue group's new weight
             return
         router = acc.router
         rs = RemoteSub(self, ev.subject, ev.queue, ev.weight, router)
@@ -485,9 +482,7 @@ class Route(ServerLink):
         self.remote_subs[key] = rs
         router.route_sublist.insert(rs)
         router.gen += 1
-        self.server.leafnodes.interest(
-            acc, ev.subject, ev.queue, _lw(ev.queue, ev.weight), local=False
-        )
+        self._tell_leafs(rs, _lw(ev.queue, ev.weight))
 
     def _on_origin_sub(self, ev: RSub) -> None:
         """A leaf cluster's interest (``LS+ <origin> ...``), kept apart from the rest."""
@@ -497,12 +492,7 @@ class Route(ServerLink):
         key = (ev.origin, ev.account, ev.subject, ev.queue)
         existing = self.origin_subs.get(key)
         if existing is not None:
-            delta = _lw(ev.queue, ev.weight) - _lw(existing.queue, existing.weight)
-            existing.weight = ev.weight
-            if delta:
-                self.server.leafnodes.interest(
-                    acc, ev.subject, ev.queue, delta, local=False, origin=ev.origin
-                )
+            self._reweigh(existing, ev.weight)
             return
         router = acc.router
         rs = RemoteSub(self, ev.subject, ev.queue, ev.weight, router)
@@ -511,9 +501,7 @@ class Route(ServerLink):
         self.origin_subs[key] = rs
         router.route_sublist.insert(rs)
         router.gen += 1
-        self.server.leafnodes.interest(
-            acc, ev.subject, ev.queue, _lw(ev.queue, ev.weight), local=False, origin=ev.origin
-        )
+        self._tell_leafs(rs, _lw(ev.queue, ev.weight))
 
     def _on_runsub(self, ev: RUnsub) -> None:
         if ev.origin:
@@ -522,28 +510,33 @@ class Route(ServerLink):
                 rest = key[1:]
                 key = next((k for k in self.origin_subs if k[1:] == rest), key)
             rs = self.origin_subs.pop(key, None)
-            if rs is not None:
-                rs.router.route_sublist.remove(rs)
-                rs.router.gen += 1
-                self.server.leafnodes.interest(
-                    rs.account,
-                    rs.subject,
-                    rs.queue,
-                    -_lw(rs.queue, rs.weight),
-                    local=False,
-                    origin=rs.origin,
-                )
-            return
-        self.unknown_subs.pop((ev.account, ev.subject, ev.queue), None)
-        rs = self.remote_subs.pop((ev.account, ev.subject, ev.queue), None)
+        else:
+            self.unknown_subs.pop((ev.account, ev.subject, ev.queue), None)
+            rs = self.remote_subs.pop((ev.account, ev.subject, ev.queue), None)
         if rs is not None:
-            router = rs.router
-            router.route_sublist.remove(rs)
-            router.gen += 1
-            if rs.account is not None:
-                self.server.leafnodes.interest(
-                    rs.account, rs.subject, rs.queue, -_lw(rs.queue, rs.weight), local=False
-                )
+            self._withdraw(rs)
+
+    def _tell_leafs(self, rs: RemoteSub, delta: int) -> None:
+        """The leaf links' view of the peer's interest ``rs`` changed by ``delta`` (nothing
+        for interest kept aside for an account a reload added: it has no account)."""
+        if rs.account is not None:
+            self.server.leafnodes.interest(
+                rs.account, rs.subject, rs.queue, delta, local=False, origin=rs.origin
+            )
+
+    def _reweigh(self, rs: RemoteSub, weight: int) -> None:
+        """The peer announced ``rs`` again: a queue group's new weight (its members)."""
+        delta = _lw(rs.queue, weight) - _lw(rs.queue, rs.weight)
+        rs.weight = weight
+        if delta:
+            self._tell_leafs(rs, delta)
+
+    def _withdraw(self, rs: RemoteSub) -> None:
+        """``rs`` (already out of this route's maps) leaves its router and the leaf
+        links' view."""
+        rs.router.route_sublist.remove(rs)
+        rs.router.gen += 1
+        self._tell_leafs(rs, -_lw(rs.queue, rs.weight))
 
     def account_added(self, acc: Any) -> None:
         """A reload added ``acc``: the peer's interest in it, heard before, applies now."""
@@ -565,29 +558,13 @@ class Route(ServerLink):
         acc.router.gen += 1
 
     def drop_interest(self) -> None:
-        routers = set()
-        for rs in self.remote_subs.values():
-            rs.router.route_sublist.remove(rs)
-            routers.add(rs.router)
-            if rs.account is not None:
-                self.server.leafnodes.interest(
-                    rs.account, rs.subject, rs.queue, -_lw(rs.queue, rs.weight), local=False
-                )
+        """The route is gone: all the peer's interest (its own and its leaf clusters')
+        leaves the routers and the leaf links' view."""
+        subs = [*self.remote_subs.values(), *self.origin_subs.values()]
         self.remote_subs.clear()
-        for rs in self.origin_subs.values():
-            rs.router.route_sublist.remove(rs)
-            routers.add(rs.router)
-            self.server.leafnodes.interest(
-                rs.account,
-                rs.subject,
-                rs.queue,
-                -_lw(rs.queue, rs.weight),
-                local=False,
-                origin=rs.origin,
-            )
         self.origin_subs.clear()
-        for router in routers:
-            router.gen += 1
+        for rs in subs:
+            self._withdraw(rs)
 
 
 def _lw(queue: bytes | None, weight: int) -> int:
