@@ -38,7 +38,6 @@ import trio
 
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import (
-    ANY_ORIGIN,
     Connect,
     Err,
     Info,
@@ -185,6 +184,7 @@ class Route(ServerLink):
         #: the same for accounts this server does not know: (account, subject, queue) -> weight
         self.unknown_subs: dict[tuple[bytes, bytes, bytes | None], int] = {}
         #: the peer's leaf clusters' interest: (origin, account, subject, queue) -> sub
+        #: (origin b"" for a peer without lnocu: see ``keyed_without_origin``)
         self.origin_subs: dict[tuple[bytes, bytes, bytes, bytes | None], RemoteSub] = {}
         #: the peer understands ``LS+ <origin>``/``LMSG <origin>`` (its INFO's ``lnoc``), and
         #: ``LS- <origin>`` (``lnocu``); else it hears ``RS+``/``RS-``/``RMSG``/``HMSG`` only
@@ -473,6 +473,8 @@ class Route(ServerLink):
                 self.unknown_subs[key] = ev.weight
             return
         existing = self.remote_subs.get(key)
+        if existing is None and self.keyed_without_origin:
+            existing = self.origin_subs.get((b"", *key))
         if existing is not None:
             self._reweigh(existing, ev.weight)  # a queue group's new weight
             return
@@ -491,6 +493,9 @@ class Route(ServerLink):
             return
         key = (ev.origin, ev.account, ev.subject, ev.queue)
         existing = self.origin_subs.get(key)
+        if self.keyed_without_origin:
+            key = (b"", *key[1:])
+            existing = self.remote_subs.get(key[1:]) or self.origin_subs.get(key)
         if existing is not None:
             self._reweigh(existing, ev.weight)
             return
@@ -504,17 +509,28 @@ class Route(ServerLink):
         self._tell_leafs(rs, _lw(ev.queue, ev.weight))
 
     def _on_runsub(self, ev: RUnsub) -> None:
-        if ev.origin:
-            key = (ev.origin, ev.account, ev.subject, ev.queue)
-            if ev.origin is ANY_ORIGIN:  # a peer without lnocu: whichever cluster has it
-                rest = key[1:]
-                key = next((k for k in self.origin_subs if k[1:] == rest), key)
-            rs = self.origin_subs.pop(key, None)
+        key = (ev.account, ev.subject, ev.queue)
+        if self.keyed_without_origin:  # LS- (no origin) or RS-: the one entry, either kind
+            rs = self.remote_subs.pop(key, None) or self.origin_subs.pop((b"", *key), None)
+            if not ev.origin:
+                self.unknown_subs.pop(key, None)
+        elif ev.origin:
+            rs = self.origin_subs.pop((ev.origin, *key), None)
         else:
-            self.unknown_subs.pop((ev.account, ev.subject, ev.queue), None)
-            rs = self.remote_subs.pop((ev.account, ev.subject, ev.queue), None)
+            self.unknown_subs.pop(key, None)
+            rs = self.remote_subs.pop(key, None)
         if rs is not None:
             self._withdraw(rs)
+
+    @property
+    def keyed_without_origin(self) -> bool:
+        """The peer did not announce ``lnocu``: its ``LS-`` names no leaf cluster, so
+        nats-server keys all its interest by (account, subject, queue) alone -- one entry
+        for every leaf cluster's ``LS+`` of a subject and its own ``RS+`` (the first
+        announced; later ones only reweigh a queue group), withdrawn by one ``LS-`` or
+        ``RS-``.  Such ``LS+`` entries are kept in ``origin_subs`` under origin b"" (the
+        entry itself keeps the first one's origin)."""
+        return not self._proto.ls_minus_origin
 
     def _tell_leafs(self, rs: RemoteSub, delta: int) -> None:
         """The leaf links' view of the peer's interest ``rs`` changed by ``delta`` (nothing
@@ -525,7 +541,10 @@ class Route(ServerLink):
             )
 
     def _reweigh(self, rs: RemoteSub, weight: int) -> None:
-        """The peer announced ``rs`` again: a queue group's new weight (its members)."""
+        """The peer announced ``rs`` again: a queue group's new weight (its members);
+        nothing for a plain subject."""
+        if rs.queue is None:
+            return
         delta = _lw(rs.queue, weight) - _lw(rs.queue, rs.weight)
         rs.weight = weight
         if delta:

@@ -502,16 +502,14 @@ def _route_info(route: Any, now: float, subs: bool, subs_detail: bool) -> dict[s
 def _route_subs(route: Any) -> list[tuple[bytes, Any]]:
     """A route's interest as nats-server lists it: the peer's own (``RS+``, sid ``R
     <account> <subject> [<queue>]``), then its leaf clusters' (``LS+ <origin>``, sid ``L
-    <origin> <account> <subject> [<queue>]``: a peer without ``lnocu`` is keyed without
-    the origin there, but listed with it here)."""
-    out = [
-        (b"R " + b" ".join(k for k in key if k is not None), rs)
-        for key, rs in getattr(route, "remote_subs", {}).items()
-    ]
-    out += [
-        (b"L " + b" ".join(k for k in key if k is not None), rs)
-        for key, rs in getattr(route, "origin_subs", {}).items()
-    ]
+    <origin> <account> <subject> [<queue>]``); a peer without ``lnocu``'s, both kinds
+    in one, ``<account> <subject> [<queue>]``."""
+    bare = bool(getattr(route, "keyed_without_origin", False))
+    out = []
+    for kind, subs in ((b"R ", "remote_subs"), (b"L ", "origin_subs")):
+        for key, rs in getattr(route, subs, {}).items():
+            sid = b" ".join(k for k in key if k)
+            out.append((sid if bare else kind + sid, rs))
     return out
 
 

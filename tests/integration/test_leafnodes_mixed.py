@@ -517,3 +517,69 @@ async def _requests_both_ways(url_a: str, url_b: str) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+@pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
+def test_peer_without_lnocu_has_one_entry_per_subject(kind: str, tmp_path: Path) -> None:
+    """A raw route peer announcing ``lnoc`` but not ``lnocu`` (its ``LS-`` names no leaf
+    cluster): its ``LS+`` of one subject from two leaf clusters, and its own ``RS+`` of
+    another, make one entry each (``/routez?subs=detail``, sid ``<account> <subject>
+    [<queue>]``), and one ``LS-`` withdraws each whole (the weights: a unit test)."""
+    held = reserve_ports(1)
+    rport = held[0].getsockname()[1]
+    held[0].close()
+    server = start_server(
+        kind,  # type: ignore[arg-type]
+        ["-m", "-1"],
+        config=f"server_name: hub1\ncluster {{ name: hubc, listen: 127.0.0.1:{rport} }}\n",
+        workdir=tmp_path / "hub",
+    )
+    try:
+        got = run(lambda: _old_peer_entries(server, rport))
+    finally:
+        server.stop()
+    assert got == (
+        [("bar", None, "$G bar"), ("foo", None, "$G foo"), ("q.x", "grp", "$G q.x grp")],
+        [],
+    )
+
+
+async def _old_peer_entries(server: ServerProcess, rport: int) -> tuple[list[Any], list[Any]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", rport)
+    lines = _Lines(reader)
+    await lines.until(lambda ln: ln.startswith(b"INFO "), "INFO")
+    connect = {"echo": True, "verbose": False, "pedantic": False, "tls_required": False}
+    connect |= {"headers": True, "name": "NOLDPEER", "cluster": "hubc", "lnoc": True}
+    peer_info = {"server_id": "NOLDPEER", "server_name": "old1", "cluster": "hubc"}
+    peer_info |= {"headers": True, "proto": 1, "max_payload": 1048576, "lnoc": True}
+
+    def entries() -> list[Any]:
+        doc = get_json(f"{server.monitoring_url}/routez?subs=detail") or {}
+        return sorted(
+            (d["subject"], d.get("qgroup"), d["sid"])
+            for r in doc.get("routes") or []
+            if r.get("remote_id") == "NOLDPEER"
+            for d in r.get("subscriptions_list_detail") or []
+        )
+
+    async def pong() -> None:
+        writer.write(b"PING\r\n")
+        await writer.drain()
+        await lines.until(lambda ln: ln == b"PONG\r\n", "PONG")
+
+    try:
+        writer.write(
+            b"CONNECT %s\r\nINFO %s\r\n"
+            % (json.dumps(connect).encode(), json.dumps(peer_info).encode())
+        )
+        writer.write(
+            b"LS+ c1 $G foo\r\nLS+ c2 $G foo\r\nLS+ c1 $G q.x grp 2\r\nLS+ c2 $G q.x grp 3\r\n"
+            b"RS+ $G bar\r\nLS+ c1 $G bar\r\n"
+        )
+        await pong()  # what came before the PING is in place
+        plus = entries()
+        writer.write(b"LS- $G foo\r\nLS- $G q.x grp\r\nLS- $G bar\r\n")
+        await pong()
+        return plus, entries()
+    finally:
+        writer.close()
