@@ -405,9 +405,10 @@ def _ack_none() -> Any:
 @pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
 def test_queue_member_behind_a_route_before_a_leaf(kind: str, tmp_path: Path) -> None:
     """A hub server whose queue group has a member behind a leaf link and one behind a
-    route (a client of the other hub server) hands every message from its own client to
-    the route's member; the leaf's member gets them only once the route's is gone (a leaf
-    is the candidate of last resort)."""
+    route (a client of the other hub server) hands every message from its own client, and
+    from another leaf's (a message that came from a leaf), to the route's member; the
+    leaf's member gets them only once the route's is gone (a leaf is the candidate of last
+    resort)."""
     hub = start_cluster(
         kind,  # type: ignore[arg-type]
         2,
@@ -423,19 +424,29 @@ def test_queue_member_behind_a_route_before_a_leaf(kind: str, tmp_path: Path) ->
             config=f'server_name: leafq\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ] }}\n',
             workdir=tmp_path / "leaf",
         )
+        leaf_pub = start_server(
+            kind,  # type: ignore[arg-type]
+            ["-m", "-1"],
+            config=f'server_name: leafp\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ] }}\n',
+            workdir=tmp_path / "leafp",
+        )
         try:
-            got = run(lambda: _route_before_leaf(hub.urls, leaf.url))
+            got = run(lambda: _route_before_leaf(hub.urls, leaf.url, leaf_pub.url))
         finally:
             leaf.stop()
+            leaf_pub.stop()
     finally:
         hub.stop()
-    assert got == ({"route": 40, "leaf": 0}, {"route": 40, "leaf": 20})
+    assert got == ({"route": 60, "leaf": 0}, {"route": 60, "leaf": 30})
 
 
-async def _route_before_leaf(hub_urls: list[str], leaf_url: str) -> tuple[dict, dict]:
+async def _route_before_leaf(
+    hub_urls: list[str], leaf_url: str, leaf_pub_url: str
+) -> tuple[dict, dict]:
     pub = await nats.connect(hub_urls[0], error_cb=noop_cb)
     far = await nats.connect(hub_urls[1], error_cb=noop_cb)
     lc = await nats.connect(leaf_url, error_cb=noop_cb)
+    lp = await nats.connect(leaf_pub_url, error_cb=noop_cb)  # a leaf's client publishing
     counts = {"route": 0, "leaf": 0}
 
     def member(key: str) -> Any:
@@ -449,24 +460,34 @@ async def _route_before_leaf(hub_urls: list[str], leaf_url: str) -> tuple[dict, 
         await lc.subscribe("work", queue="q", cb=member("leaf"))
         await wait_interest(pub, far, "r1")
         await wait_interest(pub, lc, "l1")
+        await wait_interest(lp, far, "p1")  # the group reached the publishing leaf
         for _ in range(40):
             await pub.publish("work", b"x")
         await pub.flush()
-        await poll(lambda: sum(counts.values()) >= 40, "40 queue messages")
+        for _ in range(20):
+            await lp.publish("work", b"x")
+        await lp.flush()
+        await poll(lambda: sum(counts.values()) >= 60, "60 queue messages")
         # whatever was sent had arrived before these markers, over the same paths
         await wait_interest(pub, far, "r2")
         await wait_interest(pub, lc, "l2")
+        await wait_interest(lp, far, "p2")
+        await wait_interest(lp, lc, "p3")
         first = dict(counts)
         await route_sub.unsubscribe()
         await wait_interest(pub, far, "r3")  # the withdrawal reached pub's server first
         for _ in range(20):
             await pub.publish("work", b"y")
         await pub.flush()
-        await poll(lambda: sum(counts.values()) >= 60, "20 more queue messages")
+        for _ in range(10):
+            await lp.publish("work", b"y")
+        await lp.flush()
+        await poll(lambda: sum(counts.values()) >= 90, "30 more queue messages")
         await wait_interest(pub, lc, "l3")
+        await wait_interest(lp, far, "p4")
         return first, dict(counts)
     finally:
-        for nc in (pub, far, lc):
+        for nc in (pub, far, lc, lp):
             await nc.close()
 
 
