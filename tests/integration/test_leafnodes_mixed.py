@@ -486,9 +486,22 @@ def test_route_compression_negotiates_off(mode: str, tmp_path: Path) -> None:
         ["trijet", "reference"], tmp_path, "c", "cmp", ["", ""], ["compression: accept", ref_mode]
     )
     try:
-        for sp in (ref, trijet):
-            routes = (get_json(f"{sp.monitoring_url}/routez") or {}).get("routes") or []
-            assert routes and {r.get("compression") for r in routes} == {"off"}, routes
+
+        def modes() -> list[set[Any]]:
+            return [
+                {
+                    r.get("compression")
+                    for r in (get_json(f"{sp.monitoring_url}/routez") or {}).get("routes") or []
+                }
+                for sp in (ref, trijet)
+            ]
+
+        # polled: at start both sides dial, and the duplicate route is replaced (a moment
+        # with no route)
+        deadline = time.monotonic() + WAIT_S
+        while (got := modes()) != [{"off"}, {"off"}]:
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)  # poll interval of a bounded condition
         run(lambda: _requests_both_ways(trijet.url, ref.url))
     finally:
         for sp in (trijet, ref):
