@@ -558,20 +558,25 @@ class Route(ServerLink):
         self._tell_leafs(rs, -_lw(rs.queue, rs.weight))
 
     def account_added(self, acc: Any) -> None:
-        """A reload added ``acc``: the peer's interest in it, heard before, applies now."""
+        """A reload added ``acc``: the peer's interest in it, heard before, applies now
+        (to its router and the leaf links' view)."""
         for key in [k for k in self.unknown_subs if k[0] == acc.name_bytes]:
             weight = self.unknown_subs.pop(key)
             _, subject, queue = key
             rs = RemoteSub(self, subject, queue, weight, acc.router)
+            rs.account = acc
             self.remote_subs[key] = rs
             acc.router.route_sublist.insert(rs)
+            self._tell_leafs(rs, _lw(queue, weight))
         acc.router.gen += 1
 
     def account_removed(self, acc: Any) -> None:
-        """A reload removed ``acc``: the peer's interest in it is kept aside again."""
+        """A reload removed ``acc``: the peer's interest in it is kept aside again (and
+        leaves the leaf links' view)."""
         for key in [k for k in self.remote_subs if k[0] == acc.name_bytes]:
             rs = self.remote_subs.pop(key)
             acc.router.route_sublist.remove(rs)
+            self._tell_leafs(rs, -_lw(rs.queue, rs.weight))
             if len(self.unknown_subs) < UNKNOWN_INTEREST_MAX:
                 self.unknown_subs[key] = rs.weight
         acc.router.gen += 1

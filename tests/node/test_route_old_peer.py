@@ -87,3 +87,20 @@ def test_a_peer_with_lnocu_keeps_each_leaf_cluster_apart() -> None:
     assert _live(view) == {(b"foo", None): 2}
     route.drop_interest()
     assert router.route_sublist.subs == [] and _live(view) == {}
+
+
+def test_a_reload_moving_an_account_tells_the_leaf_links() -> None:
+    """An account a reload removes takes the peer's interest in it out of the leaf links'
+    view (kept aside); added back, the interest returns to the router and the view."""
+    route, router, view = _route(lnocu=True)
+    acc = route.server.accounts.by_bytes[b"$G"]  # type: ignore[attr-defined]
+    acc.name_bytes = b"$G"
+    route._on_rsub(RSub(b"$G", b"foo", None, 1))
+    route._on_rsub(RSub(b"$G", b"q.x", b"grp", 4))
+    assert _live(view) == {(b"foo", None): 1, (b"q.x", b"grp"): 4}
+    route.account_removed(acc)
+    assert router.route_sublist.subs == [] and _live(view) == {}
+    route.account_added(acc)
+    got = sorted((rs.subject, rs.queue, rs.weight) for rs in router.route_sublist.subs)
+    assert got == [(b"foo", None, 1), (b"q.x", b"grp", 4)]
+    assert _live(view) == {(b"foo", None): 1, (b"q.x", b"grp"): 4}
