@@ -260,12 +260,13 @@ class Stream:
             self._start_replicated()
             return
         if self._held is not None or not self.group.idle:
+            self.group.contended()
             self._wake.set()
             return
         batch = self._take_batch()
         op = _publish_op(batch)
         self._inflight += 1
-        p = self.group.start(op, partial(self._durable, op, batch))
+        p = self.group.start(op, partial(self._durable, op, batch), lone=len(batch) == 1)
         if p.done.is_set():
             self._settle(p.result, p.error, op, batch)
         if self._queue:

@@ -198,3 +198,52 @@ async def test_shutdown_while_a_proposer_drives_a_threaded_sync() -> None:
             await trio.testing.wait_all_tasks_blocked()
             release.set()
     assert results == [1]
+
+
+async def test_lone_batches_sync_inline_once_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync publisher's lone batches: threaded until QUIET_BATCHES_MIN quiet
+    ones, then synced inline (resolved on return) but for every
+    INLINE_PROBE_EVERY-th; a proposer finding the group busy, or a slow inline
+    sync, sends it back to the thread."""
+    from cluster import local
+
+    fsm = Recorder()
+    thread_syncs: list[str] = []
+
+    def sync() -> None:
+        thread_syncs.append(threading.current_thread().name)
+
+    monkeypatch.setattr(local, "_clock", lambda: 0.0)  # every inline sync fast
+    g = LocalGroup("t", fsm, sync, sync_in_thread=True)
+
+    async def one(entry: bytes) -> bool:
+        """Start ``entry`` as a lone batch; whether it was synced inline."""
+        durable = trio.Event()
+        p = g.start(entry, lambda _p: durable.set(), lone=True)
+        if p.done.is_set():
+            return True
+        await durable.wait()
+        return False
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(g.run)
+        ways = [await one(b"%d" % i) for i in range(local.QUIET_BATCHES_MIN)]
+        assert ways == [False] * local.QUIET_BATCHES_MIN  # threaded while not known quiet
+        ways = [await one(b"x") for _ in range(2 * local.INLINE_PROBE_EVERY)]
+        assert ways.count(False) == 2  # the probes
+        assert all(ways[: local.INLINE_PROBE_EVERY - 1])
+        assert g.inline_syncs == 2 * local.INLINE_PROBE_EVERY - 2
+        g.contended()  # somebody else proposed while a batch was in progress
+        assert not await one(b"y")
+        assert {await one(b"z") for _ in range(local.QUIET_BATCHES_MIN - 1)} == {False}
+        assert await one(b"w")
+        # a slow inline sync: back to the thread, twice the quiet streak needed
+        readings = iter([0.0, 1.0])
+        monkeypatch.setattr(local, "_clock", lambda: next(readings))
+        assert await one(b"slow")
+        monkeypatch.setattr(local, "_clock", lambda: 0.0)
+        ways = [await one(b"q") for _ in range(2 * local.QUIET_BATCHES_MIN + 1)]
+        assert ways[:-1] == [False] * 2 * local.QUIET_BATCHES_MIN and ways[-1]
+        nursery.cancel_scope.cancel()
+    assert len(fsm.applied) == g.applied == g.syncs
+    assert thread_syncs.count("sync-t") == g.syncs - g.inline_syncs
