@@ -29,7 +29,7 @@ import trio
 from cluster.api_origin import ApiOrigin, Messaging
 from cluster.model import ExternalStream, StreamConfig
 from cluster.quarantine import Quarantined
-from cluster.replicated import ReplicaSpec
+from cluster.replica_spec import ReplicaSpec
 from cluster.sourcing import Feed, Origin, Sourcing
 from cluster.stream_archive import Archive, ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome

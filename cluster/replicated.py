@@ -80,7 +80,6 @@ import logging
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +88,11 @@ import trio
 from cluster import catchup
 from cluster.group_bootstrap import read_bootstrap, unlink_bootstrap
 from cluster.ops import ConsumerRemove, encode_op
+from cluster.replica_spec import (  # re-exported
+    JOURNAL_BYTES_MAX,
+    JOURNAL_ENTRIES_MAX,
+    ReplicaSpec,  # noqa: F401
+)
 from cluster.replicated_fsm import (  # the state machine and its mark (re-exported)
     MARK_FILE,
     RUN_BYTES_MAX,  # noqa: F401
@@ -136,40 +140,10 @@ COMMIT_NOTIFY_S_MAX = 0.02
 ELECTION_TIMEOUT_S = (0.6, 1.2)
 #: pysyncobj's own compaction triggers are off: the mark loop decides
 NO_COMPACTION = 2**62
-#: the journal of a stream group (file store) is compacted past these bounds
-JOURNAL_ENTRIES_MAX = 50_000
-JOURNAL_BYTES_MAX = 64 * 1024 * 1024
 #: a catch-up request unanswered this long is asked again
 CATCHUP_TIMEOUT_S = 2.0
 #: no leader to ask: look again this much later
 CATCHUP_RETRY_S = 0.1
-
-
-@dataclass(frozen=True)
-class ReplicaSpec:
-    """Where a replicated stream's group runs (from its meta assignment).
-
-    Attributes:
-        group_id: the Raft group name (``S-R3F-…``).
-        node_id: this server's name.
-        peers: every member's server name.
-        links: the server's peer links.
-        seed: seeds the group's election timeouts.
-        journal_entries_max, journal_bytes_max: compaction bounds.
-        first_candidate: set only when the group is created (see raft.core).
-    """
-
-    group_id: str
-    node_id: str
-    peers: tuple[str, ...]
-    links: PeerLinks
-    seed: int = 0
-    journal_entries_max: int = JOURNAL_ENTRIES_MAX
-    journal_bytes_max: int = JOURNAL_BYTES_MAX
-    #: the leader's journal write overlaps its next cycles (raft.driver)
-    leader_write_overlap: bool = False
-    #: a brand-new group's member that stands for election at once (raft.core)
-    first_candidate: str | None = None
 
 
 class ReplicatedGroup:

@@ -41,9 +41,9 @@ from cluster.stream_snapshot import (
     encode_group_snapshot,
     ranges,
 )
-from raft.core import safe_file_stem
 from raft.errors import ApplyFailed, InvariantViolation
 from raft.snapshot import decode_snapshot
+from raft.storage import safe_file_stem
 from store.api import StreamStore
 
 __all__ = [

@@ -17,19 +17,22 @@ import random
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from cluster.model import Compression, Retention, Storage, StreamConfig
 from cluster.ops import Interest
 from cluster.quarantine import Quarantine, Quarantined
-from cluster.replicated import ReplicaSpec, ReplicatedGroup
+from cluster.replica_spec import ReplicaSpec
 from cluster.stream_fsm import StreamStateMachine
 from cluster.streams import GroupFactory, Stream, policy_of
 from store.api import StreamStore, SyncPolicy
 from store.file import FileStreamStore
 from store.memory import MemoryStreamStore
+
+if TYPE_CHECKING:
+    from cluster.replicated import ReplicatedGroup
 
 __all__ = ["SavedConfigDamaged", "StreamExists", "StreamRegistry"]
 
@@ -146,6 +149,9 @@ class StreamRegistry:
         return stream
 
     def _group_factory(self, cfg: StreamConfig, replica: ReplicaSpec) -> GroupFactory:
+        # only a clustered server gets here: a standalone one never imports the Raft stack
+        from cluster.replicated import ReplicatedGroup
+
         raft_dir = self._stream_dir(cfg.name) / "raft"
 
         def make(fsm: StreamStateMachine, store: StreamStore) -> ReplicatedGroup:

@@ -46,7 +46,7 @@ import logging
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -64,12 +64,14 @@ from cluster.ops import (
     StreamPolicy,
     UpdatePolicy,
 )
-from cluster.replicated import ReplicatedGroup
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
 from raft.errors import ApplyFailed, NoLeader, ProposalDropped, QueueFull, RaftError
 from store.api import StreamState, StreamStore, SyncPolicy
 from store.errors import StoreError
 from store.memory import MemoryStreamStore
+
+if TYPE_CHECKING:  # a standalone server never imports the Raft stack
+    from cluster.replicated import ReplicatedGroup
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ EXPIRY_RECHECK_S = 60.0
 """Longest sleep of the expiry task before it looks again (clock jumps)."""
 
 #: makes a replicated stream's group: factory(fsm, store)
-GroupFactory = Callable[[StreamStateMachine, StreamStore], ReplicatedGroup]
+GroupFactory = Callable[[StreamStateMachine, StreamStore], "ReplicatedGroup"]
 #: callback(result) for one captured message (``PubResult`` or ``ApiErrorResult``)
 OnResult = Callable[[Any], None]
 #: a captured message waiting for its batch: subject, headers, payload, callback

@@ -57,7 +57,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import re
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -85,7 +84,7 @@ from raft.journal import DurableJournal
 from raft.proposal import LeaderState, Proposal, decode_batch, encode_batch
 from raft.quiet import QuietState
 from raft.snapshot import SnapshotStore
-from raft.storage import Disk
+from raft.storage import Disk, safe_file_stem
 from raft.syncobj import (
     CMD_MEMBERSHIP,
     CMD_NO_OP,
@@ -142,10 +141,6 @@ class Ready:
 
 
 # --------------------------------------------------------------------- the core
-
-
-def safe_file_stem(group_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", lambda mo: f"%{ord(mo.group()):02X}", group_id)
 
 
 class RaftCore(ProposalSettling, CoreView):

@@ -22,9 +22,15 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from typing import Protocol
 
-__all__ = ["Disk", "MemoryDisk", "OsDisk"]
+__all__ = ["Disk", "MemoryDisk", "OsDisk", "safe_file_stem"]
+
+
+def safe_file_stem(group_id: str) -> str:
+    """A group id as a file name stem: bytes outside ``[A-Za-z0-9_.-]`` become ``%XX``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", lambda mo: f"%{ord(mo.group()):02X}", group_id)
 
 
 class Disk(Protocol):

@@ -71,13 +71,11 @@ from cluster.meta.entries import (
     Effect,
 )
 from cluster.placement import PeerSpec
-from cluster.replicated import ReplicaSpec
+from cluster.replica_spec import ReplicaSpec
 from node.jetstream import meta_monitor, meta_peers
 from node.jsapi.streamconfig import configs_overlap
 from node.route import parse_route_url
-from raft.config import RaftConfig
 from raft.errors import RaftError
-from raft.group import RaftGroup
 from raft.links import TcpPeerLinks
 from raft.storage import OsDisk
 
@@ -85,6 +83,7 @@ if TYPE_CHECKING:
     from node.jetstream.meta_account import AccountMeta
     from node.jetstream.service import JetStreamService
     from node.route import Route
+    from raft.group import RaftGroup
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +323,10 @@ class MetaLayer:
             nursery.start_soon(self._unpark_loop)
             peers = await self._members()
             others = [p for p in peers if p != self.name]
+            # a cluster's only: a standalone server (``solo_meta``) never imports the Raft stack
+            from raft.config import RaftConfig
+            from raft.group import RaftGroup
+
             config = RaftConfig(
                 log_compaction_entries_min=META_COMPACTION_ENTRIES,
                 quiet_after_s=META_QUIET_AFTER_S,

@@ -22,11 +22,11 @@ import trio
 from cluster.group_bootstrap import write_bootstrap
 from cluster.meta import StreamAssigned, StreamAssignment, StreamRemoved, StreamUpdated
 from cluster.model import StreamConfig
-from cluster.replicated import ReplicaSpec
+from cluster.replica_spec import ReplicaSpec
 from cluster.stream_registry import SavedConfigDamaged
 from cluster.streams import Stream
 from node.jsapi import render
-from raft.core import safe_file_stem
+from raft.storage import safe_file_stem
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService

@@ -47,7 +47,7 @@ from cluster.placement import PeerSpec
 from node.jsapi.streamconfig import configs_overlap
 
 if TYPE_CHECKING:
-    from cluster.replicated import ReplicaSpec
+    from cluster.replica_spec import ReplicaSpec
     from cluster.streams import Stream
     from node.jetstream.service import JetStreamService
 
