@@ -83,6 +83,8 @@ EXPIRY_RETRY_S = 0.25
 QUEUE_MSGS_MAX = 100_000
 #: publish batches of a replicated stream in flight at once (each waits for its majority)
 REPLICATED_BATCHES_INFLIGHT_MAX = 64
+#: an R1 batch of one publish up to this payload may be synced inline (``cluster.local``)
+LONE_PAYLOAD_BYTES_MAX = 16 * 1024
 
 
 class NotCommitted:
@@ -268,7 +270,8 @@ class Stream:
         batch = self._take_batch()
         op = _publish_op(batch)
         self._inflight += 1
-        p = self.group.start(op, partial(self._durable, op, batch), lone=len(batch) == 1)
+        lone = len(batch) == 1 and len(batch[0][2]) <= LONE_PAYLOAD_BYTES_MAX
+        p = self.group.start(op, partial(self._durable, op, batch), lone=lone)
         if p.done.is_set():
             self._settle(p.result, p.error, op, batch)
         if self._queue:
