@@ -312,6 +312,26 @@ class ConsumerStateMachine:
             self.next_sseq, self.dseq = nxt, dseq
             self.last_delivered_ns = now
             return
+        if ack_none and not self.lss and not self.pending and not self.rdc:
+            # the ack-none fetch hot path (the Spark source): new messages only,
+            # nothing pending, no redelivery counts; the floor follows the last
+            nxt, dseq = self.next_sseq, self.dseq
+            append = out.deliveries.append
+            sseqs = op.sseqs
+            for k, sseq in enumerate(sseqs):
+                if sseq < nxt:  # stale: the general loop from here
+                    if k:
+                        self.floor_dseq, self.floor_sseq = dseq, nxt - 1
+                    self.next_sseq, self.dseq = nxt, dseq
+                    self._delivered_from(sseqs[k:], op.now_ns, out)
+                    return
+                nxt = sseq + 1
+                dseq += 1
+                append(_new_delivery((sseq, dseq, 1)))
+            self.floor_dseq, self.floor_sseq = dseq, nxt - 1  # sseqs is never empty
+            self.next_sseq, self.dseq = nxt, dseq
+            self.last_delivered_ns = op.now_ns
+            return
         self._delivered_from(op.sseqs, op.now_ns, out)
 
     def _delivered_from(self, sseqs: tuple[int, ...], now_ns: int, out: ConsumerOutcome) -> None:

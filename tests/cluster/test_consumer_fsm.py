@@ -12,6 +12,7 @@ import io
 import pytest
 
 from cluster.consumer_fsm import (
+    ConsumerOutcome,
     ConsumerStateMachine,
     MaxDeliveries,
     Nakked,
@@ -404,3 +405,21 @@ def test_a_restart_keeps_the_start_chosen_when_nothing_was_delivered(
     assert (again.next_sseq, again.lss) == (1, [])
     h.fsm = again
     assert h.fetch(10) == [(1, 1, 1), (3, 2, 1)]
+
+
+def test_ack_none_delivered_fast_path_matches_general_loop() -> None:
+    """The ack-none batch path yields the same deliveries and state as the
+    general loop, including a stale sequence mid-batch (falls back there)."""
+    cfg = ConsumerConfig(
+        durable_name="c", ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL
+    )
+    fast, slow = Harness(stream("a", "a", "a", "a", "a"), cfg), Harness(stream("a"), cfg)
+    for sseqs in ((1, 2, 3), (4, 2, 5)):
+        op = ConsumerDelivered("c", sseqs, T0)
+        a, b = ConsumerOutcome(), ConsumerOutcome()
+        fast.fsm._delivered(op, a)
+        slow.fsm._delivered_from(op.sseqs, op.now_ns, b)
+        assert a.deliveries == b.deliveries
+        for attr in ("next_sseq", "dseq", "floor_dseq", "floor_sseq", "last_delivered_ns"):
+            assert getattr(fast.fsm, attr) == getattr(slow.fsm, attr), attr
+    assert fast.fsm.dseq == 5 and fast.fsm.floor_sseq == 5
