@@ -273,9 +273,10 @@ class JetStreamDelivery:
             qgroups = leaf_groups(qgroups, not to_routes, origin)
         if to_routes and self.route_sublist.count and not spoke_src:
             # (a spoke link's message stays on this server: its peers have their own links)
-            taken: list[bytes] = []
+            # (the groups a route's member serves instead of a local one)
+            taken: list[bytes] | None = [] if qgroups else None
             routed = self._to_routes(to, via, headers, payload, qgroups, None, origin, taken)
-            if taken:  # groups a route's member serves
+            if taken:
                 qgroups = [g for g in qgroups if g[0].queue not in taken]
         targets = list(r.psubs)
         for group in qgroups:

@@ -207,11 +207,12 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             qsubs = leaf_groups(qsubs, no_spoke, origin)
         if routed_queues is None:
             if self.route_sublist.count and not (leaf_src and src.solicited):
-                taken: list[bytes] = []
+                # (the groups a route's member serves instead of a local one)
+                taken: list[bytes] | None = [] if qsubs else None
                 routed = self._to_routes(
                     subject, reply, headers, payload, qsubs, leaf_queues, origin, taken
                 )
-                if taken:  # groups a route's member serves
+                if taken:
                     qsubs = [g for g in qsubs if g[0].queue not in taken]
         elif qsubs:
             qsubs = [g for g in qsubs if g[0].queue in routed_queues]

@@ -32,18 +32,20 @@ import nats.errors
 import nats.js.errors
 import pytest
 
-from tests.support import ServerProcess, reference_binary, start_server
+from tests.integration.leaf_support import (
+    POLL_S,
+    WAIT_S,
+    held,
+    poll,
+    requires_reference,
+    wait_interest,
+)
+from tests.support import ServerProcess, start_server
 from tests.support.aio import noop_cb, run
 from tests.support.cluster import get_json, reserve_ports, start_cluster
 
-WAIT_S = 10.0
 #: a source whose consumer vanished with the hub notices the silence and recreates it
 SOURCE_RESUME_S = 30.0
-POLL_S = 0.02
-
-requires_reference = pytest.mark.skipif(
-    reference_binary() is None, reason="reference nats-server not installed"
-)
 
 HUB_CONF = """
 server_name: hub1
@@ -162,43 +164,6 @@ async def connect(url: str, user: str) -> nats.NATS:
         connect_timeout=5,
         error_cb=noop_cb,
     )
-
-
-async def poll(pred: Any, what: str, wait_s: float = WAIT_S) -> None:
-    """Until ``pred()`` (sync, run in a thread) holds; bounded."""
-    deadline = time.monotonic() + wait_s
-    while not await asyncio.to_thread(pred):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(POLL_S)
-
-
-async def wait_interest(pub: nats.NATS, sub: nats.NATS, tag: str) -> None:
-    """Until ``pub``'s server has every interest ``sub`` registered so far: a responder
-    subscribed now is announced behind it, in order, over the same link."""
-
-    async def respond(msg: Any) -> None:
-        await msg.respond(b"ok")
-
-    s = await sub.subscribe(f"ready.{tag}", cb=respond)
-    await sub.flush()
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            await pub.request(f"ready.{tag}", b"", timeout=0.5)
-            break
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(POLL_S)
-    await s.unsubscribe()
-
-
-async def held(sub: Any) -> list[Any]:
-    """Everything ``sub`` holds now (call once a marker that followed the traffic on the
-    same path has arrived on another subscription of the same connection: nats-py queued
-    the traffic first)."""
-    return [await sub.next_msg(timeout=WAIT_S) for _ in range(sub.pending_msgs)]
 
 
 def _linked(p: Pair) -> bool:

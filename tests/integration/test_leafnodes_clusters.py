@@ -17,11 +17,13 @@ import nats.errors
 import nats.js.errors
 import pytest
 
-from tests.integration.test_leafnodes import (
+from tests.integration.leaf_support import (
     POLL_S,
     WAIT_S,
+    hub_cluster,
     poll,
     requires_reference,
+    start_leaf,
     wait_interest,
 )
 from tests.support import ServerProcess, start_server
@@ -409,27 +411,10 @@ def test_queue_member_behind_a_route_before_a_leaf(kind: str, tmp_path: Path) ->
     from another leaf's (a message that came from a leaf), to the route's member; the
     leaf's member gets them only once the route's is gone (a leaf is the candidate of last
     resort)."""
-    hub = start_cluster(
-        kind,  # type: ignore[arg-type]
-        2,
-        domain="hub",
-        workdir=tmp_path / "hub",
-        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
-    )
+    hub = hub_cluster(kind, 2, tmp_path / "hub", domain="hub")
     try:
-        port = (get_json(f"{hub.monitoring_urls[0]}/varz") or {})["leaf"]["port"]
-        leaf = start_server(
-            kind,  # type: ignore[arg-type]
-            ["-m", "-1"],
-            config=f'server_name: leafq\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ] }}\n',
-            workdir=tmp_path / "leaf",
-        )
-        leaf_pub = start_server(
-            kind,  # type: ignore[arg-type]
-            ["-m", "-1"],
-            config=f'server_name: leafp\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ] }}\n',
-            workdir=tmp_path / "leafp",
-        )
+        leaf = start_leaf(kind, "leafq", hub.monitoring_urls[0], tmp_path / "leaf")
+        leaf_pub = start_leaf(kind, "leafp", hub.monitoring_urls[0], tmp_path / "leafp")
         try:
             got = run(lambda: _route_before_leaf(hub.urls, leaf.url, leaf_pub.url))
         finally:
@@ -496,20 +481,9 @@ def test_routez_lists_leaf_origin_interest(kind: str, tmp_path: Path) -> None:
     """``/routez?subs=1`` lists the interest a peer announced for its leaf cluster
     (``LS+ <origin>``) with the rest; ``subs=detail`` gives nats-server's sids: ``L <origin>
     <account> <subject> [<queue>]`` for it, ``R <account> <subject>`` for the peer's own."""
-    hub = start_cluster(
-        kind,  # type: ignore[arg-type]
-        2,
-        workdir=tmp_path / "hub",
-        extra_conf="leafnodes { host: 127.0.0.1, port: -1 }",
-    )
+    hub = hub_cluster(kind, 2, tmp_path / "hub")
     try:
-        port = (get_json(f"{hub.monitoring_urls[0]}/varz") or {})["leaf"]["port"]
-        leaf = start_server(
-            kind,  # type: ignore[arg-type]
-            ["-m", "-1"],
-            config=f'server_name: leafr\nleafnodes {{ remotes: [ {{ url: "nats://127.0.0.1:{port}" }} ] }}\n',
-            workdir=tmp_path / "leaf",
-        )
+        leaf = start_leaf(kind, "leafr", hub.monitoring_urls[0], tmp_path / "leaf")
         try:
             far, near = run(lambda: _routez_with_interest(hub.urls, hub.monitoring_urls, leaf.url))
         finally:

@@ -20,7 +20,7 @@ import nats
 import nats.errors
 import pytest
 
-from tests.integration.test_leafnodes import WAIT_S, poll, requires_reference
+from tests.integration.leaf_support import WAIT_S, poll, requests_both_ways, requires_reference
 from tests.integration.test_leafnodes_clusters import _leaf_cluster_scenario
 from tests.support import ServerProcess, start_server
 from tests.support.aio import noop_cb, run
@@ -452,27 +452,7 @@ async def _uncompressed_link(hub: ServerProcess, leaf: ServerProcess) -> None:
     for sp in (hub, leaf):
         leafs = (get_json(f"{sp.monitoring_url}/leafz") or {})["leafs"]
         assert [lz.get("compression") for lz in leafs] == ["off"], (sp.kind, leafs)
-    a = await nats.connect(hub.url, error_cb=noop_cb)
-    b = await nats.connect(leaf.url, error_cb=noop_cb)
-    try:
-        for x, y, tag in ((a, b, "h"), (b, a, "l")):
-
-            async def echo(msg: Any) -> None:
-                await msg.respond(b"re:" + msg.data)
-
-            await y.subscribe(f"echo.{tag}", cb=echo)
-            await y.flush()
-            deadline = time.monotonic() + WAIT_S
-            while True:
-                try:
-                    r = await x.request(f"echo.{tag}", b"x" * 2000, timeout=0.5)
-                    break
-                except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-                    assert time.monotonic() < deadline, f"no answer across the link ({tag})"
-            assert r.data == b"re:" + b"x" * 2000
-    finally:
-        await a.close()
-        await b.close()
+    await requests_both_ways(hub.url, leaf.url, "link")
 
 
 @requires_reference
@@ -502,34 +482,10 @@ def test_route_compression_negotiates_off(mode: str, tmp_path: Path) -> None:
         while (got := modes()) != [{"off"}, {"off"}]:
             assert time.monotonic() < deadline, got
             time.sleep(0.05)  # poll interval of a bounded condition
-        run(lambda: _requests_both_ways(trijet.url, ref.url))
+        run(lambda: requests_both_ways(trijet.url, ref.url, "route"))
     finally:
         for sp in (trijet, ref):
             sp.stop()
-
-
-async def _requests_both_ways(url_a: str, url_b: str) -> None:
-    a = await nats.connect(url_a, error_cb=noop_cb)
-    b = await nats.connect(url_b, error_cb=noop_cb)
-    try:
-        for x, y, tag in ((a, b, "b"), (b, a, "a")):
-
-            async def echo(msg: Any) -> None:
-                await msg.respond(b"re:" + msg.data)
-
-            await y.subscribe(f"echo.{tag}", cb=echo)
-            await y.flush()
-            deadline = time.monotonic() + WAIT_S
-            while True:
-                try:
-                    r = await x.request(f"echo.{tag}", b"x" * 2000, timeout=0.5)
-                    break
-                except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-                    assert time.monotonic() < deadline, f"no answer across the route ({tag})"
-            assert r.data == b"re:" + b"x" * 2000
-    finally:
-        await a.close()
-        await b.close()
 
 
 @pytest.mark.parametrize("kind", ["trijet", pytest.param("reference", marks=requires_reference)])
