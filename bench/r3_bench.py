@@ -42,7 +42,11 @@ better.  The machine is shared (2 cores): the 1-minute load average is printed
 per phase; repeat and compare medians.  ``--servers`` also takes
 ``trijet=DIR``: trijet from another checkout (A/B in one run), and a
 ``+overlap`` suffix (``trijet+overlap``) turns on
-``jetstream { raft_leader_write_overlap: true }`` (``raft.driver``).
+``jetstream { raft_leader_write_overlap: true }`` (``raft.driver``), and a
+``+interval`` suffix (``trijet+interval``, ``--sync default`` only) runs trijet
+at ``jetstream { sync_interval: 2m }``, the reference's default: the stream
+journal's appends are written but fsynced only on the interval, as the
+reference's are -- equal durability with the reference's default.
 
 Run: ``python -m bench.r3_bench [--quick]`` (see ``bench/README.md``).
 """
@@ -424,10 +428,22 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
     run = Run(name, sync)
     kind = "reference" if name == "ref" else "trijet"
     path = name.split("=", 1)[1] if "=" in name else None
-    # ``trijet+overlap``, ``trijet=DIR+overlap``: jetstream.raft_leader_write_overlap on
-    overlap = kind == "trijet" and name.endswith("+overlap")
-    if overlap and path is not None:
-        path = path.removesuffix("+overlap")
+    # ``trijet+overlap``, ``trijet=DIR+overlap``: jetstream.raft_leader_write_overlap on;
+    # ``+interval``: sync_interval 2m (the reference's default)
+    suffixes = set()
+    for suffix in ("+interval", "+overlap", "+interval"):
+        if kind == "trijet" and name.endswith(suffix):
+            suffixes.add(suffix)
+            name_wo = name.removesuffix(suffix)
+            if path is not None:
+                path = path.removesuffix(suffix)
+            name = name_wo
+    overlap = "+overlap" in suffixes
+    interval = "+interval" in suffixes
+    if interval and sync == "always":
+        run.na = "n/a (+interval is for --sync default)"
+        print(f"{run.name}: {run.na}", flush=True)
+        return run
     tag = "".join(ch if ch.isalnum() else "_" for ch in name)
     workdir = Path(tempfile.mkdtemp(prefix=f"r3-{tag}-{sync}-", dir=args.store_parent))
     c: Cluster | None = None
@@ -438,6 +454,8 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
                 js_conf = f"  raft_journal_entries_max: {args.trijet_journal_entries_max}"
             if overlap:
                 js_conf += "\n  raft_leader_write_overlap: true"
+            if interval:
+                js_conf += "\n  sync_interval: 2m"
             c = start_cluster(
                 kind, sync_always=(sync == "always"), workdir=workdir, jetstream_conf=js_conf
             )
@@ -448,13 +466,13 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
         if c is not None:
             c.stop()
         if args.keep:
-            print(f"  {name} logs and stores kept in {workdir}")
+            print(f"  {run.name} logs and stores kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     if run.na:
-        print(f"{name}: {run.na}", flush=True)
+        print(f"{run.name}: {run.na}", flush=True)
     for note in run.notes:
-        print(f"  note {name}: {note}", flush=True)
+        print(f"  note {run.name}: {note}", flush=True)
     return run
 
 
@@ -588,7 +606,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     bad = [
         s
         for s in args.servers
-        if s != "ref" and s.split("=", 1)[0].removesuffix("+overlap") != "trijet"
+        if s != "ref"
+        and s.split("=", 1)[0].removesuffix("+interval").removesuffix("+overlap") != "trijet"
     ]
     bad += [s for s in args.syncs if s not in ("default", "always")]
     bad += [s for s in args.clients if s not in ("py", "c")]

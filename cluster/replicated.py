@@ -162,9 +162,11 @@ class ReplicatedGroup:
         first_candidate: a new group's first placed peer (stands at once).
         fsync_in_thread: the journal's fsync in the driver's sync thread (False:
             inline, for deterministic tests under a mock clock).
+        journal_fsync: False for the user's ``sync_interval`` (interval mode):
+            the journal's appends are written, not fsynced, and ``sync`` (the
+            stream's interval task) fsyncs them, as nats-server does by default.
     """
 
-    sync_each_batch = True  # durability is the journal's (majority)
     idle = False  # no inline batches: every batch goes through the stream's task
     #: compaction bounds (instances may lower them: tests)
     journal_entries_max = JOURNAL_ENTRIES_MAX
@@ -184,7 +186,11 @@ class ReplicatedGroup:
         durable_store: bool = True,
         first_candidate: str | None = None,
         fsync_in_thread: bool = True,
+        journal_fsync: bool = True,
     ) -> None:
+        #: True: durability is the journal's, fsynced before a member answers
+        #: (a majority); False: interval mode, ``sync`` runs on the interval
+        self.sync_each_batch = journal_fsync
         self.group_id = group_id
         self.node_id = node_id
         self.store = store
@@ -233,6 +239,7 @@ class ReplicatedGroup:
             log_compaction_entries_min=NO_COMPACTION,
             log_compaction_s_min=float(NO_COMPACTION),
             quiet_after_s=QUIET_AFTER_S,
+            journal_fsync=journal_fsync,
         )
         self.raft = RaftGroup(
             group_id,
@@ -496,7 +503,11 @@ class ReplicatedGroup:
             log.warning("event=stepdown_failed group=%s reason=%r", self.group_id, exc)
 
     async def sync(self) -> None:
-        """Nothing to do: the journal is synced every cycle."""
+        """Interval mode: fsync the journal's appends written so far (the
+        store is synced by the mark loop).  Nothing to do otherwise: the
+        journal is fsynced every cycle."""
+        if not self.sync_each_batch:
+            await self.raft.sync_journal()
 
     async def _watch_leadership(self) -> None:
         import time

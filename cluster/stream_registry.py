@@ -166,6 +166,8 @@ class StreamRegistry:
                 random.Random(replica.seed),
                 durable_store=cfg.storage is Storage.FILE,
                 first_candidate=replica.first_candidate,
+                # the user's sync_interval: the Raft log is synced on it too
+                journal_fsync=store.sync_policy is not SyncPolicy.INTERVAL,
             )
             g.journal_entries_max = replica.journal_entries_max
             g.journal_bytes_max = replica.journal_bytes_max

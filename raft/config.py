@@ -54,6 +54,10 @@ class RaftConfig:
     # the followers' acknowledgements may commit without it (raft.driver; off:
     # no gain measured on a loaded two-core machine, see bench/README.md)
     leader_write_overlap: bool = False
+    # False: interval mode (the user's sync_interval): log appends are written,
+    # not fsynced, until the owner calls ``RaftGroup.sync_journal``
+    # (raft.journal); term/vote records are always fsynced
+    journal_fsync: bool = True
     patches: frozenset[str] = PATCHES
 
     @property

@@ -194,6 +194,7 @@ class RaftCore(ProposalSettling, CoreView):
         self.rng = rng
         stem = safe_file_stem(group_id)
         self.journal = DurableJournal(disk, stem + ".journal")
+        self.journal.fsync_appends = self.config.journal_fsync
         self.snapshots = SnapshotStore(disk, stem + ".snap", fsm)
         self.transport = OutboxTransport(self.config.send_bytes_per_cycle_max)
         self._inbound: deque[tuple[str, list[dict[str, Any]]]] = deque()

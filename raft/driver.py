@@ -83,6 +83,14 @@ election deadline; and a group with nothing to do hibernates (``quiet_after_s``,
 :mod:`raft.quiet`) over links that report link events (``watch``): then
 nothing of it runs until a message, a proposal or a link event wakes it.
 
+Interval mode (``RaftConfig.journal_fsync`` off: the user's ``sync_interval``;
+:mod:`raft.journal`): a cycle's records that need no fsync and are small are
+written on the event loop, with no hand-off to the sync thread; term/vote
+records and rewrites still go through it, fsynced.  :meth:`sync_journal` asks
+the driver to fsync what was written since (the stream calls it every
+interval), in order with the cycles' writes; a member that stops fsyncs its
+journal on the way out.
+
 Snapshots (log compaction) are captured inside the cycle but written by the
 driver in its sync thread after the journal's fsync (``SnapshotStore.take_write``),
 and the journal's rewrite after compaction is the next cycle's "fsync" (a
@@ -152,6 +160,10 @@ class RaftDriver:
         self.overlapped_cycles = 0
         #: leader writes the driver did not wait for
         self.background_writes = 0
+        #: interval mode: set once the journal fsync asked for is done
+        self._sync_asked: trio.Event | None = None
+        #: interval mode: cycle writes made on the event loop
+        self.inline_writes = 0
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -181,6 +193,33 @@ class RaftDriver:
         """The link to ``peer_id`` closed: if it led, stand for election soon."""
         if self.core.leader_link_down(peer_id):
             self.kick()
+
+    async def sync_journal(self) -> None:
+        """Interval mode: fsync the journal's appends written so far (returns
+        at once when there are none).  Done by the driver between cycles, in
+        its sync thread; a failed fsync is logged and retried at the next call."""
+        if not self.core.journal.unsynced:
+            return
+        if self._sync_asked is None:
+            self._sync_asked = trio.Event()
+        asked = self._sync_asked
+        self.kick()
+        await asked.wait()
+
+    async def _sync_appended(self, syncer: SyncThread | None) -> None:
+        asked, self._sync_asked = self._sync_asked, None
+        journal = self.core.journal
+        try:
+            if journal.unsynced:
+                if syncer is not None:
+                    await syncer.run(journal.sync_appended)
+                else:
+                    journal.sync_appended()
+        except OSError as exc:
+            log.warning("event=journal_sync_failed group=%s error=%r", self.core.group_id, exc)
+        finally:
+            if asked is not None:
+                asked.set()
 
     async def wait_cycle(self) -> None:
         """Wait until the next cycle has completed."""
@@ -372,7 +411,12 @@ class RaftDriver:
                     else:
                         await self._settle_writes()
                         if journal.dirty:
-                            await self._write_journal(syncer, journal.take_pending())
+                            data = journal.take_pending()
+                            if journal.cheap(data):
+                                self.inline_writes += 1
+                                await self._write_journal(None, data)
+                            else:
+                                await self._write_journal(syncer, data)
                     for peer, payload in ready.outbox:
                         send(peer, gid, payload)
                     snap = core.snapshots.take_write()
@@ -380,6 +424,8 @@ class RaftDriver:
                         await self._write_snapshot(syncer, *snap)
                     ready.apply()
                     ready.release()
+                    if self._sync_asked is not None and self._in_flight is None:
+                        await self._sync_appended(syncer)
                     if ready.leadership is not None and self.on_leadership is not None:
                         self.on_leadership(ready.leadership)
                     if ready.more:
@@ -393,6 +439,11 @@ class RaftDriver:
                         # checkpoint; one scheduler round less per cycle)
                         await trio.lowlevel.checkpoint()
         finally:
+            if core.journal.unsynced:
+                try:
+                    core.journal.sync_appended()  # a member that stops leaves its journal durable
+                except OSError as exc:
+                    log.warning("event=journal_sync_failed group=%s error=%r", gid, exc)
             if quiet.available:
                 for peer, payload in core.farewell():  # followers elect anew
                     self.links.send(peer, gid, payload)

@@ -374,6 +374,12 @@ class RaftGroup:
     def members(self) -> list[str]:
         return [] if self._core is None else self._core.members
 
+    async def sync_journal(self) -> None:
+        """Interval mode (``RaftConfig.journal_fsync`` off): fsync the journal's
+        appends written so far; nothing to do otherwise or when not running."""
+        if self._driver is not None and not self._closed:
+            await self._driver.sync_journal()
+
     # ------------------------------------------------------------ introspection
 
     async def wait_cycle(self) -> None:
@@ -393,6 +399,7 @@ class RaftGroup:
             st["deliveries_before_timer"] = self._driver.deliveries_before_timer
             st["overlapped_cycles"] = self._driver.overlapped_cycles
             st["background_writes"] = self._driver.background_writes
+            st["inline_writes"] = self._driver.inline_writes
         return st
 
     @property

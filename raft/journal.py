@@ -43,6 +43,17 @@ lowers both at once (the entries after it are new ones).  A leader counts
 itself towards a majority only up to it (``RaftCore.cycle``): its own fsync
 may still be in flight while the followers' acknowledgements commit.
 
+Interval mode (``fsync_appends = False``: the user's ``sync_interval``, as
+nats-server's stores and Raft logs do by default): appends of entries,
+truncations and commit marks are written to the file but not fsynced; a
+cycle's write is then cheap enough to make on the event loop (``cheap``), and
+:meth:`sync_appended` (the driver, on the stream's interval, and when the
+member stops) makes them durable.  Term and vote records, and compaction
+rewrites, are still fsynced before anything that depends on them leaves the
+node.  ``durable_index`` then means "written": what survives a process crash
+(the page cache keeps it), not a power loss -- the promise nats-server makes
+at its default.
+
 ``changed_from`` records the lowest Raft index touched since the last
 :meth:`take_changed_from` (used by the simulator's incremental safety checks).
 """
@@ -117,6 +128,14 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self.durable_index = self.last_index
         #: the log's end when the records being written were taken
         self._taken_to = self.durable_index
+        #: False: interval mode (see the module doc)
+        self.fsync_appends = True
+        #: a term/vote record waits in the buffer (fsynced even in interval mode)
+        self._state_pending = False
+        #: the records taken last must be fsynced by ``write_pending``
+        self._pending_sync = True
+        #: interval mode: appends written since the last fsync
+        self.unsynced = False
 
     # ------------------------------------------------------------ replay
 
@@ -191,10 +210,37 @@ class DurableJournal(Journal):  # type: ignore[misc]
             data = self._whole_file()
         else:
             data = bytes(self._buf)
+        self._pending_sync = self.fsync_appends or self._state_pending or self._pending_is_rewrite
+        self._state_pending = False
         self._buf.clear()
         self._must_sync = False
         self._taken_to = self.last_index
         return data
+
+    #: interval mode: a write of at most this much is made on the event loop
+    INLINE_WRITE_BYTES_MAX = 256 * 1024
+
+    def cheap(self, data: bytes) -> bool:
+        """May the records just taken be written on the event loop?  Only in
+        interval mode, when they need no fsync and are small."""
+        return not self._pending_sync and len(data) <= self.INLINE_WRITE_BYTES_MAX
+
+    def sync_appended(self) -> None:
+        """Interval mode: fsync the appends written since the last fsync (may
+        run in a thread).
+
+        Raises:
+            OSError: the fsync failed; ``unsynced`` stays set (the next call retries).
+        """
+        if not self.unsynced:
+            return
+        self.unsynced = False
+        try:
+            self._disk.sync(self._name)
+        except OSError:
+            self.unsynced = True
+            raise
+        self.fsyncs += 1
 
     def written(self) -> None:
         """The records handed out by the last :meth:`take_pending` are on disk
@@ -226,7 +272,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
             before = self._disk.size(self._name)
             try:
                 self._disk.append(self._name, data)
-                self._disk.sync(self._name)
+                if self._pending_sync:
+                    self._disk.sync(self._name)
+                else:
+                    self.unsynced = True
             except OSError:
                 self.write_failures += 1
                 self._cut_to = before
@@ -236,7 +285,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 except OSError:
                     pass  # cut before the next write
                 raise
-            self.fsyncs += 1
+            if self._pending_sync:
+                self.fsyncs += 1
 
     def flush(self) -> None:
         """Make every mutation so far durable (one append + one fsync; no-op if clean)."""
@@ -334,6 +384,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._voted_for = votedForNodeId
         self._buf += _state_rec(term, votedForNodeId)
         self._must_sync = True
+        self._state_pending = True
 
     def getCurrentTerm(self) -> int:
         return self._term

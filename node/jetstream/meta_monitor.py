@@ -127,6 +127,8 @@ def stream_raftz(layer: MetaLayer, stream: Any) -> dict[str, Any]:
     doc["overlapped_cycles"] = st.get("overlapped_cycles", 0)
     doc["cycles"] = st.get("cycles", 0)
     doc["fsyncs"] = st.get("fsyncs", 0)
+    # sync_interval configured: cycle writes made on the event loop, not fsynced
+    doc["inline_writes"] = st.get("inline_writes", 0)
     doc["commits_before_own_write"] = st.get("commits_before_own_write", 0)
     return doc
 

@@ -131,3 +131,45 @@ async def test_nothing_leaves_before_the_fsync_and_one_fsync_per_cycle(
         assert all(lk.sends > 0 for lk in links)
         assert sum(lk.early for lk in links) > 0  # the leader overlapped its fsync
         nursery.cancel_scope.cancel()
+
+
+async def test_interval_mode_writes_on_the_loop_and_fsyncs_when_asked(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    from raft.config import RaftConfig
+
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS, config=RaftConfig(journal_fsync=False))
+        await c.start()
+        leader = await c.wait_leader()
+        await leader.g.propose(b"x")
+        await trio.testing.wait_all_tasks_blocked()
+        syncs0 = {m.node_id: m.disk.syncs for m in c.live()}
+        inline0 = {m.node_id: m.g._driver.inline_writes for m in c.live()}  # type: ignore[union-attr]
+        for i in range(20):
+            await leader.g.propose(b"y%d" % i)
+        await trio.testing.wait_all_tasks_blocked()
+        for m in c.live():
+            drv = m.g._driver
+            assert drv is not None
+            assert m.disk.syncs == syncs0[m.node_id]  # appends: written, not fsynced
+            assert drv.inline_writes > inline0[m.node_id]  # on the loop, no thread
+            assert m.g.core.journal.unsynced
+            assert m.disk.pending.get("g1.journal")
+        for m in c.live():
+            await m.g.sync_journal()
+            assert m.disk.syncs == syncs0[m.node_id] + 1
+            assert not m.g.core.journal.unsynced and not m.disk.pending.get("g1.journal")
+            await m.g.sync_journal()  # nothing new: no fsync
+            assert m.disk.syncs == syncs0[m.node_id] + 1
+        # a member that stops fsyncs what it wrote
+        await leader.g.propose(b"z")
+        await trio.testing.wait_all_tasks_blocked()
+        follower = next(m for m in c.live() if m is not leader)
+        assert follower.disk.pending.get("g1.journal")
+        await follower.crash()  # cancels its driver (then drops what is not synced)
+        from raft.journal import DurableJournal
+
+        replay = DurableJournal(follower.disk, "g1.journal")
+        assert replay.entries()[-1][0].endswith(b"z")
+        nursery.cancel_scope.cancel()

@@ -89,3 +89,49 @@ def test_compaction_rewrites_atomically(tmp_path: Path) -> None:
     assert [e[1] for e in j2.entries()] == list(range(91, 102))
     assert (j2.getCurrentTerm(), j2.getVotedForNodeId()) == (3, "b")
     assert j2.term_at(95) == 1 and j2.term_at(90) is None
+
+
+def test_interval_mode_writes_appends_without_fsync_until_asked() -> None:
+    disk = MemoryDisk()
+    j = DurableJournal(disk, "g.journal")
+    j.fsync_appends = False
+    j.add(b"a", 1, 1)
+    data = j.take_pending()
+    assert j.cheap(data)  # no fsync needed, small: the driver writes it on the loop
+    j.write_pending(data)
+    j.written()
+    assert disk.syncs == 0 and j.unsynced and j.durable_index == 1
+    # a process crash keeps the page cache: what was written is read back
+    assert list(DurableJournal(disk, "g.journal").entries()) == [(b"a", 1, 1)]
+    j.sync_appended()
+    assert disk.syncs == 1 and not j.unsynced
+    j.sync_appended()  # nothing new: no fsync
+    assert disk.syncs == 1
+    disk.crash()
+    assert list(DurableJournal(disk, "g.journal").entries()) == [(b"a", 1, 1)]
+
+
+def test_interval_mode_still_fsyncs_term_and_vote() -> None:
+    disk = MemoryDisk()
+    j = DurableJournal(disk, "g.journal")
+    j.fsync_appends = False
+    j.add(b"a", 1, 1)
+    j.setCurrentTerm(2, "n2")
+    data = j.take_pending()
+    assert not j.cheap(data)  # a vote must be on disk before it is granted
+    j.write_pending(data)
+    j.written()
+    assert disk.syncs == 1
+    disk.crash()
+    j2 = DurableJournal(disk, "g.journal")
+    assert (j2.getCurrentTerm(), j2.getVotedForNodeId()) == (2, "n2")
+    # the next plain append is cheap again
+    j.add(b"b", 2, 2)
+    assert j.cheap(j.take_pending())
+
+
+def test_interval_mode_large_writes_are_not_cheap() -> None:
+    j = DurableJournal(MemoryDisk(), "g.journal")
+    j.fsync_appends = False
+    j.add(b"x" * (DurableJournal.INLINE_WRITE_BYTES_MAX + 1), 1, 1)
+    assert not j.cheap(j.take_pending())
