@@ -442,7 +442,7 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
     interval = "+interval" in suffixes
     if interval and sync == "always":
         run.na = "n/a (+interval is for --sync default)"
-        print(f"{run.name}: {run.na}", flush=True)
+        print(f"{run.server}: {run.na}", flush=True)
         return run
     tag = "".join(ch if ch.isalnum() else "_" for ch in name)
     workdir = Path(tempfile.mkdtemp(prefix=f"r3-{tag}-{sync}-", dir=args.store_parent))
@@ -466,13 +466,13 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
         if c is not None:
             c.stop()
         if args.keep:
-            print(f"  {run.name} logs and stores kept in {workdir}")
+            print(f"  {run.server} logs and stores kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     if run.na:
-        print(f"{run.name}: {run.na}", flush=True)
+        print(f"{run.server}: {run.na}", flush=True)
     for note in run.notes:
-        print(f"  note {run.name}: {note}", flush=True)
+        print(f"  note {run.server}: {note}", flush=True)
     return run
 
 
