@@ -49,6 +49,8 @@ PLANS_MAX = 65536
 subscriber, so ~21 MB at the bound); at the bound ``Admission`` decides."""
 INTERNAL_MAX = 32768
 """Subjects whose subscribers are all internal (``_internal``) kept."""
+INTERNAL_SHARED_MAX = 256
+"""Distinct ``_internal`` entry values interned (cleared when full or stale)."""
 REPLIES_MAX = 4096
 """Reply subjects remembered for their answers (``Router._once``); cleared when full."""
 SERVICE_REPLY_PREFIX = b"_R_."
@@ -108,6 +110,8 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         self._qplans_admit = Admission(QPLANS_MAX)
         # subject -> (gen, its internal subscribers): see _internal_targets
         self._internal: dict[bytes, tuple[int, tuple[tuple[Any, Any], ...]]] = {}
+        self._internal_shared: dict[tuple[Any, ...], tuple[int, tuple[tuple[Any, Any], ...]]] = {}
+        self._internal_shared_gen = -1
         self._internal_admit = Admission(INTERNAL_MAX)
         #: pulls sent to a consumer leader's route, answered if it closes (node.nextroute)
         self.forwarded = ForwardedPulls()
@@ -600,7 +604,17 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         if self.route_sublist.count and self.route_sublist.has_interest(subject):
             return
         if self._internal_admit.room(self._internal):
-            self._internal[subject] = (self.gen, tuple((sub.client, sub) for sub in psubs))
+            # subjects with the same internal subscribers (a stream's capture of
+            # every key of a KV bucket) share one entry value
+            key = tuple(psubs)
+            shared = self._internal_shared
+            if self._internal_shared_gen != self.gen or len(shared) >= INTERNAL_SHARED_MAX:
+                shared.clear()
+                self._internal_shared_gen = self.gen
+            entry = shared.get(key)
+            if entry is None:
+                entry = shared[key] = (self.gen, tuple((sub.client, sub) for sub in psubs))
+            self._internal[subject] = entry
 
     def _to_internal(
         self,

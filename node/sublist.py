@@ -20,7 +20,11 @@ removing a literal subscription invalidates only that subject's entry; a
 wildcard subscription invalidates the cached subjects it matches (a cache
 bigger than ``SWEEP_MAX`` is cleared instead: one C-level clear, not a match
 per entry).  Results are
-shared: callers must not mutate them.
+shared: callers must not mutate them.  A new result with plain
+subscriptions only is interned (``_shared``, keyed by the subscriptions, at
+most ``SHARED_MAX``, dropped whenever a subscription is removed): subjects that
+match alike -- every key of a KV bucket under its stream's ``kv.>`` capture --
+share one result, so a cached subject costs its dict slot and key only.
 
 Interest watches (``watch``) call a function whenever a subscription whose
 subject is exactly the watched literal subject is inserted or removed (as
@@ -44,6 +48,8 @@ CACHE_MAX = 32768
 """Cached match results (literal subjects); at the bound ``Admission`` decides."""
 SWEEP_MAX = 2048
 """Above this many cached results a wildcard change clears the cache."""
+SHARED_MAX = 1024
+"""Interned plain-only results kept (cleared when full or on any remove)."""
 
 
 class SubLike(Protocol):
@@ -94,6 +100,8 @@ class Sublist(Generic[S]):
         self._cache: dict[bytes, SublistResult[S]] = {}
         # subject minus its last token -> the match of its family (match_once)
         self._families: dict[bytes, SublistResult[S]] = {}
+        # the subscriptions of a plain-only match -> its one shared result
+        self._shared: dict[tuple[S, ...], SublistResult[S]] = {}
         self.cache_entries_max = cache_entries_max
         self._admit = Admission(cache_entries_max)
         self.cache_enabled = cache_enabled
@@ -207,6 +215,8 @@ class Sublist(Generic[S]):
             child = parent
         self.count -= 1
         self.removes += 1
+        if self._shared:
+            self._shared.clear()  # holds no removed subscription
         self._invalidate(sub.subject)
         if self._watch:
             self._notify(sub.subject)
@@ -240,9 +250,20 @@ class Sublist(Generic[S]):
         qmap: dict[bytes, list[S]] = {}
         if not _empty_token(subject):
             self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
-        result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
-        if self.cache_enabled and self._admit.room(self._cache):
-            self._cache[subject] = result
+        if not self.cache_enabled or not self._admit.room(self._cache):
+            return SublistResult(psubs, list(qmap.values()))
+        if qmap:
+            result: SublistResult[S] = SublistResult(psubs, list(qmap.values()))
+        else:
+            key = tuple(psubs)
+            shared = self._shared
+            got = shared.get(key)
+            if got is None:
+                if len(shared) >= SHARED_MAX:
+                    shared.clear()
+                got = shared[key] = SublistResult(psubs, [])
+            result = got
+        self._cache[subject] = result
         return result
 
     def match_uncached(self, subject: bytes) -> SublistResult[S]:

@@ -223,3 +223,22 @@ def test_subjects_with_an_empty_token_match_nothing() -> None:
         assert sl.match_once(subject).psubs == [], subject
     got = sorted(s.subject for s in sl.match(b"a.b.c").psubs)
     assert got == [b">", b"a.*.c", b"a.>"]
+
+
+def test_subjects_that_match_alike_share_one_cached_result() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    cap = FakeSub(b"kv.>", None)
+    sl.insert(cap)
+    a, b = sl.match(b"kv.key.1"), sl.match(b"kv.key.2")
+    assert a is b and a.psubs == [cap]  # one result for every key of the bucket
+    one = FakeSub(b"kv.key.1", None)
+    sl.insert(one)
+    assert {s.ident for s in sl.match(b"kv.key.1").psubs} == {cap.ident, one.ident}
+    assert sl.match(b"kv.key.2").psubs == [cap]
+    sl.remove(cap)  # a removed subscription is held by no shared result
+    assert sl.match(b"kv.key.1").psubs == [one]
+    assert sl.match(b"kv.key.2").psubs == []
+    q = FakeSub(b"kv.>", b"workers")
+    sl.insert(q)
+    r3, r4 = sl.match(b"kv.key.3"), sl.match(b"kv.key.4")
+    assert r3.qsubs == [[q]] and r4.qsubs == [[q]]
