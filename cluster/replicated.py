@@ -557,6 +557,11 @@ class ReplicatedGroup:
             # fsync, of a descriptor of its own, runs in a worker
             try:
                 await self._sync_store()
+                if not self.sync_each_batch:
+                    # interval mode: the mark never passes the journal's fsynced
+                    # end -- a power loss that cut the journal's tail must not
+                    # leave a store whose mark skips the entries that come again
+                    await self.raft.sync_journal()
                 await trio.to_thread.run_sync(
                     write_mark, self.raft_dir, index, st.last_seq, st.msgs
                 )
