@@ -43,3 +43,33 @@ def mixed_bulk(size_tok: bytes, longest: int) -> tuple[re.Pattern[bytes], re.Pat
         extent = rb"(?:PUB [^ \t\r\n]{1,%d} %b\r\n(?s:.{%d})\r\n)+" % (longest, size_tok, size)
         pats = _mixed_bulk_cache[key] = (re.compile(extent), re.compile(one))
     return pats
+
+
+#: a run of PUBs to one subject, each with its own reply (JetStream publishes,
+#: requests), is taken in bulk once this many bytes follow the run's first op
+REPLY_BULK_MIN_BYTES = 512
+_reply_bulk_cache: dict[bytes, tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
+
+
+def reply_bulk(size_tok: bytes) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """``(extent, item)`` patterns for ``PUB <subject> <reply> <size_tok>\\r\\n<payload>\\r\\n``
+    ops written with single spaces, this exact size token, all to one subject
+    (each with its own reply: a JetStream publisher's window, a requester):
+    ``extent`` matches a stretch of complete ones (its group 1 is the
+    subject, the same in every op of the stretch), ``item`` (with
+    ``findall`` over exactly that stretch) yields each one's reply and
+    payload.  A subject or reply holds no space, so both split the stretch
+    alike.  The caller bounds the line length (the longest reply)."""
+    pats = _reply_bulk_cache.get(size_tok)
+    if pats is None:
+        if len(_reply_bulk_cache) >= _MIXED_BULK_MAX:
+            _reply_bulk_cache.clear()
+        size = int(size_tok)
+        tail = rb" %b\r\n(?s:.{%d})\r\n" % (size_tok, size)
+        extent = rb"PUB (?P<s>[^ \t\r\n]+) [^ \t\r\n]+%b(?:PUB (?P=s) [^ \t\r\n]+%b)*" % (
+            tail,
+            tail,
+        )
+        one = rb"PUB [^ \t\r\n]+ ([^ \t\r\n]+) %b\r\n((?s:.{%d}))\r\n" % (size_tok, size)
+        pats = _reply_bulk_cache[size_tok] = (re.compile(extent), re.compile(one))
+    return pats

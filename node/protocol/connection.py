@@ -30,7 +30,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from node.protocol.bulk import MIXED_BULK_SIZE_DIGITS_MAX, MIXED_WINDOW, mixed_bulk
+from node.protocol.bulk import (
+    MIXED_BULK_SIZE_DIGITS_MAX,
+    MIXED_WINDOW,
+    REPLY_BULK_MIN_BYTES,
+    mixed_bulk,
+    reply_bulk,
+)
 from node.protocol.events import (
     ANY_ORIGIN,
     OK,
@@ -393,7 +399,9 @@ class ProtocolConnection:
         recognised with ``startswith`` alone.  Consecutive messages to one
         subject are handed over as a run when ``on_pub_run`` is given, and
         runs of reply-less small messages to differing subjects (acks) with
-        two regex calls to ``on_pubs`` when given.  Anything incomplete or
+        two regex calls to ``on_pubs`` when given; a run to one subject with a
+        reply per message (a JetStream publisher's window) is taken with two
+        regex calls per window (``bulk.reply_bulk``).  Anything incomplete or
         unusual is left for the careful path.
         """
         n = len(buf)
@@ -405,6 +413,7 @@ class ProtocolConnection:
         # reply-less singles to changing subjects, handed over together
         mixed_s: list[bytes] = []
         mixed_p: list[bytes] = []
+        bulk_replies = on_pub_run is not None and self.role is Role.SERVER
         m = match(buf, pos)
         while m is not None:
             start = m.end()
@@ -508,6 +517,23 @@ class ProtocolConnection:
                     end = start + size
                     if end + 2 > n or buf[end] != 13 or buf[end + 1] != 10:
                         break
+                if (
+                    reply is not None
+                    and bulk_replies
+                    and n - pos >= REPLY_BULK_MIN_BYTES
+                    and len(size_tok) <= MIXED_BULK_SIZE_DIGITS_MAX
+                ):
+                    # more of this subject, each with its own reply (a JetStream
+                    # publisher's window): the whole stretch with two regex calls
+                    extent, item = reply_bulk(size_tok)
+                    em = extent.match(buf, pos, min(n, pos + MIXED_WINDOW))
+                    if em is not None and em.group(1) == subject:
+                        stop = em.end()
+                        rs, ps = zip(*item.findall(buf, pos, stop), strict=True)
+                        if max(map(len, rs)) <= limit - 8 - len(subject) - len(size_tok):
+                            replies.extend(rs)
+                            payloads.extend(ps)
+                            pos = stop
             m = match(buf, pos)
         if mixed_s:
             hand_mixed(on_mixed, mixed_s, mixed_p)

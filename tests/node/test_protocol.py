@@ -575,3 +575,102 @@ def test_route_ls_minus_without_origin_from_a_peer_without_lnocu() -> None:
     assert evs[0].origin is ANY_ORIGIN
     assert evs[1] == RUnsub(b"$G", b"q.x", b"grp", ANY_ORIGIN)
     assert evs[2] == RSub(b"$G", b"foo", None, 0, b"lc")
+
+
+reply_runs = st.lists(
+    st.one_of(
+        st.builds(
+            lambda s, r, p: Pub(s, r, p),
+            st.sampled_from([b"bench.js", b"bench.js", b"b"]),
+            st.one_of(st.none(), st.integers(0, 10**12).map(lambda i: b"_INBOX.lg7.%d" % i)),
+            st.sampled_from([b"x" * 40, b"x" * 40, b"PUB bench.js _I 40\r\n" + b"y" * 20, b""]),
+        ),
+        st.sampled_from([PING, b"PUB  bench.js  _INBOX.2 40\r\n" + b"z" * 40 + b"\r\n"]),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(reply_runs, st.lists(st.integers(1, 700), min_size=1, max_size=20))
+def test_reply_runs_preserve_every_message(stream: list[object], cuts: list[int]) -> None:
+    """Runs to one subject with a reply each (a JetStream publisher's window)
+    are taken in bulk; every message still arrives once, in order, whatever
+    the chunking."""
+    data = b"".join(e if type(e) is bytes else serialize(e) for e in stream)  # type: ignore[arg-type]
+    expect = [Pub(b"bench.js", b"_INBOX.2", b"z" * 40) if type(e) is bytes else e for e in stream]
+    conn = ProtocolConnection(Role.SERVER)
+    got: list[object] = []
+
+    def on_pub(s: bytes, r: bytes | None, p: bytes) -> None:
+        got.append(Pub(s, r, p))
+
+    def on_run(s: bytes, rs: list[bytes | None], ps: list[bytes]) -> None:
+        assert len(ps) >= 2
+        got.extend(Pub(s, r, p) for r, p in zip(rs, ps, strict=True))
+
+    pos = 0
+    i = 0
+    while pos < len(data):
+        step = cuts[i % len(cuts)]
+        conn.feed(data[pos : pos + step], on_pub, got.append, on_run)
+        pos += step
+        i += 1
+    assert got == expect
+    assert not conn.dead
+
+
+def test_reply_runs_are_parsed_in_bulk_and_keep_the_line_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counting test: a publisher's window (one subject, a reply each, one
+    size) costs a few line matches per window, not one per message; a reply
+    that makes its line longer than the control line limit still fails as it
+    did without the bulk path."""
+    from node.protocol import connection as conn_mod
+
+    calls = 0
+    real = conn_mod._FAST_LINE[Role.SERVER]
+
+    def counted(buf: bytes, pos: int) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(buf, pos)
+
+    monkeypatch.setitem(conn_mod._FAST_LINE, Role.SERVER, counted)
+    for n in (10, 1000):
+        calls = 0
+        replies = [b"_INBOX.lg42.%d" % i for i in range(n)]
+        payloads = [b"%08d" % i + b"PUB a 1\r\n" * 3 for i in range(n)]  # size 35
+        data = b"".join(
+            b"PUB bench.js %s 35\r\n%s\r\n" % (r, p) for r, p in zip(replies, payloads, strict=True)
+        )
+        got: list[tuple[bytes | None, bytes]] = []
+
+        def on_run(
+            s: bytes,
+            rs: list[bytes | None],
+            ps: list[bytes],
+            got: list[tuple[bytes | None, bytes]] = got,
+        ) -> None:
+            assert s == b"bench.js"
+            got.extend(zip(rs, ps, strict=True))
+
+        conn = ProtocolConnection(Role.SERVER)
+        conn.feed(data, lambda s, r, p, got=got: got.append((r, p)), lambda e: None, on_run)
+        assert got == list(zip(replies, payloads, strict=True))
+        assert calls <= 4 + len(data) // conn_mod.MIXED_WINDOW * 2
+    # a reply too long for the line limit, inside a stretch: the same violation as before
+    conn = ProtocolConnection(Role.SERVER, max_control_line=64)
+    ok = b"PUB bench.js _INBOX.1 3\r\nabc\r\n" * 40
+    data = ok + b"PUB bench.js _INBOX.%s 3\r\nabc\r\n" % (b"x" * 60) + ok
+    events: list[object] = []
+    seen: list[bytes | None] = []
+    conn.feed(
+        data,
+        lambda s, r, p: seen.append(r),
+        events.append,
+        lambda s, rs, ps: seen.extend(rs),
+    )
+    assert seen == [b"_INBOX.1"] * 40
+    assert len(events) == 1 and isinstance(events[0], ProtocolViolation)
