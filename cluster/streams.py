@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -113,8 +113,12 @@ EXPIRY_RECHECK_S = 60.0
 GroupFactory = Callable[[StreamStateMachine, StreamStore], "ReplicatedGroup"]
 #: callback(result) for one captured message (``PubResult`` or ``ApiErrorResult``)
 OnResult = Callable[[Any], None]
-#: a captured message waiting for its batch: subject, headers, payload, callback
-Queued = tuple[str, bytes | None, bytes, OnResult | None]
+#: acks(replies, results): the PubAcks of captured publishes queued with their
+#: reply subject instead of a callback (``Stream.offer_run``), one call per batch
+ReplyAcks = Callable[[list[bytes], list[Any]], None]
+#: a captured message waiting for its batch: subject, headers, payload, and its
+#: callback, or the reply subject its result goes to (``Stream.reply_acks``), or None
+Queued = tuple[str, bytes | None, bytes, OnResult | bytes | None]
 
 
 def _publish_op(batch: list[Queued]) -> StreamMsg:
@@ -192,6 +196,8 @@ class Stream:
         #: runs the answering of one batch of publishes (``Router.batched``: one
         #: write per client for the whole batch); None: called directly
         self.answer_batch: Callable[[Callable[[], None]], None] | None = None
+        #: answers the publishes queued with a reply subject (``offer_run``)
+        self.reply_acks: ReplyAcks | None = None
         # proposals in flight, and the event a snapshot holds them back with
         self._inflight = 0
         self._idle = trio.Event()
@@ -202,7 +208,7 @@ class Stream:
         self.refused_batches = 0
         self.unanswered_batches = 0
         #: NOT_COMMITTED answers waiting for their time: (due, callbacks)
-        self._late: list[tuple[float, list[OnResult]]] = []
+        self._late: list[tuple[float, list[OnResult | bytes]]] = []
         self._late_added = trio.Event()
         #: captured publishes with a msg id the old leader never appended (``cluster.reroute``)
         self._reroutes: list[list[Queued]] = []
@@ -246,6 +252,68 @@ class Stream:
             self._drain_due = True
             defer(self.drain)
         return True
+
+    def offer_run(
+        self,
+        subject: str,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+        acks: ReplyAcks | None,
+        defer: Callable[[Callable[[], None]], None],
+    ) -> int:
+        """``offer`` for a run of header-less messages to one subject (a
+        publisher's window, in one call): each is queued with its reply subject
+        (None: no answer; every one without when ``acks`` is None), whose
+        results ``acks`` gets per batch (``reply_acks``).  Returns how many were
+        queued, from the first; the rest did not fit (not stored)."""
+        queue = self._queue
+        k = min(len(payloads), QUEUE_MSGS_MAX - len(queue))
+        if k < len(payloads):
+            self.rejected += len(payloads) - max(k, 0)
+            if k <= 0:
+                return 0
+            replies, payloads = replies[:k], payloads[:k]
+        if acks is None:
+            queue.extend([(subject, None, p, None) for p in payloads])
+        else:
+            self.reply_acks = acks
+            queue.extend([(subject, None, p, r) for r, p in zip(replies, payloads, strict=True)])
+        if not self._drain_due:
+            self._drain_due = True
+            defer(self.drain)
+        return k
+
+    def _hand_out(self, batch: list[Queued], results: Sequence[Any]) -> None:
+        """Give each publish of ``batch`` its result: its callback, or (queued
+        with its reply subject) through ``reply_acks``, those of a stretch
+        together; in order."""
+        replies: list[bytes] = []
+        rs: list[Any] = []
+        for (_, _, _, cb), result in zip(batch, results, strict=True):
+            if cb is None:
+                continue
+            if type(cb) is bytes:
+                replies.append(cb)
+                rs.append(result)
+                continue
+            if replies:
+                self._ack_replies(replies, rs)
+                replies, rs = [], []
+            cb(result)  # type: ignore[operator]
+        if replies:
+            self._ack_replies(replies, rs)
+
+    def _ack_replies(self, replies: list[bytes], results: list[Any]) -> None:
+        acks = self.reply_acks
+        assert acks is not None
+        acks(replies, results)
+
+    def _result_to(self, cb: OnResult | bytes, result: Any) -> None:
+        """Give one publish its result (its callback or its reply subject)."""
+        if type(cb) is bytes:
+            self._ack_replies([cb], [result])
+        else:
+            cb(result)  # type: ignore[operator]
 
     def drain(self) -> None:
         """Apply the queued messages now, in the caller's task, if the group is idle.
@@ -348,9 +416,7 @@ class Stream:
 
         def answer() -> None:
             self._after(op, outcome)
-            for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
-                if cb is not None:
-                    cb(result)
+            self._hand_out(batch, outcome.results)
 
         if self.answer_batch is None:
             answer()
@@ -401,7 +467,7 @@ class Stream:
         if isinstance(error, QueueFull):
             busy = ApiErrorResult(503, 10077, "stream is busy")
             for cb in cbs:
-                cb(busy)
+                self._result_to(cb, busy)
             return
         if cbs:
             self._late.append((trio.current_time() + NOT_COMMITTED_DELAY_S, cbs))
@@ -418,7 +484,7 @@ class Stream:
             await trio.sleep_until(due)
             self._late.pop(0)
             for cb in cbs:
-                cb(NOT_COMMITTED)
+                self._result_to(cb, NOT_COMMITTED)
 
     async def _reroute_loop(self) -> None:
         """Forward the publishes ``_replicated_done`` set aside to the leader,
@@ -485,7 +551,7 @@ class Stream:
         failed = ApiErrorResult(503, 10077, str(exc) or type(exc).__name__)
         for _, _, _, cb in batch:
             if cb is not None:
-                cb(failed)
+                self._result_to(cb, failed)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Drive the group, the publish batches and ``max_age`` expiry until cancelled."""
@@ -521,9 +587,7 @@ class Stream:
                         "event=publish_not_committed stream=%s reason=%r", self.cfg.name, exc
                     )
                     continue
-                for (_, _, _, cb), result in zip(batch, outcome.results, strict=True):
-                    if cb is not None:
-                        cb(result)
+                self._hand_out(batch, outcome.results)
 
     async def _feed_replicated(self) -> None:
         """The task's share of a replicated stream's publishes: start what is

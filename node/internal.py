@@ -24,6 +24,9 @@ Handler = Callable[[Subscription, bytes, bytes | None, bytes | None, bytes], Non
 #: callback(subscription, subjects, payload): several reply-less messages
 #: without headers, one payload (a client's run of acks)
 ManyHandler = Callable[[Subscription, list[bytes], bytes], None]
+#: callback(subscription, subject, replies, payloads): several messages without
+#: headers to one subject (a publisher's run); must not change interest
+RunHandler = Callable[[Subscription, bytes, list[bytes | None], list[bytes]], None]
 
 
 class InternalClient:
@@ -53,6 +56,7 @@ class InternalClient:
         self.cid = 0
         self._handlers: dict[Subscription, Handler] = {}
         self._many: dict[Subscription, ManyHandler] = {}
+        self._runs: dict[Subscription, RunHandler] = {}
         self._next_sid = 0
         self.in_msgs = 0
         self.out_msgs = 0
@@ -67,15 +71,19 @@ class InternalClient:
         many: ManyHandler | None = None,
         *,
         announce: bool = True,
+        run: RunHandler | None = None,
     ) -> Subscription:
         """Add an internal subscription (announced to routes like any other
         unless ``announce`` is False: then only this server's clients reach it);
-        ``many``, when given, takes runs handed over by ``deliver_internal_many``."""
+        ``many``, when given, takes runs handed over by ``deliver_internal_many``,
+        ``run`` those handed over by ``deliver_internal_run``."""
         self._next_sid += 1
         sub = Subscription(self, subject, queue, b"i%d" % self._next_sid)
         self._handlers[sub] = handler
         if many is not None:
             self._many[sub] = many
+        if run is not None:
+            self._runs[sub] = run
         if not announce:
             sub.local = True
             self._local.add(sub)
@@ -85,6 +93,7 @@ class InternalClient:
     def unsubscribe(self, sub: Subscription) -> None:
         """Remove a subscription made by ``subscribe``."""
         self._many.pop(sub, None)
+        self._runs.pop(sub, None)
         if self._handlers.pop(sub, None) is not None:
             local = sub in self._local
             self._local.discard(sub)
@@ -117,6 +126,28 @@ class InternalClient:
                 handler(sub, subject, reply, headers, payload)
             finally:
                 self.sender = outer
+
+    def deliver_internal_run(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+        src: Any = None,
+    ) -> bool:
+        """``deliver_internal`` for several messages without headers to one
+        subject: one call of the subscription's ``run`` handler; False (nothing
+        done) when it has none."""
+        run = self._runs.get(sub)
+        if run is None:
+            return False
+        self.in_msgs += len(payloads)
+        outer, self.sender = self.sender, src
+        try:
+            run(sub, subject, replies, payloads)
+        finally:
+            self.sender = outer
+        return True
 
     def deliver_internal_many(
         self, sub: Subscription, subjects: list[bytes], payload: bytes, src: Any = None

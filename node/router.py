@@ -479,6 +479,56 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             return 1
         return self.publish(None, subject, None, None, payload)
 
+    def publish_once_many(self, subjects: list[bytes], payloads: list[bytes]) -> None:
+        """``publish_once`` of each ``(subject, payload)``, in order: a run of
+        subjects of one inbox family (the same ``match_once`` result) costs one
+        target check and one append to the client's buffer, in batch mode
+        (the caller must ``flush()``).  In a cluster, one ``publish_once``
+        each."""
+        if self.route_sublist.count:
+            for subject, payload in zip(subjects, payloads, strict=True):
+                self.publish_once(subject, payload)
+            return
+        noted = self._replies
+        match_once = self.sublist.match_once
+        last: Any = None
+        c: Any = None
+        sub: Any = None
+        parts: list[bytes] = []
+        total = 0
+        for subject, payload in zip(subjects, payloads, strict=True):
+            if noted:
+                noted.pop(subject, None)
+            r = match_once(subject)
+            if r is not last:
+                if parts:
+                    self._once_append(c, sub, parts, total)
+                    parts = []
+                    total = 0
+                last = r
+                target = self._once_target(None, subject)
+                c, sub = (None, None) if target is None else target
+            if c is None:
+                self.publish(None, subject, None, None, payload)
+                continue
+            plen = len(payload)
+            parts.append(b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload))
+            total += plen
+        if parts:
+            self._once_append(c, sub, parts, total)
+
+    def _once_append(self, c: Any, sub: Subscription, parts: list[bytes], total: int) -> None:
+        """Append ``parts`` (MSG ops of ``total`` payload bytes for ``sub``) to
+        ``c``'s buffer in batch mode, accounted as ``_once`` does each."""
+        k = len(parts)
+        c._out.append(b"".join(parts))
+        c.out_msgs += k
+        c.out_bytes += total
+        sub.delivered += k
+        self._touched.add(c)
+        self.out_msgs += k
+        self.out_bytes += total
+
     def _note_reply(self, reply: bytes) -> None:
         """Remember a reply subject a delivered request carried (bounded):
         a publish to it is an answer, taken by ``_once``."""
@@ -633,6 +683,12 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         assert targets is not None
         if routed:
             targets = tuple(t for t in targets if not t[1].local)
+        if len(targets) == 1 and len(payloads) > 1:
+            # one subscriber taking runs (a stream's capture): one call
+            c, sub = targets[0]
+            if c.deliver_internal_run(sub, subject, replies, payloads, src):
+                self.out_msgs += len(payloads)
+                return
         n = 0
         for i, payload in enumerate(payloads):
             if self.gen != gen:

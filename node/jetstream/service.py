@@ -507,7 +507,34 @@ class JetStreamService:
             if not stream.offer(subj, hdr, payload, cb, defer) and reply:
                 self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
 
-        self._subs[name] = [self.client.subscribe(s.encode(), on_msg) for s in stream.cfg.subjects]
+        acks = self._reply_acker(name, ack)
+
+        def on_run(
+            sub: Subscription, subject: bytes, replies: list[bytes | None], payloads: list[bytes]
+        ) -> None:
+            # a publisher's run without headers: the checks once (nothing the
+            # run does changes their answer before its batch is applied), the
+            # run queued with its replies, the PubAcks sent per batch
+            cfg = stream.cfg
+            if (
+                bytes_limited
+                or cfg.subject_transform is not None
+                or resources.exceeded(cfg.storage)
+            ):
+                for reply, payload in zip(replies, payloads, strict=True):
+                    on_msg(sub, subject, reply, None, payload)
+                return
+            k = stream.offer_run(
+                subject.decode(), replies, payloads, None if cfg.no_ack else acks, defer
+            )
+            if k < len(payloads) and not cfg.no_ack:
+                for reply in replies[k:]:
+                    if reply:
+                        self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
+
+        self._subs[name] = [
+            self.client.subscribe(s.encode(), on_msg, run=on_run) for s in stream.cfg.subjects
+        ]
         if stream.cfg.allow_direct:
             self._subs[name] += self._direct_subs(name)
         if self.meta is not None:
@@ -656,6 +683,34 @@ class JetStreamService:
                     router.flush()
 
         return ack
+
+    def _reply_acker(
+        self, stream: str, ack: Callable[[bytes, Any], None]
+    ) -> Callable[[list[bytes], list[Any]], None]:
+        """The PubAck sender of ``stream`` for a batch: ``acks(replies, results)``
+        (``Stream.reply_acks``).  When every result is a stored message of
+        this stream, the bodies are built as in ``_acker`` and handed to
+        ``Router.publish_once_many`` (one match per inbox family, one buffer
+        append per client); otherwise ``ack`` each."""
+        client = self.client
+        router = self.router
+        publish_once_many = router.publish_once_many
+        prefix = render.pub_ack(stream, 0, domain=self.domain).removesuffix("0}").encode()
+
+        def acks(replies: list[bytes], results: list[Any]) -> None:
+            bodies = []
+            for result in results:
+                if type(result) is not PubResult or result.duplicate or result.stream != stream:
+                    for reply, r in zip(replies, results, strict=True):
+                        ack(reply, r)
+                    return
+                bodies.append(prefix + b"%d}" % result.seq)
+            client.out_msgs += len(replies)
+            publish_once_many(replies, bodies)
+            if not router.flushing:
+                router.flush()
+
+        return acks
 
     # -- API ------------------------------------------------------------------
 

@@ -251,3 +251,41 @@ async def test_drain_failure_answers_503() -> None:
         nursery.cancel_scope.cancel()
     assert len(results) == 1 and isinstance(results[0], ApiErrorResult)
     assert (results[0].code, results[0].err_code) == (503, 10077)
+
+
+async def test_offer_run_answers_through_reply_acks_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``offer_run`` (a publisher's run in one call): each publish queued with its
+    reply; the batch's results go to ``reply_acks`` in order, a publish without a
+    reply gets none, callbacks queued between keep their place, and what does not
+    fit the queue is refused (the count returned)."""
+    import cluster.streams as streams_mod
+
+    stream = _memory_stream()
+    defer = _Deferred()
+    calls: list[tuple[list[bytes], list[int]]] = []
+    seen: list[Any] = []
+
+    def acks(replies: list[bytes], results: list[Any]) -> None:
+        calls.append((list(replies), [r.seq for r in results]))
+        seen.append("acks")
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stream.run)
+        replies: list[bytes | None] = [b"r1", None, b"r3"]
+        assert stream.offer_run("s.a", replies, [b"a", b"b", b"c"], acks, defer) == 3
+        assert stream.offer("s.a", None, b"d", lambda r: seen.append(r.seq), defer)
+        assert stream.offer_run("s.a", [b"r5", b"r6"], [b"e", b"f"], acks, defer) == 2
+        assert stream.offer_run("s.a", [b"r7"], [b"g"], None, defer) == 1  # no_ack
+        assert len(defer.fns) == 1
+        defer.flush()
+        assert calls == [([b"r1", b"r3"], [1, 3]), ([b"r5", b"r6"], [5, 6])]
+        assert seen == ["acks", 4, "acks"]
+        assert stream.store.state().last_seq == 7
+        monkeypatch.setattr(streams_mod, "QUEUE_MSGS_MAX", 2)
+        stream.group._busy = True  # the queue fills
+        assert stream.offer_run("s.a", [b"x", b"y", b"z"], [b"1", b"2", b"3"], acks, defer) == 2
+        assert stream.offer_run("s.a", [b"w"], [b"4"], acks, defer) == 0
+        assert stream.rejected == 2
+        nursery.cancel_scope.cancel()

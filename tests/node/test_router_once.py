@@ -128,6 +128,16 @@ class _Capture:
         if callable(self.on_msg):
             self.on_msg()
 
+    def deliver_internal_run(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+        src: object = None,
+    ) -> bool:
+        return False  # no run handler: one deliver_internal each
+
 
 async def test_runs_to_internal_subscribers_skip_the_per_message_match() -> None:
     router = _router()
@@ -205,3 +215,64 @@ async def test_answers_to_seen_requests_are_delivered_without_caching() -> None:
     router.flush()
     assert requester.written() == b"MSG _INBOX.r.2 1 5\r\nagain\r\n"
     assert requester.out_msgs == 4 and router.out_msgs == 7
+
+
+async def test_publish_once_many_matches_publish_once_per_message() -> None:
+    """A batch's PubAcks (``publish_once_many``): the same bytes and counts as
+    ``publish_once`` of each, across inbox families, a subject nobody
+    listens on, and one with two subscribers (the fallback), in order; one
+    target check per family run (matches counted)."""
+    subjects = [b"_INBOX.a.%d" % i for i in range(5)] + [b"nobody", b"_INBOX.b.1", b"r.x"]
+    subjects += [b"_INBOX.a.9", b"_INBOX.a.10"]
+    bodies = [b'{"seq":%d}' % i for i in range(len(subjects))]
+    got = []
+    for many in (True, False):
+        router = _router()
+        a, b, q = FakeClient(), FakeClient(), FakeClient()
+        router.sublist.insert(Subscription(a, b"_INBOX.a.*", None, b"1"))
+        router.sublist.insert(Subscription(b, b"_INBOX.b.*", None, b"2"))
+        router.sublist.insert(Subscription(a, b"r.*", None, b"3"))
+        router.sublist.insert(Subscription(q, b"r.x", b"q", b"4"))
+        router._note_reply(b"_INBOX.a.1")
+        if many:
+            router.publish_once_many(subjects, bodies)
+        else:
+            for s, p in zip(subjects, bodies, strict=True):
+                router.publish_once(s, p)
+        router.flush()
+        got.append(
+            (a.written(), b.written(), q.written(), a.out_msgs, a.out_bytes, router.out_msgs)
+        )
+        assert not router._replies
+    assert got[0] == got[1]
+    assert got[0][0].startswith(b'MSG _INBOX.a.0 1 9\r\n{"seq":0}\r\nMSG _INBOX.a.1 1 9\r\n')
+
+
+async def test_runs_go_to_a_run_handler_in_one_call() -> None:
+    """An internal subscriber with a ``run`` handler (a stream's capture) gets a
+    publisher's run in one call; a single message still takes ``deliver_internal``."""
+    from node.internal import InternalClient
+
+    router = _router()
+
+    class _Server:
+        def add_sub(self, sub: Subscription, announce: bool = True) -> None:
+            router.sublist.insert(sub)
+
+    server = _Server()
+    client = InternalClient(server, "t", account=object())  # type: ignore[arg-type]
+    singles: list[tuple[bytes | None, bytes]] = []
+    runs: list[tuple[bytes, list[bytes | None], list[bytes], object]] = []
+    client.subscribe(
+        b"bench.>",
+        lambda sub, s, r, h, p: singles.append((r, p)),
+        run=lambda sub, s, rs, ps: runs.append((s, list(rs), list(ps), client.sender)),
+    )
+    pub_c = FakeClient()
+    pub, pub_run, _ = router.fast_publisher(pub_c)
+    pub(b"bench.js", b"_INBOX.a.0", b"w")  # notes the internal targets
+    pub_run(b"bench.js", [b"_INBOX.a.1", None], [b"x", b"yy"])
+    pub(b"bench.js", b"_INBOX.a.2", b"z")
+    assert singles == [(b"_INBOX.a.0", b"w"), (b"_INBOX.a.2", b"z")]
+    assert runs == [(b"bench.js", [b"_INBOX.a.1", None], [b"x", b"yy"], pub_c)]
+    assert client.in_msgs == 4 and router.out_msgs == 4 and client.sender is None
