@@ -311,16 +311,25 @@ class Publish:
         (the protocol parser's subject and bytes, its own clock): the same
         value without ``__post_init__``'s per-field checks.  Decoding an
         entry keeps using the validating constructor."""
-        m = _object_new(cls)
-        _set(m, "subject", subject)
-        _set(m, "headers", headers)
-        _set(m, "payload", payload)
-        _set(m, "ts_ns", ts_ns)
-        return m
+        return publish_trusted(subject, headers, payload, ts_ns)
 
 
 _object_new = object.__new__
-_set = object.__setattr__
+# the slots' own setters: what ``object.__setattr__`` ends up calling, without its lookup
+_set_subject = Publish.__dict__["subject"].__set__
+_set_headers = Publish.__dict__["headers"].__set__
+_set_payload = Publish.__dict__["payload"].__set__
+_set_ts_ns = Publish.__dict__["ts_ns"].__set__
+
+
+def publish_trusted(subject: str, headers: bytes | None, payload: bytes, ts_ns: int) -> Publish:
+    """``Publish.trusted`` as a plain function (the publish path's per-message call)."""
+    m = _object_new(Publish)
+    _set_subject(m, subject)
+    _set_headers(m, headers)
+    _set_payload(m, payload)
+    _set_ts_ns(m, ts_ns)
+    return m
 
 
 @dataclass(frozen=True, slots=True)

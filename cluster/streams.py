@@ -58,11 +58,11 @@ from cluster.ops import (
     Expire,
     Op,
     OpError,
-    Publish,
     Purge,
     StreamMsg,
     StreamPolicy,
     UpdatePolicy,
+    publish_trusted,
 )
 from cluster.stream_fsm import ApiErrorResult, ApplyOutcome, StreamStateMachine
 from raft.errors import ApplyFailed, NoLeader, ProposalDropped, QueueFull, RaftError
@@ -124,7 +124,7 @@ Queued = tuple[str, bytes | None, bytes, OnResult | bytes | None]
 def _publish_op(batch: list[Queued]) -> StreamMsg:
     """The op of a publish batch; its timestamp is read here, by the proposer."""
     now = time.time_ns()
-    trusted = Publish.trusted  # the parser checked subject and bytes
+    trusted = publish_trusted  # the parser checked subject and bytes
     return StreamMsg(tuple([trusted(s, h, p, now) for s, h, p, _ in batch]))
 
 

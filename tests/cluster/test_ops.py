@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import cbor2
 import pytest
 from hypothesis import given, settings
@@ -287,3 +289,16 @@ def test_fuzz_structured_only_named_error(version: int, code: int, body: object)
         decode_op(_raw([version, code, body]))
     except OpDecodeError:
         pass
+
+
+def test_trusted_publish_equals_the_validated_one() -> None:
+    """``Publish.trusted`` / ``publish_trusted`` (the slots set directly) build the
+    value the validating constructor builds: equal, same hash, still frozen."""
+    from cluster.ops import publish_trusted
+
+    for args in (("a.b", None, b"x", 5), ("s", b"NATS/1.0\r\n\r\n", b"", 0)):
+        want = Publish(*args)
+        for got in (Publish.trusted(*args), publish_trusted(*args)):
+            assert type(got) is Publish and got == want and hash(got) == hash(want)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                got.subject = "z"  # type: ignore[misc]
