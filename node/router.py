@@ -490,24 +490,40 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
                 self.publish_once(subject, payload)
             return
         noted = self._replies
-        match_once = self.sublist.match_once
+        sublist = self.sublist
+        match_once = sublist.match_once
+        families = sublist._families
         last: Any = None
         c: Any = None
         sub: Any = None
         parts: list[bytes] = []
         total = 0
+        # the family (``prefix.``) of the target in hand: a subject of it (one
+        # more token) matches alike while nothing is inserted or removed, which
+        # nothing on this path does while a target is in hand
+        fam = b"\x00"
+        flen = 0
         for subject, payload in zip(subjects, payloads, strict=True):
             if noted:
                 noted.pop(subject, None)
-            r = match_once(subject)
-            if r is not last:
-                if parts:
-                    self._once_append(c, sub, parts, total)
-                    parts = []
-                    total = 0
-                last = r
-                target = self._once_target(None, subject)
-                c, sub = (None, None) if target is None else target
+            if not (
+                len(subject) > flen and subject.startswith(fam) and subject.find(b".", flen) < 0
+            ):
+                r = match_once(subject)
+                if r is not last:
+                    if parts:
+                        self._once_append(c, sub, parts, total)
+                        parts = []
+                        total = 0
+                    last = r
+                    target = self._once_target(None, subject)
+                    c, sub = (None, None) if target is None else target
+                fam, flen = b"\x00", 0
+                if c is not None:
+                    prefix = subject.rpartition(b".")[0]
+                    if families.get(prefix) is r:
+                        fam = prefix + b"."
+                        flen = len(fam)
             if c is None:
                 self.publish(None, subject, None, None, payload)
                 continue

@@ -700,11 +700,11 @@ class JetStreamService:
         def acks(replies: list[bytes], results: list[Any]) -> None:
             bodies = []
             for result in results:
-                if type(result) is not PubResult or result.duplicate or result.stream != stream:
+                if type(result) is not PubResult or result[2] or result[0] != stream:
                     for reply, r in zip(replies, results, strict=True):
                         ack(reply, r)
                     return
-                bodies.append(prefix + b"%d}" % result.seq)
+                bodies.append(prefix + b"%d}" % result[1])  # (stream, seq, duplicate)
             client.out_msgs += len(replies)
             publish_once_many(replies, bodies)
             if not router.flushing:

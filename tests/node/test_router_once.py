@@ -223,7 +223,7 @@ async def test_publish_once_many_matches_publish_once_per_message() -> None:
     listens on, and one with two subscribers (the fallback), in order; one
     target check per family run (matches counted)."""
     subjects = [b"_INBOX.a.%d" % i for i in range(5)] + [b"nobody", b"_INBOX.b.1", b"r.x"]
-    subjects += [b"_INBOX.a.9", b"_INBOX.a.10"]
+    subjects += [b"_INBOX.a.9", b"_INBOX.a.5.6", b"_INBOX.a.", b"_INBOX.a.10"]
     bodies = [b'{"seq":%d}' % i for i in range(len(subjects))]
     got = []
     for many in (True, False):
