@@ -67,6 +67,11 @@ class Storage(enum.Enum):
     FILE = "file"
     MEMORY = "memory"
 
+    # members compare by identity: an identity hash (in C) rather than Enum's
+    # ``hash(self._name_)`` in Python -- the storage usage is looked up by it
+    # several times per publish batch (``node.jetstream.resources``)
+    __hash__ = object.__hash__
+
 
 class Compression(enum.Enum):
     """``compression``: store compression."""

@@ -444,6 +444,15 @@ class StreamStore(Protocol):
         """
         ...
 
+    def stored_bytes(self) -> int:
+        """``state().bytes`` without building the state (read after every
+        applied op by the storage accounting).
+
+        Raises:
+            StoreClosed.
+        """
+        ...
+
     def state(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None
     ) -> StreamState:

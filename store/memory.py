@@ -530,6 +530,11 @@ class MemoryStreamStore:
             raise MsgNotFound("no message found")
         return self._msgs[best]
 
+    def stored_bytes(self) -> int:
+        """See ``StreamStore.stored_bytes``."""
+        self._check_open()
+        return self._bytes
+
     def state(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None
     ) -> StreamState:

@@ -130,7 +130,7 @@ class StorageLimits:
             entry = streams.get(key)
             if entry is None or entry[0] is not stream:
                 return
-            nbytes = stream.store.state().bytes
+            nbytes = stream.store.stored_bytes()
             delta = nbytes - entry[1]
             if delta:
                 streams[key] = (stream, nbytes)

@@ -534,6 +534,11 @@ class FileStreamStore(ExpiringLog):
             raise MsgNotFound("no message found")
         return self._read(*self._loc_or_fail(best))
 
+    def stored_bytes(self) -> int:
+        """See ``StreamStore.stored_bytes``."""
+        self._check_open()
+        return self._bytes
+
     def state(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None
     ) -> StreamState:

@@ -146,3 +146,11 @@ def test_limits() -> None:
         discard=Discard.NEW,
     )
     assert StreamConfig(name="S").limits() == StreamLimits()
+
+
+def test_storage_members_hash_by_identity_and_still_look_up_by_value() -> None:
+    """``Storage``'s identity hash (a C-level hash on the publish path) keeps what
+    Enum gives: lookup by value, two members, usable as dict keys."""
+    assert Storage("file") is Storage.FILE and list(Storage) == [Storage.FILE, Storage.MEMORY]
+    d = {Storage.FILE: 1, Storage.MEMORY: 2}
+    assert d[Storage("memory")] == 2 and hash(Storage.FILE) == hash(Storage("file"))

@@ -64,13 +64,15 @@ def test_append_and_load(kit: Kit) -> None:
     expect = msg_size("foo", HDR, b"hello", kit.accounting) + msg_size(
         "bar", b"", b"", kit.accounting
     )
-    assert s.bytes == expect
+    assert s.bytes == expect == st.stored_bytes()
     st = kit.reopen(st)
     assert st.load(1) == m
-    assert st.state() == s
+    assert st.state() == s and st.stored_bytes() == expect
     st.close()
     with pytest.raises(StoreClosed):
         st.load(1)
+    with pytest.raises(StoreClosed):
+        st.stored_bytes()
 
 
 def test_file_byte_accounting_matches_nats() -> None:

@@ -210,6 +210,7 @@ class FileVsMemory(RuleBasedStateMachine):
         a = self.model.state(deleted_details=True, subjects_filter=">")
         b = self.fs.state(deleted_details=True, subjects_filter=">")
         assert a == b
+        assert self.model.stored_bytes() == self.fs.stored_bytes() == b.bytes
         assert self.model.subject_state() == self.fs.subject_state()
         assert self.model.next_expiry_ns() == self.fs.next_expiry_ns()
 
