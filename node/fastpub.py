@@ -105,6 +105,10 @@ class FastPublish:
 
         def _fresh_plan(self, src: Any, subject: bytes) -> Plan | None: ...
 
+        def _once_target(self, src: Any, subject: bytes) -> tuple[Any, Any] | None: ...
+
+        _replies: dict[bytes, None]
+
     def fast_publisher(self, src: Any) -> tuple[PubFn, PubRunFn, PubsFn]:
         """PUB handlers for a client with no per-message checks to make.
 
@@ -157,6 +161,7 @@ class FastPublish:
         as ``fast_publisher``'s handlers."""
         echo = src.echo
         one, deliver, plans, fresh = self._one, self._deliver_one, self._plans, self._fresh_plan
+        once_target = self._once_target
         simple = self._simple.get
 
         def mixed(subjects: list[bytes], payloads: list[bytes]) -> None:
@@ -206,10 +211,34 @@ class FastPublish:
             last: Any = None
             parts: list[bytes] = []
             nbytes = 0
+            replies = self._replies
             for subject, payload in zip(subjects, payloads, strict=True):
                 plan = plans.get(subject)
                 if plan is None or plan[0] != gen:
-                    plan = fresh(src, subject)  # a match; changes no interest
+                    if subject in replies:
+                        # the answer to a request seen (a reply inbox): its one plain
+                        # subscriber, matched without caching (``_fresh_plan``'s case,
+                        # without building a plan)
+                        del replies[subject]
+                        target = once_target(src, subject)
+                        if target is not None:
+                            c, sub = target
+                            if c is not last:
+                                if last is not None:
+                                    self._give_parts(last, parts, nbytes)
+                                    parts = []
+                                    nbytes = 0
+                                last = c
+                            plen = len(payload)
+                            parts.append(
+                                b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload)
+                            )
+                            nbytes += plen
+                            sub.delivered += 1
+                            continue
+                        plan = None
+                    else:
+                        plan = fresh(src, subject)  # a match; changes no interest
                 if plan is not None and len(plan[1]) == 1 and not plan[2]:
                     c, head, sub = plan[1][0]
                     if c is not last:

@@ -427,9 +427,7 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
             sep = b"\r\n" + b"%b" + size_line
             tails = None
         else:
-            for r in replies:
-                if r is not None:
-                    self._note_reply(r)
+            self._note_replies(replies)
             tails = [
                 b" %d\r\n%b\r\n" % (len(p), p)
                 if r is None
@@ -552,6 +550,20 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding):
         if len(replies) >= REPLIES_MAX:
             replies.clear()
         replies[reply] = None
+
+    def _note_replies(self, replies: list[bytes | None]) -> None:
+        """``_note_reply`` for each reply subject of a run (None: none), in one step."""
+        noted = self._replies
+        k = len(replies)
+        if k > REPLIES_MAX:
+            for r in replies:
+                if r is not None:
+                    self._note_reply(r)
+            return
+        if len(noted) + k > REPLIES_MAX:
+            noted.clear()
+        noted.update(dict.fromkeys(replies))  # type: ignore[arg-type]
+        noted.pop(None, None)  # type: ignore[call-overload]
 
     def _once(self, src: Any, subject: bytes, reply: bytes | None, payload: bytes) -> bool:
         """Deliver a header-less message to a subject used once (a reply

@@ -124,9 +124,11 @@ class ProtocolConnection:
     __slots__ = (
         "_buf",
         "_dead",
+        "_fast_match",
         "_parts",
         "_parts_len",
         "_pend",
+        "_server",
         "headers",
         "ls_minus_origin",
         "max_control_line",
@@ -143,6 +145,9 @@ class ProtocolConnection:
         headers: bool = False,
     ) -> None:
         self.role = role
+        # per-feed constants (an Enum's hash is a Python call)
+        self._server = role is Role.SERVER
+        self._fast_match = _FAST_LINE.get(role)
         #: a route peer's ``LS-`` names its leaf cluster (it announced ``lnocu``); else it
         #: is ``LS- <account> <subject> [<queue>]`` and the event's origin is ``ANY_ORIGIN``
         self.ls_minus_origin = True
@@ -243,8 +248,8 @@ class ProtocolConnection:
         pend = self._pend
         mcl = self.max_control_line
         max_payload = self.max_payload
-        server = self.role is Role.SERVER
-        fast_match = _FAST_LINE.get(self.role)
+        server = self._server
+        fast_match = self._fast_match
         while pos < n:
             if pend is not None:
                 end = pos + pend[1]

@@ -7,7 +7,7 @@ import random
 
 import trio
 
-from node.router import Router
+from node.router import REPLIES_MAX, Router
 from node.session import Subscription
 from node.sublist import Sublist
 from tests.node.test_router import FakeClient
@@ -276,3 +276,22 @@ async def test_runs_go_to_a_run_handler_in_one_call() -> None:
     assert singles == [(b"_INBOX.a.0", b"w"), (b"_INBOX.a.2", b"z")]
     assert runs == [(b"bench.js", [b"_INBOX.a.1", None], [b"x", b"yy"], pub_c)]
     assert client.in_msgs == 4 and router.out_msgs == 4 and client.sender is None
+
+
+def test_reply_subjects_of_a_run_are_noted_within_the_bound() -> None:
+    """A run of requests to one subject (``_run``) notes its reply subjects in
+    one step (``_note_replies``), None skipped; the table stays within
+    ``REPLIES_MAX``, also for a run longer than the bound."""
+    router = _router()
+    c = FakeClient()
+    router.sublist.insert(Subscription(c, b"svc", None, b"1"))
+    router.publish(None, b"svc", None, None, b"x")  # makes svc's plan
+    replies: list[bytes | None] = [b"_INBOX.r.1", None, b"_INBOX.r.2"]
+    router._run(None, b"svc", replies, [b"a", b"b", b"c"], True)
+    assert list(router._replies) == [b"_INBOX.r.1", b"_INBOX.r.2"]
+    for k in (REPLIES_MAX - 1, REPLIES_MAX + 5):
+        many: list[bytes | None] = [b"_INBOX.m.%d" % i for i in range(k)]
+        router._run(None, b"svc", many, [b"p"] * k, True)
+        assert len(router._replies) <= REPLIES_MAX
+        assert b"_INBOX.m.%d" % (k - 1) in router._replies
+    router.flush()
