@@ -36,8 +36,7 @@ from cluster.api import JetStreamApi
 from cluster.api_origin import MsgHandler
 from cluster.naming import peer_id
 from cluster.quarantine import Quarantined
-from cluster.stream_fsm import ApiErrorResult, PubResult
-from cluster.streams import NOT_COMMITTED, Stream
+from cluster.streams import Stream
 from cluster.transform import cached as cached_transform
 from node.internal import InternalClient
 from node.jetstream import (
@@ -58,11 +57,11 @@ from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
 from node.jetstream.membership import Membership
 from node.jetstream.meta_account import AccountMeta
+from node.jetstream.pubacks import make_acker, make_reply_acker, pub_error
 from node.jetstream.resources import INSUFFICIENT_RESOURCES, AccountStorage, StorageLimits
 from node.jetstream.service_stats import account_info as _account_info
 from node.jetstream.service_stats import stats_view
 from node.jetstream.solo_meta import SoloMeta
-from node.jsapi import render
 from node.jsapi.versioning import demands_higher_level
 from node.monitor.endpoints import js_store_limits
 from node.monitor.jsz import JetStreamView
@@ -165,10 +164,6 @@ def route(op: tuple[str, ...]) -> Handler | None:
             handler, lo, hi = entry
             return handler if lo <= len(op) - n <= hi else None
     return None
-
-
-#: a 503 status, as nats-server sends a request nobody answers
-NO_RESPONDERS_STATUS = b"NATS/1.0 503\r\n\r\n"
 
 
 class JetStreamService:
@@ -490,13 +485,13 @@ class JetStreamService:
         ) -> None:
             if resources.exceeded(stream.cfg.storage):  # the proposer's check (10023)
                 if reply and not stream.cfg.no_ack:
-                    self.client.publish(reply, _pub_error(name, *INSUFFICIENT_RESOURCES))
+                    self.client.publish(reply, pub_error(name, *INSUFFICIENT_RESOURCES))
                 return
             if bytes_limited:
                 storage = stream.cfg.storage
                 if limits.publish_exceeds(storage, resources.used[storage], subject, hdr, payload):
                     if reply and not stream.cfg.no_ack:
-                        self.client.publish(reply, _pub_error(name, *ACCOUNT_LIMIT_PUB_ERROR))
+                        self.client.publish(reply, pub_error(name, *ACCOUNT_LIMIT_PUB_ERROR))
                     return
             cb = None if (stream.cfg.no_ack or not reply) else partial(ack, reply)
             subj = subject.decode()
@@ -505,7 +500,7 @@ class JetStreamService:
                 tr = cached_transform(st.src, st.dest)
                 subj = (tr.match(subj) if tr is not None else None) or subj
             if not stream.offer(subj, hdr, payload, cb, defer) and reply:
-                self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
+                self.client.publish(reply, pub_error(name, 503, 10077, "stream is busy"))
 
         acks = self._reply_acker(name, ack)
 
@@ -530,7 +525,7 @@ class JetStreamService:
             if k < len(payloads) and not cfg.no_ack:
                 for reply in replies[k:]:
                     if reply:
-                        self.client.publish(reply, _pub_error(name, 503, 10077, "stream is busy"))
+                        self.client.publish(reply, pub_error(name, 503, 10077, "stream is busy"))
 
         self._subs[name] = [
             self.client.subscribe(s.encode(), on_msg, run=on_run) for s in stream.cfg.subjects
@@ -643,74 +638,12 @@ class JetStreamService:
                 self.client.unsubscribe(sub)
 
     def _acker(self, stream: str) -> Callable[[bytes, Any], None]:
-        """The PubAck sender of ``stream``: ``ack(reply, result)``.
-
-        The PubAck of a stored message is ``render.pub_ack`` up to the
-        sequence number (computed once here), the decimal sequence and ``}``.
-        The reply inbox is used once: ``Router.publish_once`` (no cached
-        match, no delivery plan), flushed at once unless the acks are handed
-        out inside a ``flush()`` (a drained batch), which wakes them all.
-        """
-        client = self.client
-        router = self.router
-        publish_once = router.publish_once
-
-        def publish(reply: bytes, body: bytes) -> None:
-            client.out_msgs += 1
-            publish_once(reply, body)
-            if not router.flushing:
-                router.flush()
-
-        prefix = render.pub_ack(stream, 0, domain=self.domain).removesuffix("0}").encode()
-
-        def ack(reply: bytes, result: Any) -> None:
-            if type(result) is PubResult and not result.duplicate and result.stream == stream:
-                client.out_msgs += 1  # the common case, inline
-                publish_once(reply, prefix + b"%d}" % result.seq)
-                if not router.flushing:
-                    router.flush()
-            elif isinstance(result, PubResult):
-                text = render.pub_ack(
-                    result.stream, result.seq, duplicate=result.duplicate, domain=self.domain
-                )
-                publish(reply, text.encode())
-            elif isinstance(result, ApiErrorResult):
-                publish(reply, _pub_error(stream, result.code, result.err_code, result.description))
-            elif result is NOT_COMMITTED:  # what a publish during an election gets
-                client.out_msgs += 1
-                client.publish(reply, b"", headers=NO_RESPONDERS_STATUS)
-                if not router.flushing:
-                    router.flush()
-
-        return ack
+        return make_acker(self.client, self.router, stream, self.domain)
 
     def _reply_acker(
         self, stream: str, ack: Callable[[bytes, Any], None]
     ) -> Callable[[list[bytes], list[Any]], None]:
-        """The PubAck sender of ``stream`` for a batch: ``acks(replies, results)``
-        (``Stream.reply_acks``).  When every result is a stored message of
-        this stream, the bodies are built as in ``_acker`` and handed to
-        ``Router.publish_once_many`` (one match per inbox family, one buffer
-        append per client); otherwise ``ack`` each."""
-        client = self.client
-        router = self.router
-        publish_once_many = router.publish_once_many
-        prefix = render.pub_ack(stream, 0, domain=self.domain).removesuffix("0}").encode()
-
-        def acks(replies: list[bytes], results: list[Any]) -> None:
-            bodies = []
-            for result in results:
-                if type(result) is not PubResult or result[2] or result[0] != stream:
-                    for reply, r in zip(replies, results, strict=True):
-                        ack(reply, r)
-                    return
-                bodies.append(prefix + b"%d}" % result[1])  # (stream, seq, duplicate)
-            client.out_msgs += len(replies)
-            publish_once_many(replies, bodies)
-            if not router.flushing:
-                router.flush()
-
-        return acks
+        return make_reply_acker(self.client, self.router, stream, self.domain, ack)
 
     # -- API ------------------------------------------------------------------
 
@@ -814,12 +747,3 @@ def _sync_interval_s(configured: str | float | None) -> float | None:
     if isinstance(configured, int | float) and configured > 0:
         return float(configured)
     return None
-
-
-def _pub_error(stream: str, code: int, err_code: int, description: str) -> bytes:
-    d = {
-        "error": {"code": code, "err_code": err_code, "description": description},
-        "stream": stream,
-        "seq": 0,
-    }
-    return dumps(d).encode()

@@ -38,7 +38,6 @@ from node.protocol.bulk import (
     reply_bulk,
 )
 from node.protocol.events import (
-    ANY_ORIGIN,
     OK,
     PING,
     PONG,
@@ -51,8 +50,6 @@ from node.protocol.events import (
     Msg,
     Pub,
     RMsg,
-    RSub,
-    RUnsub,
     Sub,
     Unsub,
 )
@@ -69,6 +66,7 @@ from node.protocol.lines import (
     split_verb,
 )
 from node.protocol.pubruns import MANY_PAYLOAD_MAX, hand_mixed, hand_run, many_subjects
+from node.protocol.serverlines import K_RMSG, leaf_line, route_line
 
 
 class Role(enum.Enum):
@@ -108,7 +106,8 @@ _FAST_LINE[Role.ROUTE] = _RMSG_LINE.match
 _FAST_LINE[Role.LEAF] = _LMSG_LINE.match
 
 # kinds of pending payload ops
-_K_PUB, _K_HPUB, _K_MSG, _K_HMSG, _K_RMSG = range(5)
+_K_PUB, _K_HPUB, _K_MSG, _K_HMSG = range(4)
+_K_RMSG = K_RMSG
 
 
 class ProtocolConnection:
@@ -579,8 +578,8 @@ class ProtocolConnection:
         if role is Role.CLIENT:
             return self._client_line(verb, rest, line)
         if role is Role.LEAF:
-            return self._leaf_line(verb, rest, line)
-        return self._route_line(verb, rest, line)
+            return leaf_line(verb, rest, self.ls_minus_origin, self.max_payload)
+        return route_line(verb, rest, role is Role.ROUTE, self.ls_minus_origin, self.max_payload)
 
     def _server_line(
         self, verb: bytes, rest: bytes, line: bytes
@@ -661,87 +660,6 @@ class ProtocolConnection:
             return Err(err_text(rest))
         return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
 
-    def _route_line(
-        self, verb: bytes, rest: bytes, line: bytes
-    ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
-        if verb == b"RMSG" or verb == b"HMSG":
-            return self._rmsg_args(rest.split(), verb == b"HMSG")
-        if self.role is Role.ROUTE and verb in (b"LMSG", b"LS+", b"LS-"):
-            return self._route_origin_line(verb, rest.split())
-        if verb == b"RS+":
-            args = rest.split()
-            if len(args) == 2:
-                return RSub(args[0], args[1], None, 0)
-            if len(args) in (3, 4):
-                w = args[3] if len(args) == 4 else b"1"
-                return RSub(args[0], args[1], args[2], int(w) if w.isdigit() else 1)
-            return ProtocolViolation(None, "RS+ arguments")
-        if verb == b"RS-":
-            args = rest.split()
-            if len(args) in (2, 3):
-                return RUnsub(args[0], args[1], args[2] if len(args) == 3 else None)
-            return ProtocolViolation(None, "RS- arguments")
-        if verb == b"INFO":
-            return json_event(Info, rest)
-        if verb == b"CONNECT":
-            return json_event(Connect, rest)
-        if verb == b"+OK":
-            return OK
-        if verb == b"-ERR":
-            return Err(err_text(rest))
-        return ProtocolViolation(ERR_UNKNOWN_OP, "unknown verb")
-
-    def _route_origin_line(
-        self, verb: bytes, args: list[bytes]
-    ) -> Event | ProtocolViolation | tuple[Any, ...]:
-        """A route's leaf-origin ops (nats-server's ``lnoc``): ``LS+ <origin> <account>
-        <subject> [<queue> <weight>]``, ``LS- <origin> <account> <subject> [<queue>]`` and
-        ``LMSG <origin> <account> <subject> [reply | + reply queues | | queues] <hdr>
-        <total>`` (always two sizes)."""
-        if len(args) < 2:
-            return ProtocolViolation(None, f"{verb.decode()} arguments")
-        if verb == b"LS-" and not self.ls_minus_origin:
-            if len(args) in (2, 3):
-                return RUnsub(args[0], args[1], args[2] if len(args) == 3 else None, ANY_ORIGIN)
-            return ProtocolViolation(None, "LS- arguments")
-        origin = args[0]
-        if verb == b"LMSG":
-            return self._rmsg_args(args[1:], True, origin)
-        rest = args[1:]
-        if verb == b"LS+":
-            if len(rest) == 2:
-                return RSub(rest[0], rest[1], None, 0, origin)
-            if len(rest) in (3, 4):
-                w = rest[3] if len(rest) == 4 else b"1"
-                return RSub(rest[0], rest[1], rest[2], int(w) if w.isdigit() else 1, origin)
-            return ProtocolViolation(None, "LS+ arguments")
-        if len(rest) in (2, 3):
-            return RUnsub(rest[0], rest[1], rest[2] if len(rest) == 3 else None, origin)
-        return ProtocolViolation(None, "LS- arguments")
-
-    def _leaf_line(
-        self, verb: bytes, rest: bytes, line: bytes
-    ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
-        """A leaf connection's ops: ``LS+ subject [queue weight]``, ``LS- subject
-        [queue]``, ``LMSG``/``HMSG subject [reply | + reply queues | | queues] size(s)``
-        (no account: the link is bound to one); events carry account ``b""``."""
-        if verb == b"LMSG" or verb == b"HMSG":
-            return self._rmsg_args([b"", *rest.split()], verb == b"HMSG")
-        if verb == b"LS+":
-            args = rest.split()
-            if len(args) == 1:
-                return RSub(b"", args[0], None, 0)
-            if len(args) in (2, 3):
-                w = args[2] if len(args) == 3 else b"1"
-                return RSub(b"", args[0], args[1], int(w) if w.isdigit() else 1)
-            return ProtocolViolation(None, "LS+ arguments")
-        if verb == b"LS-":
-            args = rest.split()
-            if len(args) in (1, 2):
-                return RUnsub(b"", args[0], args[1] if len(args) == 2 else None)
-            return ProtocolViolation(None, "LS- arguments")
-        return self._route_line(verb, rest, line)
-
     def _pub_args(self, args: list[bytes]) -> tuple[Any, ...] | ProtocolViolation:
         if len(args) == 2:
             subject, reply, size_tok = args[0], None, args[1]
@@ -774,36 +692,6 @@ class ProtocolConnection:
         if total > self.max_payload:
             return ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")
         return (_K_HPUB, total, subject, reply, hsize)
-
-    def _rmsg_args(
-        self, args: list[bytes], has_headers: bool, origin: bytes = b""
-    ) -> tuple[Any, ...] | ProtocolViolation:
-        nsizes = 2 if has_headers else 1
-        if len(args) < 2 + nsizes or not all(a.isdigit() for a in args[-nsizes:]):
-            return ProtocolViolation(None, "RMSG arguments")
-        account, subject = args[0], args[1]
-        middle = args[2:-nsizes]
-        reply: bytes | None = None
-        queues: tuple[bytes, ...] = ()
-        if middle:
-            if middle[0] == b"+" and len(middle) >= 2:
-                reply = middle[1]
-                queues = tuple(middle[2:])
-            elif middle[0] == b"|":
-                queues = tuple(middle[1:])
-            elif len(middle) == 1:
-                reply = middle[0]
-            else:
-                return ProtocolViolation(None, "RMSG arguments")
-        if has_headers:
-            hsize, total = int(args[-2]), int(args[-1])
-            if hsize > total:
-                return ProtocolViolation(None, "HMSG sizes")
-        else:
-            hsize, total = -1, int(args[-1])
-        if total > self.max_payload:
-            return ProtocolViolation(ERR_MAX_PAYLOAD, "payload size")
-        return (_K_RMSG, total, account, subject, reply, queues, hsize, origin)
 
     @staticmethod
     def _payload_event(pend: tuple[Any, ...], body: bytes) -> Event:

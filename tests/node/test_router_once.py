@@ -7,7 +7,8 @@ import random
 
 import trio
 
-from node.router import REPLIES_MAX, Router
+from node.replyonce import REPLIES_MAX
+from node.router import Router
 from node.session import Subscription
 from node.sublist import Sublist
 from tests.node.test_router import FakeClient
