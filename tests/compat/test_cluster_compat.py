@@ -317,11 +317,12 @@ def test_account_info_counts_every_api_request_once(pair: Pair) -> None:
     after = [_api(d) for d in pair.one(1, Req("$JS.API.INFO"))]
     ref, tj = ((a[0] - b[0], a[1] - b[1]) for a, b in zip(after, before, strict=True))
     print(f"api (total, errors) deltas: reference {ref} trijet {tj}")
-    # INFO itself counted once, after its own answer; the reference's total was
-    # seen at 5 and at 6 for the same requests (its cluster-wide count lags or
-    # includes an internal request), so totals may differ by one
+    # INFO itself counted once, after its own answer.  The reference's total
+    # was seen at 3, 5 and 6 for the same requests (half the runs 3 on a loaded
+    # machine: its cluster-wide count sums the other servers' lagging updates,
+    # and may include an internal request), so only trijet's is exact
     assert ref[1] == tj[1] == 1
-    assert tj[0] == 5 and ref[0] in (5, 6)
+    assert tj[0] == 5 and 3 <= ref[0] <= 6
 
 
 # ---------------------------------------------------------------- STREAM.PEER.REMOVE
