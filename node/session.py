@@ -39,6 +39,7 @@ from node.protocol.events import Connect, Err, HPub, Ping, Pong, Sub, Unsub
 from node.protocol.wire import OK_BYTES, PING_BYTES, PONG_BYTES, err_bytes, info_bytes
 from node.session_interest import SessionInterest, Subscription
 from node.subjects import valid_literal_subject
+from raft import trace as _trace
 
 if TYPE_CHECKING:
     from node.server import Server
@@ -575,6 +576,8 @@ class ClientSession(Outbound, SessionInterest):
                 self._auth_violation()
                 return
             in_msgs, in_bytes = self.in_msgs, self.in_bytes
+            if _trace.ON:
+                _trace.stamp("cread", "-", 0, 0)
             self._holding = True  # ``_hold()``
             try:
                 proto.feed(

@@ -58,6 +58,14 @@ class RaftConfig:
     # not fsynced, until the owner calls ``RaftGroup.sync_journal``
     # (raft.journal); term/vote records are always fsynced
     journal_fsync: bool = True
+    # a frame reaching a parked driver is handled at once in the link reader's
+    # task (``RaftDriver._fast_cycle``): one task hop less on each side of a
+    # replicated write; the cycle's journal write is done there too when it
+    # is at most ``inline_write_bytes_max`` (a lone small entry: the sync
+    # thread's hand-over costs more than the fsync blocks the event loop),
+    # else by the driver in its sync thread (bench/README.md, branch r3sync11)
+    fast_lane: bool = True
+    inline_write_bytes_max: int = 2048
     patches: frozenset[str] = PATCHES
 
     @property

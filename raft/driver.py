@@ -70,6 +70,23 @@ heartbeat for a leader), then runs one cycle:
    takes milliseconds); a result is still released only after its entry is
    committed, durable and applied.
 
+The fast lane (``RaftConfig.fast_lane``, on by default): a frame that reaches
+a *parked* driver (waiting for a wake-up, no cycle of its own in progress, no
+write in flight) is handled at once by the link reader's task that delivered
+it (``_fast_cycle``): the same four steps in the same order, with the
+cycle's journal write done right there when it is small
+(``inline_write_bytes_max``: a sync publish's lone entry; the sync thread's
+hand-over and the GIL passed back and forth cost more than the fsync blocks
+the event loop).  A follower's append-entries are answered, and a leader's
+acknowledgements committed, applied and released (the PubAcks written),
+before the reader reads on: one task hop less on each side of a replicated
+write.  A larger write (under async load), a compaction's rewrite, a failed
+write or a snapshot to write is left to the driver (``_stash``), which goes on
+from that step; until then it is not parked, so the lane is never reentered
+and writes stay in order.  Proposals still wake the driver: the leader's own
+write of a new entry runs in the sync thread while the event loop reads the
+followers' answers.  Traced with ``bench/r3_trace.py`` (``raft.trace``).
+
 A cycle the timer asked for (a follower's election deadline, a leader's
 heartbeat and majority check) first lets the link readers deliver what already
 arrived (``_let_links_deliver``): after an event-loop pause the silence it
@@ -108,6 +125,7 @@ from collections.abc import Callable
 
 import trio
 
+from raft import trace
 from raft.core import RaftCore, Ready
 from raft.links import PeerLinks
 from raft.proposal import LeaderState
@@ -164,6 +182,17 @@ class RaftDriver:
         self._sync_asked: trio.Event | None = None
         #: interval mode: cycle writes made on the event loop
         self.inline_writes = 0
+        #: the driver waits for a wake-up (no cycle of its own in progress), and until when
+        self._parked = False
+        self._parked_until = 0.0
+        #: a cycle run in a link reader's task (``_fast_cycle``) whose write or
+        #: snapshot the driver finishes: (ready, records to write or None)
+        self._stash: tuple[Ready, bytes | None] | None = None
+        #: a fast cycle brought the deadline forward: the parked driver re-arms its timer
+        self._rearm = False
+        #: cycles run in a link reader's task, start to end
+        self.fast_cycles = 0
+        self._fast_lane = core.config.fast_lane and not core.config.leader_write_overlap
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -177,6 +206,8 @@ class RaftDriver:
 
     def _on_frame(self, peer_id: str, payload: bytes) -> None:
         core = self.core
+        if trace.ON:
+            trace.stamp("frame", core.group_id, core.journal.last_index, core.commit_index)
         core.receive(peer_id, payload)
         if self._in_flight is not None:
             # the leader's own write is in flight: a cycle now helps only once
@@ -186,8 +217,69 @@ class RaftDriver:
             heard.add(peer_id)
             if len(heard) < core.majority:
                 return
+        if self._parked and self._fast_lane and not self._kicked and self._in_flight is None:
+            try:
+                self._fast_cycle()
+            except Exception:  # as the driver's own cycle would: never into the link
+                self._fast_lane = False
+                log.exception("event=fast_cycle_raised group=%s", core.group_id)
+                self.kick()
+            return
         self._kicked = True
         self._wake.set()
+
+    def _fast_cycle(self) -> None:
+        """Run a cycle at once, in the link reader's task that delivered a frame,
+        while the driver is parked (the fast lane).
+
+        A follower's append-entries and a leader's acknowledgements are then
+        handled without the hop to the driver's task: the cycle, a small
+        journal write done here (``inline_write_bytes_max``), the answers sent,
+        the committed entries applied and their proposals released, all before
+        the reader reads on.  In the same order as the driver's cycle, so the
+        same promises hold (nothing but a leader's append-entries leaves before
+        the cycle's records are durable).  A larger write, a compaction's
+        rewrite or a snapshot to write is left to the driver (``_stash``),
+        which goes on from there.  Never reentered: the driver is not parked
+        while a cycle runs (this one included).
+        """
+        core = self.core
+        self._parked = False
+        try:
+            ready = self._cycle_begin()
+            journal = core.journal
+            data = None
+            if journal.dirty:
+                data = journal.take_pending()
+                cheap = journal.cheap(data)  # interval mode: no fsync
+                if (
+                    len(data) > core.config.inline_write_bytes_max and not cheap
+                ) or journal.rewriting:
+                    self._stash = (ready, data)
+                    return
+                if cheap:
+                    self.inline_writes += 1
+                try:
+                    journal.write_pending(data)
+                except OSError:  # cut back by the journal: the driver retries
+                    self._stash = (ready, data)
+                    return
+                journal.written()
+                self.write_failing = False
+            if core.snapshots.pending_write is not None:
+                self._stash = (ready, None)
+                return
+            self._send_outbox(ready)
+            self._cycle_tail(ready)
+            self.fast_cycles += 1
+        finally:
+            if self._stash is not None or self._kicked:
+                self._wake.set()
+            elif core.next_deadline() < self._parked_until:
+                self._rearm = True  # the driver's timer must be set earlier
+                self._wake.set()
+            else:
+                self._parked = True
 
     def _on_peer_down(self, peer_id: str) -> None:
         """The link to ``peer_id`` closed: if it led, stand for election soon."""
@@ -289,6 +381,15 @@ class RaftDriver:
                 )
             return
 
+    async def _write_cycle_records(self, syncer: SyncThread | None, data: bytes) -> None:
+        """Write a cycle's records: on the event loop when they are cheap
+        (interval mode, small: no fsync), else in the sync thread."""
+        if self.core.journal.cheap(data):
+            self.inline_writes += 1
+            await self._write_journal(None, data)
+        else:
+            await self._write_journal(syncer, data)
+
     async def _write_in_background(self, syncer: SyncThread | None, data: bytes) -> None:
         """A leader's journal write that the driver does not wait for: already
         handed to the sync thread (``submit``, so the fsync starts within the
@@ -351,6 +452,64 @@ class RaftDriver:
             store.write_done(True)
         self._kicked = True
 
+    def _cycle_begin(self) -> Ready:
+        """A cycle's first step: ``core.cycle``, then a leader's append-entries sent."""
+        core = self.core
+        # one entry may join a write in flight (its append-entries go at
+        # once); more proposals wait for the write's end (see above)
+        core.hold_proposals = self._in_flight is not None and core.journal.dirty
+        t0 = trace.now() if trace.ON else 0
+        ready = core.cycle(defer_apply=True)
+        gid = core.group_id
+        if trace.ON:
+            trace.stamp("cstart", gid, core.journal.last_index, core.commit_index, t0)
+            trace.stamp("cend", gid, core.journal.last_index, core.commit_index)
+        send = self.links.send
+        for peer, payload in ready.early_outbox:
+            send(peer, gid, payload)  # a leader's append-entries
+        if trace.ON:
+            trace.stamp("early", gid, core.journal.last_index, core.commit_index)
+        return ready
+
+    def _send_outbox(self, ready: Ready) -> None:
+        """After the cycle's records are durable: its answers, votes, replies."""
+        core = self.core
+        gid = core.group_id
+        if trace.ON:
+            trace.stamp("synced", gid, core.journal.last_index, core.commit_index)
+        send = self.links.send
+        for peer, payload in ready.outbox:
+            send(peer, gid, payload)
+        if trace.ON:
+            trace.stamp("sent", gid, core.journal.last_index, core.commit_index)
+
+    async def _cycle_end(self, ready: Ready, syncer: SyncThread | None) -> None:
+        """A cycle's last steps once its records are written (or in flight)."""
+        self._send_outbox(ready)
+        snap = self.core.snapshots.take_write()
+        if snap is not None:
+            await self._write_snapshot(syncer, *snap)
+        self._cycle_tail(ready)
+        if self._sync_asked is not None and self._in_flight is None:
+            await self._sync_appended(syncer)
+
+    def _cycle_tail(self, ready: Ready) -> None:
+        """Apply, release, publish the leadership; count the cycle."""
+        core = self.core
+        ready.apply()
+        if trace.ON:
+            trace.stamp("applied", core.group_id, core.journal.last_index, core.commit_index)
+        ready.release()
+        if trace.ON:
+            trace.stamp("released", core.group_id, core.journal.last_index, core.commit_index)
+        if ready.leadership is not None and self.on_leadership is not None:
+            self.on_leadership(ready.leadership)
+        if ready.more:
+            self._kicked = True
+        self.cycles += 1
+        done, self._cycle_done = self._cycle_done, trio.Event()
+        done.set()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Drive the core until cancelled.
 
@@ -378,22 +537,46 @@ class RaftDriver:
             async with trio.open_nursery() as nursery:
                 task_status.started()
                 while True:
+                    stash, self._stash = self._stash, None
+                    if stash is not None:  # a fast cycle left its write or snapshot to us
+                        ready, data = stash
+                        self._wake = trio.Event()  # a kick meanwhile: ``_kicked`` says so
+                        if data is not None:
+                            await self._write_cycle_records(syncer, data)
+                        await self._cycle_end(ready, syncer)
+                        if self._kicked:
+                            await trio.lowlevel.checkpoint()
+                        continue
                     if not self._kicked:
                         # never spin: a timer that pysyncobj did not advance waits 0.5 ms
                         deadline = max(core.next_deadline(), trio.current_time() + 0.0005)
-                        with trio.move_on_at(deadline) as timer:
-                            await self._wake.wait()
+                        self._parked_until = deadline
+                        self._parked = True
+                        try:
+                            with trio.move_on_at(deadline) as timer:
+                                await self._wake.wait()
+                        finally:
+                            self._parked = False
+                        if self._stash is not None:
+                            continue
+                        rearm, self._rearm = self._rearm, False
+                        if not self._kicked and (
+                            (rearm and not timer.cancelled_caught)
+                            or (
+                                timer.cancelled_caught
+                                and core.next_deadline() > trio.current_time()
+                            )
+                        ):
+                            # fast cycles moved the deadline: park again, no cycle
+                            self._wake = trio.Event()
+                            continue
                         if timer.cancelled_caught:
                             await self._let_links_deliver()
+                            if self._stash is not None:
+                                continue
                     self._wake = trio.Event()
                     self._kicked = False
-                    # one entry may join a write in flight (its append-entries go at
-                    # once); more proposals wait for the write's end (see above)
-                    core.hold_proposals = self._in_flight is not None and core.journal.dirty
-                    ready = core.cycle(defer_apply=True)
-                    send = self.links.send
-                    for peer, payload in ready.early_outbox:
-                        send(peer, gid, payload)  # a leader's append-entries
+                    ready = self._cycle_begin()
                     journal = core.journal
                     if self._may_overlap(ready):
                         if self._in_flight is not None:
@@ -411,28 +594,8 @@ class RaftDriver:
                     else:
                         await self._settle_writes()
                         if journal.dirty:
-                            data = journal.take_pending()
-                            if journal.cheap(data):
-                                self.inline_writes += 1
-                                await self._write_journal(None, data)
-                            else:
-                                await self._write_journal(syncer, data)
-                    for peer, payload in ready.outbox:
-                        send(peer, gid, payload)
-                    snap = core.snapshots.take_write()
-                    if snap is not None:
-                        await self._write_snapshot(syncer, *snap)
-                    ready.apply()
-                    ready.release()
-                    if self._sync_asked is not None and self._in_flight is None:
-                        await self._sync_appended(syncer)
-                    if ready.leadership is not None and self.on_leadership is not None:
-                        self.on_leadership(ready.leadership)
-                    if ready.more:
-                        self._kicked = True
-                    self.cycles += 1
-                    done, self._cycle_done = self._cycle_done, trio.Event()
-                    done.set()
+                            await self._write_cycle_records(syncer, journal.take_pending())
+                    await self._cycle_end(ready, syncer)
                     if self._kicked:
                         # the next cycle follows at once: let the other tasks run
                         # first (otherwise the wait for the next wake-up is the

@@ -37,6 +37,7 @@ from typing import Any
 
 import trio
 
+from raft import trace
 from raft.config import RaftConfig
 from raft.core import RaftCore
 from raft.driver import RaftDriver
@@ -216,6 +217,8 @@ class RaftGroup:
                 :meth:`propose` (``on_done`` is then never called).
         """
         core, driver = self._need()
+        if trace.ON:
+            trace.stamp("propose", core.group_id, core.journal.last_index, core.commit_index)
         p = core.propose(entry, leader_only=leader_only)
         inflight = self._inflight
         inflight.add(p)

@@ -68,6 +68,7 @@ from typing import Any
 
 from pysyncobj.journal import Journal
 
+from raft import trace
 from raft.storage import Disk
 
 __all__ = ["DurableJournal", "JournalEntry"]
@@ -242,6 +243,11 @@ class DurableJournal(Journal):  # type: ignore[misc]
             raise
         self.fsyncs += 1
 
+    @property
+    def rewriting(self) -> bool:
+        """The records last taken are a whole new file (a compaction's rewrite)."""
+        return self._pending_is_rewrite
+
     def written(self) -> None:
         """The records handed out by the last :meth:`take_pending` are on disk
         (call once :meth:`write_pending` returned, in the owner's thread)."""
@@ -271,11 +277,15 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if data:
             before = self._disk.size(self._name)
             try:
+                if trace.ON:
+                    trace.stamp("w0", self._name[:12], 0, 0)
                 self._disk.append(self._name, data)
                 if self._pending_sync:
                     self._disk.sync(self._name)
                 else:
                     self.unsynced = True
+                if trace.ON:
+                    trace.stamp("w1", self._name[:12], 0, 0)
             except OSError:
                 self.write_failures += 1
                 self._cut_to = before

@@ -173,3 +173,34 @@ async def test_interval_mode_writes_on_the_loop_and_fsyncs_when_asked(
         replay = DurableJournal(follower.disk, "g1.journal")
         assert replay.entries()[-1][0].endswith(b"z")
         nursery.cancel_scope.cancel()
+
+
+async def test_fast_lane_answers_in_the_readers_task_and_leaves_big_writes_to_the_driver(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Lone small entries are answered (followers) and committed (leader) by
+    fast cycles in the task that delivered the frame; entries larger than
+    ``inline_write_bytes_max`` are written by the driver; every replica ends
+    with the same entries in the same order."""
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        fast0 = {m.node_id: m.g._driver.fast_cycles for m in c.live()}  # type: ignore[union-attr]
+        for i in range(20):
+            await leader.g.propose(b"s%d" % i)
+        big = b"x" * (c.config.inline_write_bytes_max * 2)
+        for i in range(5):
+            await leader.g.propose(big + b"%d" % i)
+        await leader.g.propose(b"last")
+        for m in c.live():
+            assert m.g._driver.fast_cycles - fast0[m.node_id] >= 20, m.node_id  # type: ignore[union-attr]
+        with trio.fail_after(10):
+            while True:
+                fsms = [m.g.core.fsm for m in c.live()]  # type: ignore[union-attr]
+                if all(len(f.values) == len(leader.g.core.fsm.values) for f in fsms):
+                    break
+                await trio.sleep(0.05)
+        assert len({f.chain for f in fsms}) == 1
+        assert fsms[0].values[-1] == b"last"
+        nursery.cancel_scope.cancel()
