@@ -77,7 +77,8 @@ it (``_fast_cycle``): the same four steps in the same order, with the
 cycle's journal write done right there when it is small
 (``inline_write_bytes_max``: a sync publish's lone entry; the sync thread's
 hand-over and the GIL passed back and forth cost more than the fsync blocks
-the event loop).  A follower's append-entries are answered, and a leader's
+the event loop; after one slower than ``INLINE_WRITE_SLOW_S`` the thread
+takes them again for ``INLINE_OFF_S``).  A follower's append-entries are answered, and a leader's
 acknowledgements committed, applied and released (the PubAcks written),
 before the reader reads on: one task hop less on each side of a replicated
 write.  A larger write (under async load), a compaction's rewrite, a failed
@@ -138,6 +139,10 @@ log = logging.getLogger(__name__)
 #: a failed journal write is retried after this pause, doubling up to the max
 WRITE_RETRY_S_MIN = 0.05
 WRITE_RETRY_S_MAX = 1.0
+#: a fast cycle's own journal write slower than this (the disk is busy) ...
+INLINE_WRITE_SLOW_S = 0.02
+#: ... leaves the fast cycles' writes to the driver's sync thread this long
+INLINE_OFF_S = 0.1
 
 
 class RaftDriver:
@@ -192,6 +197,8 @@ class RaftDriver:
         self._rearm = False
         #: cycles run in a link reader's task, start to end
         self.fast_cycles = 0
+        #: after a slow write in a fast cycle, its writes go to the driver until then
+        self._inline_off_until = 0.0
         self._fast_lane = core.config.fast_lane and not core.config.leader_write_overlap
 
     def kick(self) -> None:
@@ -251,10 +258,12 @@ class RaftDriver:
             data = None
             if journal.dirty:
                 data = journal.take_pending()
+                now = trio.current_time()
                 cheap = journal.cheap(data)  # interval mode: no fsync
-                if (
-                    len(data) > core.config.inline_write_bytes_max and not cheap
-                ) or journal.rewriting:
+                if journal.rewriting or (
+                    not cheap
+                    and (len(data) > core.config.inline_write_bytes_max or now < self._inline_off_until)
+                ):
                     self._stash = (ready, data)
                     return
                 if cheap:
@@ -264,6 +273,10 @@ class RaftDriver:
                 except OSError:  # cut back by the journal: the driver retries
                     self._stash = (ready, data)
                     return
+                finally:
+                    if trio.current_time() - now > INLINE_WRITE_SLOW_S:
+                        # a slow disk: no more writes on the event loop for a while
+                        self._inline_off_until = trio.current_time() + INLINE_OFF_S
                 journal.written()
                 self.write_failing = False
             if core.snapshots.pending_write is not None:
