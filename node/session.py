@@ -39,12 +39,13 @@ from node.protocol.events import Connect, Err, HPub, Ping, Pong, Sub, Unsub
 from node.protocol.wire import OK_BYTES, PING_BYTES, PONG_BYTES, err_bytes, info_bytes
 from node.session_interest import SessionInterest, Subscription
 from node.subjects import valid_literal_subject
-from raft import trace as _trace
 
 if TYPE_CHECKING:
     from node.server import Server
 
 log = logging.getLogger(__name__)
+#: ``raft.trace`` stamps wanted (imported only then: a standalone server needs no raft)
+_TRACE = bool(os.environ.get("TRIJET_RAFT_TRACE"))
 
 RECV_BYTES_MAX = 262144
 FIRST_PING_S_MAX = 2.0
@@ -576,8 +577,10 @@ class ClientSession(Outbound, SessionInterest):
                 self._auth_violation()
                 return
             in_msgs, in_bytes = self.in_msgs, self.in_bytes
-            if _trace.ON:
-                _trace.stamp("cread", "-", 0, 0)
+            if _TRACE:  # bench.r3_trace: a client's bytes read (raft.trace)
+                from raft import trace
+
+                trace.stamp("cread", "-", 0, 0)
             self._holding = True  # ``_hold()``
             try:
                 proto.feed(
