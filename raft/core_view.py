@@ -73,6 +73,21 @@ class CoreView:
             return None
         return lid
 
+    #: what the fast lane handles (``RaftDriver._fast_cycle``): replication
+    #: in the current term, not elections, transfers or forwarded commands
+    FAST_TYPES = frozenset(("append_entries", "next_node_idx"))
+
+    def replicating_only(self) -> bool:
+        """Is the last buffered payload only replication of a known leader's
+        current term (append-entries and their answers)?"""
+        inbound = self._inbound  # type: ignore[attr-defined]
+        obj = self.obj
+        if not inbound or obj._SyncObj__raftLeader is None:
+            return False
+        term = obj._SyncObj__raftCurrentTerm
+        types = self.FAST_TYPES
+        return all(m.get("type") in types and m.get("term") == term for m in inbound[-1][1])
+
     @property
     def leader_id(self) -> str | None:
         n = self.obj._SyncObj__raftLeader

@@ -224,7 +224,13 @@ class RaftDriver:
             heard.add(peer_id)
             if len(heard) < core.majority:
                 return
-        if self._parked and self._fast_lane and not self._kicked and self._in_flight is None:
+        if (
+            self._parked
+            and self._fast_lane
+            and not self._kicked
+            and self._in_flight is None
+            and core.replicating_only()
+        ):
             try:
                 self._fast_cycle()
             except Exception:  # as the driver's own cycle would: never into the link
