@@ -268,7 +268,10 @@ class RaftDriver:
                 cheap = journal.cheap(data)  # interval mode: no fsync
                 if journal.rewriting or (
                     not cheap
-                    and (len(data) > core.config.inline_write_bytes_max or now < self._inline_off_until)
+                    and (
+                        len(data) > core.config.inline_write_bytes_max
+                        or now < self._inline_off_until
+                    )
                 ):
                     self._stash = (ready, data)
                     return
