@@ -27,6 +27,9 @@ from cluster.meta import StreamAssignment
 from cluster.model import StreamConfig
 from node.jetstream.meta import META_LEADER_OPS, MetaLayer, stream_of_op
 
+#: asked of the leader of the moment: never parked until the next one is known
+STEPDOWN_OPS = frozenset({("STREAM", "LEADER", "STEPDOWN"), ("CONSUMER", "LEADER", "STEPDOWN")})
+
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
 
@@ -107,7 +110,11 @@ class AccountMeta:
             if rg is None:
                 return True
             if rg.leader_id is None:
-                return None  # its group is electing: answered by the new leader
+                # its group is electing: answered by the new leader -- but for a
+                # leader stepdown, which is the old leader's alone to act on
+                # (the election is often its own: the new leader would step
+                # down again); nats-server leaves a leaderless asset's unanswered
+                return False if op[:3] in STEPDOWN_OPS else None
             return bool(rg.is_leader)
         if not layer.ready.is_set():
             return True if layer.unavailable(op) else None
