@@ -14,6 +14,9 @@ checked), then the consumer side is timed:
   messages from the first request to the last message.  Afterwards the
   consumer must report every message delivered and acknowledged
   (``num_ack_pending`` 0, ack floor = N; waited for, bounded).
+* ``fetch``: the same client against a durable pull consumer with
+  ``ack_policy`` none (no acks sent): what the PySpark source's reader does
+  (issue 17); run it with a larger ``--batch`` (1024) and ``--inflight`` 2.
 * ``push``: the client subscribes a deliver subject, then a durable push
   consumer (``ack_policy`` none, flow control and idle heartbeat on, as
   nats.js/nats-py push subscribers create them) is created; the rate is from
@@ -107,9 +110,10 @@ def prefill(s: JsServer, api: ApiClient, storage: str, args: argparse.Namespace)
 
 
 def run_pull(
-    s: JsServer, api: ApiClient, args: argparse.Namespace
+    s: JsServer, api: ApiClient, args: argparse.Namespace, *, ack: bool = True
 ) -> tuple[dict[str, Any], list[str]]:
-    cfg = {"durable_name": "PULL", "ack_policy": "explicit", "deliver_policy": "all"}
+    policy = "explicit" if ack else "none"
+    cfg = {"durable_name": "PULL", "ack_policy": policy, "deliver_policy": "all"}
     made = api.request(
         f"$JS.API.CONSUMER.CREATE.{STREAM}.PULL", {"stream_name": STREAM, "config": cfg}
     )
@@ -117,8 +121,12 @@ def run_pull(
         raise RuntimeError(f"consumer create failed: {made['error']}")
     cmd = [*args.jsconsume, "-P", str(s.proc.port), "-s", STREAM, "-c", "PULL"]
     cmd += ["-n", str(args.msgs), "-b", str(args.batch), "-k", str(args.inflight)]
+    if not ack:
+        cmd.append("-A")
     res = finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), 600.0)
-    notes = []
+    notes: list[str] = []
+    if not ack:
+        return res, notes
     deadline = time.monotonic() + SETTLE_S_MAX
     while True:
         info = api.request(f"$JS.API.CONSUMER.INFO.{STREAM}.PULL")
@@ -167,7 +175,10 @@ def run_one(s: JsServer, storage: str, mode: str, rep: int, args: argparse.Names
         spy = start_py_spy(s.proc, f"{storage}-{mode}", rep, args)
         c0 = s.proc.cpu_s()
         try:
-            res, notes = (run_pull if mode == "pull" else run_push)(s, api, args)
+            if mode == "push":
+                res, notes = run_push(s, api, args)
+            else:
+                res, notes = run_pull(s, api, args, ack=mode == "pull")
         finally:
             cpu = s.proc.cpu_s() - c0
             stop_py_spy(spy)
@@ -209,7 +220,7 @@ def report(samples: list[Sample], args: argparse.Namespace) -> dict[str, Any]:
                     continue
                 med[srv] = statistics.median(sm.rate for sm in good)
                 cpu_us = statistics.median(sm.cpu_s / max(args.msgs, 1) * 1e6 for sm in good)
-                row += f"{med[srv]:>8,.0f} [{cpu_us:>3.0f}] "
+                row += f"{med[srv]:>8,.0f} [{cpu_us:>4.1f}] "
             ratios = {}
             for t in trijets:
                 r = med.get(t, 0.0) / med["ref"] if med.get("ref") else None
@@ -238,7 +249,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="repetitions (median reported)")
     p.add_argument("--servers", default="ref,trijet", help="comma list of ref, trijet, trijet=DIR")
     p.add_argument("--storage", default="file,memory", help="comma list of file, memory")
-    p.add_argument("--modes", default="pull,push", help="comma list of pull, push")
+    p.add_argument("--modes", default="pull,push", help="comma list of pull, fetch, push")
     p.add_argument("--store-parent", default=None, help="where the temp store dirs go (TMPDIR)")
     p.add_argument("--trijet-prefix", default="", help="command prefix for trijet")
     p.add_argument("--py-spy", default="", help="py-spy binary: profile trijet (1st run)")
@@ -251,7 +262,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.storages = comma_list(args.storage)
     args.modes = comma_list(args.modes)
     bad = [x for x in args.storages if x not in ("file", "memory")]
-    bad += [x for x in args.modes if x not in ("pull", "push")]
+    bad += [x for x in args.modes if x not in ("pull", "fetch", "push")]
     if bad:
         p.error(f"unknown storage or mode: {', '.join(bad)}")
     return args
@@ -316,7 +327,7 @@ def brief(sm: Sample) -> str:
     return (
         f"{sm.rate:>9,.0f} msgs/s ({r.get('msgs')} in {r.get('elapsed_s', 0):.2f}s, "
         f"{r.get('requests', 0)} req, {r.get('statuses', 0)} status) srv_cpu={sm.cpu_s:.2f}s "
-        f"({per:.0f} us/msg) load={sm.load[0]:.2f} {state}"
+        f"({per:.1f} us/msg) load={sm.load[0]:.2f} {state}"
     )
 
 

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -403,8 +403,10 @@ class PullDispatcher:
             drop_pin=self._drop_pin,
         )
 
+        members = list(self.waiting)
+
         def send(got: list[tuple[StoredMsg, Delivery]]) -> None:
-            self._send_turns(turns.owner, got)
+            self._send_turns(turns.owner, got, members)
 
         got, _ = await c.deliver(turns.wants(), send=send, take=turns.take)
         for refused in turns.refused:
@@ -451,7 +453,7 @@ class PullDispatcher:
         turns = Turns(members)
 
         def send(got: list[tuple[StoredMsg, Delivery]]) -> None:
-            self._send_turns(turns.owner, got)
+            self._send_turns(turns.owner, got, members)
 
         got, _ = await c.deliver(turns.wants(), send=send, take=turns.take)
         for wr, answer in turns.dropped:
@@ -480,10 +482,16 @@ class PullDispatcher:
         return True
 
     def _send_turns(
-        self, owner: dict[int, PullRequest], got: list[tuple[StoredMsg, Delivery]]
+        self,
+        owner: dict[int, PullRequest],
+        got: list[tuple[StoredMsg, Delivery]],
+        members: list[PullRequest],
     ) -> None:
         """Send a round of turns: each message to its request, in delivery
-        order on the wire.  Requests whose inboxes are on different
+        order on the wire.  When every member's inbox is the same plain
+        subscription (one client's fetches on one wildcard inbox), a
+        message's frame does not depend on which request took it: the whole
+        round is one run.  Requests whose inboxes are on different
         connections get their messages as one run each (no connection sees
         the others' order); otherwise every change of request starts a run."""
         c, mgr = self.consumer, self.mgr
@@ -491,6 +499,11 @@ class PullDispatcher:
         if self.cfg.priority_policy is PriorityPolicy.PINNED_CLIENT:
             pin = self.pin_id  # on every message, "" when served without a pin
             got = [(m._replace(headers=with_pin_header(m.headers, pin)), d) for m, d in got]
+        if members and _one_target(router, members):
+            # each message's pending count (what is left after it in the
+            # whole pick) is ``send``'s own count-down over the round
+            mgr.send(c, members[0].reply, got)
+            return
         runs: list[tuple[PullRequest, list[tuple[StoredMsg, Delivery]]]] = []
         by_request: dict[int, list[tuple[StoredMsg, Delivery]]] = {}
         clients: set[int] = set()
@@ -546,3 +559,12 @@ class PullDispatcher:
                 continue
             keep.append(wr)
         self.waiting = keep
+
+
+def _one_target(router: Any, members: list[PullRequest]) -> bool:
+    """Every request's inbox is the same plain subscription (``inbox_target``)."""
+    first = router.inbox_target(members[0].reply)
+    if first is None:
+        return False
+    replies = {wr.reply for wr in members}
+    return all(router.inbox_target(r) is first for r in replies)

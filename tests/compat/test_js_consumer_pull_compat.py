@@ -572,3 +572,51 @@ async def turns_scenario(p: Probe) -> None:
 
 def test_waiting_requests_take_turns(pair: tuple[ServerProcess, ServerProcess]) -> None:
     compare(pair, turns_scenario)
+
+
+async def one_inbox_scenario(p: Probe) -> None:
+    """Two requests answered on one wildcard inbox subscription (how a range
+    reader keeps fetches outstanding), for an ack-none and an explicit-ack
+    consumer: the subscription sees every message once, in stream order, with
+    its pending count -- the six stored ones, then two published one at a time
+    while both requests (or the second alone: whether the reference serves two
+    requests sent together in turns races, so ``num_waiting`` is only read at
+    the end) still wait."""
+    s = "PO"
+    await p.api(f"$JS.API.STREAM.CREATE.{s}", stream_body(s))
+    for i in range(6):
+        await p.publish(f"po.{i % 2}", b"s%d" % i)
+    queues: dict[str, asyncio.Queue[Any]] = {}
+    for name, policy in (("n", "none"), ("e", "explicit")):
+        await p.api(_api(s, "CREATE", name), consumer_body(s, durable_name=name, ack_policy=policy))
+        prefix = p.nc.new_inbox()
+        queues[name] = asyncio.Queue()
+        await p.nc.subscribe(prefix + ".*", cb=queues[name].put)
+        nxt = f"$JS.API.CONSUMER.MSG.NEXT.{s}.{name}"
+        body = b'{"batch":4,"expires":3000000000}'
+        await p.nc.publish(nxt, body, reply=prefix + ".1")
+        await p.nc.publish(nxt, body, reply=prefix + ".2")
+        await p.nc.flush()
+
+    async def take(label: str, want: int) -> None:
+        for name, got in queues.items():
+            msgs = []
+            for _ in range(want):
+                try:
+                    msgs.append(await asyncio.wait_for(got.get(), WAIT_S))
+                except TimeoutError:
+                    break
+            p.note(f"{name} {label}: {len(msgs)} message(s)")
+            for m in msgs:
+                p.note("  " + p.render(m, ""))
+
+    await take("stored", 6)
+    for i in range(2):
+        await p.publish(f"po.{i}", b"late%d" % i)
+        await take(f"late{i}", 1)
+    for name in queues:
+        await p.info(s, name)
+
+
+def test_one_inbox_two_requests(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    compare(pair, one_inbox_scenario)
