@@ -420,52 +420,60 @@ class Segment:
         unpack_hdr = REC_HDR.unpack_from
         crc32 = zlib.crc32
         append = out.append
+        new = _new_tuple
         hsize = REC_HDR.size
         left = want
         while True:
             buf, bstart = self._run_buf(i, left, cache)
             blen = len(buf)
-            first = True  # the record this buffer was found for
+            first = i  # the record this buffer was found for
+            # the live entries from ``i`` on, up to the first dead one (found
+            # once per stretch, not tested per entry), at most ``left``
             while True:
-                off = offs[i]
-                pos = off - bstart
-                seq = base + i
-                if pos + REC_OVERHEAD > blen:
-                    if first:
-                        raise CorruptionError(self.name, off, seq, "short")
+                dead = find(0, i)
+                stop = nent if dead < 0 else dead
+                if stop - i > left:
+                    stop = i + left
+                start = i
+                while i < stop:
+                    off = offs[i]
+                    pos = off - bstart
+                    if pos + REC_OVERHEAD > blen:
+                        if i == first:
+                            raise CorruptionError(self.name, off, base + i, "short")
+                        break
+                    total, kind, rseq, ts, slen, hlen = unpack_hdr(buf, pos)
+                    end = pos + total - 4
+                    if total > sizes[i] + 1 or total < REC_OVERHEAD + slen + hlen:
+                        raise CorruptionError(self.name, off, base + i, "crc")
+                    if end + 4 > blen:
+                        if i == first:
+                            raise CorruptionError(self.name, off, base + i, "crc")
+                        break
+                    # the CRC of a record with its (little-endian) CRC appended
+                    # is a constant: the same test as comparing the two
+                    if (
+                        crc32(
+                            buf[pos : end + 4] if total < 4096 else memoryview(buf)[pos : end + 4]
+                        )
+                        != _CRC_RESIDUE
+                    ):
+                        raise CorruptionError(self.name, off, base + i, "crc")
+                    if kind != KIND_MSG or rseq - i != base:
+                        raise CorruptionError(self.name, off, base + i, "index")
+                    o = pos + hsize
+                    h = o + slen
+                    p = h + hlen
+                    append(new(StoredMsg, (rseq, buf[o:h].decode(), buf[h:p], buf[p:end], ts)))
+                    i += 1
+                left -= i - start
+                if i < stop:  # past this buffer: the next one
                     break
-                total, kind, rseq, ts, slen, hlen = unpack_hdr(buf, pos)
-                end = pos + total - 4
-                if total > sizes[i] + 1 or total < REC_OVERHEAD + slen + hlen:
-                    raise CorruptionError(self.name, off, seq, "crc")
-                if end + 4 > blen:
-                    if first:
-                        raise CorruptionError(self.name, off, seq, "crc")
-                    break
-                # the CRC of a record with its (little-endian) CRC appended is
-                # a constant: the same test as comparing the two, one call less
-                if (
-                    crc32(buf[pos : end + 4] if total < 4096 else memoryview(buf)[pos : end + 4])
-                    != _CRC_RESIDUE
-                ):
-                    raise CorruptionError(self.name, off, seq, "crc")
-                if kind != KIND_MSG or rseq != seq:
-                    raise CorruptionError(self.name, off, seq, "index")
-                o = pos + hsize
-                h = o + slen
-                p = h + hlen
-                append(_new_tuple(StoredMsg, (seq, buf[o:h].decode(), buf[h:p], buf[p:end], ts)))
-                left -= 1
-                if not left:
+                if not left or i >= nent:
                     return
-                i += 1
-                if i >= nent:
+                i = find(1, i)
+                if i < 0:
                     return
-                if not live[i]:
-                    i = find(1, i)
-                    if i < 0:
-                        return
-                first = False
 
     def _run_buf(self, i: int, want: int, cache: ReadCache) -> tuple[bytes, int]:
         """``(buf, start)``: a buffer holding the record of entry ``i`` (and
