@@ -103,6 +103,8 @@ def prefill(s: JsServer, api: ApiClient, storage: str, args: argparse.Namespace)
         raise RuntimeError(f"stream create failed: {created['error']}")
     cmd = [*args.loadgen, "jspub", "-H", "127.0.0.1", "-P", str(s.proc.port), "-s", SUBJECT]
     cmd += ["-n", str(args.msgs), "-z", str(args.size), "-k", "256", "-t", "20"]
+    if args.msg_id:
+        cmd.append("-I")
     res = finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), 300.0)
     state = api.request(f"$JS.API.STREAM.INFO.{STREAM}").get("state", {})
     if not res.get("ok") or state.get("messages") != args.msgs:
@@ -244,6 +246,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--msgs", type=int, default=50_000, help="messages in the stream")
     p.add_argument("--size", type=int, default=128, help="payload bytes")
+    p.add_argument("--msg-id", action="store_true", help="publish with a Nats-Msg-Id header (HMSG)")
     p.add_argument("--batch", type=int, default=100, help="pull: messages per request")
     p.add_argument("--inflight", type=int, default=1, help="pull: requests outstanding")
     p.add_argument("--repeat", type=int, default=3, help="repetitions (median reported)")

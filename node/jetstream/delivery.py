@@ -63,6 +63,7 @@ from cluster.ops import AckItem, AckKind
 from cluster.streams import Stream
 from node.jetstream.common import dumps
 from node.jetstream.pull import PullDispatcher, status
+from node.jetstream.pullframes import build_frames, count_new
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jetstream.push import PushDispatcher
 from node.jetstream.replicated_consumers import ReplicatedConsumers
@@ -431,45 +432,20 @@ class ConsumerManager:
         router = self.svc.router
         pending = c.pending_after_pick
         lefts = iter(pendings) if pendings is not None else None
-        new_after = sum(1 for _, d in got if d.dc == 1)
+        new_after = count_new(got)
         prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()
         headers_only = c.cfg.headers_only
         sub = router.inbox_target(to) if after_each is None and not headers_only else None
-        if sub is not None:  # a pull request's inbox: the ops built right here
-            with_headers = sub.client.headers
-            sid = sub.sid_sp
-            parts: list[bytes] = []
-            add = parts.append
-            heads: dict[str, tuple[bytes, bytes]] = {}  # subject -> MSG, HMSG line starts
-            total = 0
-            left = pending + new_after  # num_pending as of each message
-            for (_, subject, h, payload, ts), (sseq, dseq, dc) in got:
-                if lefts is not None:
-                    left = next(lefts)
-                elif dc == 1:
-                    left -= 1
-                plen = len(payload)
-                total += plen
-                head = heads.get(subject)
-                if head is None:
-                    subj = subject.encode()
-                    head = heads[subject] = (
-                        b"MSG " + subj + sid + b" " + prefix,
-                        b"HMSG " + subj + sid + b" " + prefix,
-                    )
-                # one text line per message (the ack subject's tokens and the
-                # sizes in one f-string: cheaper than bytes formatting)
-                if not h or not with_headers:
-                    add(head[0])
-                    add(f"{dc}.{sseq}.{dseq}.{ts}.{left} {plen}\r\n".encode())
-                else:
-                    hl = len(h)
-                    add(head[1])
-                    add(f"{dc}.{sseq}.{dseq}.{ts}.{left} {hl} {hl + plen}\r\n".encode())
-                    add(h)
-                add(payload)
-                add(b"\r\n")
-            router.append_built(sub, b"".join(parts), len(got), total)
+        if sub is not None:  # a pull request's inbox: the frames built at once
+            data, total = build_frames(
+                got,
+                sub.sid_sp,
+                prefix,
+                pending + new_after,
+                pendings,
+                with_headers=sub.client.headers,
+            )
+            router.append_built(sub, data, len(got), total)
             if flush:
                 router.flush()
             return
