@@ -159,6 +159,9 @@ class ConsumerPolicyUpdate:
             raise OpError("policy must be a ConsumerPolicy")
 
 
+_INT_ONLY = {int}
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerDelivered:
     """Messages handed out (new ones and redeliveries), in order."""
@@ -172,8 +175,12 @@ class ConsumerDelivered:
         check_str("consumer", self.consumer)
         if type(self.sseqs) is not tuple or not self.sseqs:
             raise OpError("sseqs must be a non-empty tuple")
-        for s in self.sseqs:
-            check_int("sseq", s, 1, UINT64_MAX)
+        seqs = self.sseqs
+        # the common case checked in C (types, then the range); the loop
+        # names the first bad one
+        if set(map(type, seqs)) != _INT_ONLY or min(seqs) < 1 or max(seqs) > UINT64_MAX:
+            for s in seqs:
+                check_int("sseq", s, 1, UINT64_MAX)
         check_int("now_ns", self.now_ns, 0, INT64_MAX)
 
 

@@ -79,6 +79,7 @@ import logging
 import time
 from collections.abc import Callable
 from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 import trio
@@ -117,6 +118,9 @@ from store.errors import StoreClosed
 from store.memory import MemoryConsumerStore
 
 log = logging.getLogger(__name__)
+
+_SEQ = attrgetter("seq")
+"""A stored message's stream sequence."""
 
 SETTLE_WAIT_S_MAX = 5.0
 """Longest an INFO waits for a purge to reach a consumer (a stuck one answers anyway)."""
@@ -614,9 +618,8 @@ class Consumer(AckQueue):
         # as of the pick (nats-server counts it under the locks it picks
         # with): a message stored while the delivery is applied is not counted
         # in the ack subjects' pending of this batch
-        self.pending_after_pick = self.num_pending() - sum(
-            1 for m in picked if m.seq >= self.fsm.next_sseq
-        )
+        seqs = tuple(map(_SEQ, picked))
+        self.pending_after_pick = self.num_pending() - sum(map(self.fsm.next_sseq.__le__, seqs))
         if ahead:  # ack none: sent now, committed by ``ahead.run``
             self.pending_after_pick = max(0, self.pending_after_pick - self.ahead.unapplied)
             got = self.ahead.take(picked)
@@ -628,9 +631,7 @@ class Consumer(AckQueue):
         self.delivering += 1
         try:
             try:
-                out = await self.propose(
-                    ConsumerDelivered(self.name, tuple(m.seq for m in picked), time.time_ns())
-                )
+                out = await self.propose(ConsumerDelivered(self.name, seqs, time.time_ns()))
             except (RaftError, ConsumerGone) as exc:
                 # not committed: nothing is sent (a new leader redelivers
                 # whatever did commit)

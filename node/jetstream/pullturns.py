@@ -130,6 +130,47 @@ class Turns(Generic[R]):
         """The members still taking turns, in the order of their next turn."""
         return [slot.wr for slot in self._ring]
 
+    def sized(self) -> bool:
+        """Some member bounds its messages' bytes (``take`` must see each one)."""
+        return any(slot.room > 0 for slot in self._ring)
+
+    def assign(self, k: int) -> list[tuple[R, int]]:
+        """Hand out ``k`` messages as ``k`` calls of ``take`` would -- for
+        members without ``max_bytes`` bounds (``sized`` False), and without
+        recording owners --, counted in whole rounds; returns each member's
+        share (members that took nothing left out), in member order.
+
+        Every member still in the ring takes one message per round; a
+        partial last round serves the first ones in ring order, which then
+        move to the end (or leave, once their batch is full)."""
+        slots = list(self._ring)
+        before = [slot.taken for slot in slots]
+        ring = self._ring
+        while k > 0 and ring:
+            m = len(ring)
+            least = min(slot.left for slot in ring)
+            rounds = min(least, k // m)
+            if rounds:  # whole rounds: the emptiest leave after the last
+                k -= m * rounds
+                for slot in ring:
+                    slot.left -= rounds
+                    slot.taken += rounds
+                if rounds == least:
+                    self._ring = ring = deque(slot for slot in ring if slot.left > 0)
+                continue
+            for _ in range(k):  # a partial round (k < m): one each, then to the end
+                slot = ring.popleft()
+                slot.left -= 1
+                slot.taken += 1
+                if slot.left > 0:
+                    ring.append(slot)
+            k = 0
+        return [
+            (slot.wr, slot.taken - b)
+            for slot, b in zip(slots, before, strict=True)
+            if slot.taken > b
+        ]
+
 
 class PickWaiter(Turn, Waiter, Protocol):
     """A waiting request as ``PickTurns`` reads it."""

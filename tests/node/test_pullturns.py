@@ -136,3 +136,27 @@ def test_overflow_min_ack_pending_counts_the_deliveries_of_the_round() -> None:
     turns = pick_turns([PReq("a", 1), m], PriorityPolicy.OVERFLOW, pending=10, ack_pending=1)
     assert turns.take(msg(1)) and turns.take(msg(2))
     assert [turns.owner[s].name for s in (1, 2)] == ["a", "m"]
+
+
+def test_assign_counts_as_takes_would() -> None:
+    """``assign(k)`` gives every member the share, and leaves the ring in the
+    order, that ``k`` calls of ``take`` would (exhaustive over small cases)."""
+    import itertools
+
+    for ns in itertools.chain.from_iterable(
+        itertools.product(range(1, 5), repeat=m) for m in range(1, 4)
+    ):
+        for k in range(sum(ns) + 2):
+            one = [Req(f"r{i}", n) for i, n in enumerate(ns)]
+            other = [Req(f"r{i}", n) for i, n in enumerate(ns)]
+            by_take = Turns(one)
+            for s in range(1, k + 1):
+                by_take.take(msg(s))
+            shares: dict[str, int] = {}
+            for r in by_take.owner.values():
+                shares[r.name] = shares.get(r.name, 0) + 1
+            by_count = Turns(other)
+            assert not by_count.sized()
+            got = {r.name: n for r, n in by_count.assign(k)}
+            assert got == shares, (ns, k)
+            assert [r.name for r in by_count.order()] == [r.name for r in by_take.order()]
