@@ -29,6 +29,9 @@ from node.jetstream.meta import META_LEADER_OPS, MetaLayer, stream_of_op
 
 #: asked of the leader of the moment: never parked until the next one is known
 STEPDOWN_OPS = frozenset({("STREAM", "LEADER", "STEPDOWN"), ("CONSUMER", "LEADER", "STEPDOWN")})
+#: not idempotent: like a stepdown, only the leader at arrival acts on it
+#: (never parked for the next leader while its group elects; ``AccountMeta.answers``)
+UNREPEATABLE_OPS = frozenset({("STREAM", "PURGE")})
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
@@ -113,8 +116,13 @@ class AccountMeta:
                 # its group is electing: answered by the new leader -- but for a
                 # leader stepdown, which is the old leader's alone to act on
                 # (the election is often its own: the new leader would step
-                # down again); nats-server leaves a leaderless asset's unanswered
-                return False if op[:3] in STEPDOWN_OPS else None
+                # down again), and a purge, which is not idempotent (the old
+                # leader may have applied it: applied again, it would remove
+                # messages acknowledged in between); nats-server leaves a
+                # leaderless asset's requests unanswered
+                if op[:3] in STEPDOWN_OPS or op[:2] in UNREPEATABLE_OPS:
+                    return False
+                return None
             return bool(rg.is_leader)
         if not layer.ready.is_set():
             return True if layer.unavailable(op) else None

@@ -7,7 +7,9 @@ runs, the one that leads the stream's group answers.  While the group elects
 a leader stepdown: it is the old leader's alone, and the election it meets is
 usually its own, so a parked copy would make the new leader step down again
 (seen as a second election and a publish refused right after a consumer
-stepdown, tests/integration/test_cluster_r3_leaderchange.py).  nats-server
+stepdown, tests/integration/test_cluster_r3_leaderchange.py) -- and a purge,
+which is not idempotent: the old leader may have applied it, and applied again
+by the new one it would remove messages acknowledged in between.  nats-server
 leaves a leaderless asset's requests unanswered (reference/jetstream-cluster.md).
 """
 
@@ -32,8 +34,12 @@ def _view(leader_id: str | None, is_leader: bool) -> AccountMeta:
     return view
 
 
-STEPDOWNS = [("STREAM", "LEADER", "STEPDOWN", "LC"), ("CONSUMER", "LEADER", "STEPDOWN", "LC", "D")]
-OTHERS = [("STREAM", "INFO", "LC"), ("CONSUMER", "INFO", "LC", "D"), ("STREAM", "PURGE", "LC")]
+STEPDOWNS = [
+    ("STREAM", "LEADER", "STEPDOWN", "LC"),
+    ("CONSUMER", "LEADER", "STEPDOWN", "LC", "D"),
+    ("STREAM", "PURGE", "LC"),  # not idempotent: a parked copy could purge newer messages
+]
+OTHERS = [("STREAM", "INFO", "LC"), ("CONSUMER", "INFO", "LC", "D"), ("STREAM", "MSG", "GET", "LC")]
 
 
 @pytest.mark.parametrize("op", STEPDOWNS)
