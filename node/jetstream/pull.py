@@ -416,12 +416,7 @@ class PullDispatcher:
             self._forget(wr)
             if answer:
                 self._send(wr.reply, pending_status(409, "Message Size Exceeds MaxBytes", wr))
-        for m, _ in got:
-            wr = turns.owner[m.seq]
-            wr.n -= 1
-            wr.delivered += 1
-            if wr.max_bytes:
-                wr.max_bytes -= msg_size(m)
+        _count_taken(turns, got)
         # the waiting list as the round left it (cycled, refused and dropped
         # ones out), then requests that arrived meanwhile; a request retired
         # meanwhile (expired, gone) stays retired
@@ -475,12 +470,7 @@ class PullDispatcher:
                     self._send(wr.reply, hdr)
             if not got:
                 return bool(turns.dropped)
-            for m, _ in got:
-                wr = turns.owner[m.seq]
-                wr.n -= 1
-                wr.delivered += 1
-                if wr.max_bytes:
-                    wr.max_bytes -= msg_size(m)
+            _count_taken(turns, got)
         # the waiting list as the turns left it: the members still wanting
         # messages in the order of their next turn, then everyone else
         # (a member retired meanwhile -- expired, gone -- stays retired)
@@ -580,3 +570,13 @@ def _one_target(router: Any, members: list[PullRequest]) -> bool:
         return False
     replies = {wr.reply for wr in members}
     return all(router.inbox_target(r) is first for r in replies)
+
+
+def _count_taken(turns: Any, got: list[tuple[StoredMsg, Any]]) -> None:
+    """Charge each delivered message to the request whose turn took it."""
+    for m, _ in got:
+        wr = turns.owner[m.seq]
+        wr.n -= 1
+        wr.delivered += 1
+        if wr.max_bytes:
+            wr.max_bytes -= msg_size(m)

@@ -341,23 +341,7 @@ def test_runs_and_repeated_lines_preserve_every_message(
         if with_other_ops and i % 7 == 3:
             stream.append(PING)
     data = b"".join(serialize(e) for e in stream)  # type: ignore[arg-type]
-    conn = ProtocolConnection(Role.SERVER)
-    got: list[object] = []
-
-    def on_pub(s: bytes, r: bytes | None, p: bytes) -> None:
-        got.append(Pub(s, r, p))
-
-    def on_run(s: bytes, rs: list[bytes | None], ps: list[bytes]) -> None:
-        assert len(ps) >= 2
-        got.extend(Pub(s, r, p) for r, p in zip(rs, ps, strict=True))
-
-    pos = 0
-    i = 0
-    while pos < len(data):
-        step = cuts[i % len(cuts)]
-        conn.feed(data[pos : pos + step], on_pub, got.append, on_run)
-        pos += step
-        i += 1
+    _, got = _feed_in_cuts(data, cuts)
     assert got == stream
 
 
@@ -599,23 +583,7 @@ def test_reply_runs_preserve_every_message(stream: list[object], cuts: list[int]
     the chunking."""
     data = b"".join(e if type(e) is bytes else serialize(e) for e in stream)  # type: ignore[arg-type]
     expect = [Pub(b"bench.js", b"_INBOX.2", b"z" * 40) if type(e) is bytes else e for e in stream]
-    conn = ProtocolConnection(Role.SERVER)
-    got: list[object] = []
-
-    def on_pub(s: bytes, r: bytes | None, p: bytes) -> None:
-        got.append(Pub(s, r, p))
-
-    def on_run(s: bytes, rs: list[bytes | None], ps: list[bytes]) -> None:
-        assert len(ps) >= 2
-        got.extend(Pub(s, r, p) for r, p in zip(rs, ps, strict=True))
-
-    pos = 0
-    i = 0
-    while pos < len(data):
-        step = cuts[i % len(cuts)]
-        conn.feed(data[pos : pos + step], on_pub, got.append, on_run)
-        pos += step
-        i += 1
+    conn, got = _feed_in_cuts(data, cuts)
     assert got == expect
     assert not conn.dead
 
@@ -674,3 +642,26 @@ def test_reply_runs_are_parsed_in_bulk_and_keep_the_line_limit(
     )
     assert seen == [b"_INBOX.1"] * 40
     assert len(events) == 1 and isinstance(events[0], ProtocolViolation)
+
+
+def _feed_in_cuts(data: bytes, cuts: list[int]) -> tuple[ProtocolConnection, list[object]]:
+    """Feed ``data`` to a server-role parser in pieces of the sizes ``cuts``
+    (cycled); runs come back as their publishes, in order."""
+    conn = ProtocolConnection(Role.SERVER)
+    got: list[object] = []
+
+    def on_pub(s: bytes, r: bytes | None, p: bytes) -> None:
+        got.append(Pub(s, r, p))
+
+    def on_run(s: bytes, rs: list[bytes | None], ps: list[bytes]) -> None:
+        assert len(ps) >= 2
+        got.extend(Pub(s, r, p) for r, p in zip(rs, ps, strict=True))
+
+    pos = 0
+    i = 0
+    while pos < len(data):
+        step = cuts[i % len(cuts)]
+        conn.feed(data[pos : pos + step], on_pub, got.append, on_run)
+        pos += step
+        i += 1
+    return conn, got
