@@ -82,6 +82,8 @@ API_TIMEOUT_S = 10.0
 FAILOVER_S_MAX = 60.0
 CATCHUP_S_MAX = 120.0
 POLL_S = 0.02
+SUFFIXES = ("+interval", "+overlap")
+"""Server-name suffixes of a trijet run (see the module doc)."""
 """Interval of the bench's polls of /jsz and STREAM.INFO (real servers, bounded deadlines)."""
 NO_RESPONDERS_PAUSE_S = 0.02
 
@@ -431,13 +433,12 @@ def run_server(name: str, sync: str, args: argparse.Namespace) -> Run:
     # ``trijet+overlap``, ``trijet=DIR+overlap``: jetstream.raft_leader_write_overlap on;
     # ``+interval``: sync_interval 2m (the reference's default)
     suffixes = set()
-    for suffix in ("+interval", "+overlap", "+interval"):
-        if kind == "trijet" and name.endswith(suffix):
-            suffixes.add(suffix)
-            name_wo = name.removesuffix(suffix)
-            if path is not None:
-                path = path.removesuffix(suffix)
-            name = name_wo
+    while kind == "trijet" and name.endswith(SUFFIXES):
+        suffix = next(x for x in SUFFIXES if name.endswith(x))
+        suffixes.add(suffix)
+        name = name.removesuffix(suffix)
+        if path is not None:
+            path = path.removesuffix(suffix)
     overlap = "+overlap" in suffixes
     interval = "+interval" in suffixes
     if interval and sync == "always":
