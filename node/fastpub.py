@@ -214,7 +214,6 @@ class FastPublish:
             replies = self._replies
             for subject, payload in zip(subjects, payloads, strict=True):
                 plan = plans.get(subject)
-                single = None
                 if plan is None or plan[0] != gen:
                     if subject in replies:
                         # the answer to a request seen (a reply inbox): its one plain
@@ -223,14 +222,25 @@ class FastPublish:
                         del replies[subject]
                         target = once_target(src, subject)
                         if target is not None:
-                            single = (target[0], b"MSG " + subject + target[1].sid_sp, target[1])
+                            c, sub = target
+                            if c is not last:
+                                if last is not None:
+                                    self._give_parts(last, parts, nbytes)
+                                    parts = []
+                                    nbytes = 0
+                                last = c
+                            plen = len(payload)
+                            parts.append(
+                                b"MSG %b%b %d\r\n%b\r\n" % (subject, sub.sid_sp, plen, payload)
+                            )
+                            nbytes += plen
+                            sub.delivered += 1
+                            continue
                         plan = None
                     else:
                         plan = fresh(src, subject)  # a match; changes no interest
-                if single is None and plan is not None and len(plan[1]) == 1 and not plan[2]:
-                    single = plan[1][0]
-                if single is not None:
-                    c, head, sub = single
+                if plan is not None and len(plan[1]) == 1 and not plan[2]:
+                    c, head, sub = plan[1][0]
                     if c is not last:
                         if last is not None:
                             self._give_parts(last, parts, nbytes)
