@@ -212,6 +212,15 @@ class FastPublish:
             parts: list[bytes] = []
             nbytes = 0
             replies = self._replies
+            # answers to one requester's inbox family (``_INBOX.<id>.<n>``) share one
+            # target while no interest changes: the first one's is reused for the
+            # rest of the batch, only outside a cluster (there each inbox's own
+            # route interest counts) and only while the family's match is cached
+            memo = not self.route_sublist.count
+            memo_prefix: bytes | None = None
+            memo_target: Any = None
+            memo_hits = 0
+            family = self.sublist.family
             for subject, payload in zip(subjects, payloads, strict=True):
                 plan = plans.get(subject)
                 if plan is None or plan[0] != gen:
@@ -220,7 +229,17 @@ class FastPublish:
                         # subscriber, matched without caching (``_fresh_plan``'s case,
                         # without building a plan)
                         del replies[subject]
-                        target = once_target(src, subject)
+                        if memo:
+                            prefix, dot, _ = subject.rpartition(b".")
+                            if dot and prefix == memo_prefix:
+                                target = memo_target
+                                memo_hits += 1
+                            else:
+                                target = once_target(src, subject)
+                                if target is not None and dot and family(prefix) is not None:
+                                    memo_prefix, memo_target = prefix, target
+                        else:
+                            target = once_target(src, subject)
                         if target is not None:
                             c, sub = target
                             if c is not last:
@@ -255,11 +274,14 @@ class FastPublish:
                 if last is not None:
                     self._give_parts(last, parts, nbytes)
                     last, parts, nbytes = None, [], 0
+                memo_prefix = None  # what follows may change interest (an internal handler)
                 if plan is None:
                     one(src, subject, None, payload, True)
                     gen = self.gen
                 elif plan[1] or plan[2]:
                     deliver(subject, plan[1], plan[2], None, payload)
+            if memo_hits:
+                self.sublist.count_hits(memo_hits)
             if last is not None:
                 self._give_parts(last, parts, nbytes)
 

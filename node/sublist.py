@@ -281,6 +281,18 @@ class Sublist(Generic[S]):
             self._walk(self._root, subject.split(b"."), 0, psubs, qmap)
         return SublistResult(psubs, list(qmap.values()))
 
+    def family(self, prefix: bytes) -> SublistResult[S] | None:
+        """The cached match shared by every subject ``prefix.<token>`` (see
+        ``match_once``), or None when no such family is cached now.  Valid
+        until the next insert or remove."""
+        return self._families.get(prefix)
+
+    def count_hits(self, k: int) -> None:
+        """Count ``k`` matches answered from a cached result by a caller that
+        reused one (``family``) instead of calling ``match_once`` again."""
+        self.matches += k
+        self.cache_hits += k
+
     def match_once(self, subject: bytes) -> SublistResult[S]:
         """``match`` for a subject used once (a reply inbox, ``_INBOX.<id>.<n>``).
 

@@ -243,3 +243,64 @@ def test_header_publishes_to_internal_interest_skip_the_match_until_interest_cha
     assert router.publish(None, b"js.x", None, h, b"q") == 2
     assert cap.got[-1] == (b"js.x", None, h, b"q")
     assert ext.written() == b"HMSG js.x 2 %d %d\r\n%bq\r\n" % (len(h), len(h) + 1, h)
+
+
+def test_mixed_answers_to_inbox_families_reuse_one_match_per_family() -> None:
+    """Answers to two requesters' inbox families, interleaved in one batch, and
+    a family whose match is not shared (an inbox with its own literal subscriber
+    beside the wildcard): ``fast_mixed`` writes what ``publish`` per message
+    writes on an uncached router, and matches a shared family once per run of
+    its answers instead of once per answer (counting test)."""
+    outs = []
+    calls = []
+    for mode in ("mixed", "publish"):
+        sublist = Sublist() if mode == "mixed" else Sublist(cache_enabled=False)
+        router = Router(sublist, random.Random(1))
+        req_a, req_b, req_c, tap, pub_c = (FakeClient() for _ in range(5))
+        subs = [
+            Subscription(req_a, b"_INBOX.a.*", None, b"1"),
+            Subscription(req_b, b"_INBOX.b.*", None, b"2"),
+            Subscription(req_c, b"_INBOX.c.*", None, b"3"),
+            Subscription(tap, b"_INBOX.c.7", None, b"4"),  # a literal child: no family
+            Subscription(pub_c, b"svc", None, b"5"),
+        ]
+        for sub in subs:
+            router.sublist.insert(sub)
+        answers = [b"_INBOX.a.%d" % i for i in range(6)]
+        answers += [b"_INBOX.b.%d" % i for i in range(3)]
+        answers += [b"_INBOX.a.%d" % i for i in range(6, 9)]
+        answers += [b"_INBOX.c.%d" % i for i in (5, 6, 7, 8)]
+        for subject in answers:  # the requests, so each answer is one seen
+            req = req_a if b".a." in subject else req_b if b".b." in subject else req_c
+            router.publish(req, b"svc", subject, None, b"req")
+        router.flush()
+        pub_c.written()
+        once_target = router._once_target
+        n_calls = [0]
+
+        def counted(src: object, subject: bytes, f=once_target, n=n_calls) -> object:
+            n[0] += 1
+            return f(src, subject)
+
+        router._once_target = counted  # type: ignore[method-assign]
+        payloads = [b"p%d" % i for i in range(len(answers))]
+        if mode == "mixed":
+            router.fast_mixed(pub_c)(answers, payloads)
+        else:
+            for s, p in zip(answers, payloads, strict=True):
+                router.publish(pub_c, s, None, None, p)
+        router.flush()
+        calls.append(n_calls[0])
+        clients = (req_a, req_b, req_c, tap, pub_c)
+        outs.append(
+            (
+                tuple(c.written() for c in clients),
+                tuple(c.out_msgs for c in clients),
+                router.out_msgs,
+                [sub.delivered for sub in subs],
+            )
+        )
+    assert outs[0] == outs[1]
+    assert outs[0][1][:4] == (9, 3, 4, 1)
+    # one match per run of a shared family (a, b, a), one per answer of c's (no family)
+    assert calls[0] == 3 + 4
