@@ -84,16 +84,9 @@ before the reader reads on: one task hop less on each side of a replicated
 write.  A larger write (under async load), a compaction's rewrite, a failed
 write or a snapshot to write is left to the driver (``_stash``), which goes on
 from that step; until then it is not parked, so the lane is never reentered
-and writes stay in order.  Proposals still wake the driver; the driver's own
-cycle write (a leader's new entry) follows the same rule: no larger than
-``inline_write_bytes_max`` and not after a slow one, it is made on the event
-loop (``inline_synced_writes``), else in the sync thread.  Measured for R3 sync
-publishes (``bench/README.md``): the leader's CPU per publish 8-20 % lower,
-without it the hand-over to the thread and back (two wake-up sockets, the GIL
-passed twice) cost more than the event loop gained by overlapping the leader's
-fsync with reading the followers' answers (they arrive after it anyway: a
-follower's own write and fsync come first).  Traced with ``bench/r3_trace.py``
-(``raft.trace``).
+and writes stay in order.  Proposals still wake the driver: the leader's own
+write of a new entry runs in the sync thread while the event loop reads the
+followers' answers.  Traced with ``bench/r3_trace.py`` (``raft.trace``).
 
 A cycle the timer asked for (a follower's election deadline, a leader's
 heartbeat and majority check) first lets the link readers deliver what already
@@ -194,9 +187,6 @@ class RaftDriver:
         self._sync_asked: trio.Event | None = None
         #: interval mode: cycle writes made on the event loop
         self.inline_writes = 0
-        #: the driver's own small fsynced cycle writes made on the event loop
-        #: (``_write_cycle_records``), not handed to the sync thread
-        self.inline_synced_writes = 0
         #: the driver waits for a wake-up (no cycle of its own in progress), and until when
         self._parked = False
         self._parked_until = 0.0
@@ -415,28 +405,12 @@ class RaftDriver:
 
     async def _write_cycle_records(self, syncer: SyncThread | None, data: bytes) -> None:
         """Write a cycle's records: on the event loop when they are cheap
-        (interval mode, small: no fsync) or small enough for the fast lane's
-        rule (``inline_write_bytes_max``, not after a slow one), else in the
-        sync thread."""
+        (interval mode, small: no fsync), else in the sync thread."""
         if self.core.journal.cheap(data):
             self.inline_writes += 1
             await self._write_journal(None, data)
-            return
-        now = trio.current_time()
-        if (
-            syncer is None
-            or self.core.journal.rewriting
-            or len(data) > self.core.config.inline_write_bytes_max
-            or now < self._inline_off_until
-        ):
+        else:
             await self._write_journal(syncer, data)
-            return
-        self.inline_synced_writes += 1
-        try:
-            await self._write_journal(None, data)
-        finally:
-            if trio.current_time() - now > INLINE_WRITE_SLOW_S:
-                self._inline_off_until = trio.current_time() + INLINE_OFF_S
 
     async def _write_in_background(self, syncer: SyncThread | None, data: bytes) -> None:
         """A leader's journal write that the driver does not wait for: already
