@@ -113,7 +113,7 @@ from cluster.stream_archive import ArchivedConsumer
 from cluster.stream_fsm import ApplyOutcome, NewMessages, Purged
 from cluster.streams import Stream
 from raft.errors import RaftError
-from store.api import ConsumerState, ConsumerStore, Pending, StoredMsg
+from store.api import ConsumerState, ConsumerStore, Pending, RawRun, StoredMsg
 from store.errors import StoreClosed
 from store.memory import MemoryConsumerStore
 
@@ -655,6 +655,75 @@ class Consumer(AckQueue):
             except RaftError as exc:  # the next leader's sweep removes them
                 log.info("event=consumer_removal_failed consumer=%s reason=%r", self.name, exc)
         return got, False
+
+    def raw_ready(self) -> bool:
+        """A pull round may be read raw (``deliver_raw``): ack none, not sent
+        ahead, nothing to redeliver, no ``last_per_subject`` start, no filter
+        -- the round is then simply the stream's next live messages."""
+        fsm = self.fsm
+        filters = fsm.policy.filters
+        return (
+            fsm.policy.ack == "none"
+            and not fsm.rdq
+            and not fsm.lss
+            and (not filters or filters == (">",))
+            and not self.ahead.usable()
+        )
+
+    async def deliver_raw(
+        self, n: int, send: Callable[[RawRun, list[Delivery]], None]
+    ) -> int | None:
+        """``deliver(n, send=...)`` of a round that ``raw_ready`` allows, read
+        as a ``RawRun`` (``StreamStore.load_raw_run``: no ``StoredMsg`` per
+        message); ``send`` gets the run and its deliveries, one per message,
+        in order.  Returns how many were delivered, or None when the round
+        is not one ``raw_ready`` allows once the waits are over (the caller
+        then uses ``deliver``).
+        """
+        while not self._acks_idle.is_set() and (
+            self._acks_special or self.fsm.at_max_ack_pending()
+        ):
+            await self._acks_idle.wait()
+        if not self.ready.is_set():
+            await self.ready.wait()
+        if not self.leading or self.closed:
+            return 0
+        if not self.raw_ready():
+            return None
+        rr = self.stream.store.load_raw_run(self.fsm.next_sseq, n)
+        if not rr:
+            return 0
+        seqs = tuple(rr.seqs)
+        # every picked sequence is >= next_sseq (as ``deliver`` counts them)
+        self.pending_after_pick = self.num_pending() - len(seqs)
+        if not self.delivering:
+            self._settled = trio.Event()
+        self.delivering += 1
+        try:
+            try:
+                out = await self.propose(ConsumerDelivered(self.name, seqs, time.time_ns()))
+            except (RaftError, ConsumerGone) as exc:
+                log.info("event=consumer_delivery_failed consumer=%s reason=%r", self.name, exc)
+                self.changed.set()
+                return 0
+            ds = out.deliveries
+            if len(ds) != len(seqs):  # not all taken: the run of those that were
+                keep = {d.sseq for d in ds}
+                rr = RawRun.of([m for m in rr.stored() if m.seq in keep])
+                by_seq = {d.sseq: d for d in ds}
+                ds = [by_seq[q] for q in rr.seqs]
+            if ds:
+                send(rr, list(ds))
+        finally:
+            self.delivering -= 1
+            if not self.delivering:
+                self._settled.set()
+        if self.retention is not None and ds:
+            try:
+                await self.retention.after_deliveries([d.sseq for d in ds])
+            except RaftError as exc:  # the next leader's sweep removes them
+                log.info("event=consumer_removal_failed consumer=%s reason=%r", self.name, exc)
+        return len(ds)
 
     async def settled(self) -> None:
         """Return once no delivery sits between its apply and its ``send``, the

@@ -67,6 +67,7 @@ __all__ = [
     "MaxMsgsPerSubject",
     "MsgNotFound",
     "Pending",
+    "RawRun",
     "RecoveryReport",
     "SequenceMismatch",
     "SnapshotError",
@@ -103,6 +104,48 @@ class StoredMsg(NamedTuple):
     headers: bytes
     payload: bytes
     ts_ns: int
+
+
+class RawRun:
+    """Consecutive live messages as a delivery's frames want them, with no
+    object per message: parallel lists of their sequences, subjects (the
+    stored bytes, not decoded), timestamps, header block lengths and
+    bodies (the header block and the payload as they lie in the record).
+    Read by ``StreamStore.load_raw_run`` with every check ``load_run`` makes.
+    """
+
+    __slots__ = ("bodies", "hlens", "seqs", "subjects", "ts")
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self.subjects: list[bytes] = []
+        self.ts: list[int] = []
+        self.hlens: list[int] = []
+        self.bodies: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    @classmethod
+    def of(cls, msgs: Sequence[StoredMsg]) -> RawRun:
+        """The run of ``msgs`` (a store without a raw reader of its own)."""
+        rr = cls()
+        for m in msgs:
+            rr.seqs.append(m.seq)
+            rr.subjects.append(m.subject.encode())
+            rr.ts.append(m.ts_ns)
+            rr.hlens.append(len(m.headers))
+            rr.bodies.append(m.headers + m.payload)
+        return rr
+
+    def stored(self) -> list[StoredMsg]:
+        """The messages as ``load_run`` gives them."""
+        return [
+            StoredMsg(q, s.decode(), b[:h], b[h:], t)
+            for q, s, t, h, b in zip(
+                self.seqs, self.subjects, self.ts, self.hlens, self.bodies, strict=True
+            )
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +351,16 @@ class StreamStore(Protocol):
         ``max_msgs`` of them (fewer at the end of the stream; ``[]`` past it
         or if ``max_msgs <= 0``).  Equivalent to ``load_next(">", ...)`` in a
         loop, but meant to cost less per message (a consumer's forward read).
+
+        Raises:
+            CorruptionError: a stored record fails its checksum.
+            StoreClosed: the store is closed.
+        """
+        ...
+
+    def load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
+        """``load_run`` as a ``RawRun`` (a pull delivery's frames built from
+        the records' bytes, no ``StoredMsg`` per message); same checks.
 
         Raises:
             CorruptionError: a stored record fails its checksum.

@@ -30,6 +30,7 @@ from store.api import (
     ConsumerState,
     ConsumerStore,
     Filters,
+    RawRun,
     RecoveryReport,
     StoredMsg,
     StreamState,
@@ -439,6 +440,10 @@ class MemoryStreamStore:
                 raise StoreEOF("stream store EOF")
             raise MsgNotFound("no message found")
         return m
+
+    def load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
+        """See ``StreamStore.load_raw_run``."""
+        return RawRun.of(self.load_run(start_seq, max_msgs))
 
     def load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
         """See ``StreamStore.load_run``."""

@@ -63,7 +63,7 @@ from cluster.ops import AckItem, AckKind
 from cluster.streams import Stream
 from node.jetstream.common import dumps
 from node.jetstream.pull import PullDispatcher, status
-from node.jetstream.pullframes import build_frames, count_new
+from node.jetstream.pullframes import build_frames, build_raw_frames, count_new
 from node.jetstream.pullreq import parse_pull as parse_pull  # re-exported
 from node.jetstream.push import PushDispatcher
 from node.jetstream.replicated_consumers import ReplicatedConsumers
@@ -71,7 +71,7 @@ from node.jsapi.render import rfc3339_ns
 from node.nextroute import LEADER_PREFIX
 from node.protocol.boundedjson import loads as bounded_loads
 from node.session import Subscription
-from store.api import StoredMsg
+from store.api import RawRun, StoredMsg
 
 if TYPE_CHECKING:
     from node.jetstream.service import JetStreamService
@@ -472,6 +472,27 @@ class ConsumerManager:
             router.deliver_run_as(to, run)
         if flush:
             router.flush()
+
+    def raw_target(self, c: Consumer, to: bytes) -> bool:
+        """``send`` would build ``to``'s frames at once (a pull request's
+        inbox, no ``headers_only``): a ``RawRun`` may be sent there."""
+        return not c.cfg.headers_only and self.svc.router.inbox_target(to) is not None
+
+    def send_raw(self, c: Consumer, to: bytes, rr: RawRun, ds: list[Delivery]) -> None:
+        """``send`` of ``rr``'s messages delivered as ``ds`` (one each, in
+        order), their frames built from the run (``build_raw_frames``)."""
+        router = self.svc.router
+        sub = router.inbox_target(to)
+        if sub is None or c.cfg.headers_only:  # the inbox went meanwhile
+            self.send(c, to, list(zip(rr.stored(), ds, strict=True)))
+            return
+        prefix = f"$JS.ACK.{c.stream.cfg.name}.{c.name}.".encode()
+        left = c.pending_after_pick + len(ds)
+        data, total = build_raw_frames(
+            rr, ds, sub.sid_sp, prefix, left, with_headers=sub.client.headers
+        )
+        router.append_built(sub, data, len(ds), total)
+        router.flush()
 
     # -- acks -----------------------------------------------------------------------
 

@@ -451,10 +451,19 @@ class PullDispatcher:
             # message is seen nowhere, so the round is counted, not taken
             # message by message (``Turns.assign``), and sent as one run
             reply = members[0].reply
-            got, _ = await c.deliver(turns.wants(), send=lambda got: self.mgr.send(c, reply, got))
-            if not got:
+            mgr = self.mgr
+            k: int | None = None
+            if c.raw_ready() and mgr.raw_target(c, reply):
+                # the round read raw and its frames built from the records
+                k = await c.deliver_raw(
+                    turns.wants(), lambda rr, ds: mgr.send_raw(c, reply, rr, ds)
+                )
+            if k is None:
+                got, _ = await c.deliver(turns.wants(), send=lambda got: mgr.send(c, reply, got))
+                k = len(got)
+            if not k:
                 return False
-            for wr, n in turns.assign(len(got)):
+            for wr, n in turns.assign(k):
                 wr.n -= n
                 wr.delivered += n
         else:

@@ -15,6 +15,12 @@ repeated once per message over a flat tuple of the arguments, which
 per message.  Anything else (``MSG`` and ``HMSG`` mixed, redeliveries
 without given pending counts) takes a loop over the messages.  Both produce the same bytes.
 
+``build_raw_frames`` builds the same frames from a ``RawRun`` (the records'
+subject bytes and their header block + payload slices, read without a
+``StoredMsg`` per message) for a run of first deliveries with consecutive
+delivery sequences -- an ack-none pull round -- with the ``%`` repeated over
+the run's lists; any other shape goes through ``build_frames``.
+
 Pending counts: a message's is what the consumer still has to deliver after
 it.  Without ``pendings`` it is counted down from ``left`` over the new
 deliveries (delivery count 1) of the run; a redelivery leaves it unchanged.
@@ -27,9 +33,9 @@ from itertools import chain
 from operator import add, itemgetter
 
 from cluster.consumer_fsm import Delivery
-from store.api import StoredMsg
+from store.api import RawRun, StoredMsg
 
-__all__ = ["build_frames", "count_new"]
+__all__ = ["build_frames", "build_raw_frames", "count_new"]
 
 _MSG = itemgetter(0)
 _DELIVERY = itemgetter(1)
@@ -153,3 +159,49 @@ def _loop(
         add(payload)
         add(b"\r\n")
     return b"".join(parts)
+
+
+def build_raw_frames(
+    rr: RawRun,
+    ds: Sequence[Delivery],
+    sid: bytes,
+    ack_prefix: bytes,
+    left: int,
+    *,
+    with_headers: bool = True,
+) -> tuple[bytes, int]:
+    """``build_frames`` of ``rr``'s messages delivered as ``ds`` (the same
+    bytes): ``left`` is the pending count before the run's first message."""
+    k = len(rr)
+    if not k:
+        return b"", 0
+    bodies, hlens, seqs = rr.bodies, rr.hlens, rr.seqs
+    total = sum(map(len, bodies)) - sum(hlens)
+    d0 = ds[0].dseq if len(ds) == k else 0
+    heads = hlens.count(0)
+    if (
+        len(ds) != k
+        or ds[-1].dseq - d0 != k - 1
+        or list(map(_DC, ds)).count(1) != k
+        or list(map(_SSEQ, ds)) != seqs
+        or (heads and heads != k and with_headers)  # MSG and HMSG mixed
+        or (heads != k and not with_headers)  # header blocks to leave out
+    ):
+        got = list(zip(rr.stored(), ds, strict=True))
+        return build_frames(got, sid, ack_prefix, left, with_headers=with_headers)
+    acks = (seqs, range(d0, d0 + k), rr.ts, range(left - 1, left - 1 - k, -1))
+    if heads:  # no header blocks: the bodies are the payloads
+        verb, tail = b"MSG ", b"1." + _NUMS[3:]
+        nums: tuple[Iterable[object], ...] = (*acks, map(len, bodies), bodies)
+    else:
+        verb, tail = b"HMSG ", b"1.%d.%d.%d.%d %d %d\r\n%b\r\n"  # header block + payload: one
+        nums = (*acks, hlens, map(len, bodies), bodies)
+    tail = (sid + b" " + ack_prefix).replace(b"%", b"%%") + tail
+    subjects = rr.subjects
+    if subjects.count(subjects[0]) == k:  # one subject: part of the format
+        fmt = verb + subjects[0].replace(b"%", b"%%") + tail
+        args = chain.from_iterable(zip(*nums, strict=True))
+    else:
+        fmt = verb + b"%b" + tail
+        args = chain.from_iterable(zip(subjects, *nums, strict=True))
+    return (fmt * k) % tuple(args), total

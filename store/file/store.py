@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from store.api import (
     Filters,
+    RawRun,
     RecoveryReport,
     StoredMsg,
     StreamState,
@@ -59,6 +60,7 @@ from store.file.format import (
     encode_record,
 )
 from store.file.log import RESTORE_DIR, RESTORE_MARKER
+from store.file.rawrun import read_raw_run
 from store.limits import (
     Accounting,
     StreamLimits,
@@ -439,6 +441,35 @@ class FileStreamStore(ExpiringLog):
                 seg.read_run(i, max_msgs - len(out), cache, out)
             k += 1
         return out
+
+    def load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
+        """See ``StreamStore.load_raw_run``: ``load_run``'s walk, each
+        segment's part read by ``rawrun.read_raw_run``."""
+        try:
+            return self._load_raw_run(start_seq, max_msgs)
+        except CorruptionError:
+            if not self._unverified:
+                raise
+        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
+        return self._load_raw_run(start_seq, max_msgs)
+
+    def _load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
+        if self._closed:
+            raise StoreClosed("store is closed")
+        rr = RawRun()
+        seqs = rr.seqs
+        segs = self._segs
+        k = max(bisect_right(self._bases, start_seq) - 1, 0)
+        cache = self._cache
+        while k < len(segs) and len(seqs) < max_msgs:
+            seg = segs[k]
+            i = max(0, start_seq - seg.base)
+            if i < len(seg.offs):
+                if seg is not self._fd_last:
+                    self._track_fd(seg)
+                read_raw_run(seg, i, max_msgs - len(seqs), cache, rr)
+            k += 1
+        return rr
 
     def load_next(self, filters: Filters, start_seq: int) -> StoredMsg | None:
         """See ``StreamStore.load_next``."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from cluster.consumer_fsm import Delivery
-from node.jetstream.pullframes import build_frames, count_new
-from store.api import StoredMsg
+from node.jetstream.pullframes import build_frames, build_raw_frames, count_new
+from store.api import RawRun, StoredMsg
 
 HDR = b"NATS/1.0\r\nX: 1\r\n\r\n"
 
@@ -78,6 +78,30 @@ def test_frames_match_per_message_build(
     data, total = build_frames(got, b" 7", prefix, 40, pendings, with_headers=with_headers)
     assert data == expected(got, b" 7", prefix, 40, pendings, with_headers)
     assert total == sum(len(m.payload) for m, _ in got)
+    if not given:  # the same run read raw (``RawRun``): the same bytes
+        rr = RawRun.of([m for m, _ in got])
+        ds = [d for _, d in got]
+        raw = build_raw_frames(rr, ds, b" 7", prefix, 40, with_headers=with_headers)
+        assert raw == (data, total)
+
+
+@pytest.mark.parametrize("with_headers", [True, False])
+def test_raw_frames_off_the_common_shape(with_headers: bool) -> None:
+    """Raw runs whose deliveries are not consecutive first deliveries of the
+    same messages take ``build_frames``: still the same bytes."""
+    got = run(6, subjects=("a", "b%"), headers_every=1)
+    rr = RawRun.of([m for m, _ in got])
+    gap = [*got[:3], *((m, Delivery(d.sseq, d.dseq + 5, 1)) for m, d in got[3:])]
+    other = [(m, Delivery(d.sseq + 1, d.dseq, 1)) for m, d in got]
+    for shape in (gap, other):
+        ds = [d for _, d in shape]
+        raw = build_raw_frames(rr, ds, b" 7", b"$JS.ACK.S.c.", 9, with_headers=with_headers)
+        want = expected(
+            list(zip(rr.stored(), ds, strict=True)), b" 7", b"$JS.ACK.S.c.", 9, None, with_headers
+        )
+        assert raw[0] == want
+    assert rr.stored() == [m for m, _ in got]
+    assert build_raw_frames(RawRun(), [], b" 1", b"$JS.ACK.S.c.", 3) == (b"", 0)
 
 
 def test_empty_run_and_count_new() -> None:

@@ -5,6 +5,8 @@ store; the file stores are also checked where the batch read differs from
 ``load`` in a loop: records parsed from one window / chunk / write-buffer
 copy after another, corruption found exactly as ``load`` finds it, the
 write buffer flushed by the sync thread in the middle of a read.
+``load_raw_run`` (the same run as a ``RawRun``) is held to the same answers
+and the same errors.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def check_runs(st: StreamStore, sizes: tuple[int, ...] = (0, 1, 2, 5, 17, 64, 10
         j = bisect_left(seqs, start)
         for k in sizes:
             assert st.load_run(start, k) == ref[j : j + max(k, 0)], (start, k)
+            raw = st.load_raw_run(start, k)  # the same run, read raw
+            assert raw.stored() == ref[j : j + max(k, 0)], (start, k)
     for k in sizes[1:]:
         got: list[StoredMsg] = []
         s = 1
@@ -79,6 +83,8 @@ def test_load_run_empty_stream_and_bounds(kit: Kit) -> None:
     st.close()
     with pytest.raises(StoreClosed):
         st.load_run(1, 1)
+    with pytest.raises(StoreClosed):
+        st.load_raw_run(1, 1)
 
 
 def test_load_run_gaps_and_deleted(kit: Kit) -> None:
@@ -233,7 +239,7 @@ class _FlushAtRead(Segment):
 
 
 @pytest.mark.parametrize("nth", [1, 2])
-@pytest.mark.parametrize("how", ["load", "load_run"])
+@pytest.mark.parametrize("how", ["load", "load_run", "load_raw_run"])
 def test_buffer_taken_before_its_offset(tmp_path: Path, nth: int, how: str) -> None:
     """Readers take the write buffer before ``flushed``: a flush between the
     two reads leaves them an old buffer with an old offset, never a new
@@ -248,6 +254,8 @@ def test_buffer_taken_before_its_offset(tmp_path: Path, nth: int, how: str) -> N
     seg.countdown = nth
     if how == "load":
         assert st.load(3).payload == b"m2"
+    elif how == "load_raw_run":
+        assert st.load_raw_run(3, 2).bodies == [b"m2", b"m3"]
     else:
         assert [m.payload for m in st.load_run(3, 2)] == [b"m2", b"m3"]
     assert seg.countdown == 0 and seg.flushed > 0 and not seg.wbuf
@@ -277,6 +285,10 @@ def test_load_run_finds_a_corrupt_record(tmp_path: Path, where: str) -> None:
         with pytest.raises(CorruptionError) as by_run:
             st.load_run(start, k)
         assert by_run.value.args == by_load.value.args
+        with pytest.raises(CorruptionError) as by_raw:
+            st.load_raw_run(start, k)
+        assert by_raw.value.args == by_load.value.args
+    assert st.load_raw_run(1, 129).stored() == st.load_run(1, 129)
     assert st.load_run(1, 129) == [st.load(s) for s in range(1, 130)]
     assert st.load_run(131, 500) == [st.load(s) for s in range(131, 401)]
     st.close()
@@ -295,6 +307,9 @@ def test_load_run_finds_a_record_of_another_sequence(tmp_path: Path) -> None:
     with pytest.raises(CorruptionError) as by_run:
         st.load_run(10, 20)
     assert by_run.value.args == by_load.value.args
+    with pytest.raises(CorruptionError) as by_raw:
+        st.load_raw_run(10, 20)
+    assert by_raw.value.args == by_load.value.args
     st.close()
 
 
@@ -309,6 +324,9 @@ def test_load_run_finds_a_corrupt_chunk(tmp_path: Path) -> None:
     st = FileStreamStore(tmp_path, segment_bytes_max=4096, compression=True, verify_on_open=False)
     with pytest.raises(CorruptionError):
         st.load_run(1, 300)
+    with pytest.raises(CorruptionError):
+        st.load_raw_run(1, 300)
+    assert st.load_raw_run(1, first - 1).stored() == st.load_run(1, first - 1)
     assert st.load_run(1, first - 1) == [st.load(s) for s in range(1, first)]
     st.close()
 
