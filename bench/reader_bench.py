@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.reader_bench", description=__doc__)
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--size", type=int, default=128, help="payload bytes")
-    p.add_argument("--servers", default="ref,trijet", help="comma list of ref, trijet")
+    p.add_argument("--servers", default="ref,trijet", help="comma list of ref, trijet, trijet=DIR")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--readers", type=int, default=1, help="parallel reader processes")
     p.add_argument("--fetch-batch", type=int, default=4096)

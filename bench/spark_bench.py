@@ -89,8 +89,11 @@ TARGET_RATIO = 0.5
 
 
 def start(name: str, args: argparse.Namespace) -> tuple[ServerProc, str]:
-    ports_dir = tempfile.mkdtemp(prefix=f"spark_bench_{name}_")
-    store = tempfile.mkdtemp(prefix=f"spark_bench_store_{name}_")
+    """Start ``ref``, ``trijet`` or ``trijet=DIR`` (trijet run from the
+    checkout ``DIR``: A/B runs); returns the process and its store dir."""
+    ports_dir = tempfile.mkdtemp(prefix=f"spark_bench_{safe_name(name)}_")
+    store = tempfile.mkdtemp(prefix=f"spark_bench_store_{safe_name(name)}_")
+    cwd = Path(name.split("=", 1)[1]) if name.startswith("trijet=") else REPO_DIR
     base = ["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", ports_dir]
     if name == "ref":
         conf = os.path.join(ports_dir, "ref.conf")
@@ -103,7 +106,7 @@ def start(name: str, args: argparse.Namespace) -> tuple[ServerProc, str]:
         cmd += base
     OUT_DIR.mkdir(exist_ok=True)
     sp, _ = launch(
-        name, cmd, REPO_DIR, ports_dir, OUT_DIR / f"spark-{safe_name(name)}.log", "spark_bench"
+        name, cmd, cwd, ports_dir, OUT_DIR / f"spark-{safe_name(name)}.log", "spark_bench"
     )
     return sp, store
 
