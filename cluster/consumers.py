@@ -659,7 +659,8 @@ class Consumer(AckQueue):
     def raw_ready(self) -> bool:
         """A pull round may be read raw (``deliver_raw``): ack none, not sent
         ahead, nothing to redeliver, no ``last_per_subject`` start, no filter
-        -- the round is then simply the stream's next live messages."""
+        -- the round is then simply the stream's next live messages -- and
+        a store that reads raw runs natively (``StreamStore.raw_runs``)."""
         fsm = self.fsm
         filters = fsm.policy.filters
         return (
@@ -668,6 +669,7 @@ class Consumer(AckQueue):
             and not fsm.lss
             and (not filters or filters == (">",))
             and not self.ahead.usable()
+            and self.stream.store.raw_runs
         )
 
     async def deliver_raw(

@@ -274,6 +274,10 @@ class StreamStore(Protocol):
     mutating and reading surface.
     """
 
+    raw_runs: bool
+    """``load_raw_run`` costs less than ``load_run`` (the store reads records
+    into a ``RawRun`` natively): pull rounds are then read raw."""
+
     @property
     def sync_policy(self) -> SyncPolicy: ...
 

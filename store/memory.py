@@ -78,6 +78,8 @@ class MemoryStreamStore:
             store act as a model of a file store.
     """
 
+    raw_runs = False  # its RawRun is built from StoredMsgs: dearer than load_run
+
     def __init__(
         self,
         limits: StreamLimits | None = None,

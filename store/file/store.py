@@ -102,6 +102,8 @@ class FileStreamStore(ExpiringLog):
         OSError: the directory cannot be used.
     """
 
+    raw_runs = True  # records read into a RawRun without a StoredMsg each (rawrun.py)
+
     def __init__(
         self,
         directory: str | os.PathLike[str],
