@@ -118,9 +118,19 @@ class Pair:
         t += self.tj.rest(node, t_reply, deadline)
         return r, t
 
-    def one(self, node: int, req: Req) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Both answers, each the only reply, as JSON; their texts must be equal."""
+    def one(
+        self, node: int, req: Req, *, ref_repeats: bool = False
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Both answers, each the only reply, as JSON; their texts must be equal.
+
+        ``ref_repeats``: the reference may send the same answer more than once
+        (nats-server 2.15.1 was seen, once in a loaded full run, answering a
+        consumer-not-found from two servers right after the stream's creation);
+        trijet must still answer exactly once.
+        """
         r, t = self.ask(node, req)
+        if ref_repeats and len(r) > 1 and len({f.payload for f in r}) == 1:
+            r = r[:1]
         assert len(r) == 1, f"reference: {len(r)} replies to {req.subject}: {render(r)}"
         assert len(t) == 1, f"trijet: {len(t)} replies to {req.subject}: {render(t)}"
         assert _masked(render(t)) == _masked(render(r)), f"n{node + 1} {req.subject}"
@@ -456,8 +466,8 @@ def test_consumer_info_and_stepdown_errors(pair: Pair) -> None:
     made(pair, consumer("CS", "D"))
     made(pair, consumer("CS", "R1", num_replicas=1))
     made(pair, consumer("CS1", "D"))
-    pair.one(1, Req("$JS.API.CONSUMER.INFO.CS.NOPE"))
-    pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.NOPE"))
+    pair.one(1, Req("$JS.API.CONSUMER.INFO.CS.NOPE"), ref_repeats=True)
+    pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.NOPE"), ref_repeats=True)
     pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.NOPE.D"))
     for bad in ("{nope", "[1]", '{"x":1}', '{"placement":1}', '{"placement":{"tags":"a"}}'):
         pair.one(1, Req("$JS.API.CONSUMER.LEADER.STEPDOWN.CS.D", bad))
