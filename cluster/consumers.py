@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import islice
 from operator import attrgetter
 from typing import Any
@@ -569,19 +569,7 @@ class Consumer(AckQueue):
             (consumer seq, delivery count), and whether the first candidate
             alone exceeded ``max_bytes`` (nothing delivered then).
         """
-        # acks that change what is picked -- a -NAK, TERM or in-progress, then
-        # the next pull request on the same connection; plain acks when the
-        # consumer is at max_ack_pending -- are applied first, as nats-server
-        # applies them on receipt.  Plain acks otherwise change nothing the
-        # pick reads: their proposals go on alongside this delivery's (one
-        # Raft round for both, not two in a row)
-        while not self._acks_idle.is_set() and (
-            self._acks_special or self.fsm.at_max_ack_pending()
-        ):
-            await self._acks_idle.wait()
-        if not self.ready.is_set():  # a new leader's catch-up first
-            await self.ready.wait()
-        if not self.leading or self.closed:
+        if not await self._round_ready():
             return [], False
         ahead = self.ahead.usable()
         start = self.ahead.start() if ahead else 0
@@ -626,6 +614,49 @@ class Consumer(AckQueue):
             if send is not None:
                 send(got)
             return got, False
+        sent: list[tuple[StoredMsg, Delivery]] = []
+
+        def taken(ds: Sequence[Delivery]) -> None:
+            nonlocal sent
+            if len(ds) == len(picked):  # all taken, in order
+                sent = list(zip(picked, ds, strict=True))
+            else:
+                by_seq = {m.seq: m for m in picked}
+                sent = [(by_seq[d.sseq], d) for d in ds]
+            if send is not None and sent:
+                send(sent)
+
+        await self._record(seqs, taken)
+        return sent, False
+
+    async def _round_ready(self) -> bool:
+        """Wait until a round may be picked; False when this replica no longer
+        leads or the consumer closed meanwhile.
+
+        Acks that change what is picked -- a -NAK, TERM or in-progress, then
+        the next pull request on the same connection; plain acks when the
+        consumer is at max_ack_pending -- are applied first, as nats-server
+        applies them on receipt.  Plain acks otherwise change nothing the
+        pick reads: their proposals go on alongside this delivery's (one
+        Raft round for both, not two in a row).  A new leader's catch-up
+        comes first too.
+        """
+        while not self._acks_idle.is_set() and (
+            self._acks_special or self.fsm.at_max_ack_pending()
+        ):
+            await self._acks_idle.wait()
+        if not self.ready.is_set():
+            await self.ready.wait()
+        return self.leading and not self.closed
+
+    async def _record(
+        self, seqs: tuple[int, ...], taken: Callable[[Sequence[Delivery]], None]
+    ) -> None:
+        """Record the delivery of ``seqs`` through the consumer's group and
+        call ``taken`` with the deliveries it applied, before ``settled()``
+        lets a ConsumerInfo count them; then, for ack none under a retention
+        policy, remove what was delivered.  Not committed: ``taken`` is not
+        called (a new leader redelivers whatever did commit)."""
         if not self.delivering:
             self._settled = trio.Event()
         self.delivering += 1
@@ -633,18 +664,10 @@ class Consumer(AckQueue):
             try:
                 out = await self.propose(ConsumerDelivered(self.name, seqs, time.time_ns()))
             except (RaftError, ConsumerGone) as exc:
-                # not committed: nothing is sent (a new leader redelivers
-                # whatever did commit)
                 log.info("event=consumer_delivery_failed consumer=%s reason=%r", self.name, exc)
                 self.changed.set()  # the dispatcher looks again (if this replica still leads)
-                return [], False
-            if len(out.deliveries) == len(picked):  # all taken, in order
-                got = list(zip(picked, out.deliveries, strict=True))
-            else:
-                by_seq = {m.seq: m for m in picked}
-                got = [(by_seq[d.sseq], d) for d in out.deliveries]
-            if send is not None and got:
-                send(got)
+                return
+            taken(out.deliveries)
         finally:
             self.delivering -= 1
             if not self.delivering:
@@ -654,7 +677,6 @@ class Consumer(AckQueue):
                 await self.retention.after_deliveries([d.sseq for d in out.deliveries])
             except RaftError as exc:  # the next leader's sweep removes them
                 log.info("event=consumer_removal_failed consumer=%s reason=%r", self.name, exc)
-        return got, False
 
     def raw_ready(self) -> bool:
         """A pull round may be read raw (``deliver_raw``): ack none, not sent
@@ -682,13 +704,7 @@ class Consumer(AckQueue):
         is not one ``raw_ready`` allows once the waits are over (the caller
         then uses ``deliver``).
         """
-        while not self._acks_idle.is_set() and (
-            self._acks_special or self.fsm.at_max_ack_pending()
-        ):
-            await self._acks_idle.wait()
-        if not self.ready.is_set():
-            await self.ready.wait()
-        if not self.leading or self.closed:
+        if not await self._round_ready():
             return 0
         if not self.raw_ready():
             return None
@@ -698,34 +714,21 @@ class Consumer(AckQueue):
         seqs = tuple(rr.seqs)
         # every picked sequence is >= next_sseq (as ``deliver`` counts them)
         self.pending_after_pick = self.num_pending() - len(seqs)
-        if not self.delivering:
-            self._settled = trio.Event()
-        self.delivering += 1
-        try:
-            try:
-                out = await self.propose(ConsumerDelivered(self.name, seqs, time.time_ns()))
-            except (RaftError, ConsumerGone) as exc:
-                log.info("event=consumer_delivery_failed consumer=%s reason=%r", self.name, exc)
-                self.changed.set()
-                return 0
-            ds = out.deliveries
+        count = 0
+
+        def taken(ds: Sequence[Delivery]) -> None:
+            nonlocal rr, count
             if len(ds) != len(seqs):  # not all taken: the run of those that were
                 keep = {d.sseq for d in ds}
                 rr = RawRun.of([m for m in rr.stored() if m.seq in keep])
                 by_seq = {d.sseq: d for d in ds}
                 ds = [by_seq[q] for q in rr.seqs]
+            count = len(ds)
             if ds:
                 send(rr, list(ds))
-        finally:
-            self.delivering -= 1
-            if not self.delivering:
-                self._settled.set()
-        if self.retention is not None and ds:
-            try:
-                await self.retention.after_deliveries([d.sseq for d in ds])
-            except RaftError as exc:  # the next leader's sweep removes them
-                log.info("event=consumer_removal_failed consumer=%s reason=%r", self.name, exc)
-        return len(ds)
+
+        await self._record(seqs, taken)
+        return count
 
     async def settled(self) -> None:
         """Return once no delivery sits between its apply and its ``send``, the

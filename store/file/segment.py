@@ -50,7 +50,7 @@ from typing import Any
 
 import lz4.block
 
-from store.api import StoredMsg
+from store.api import RawRun, StoredMsg
 from store.errors import CorruptionError
 from store.file.checkpoint import (
     SubjectStats,
@@ -394,9 +394,14 @@ class Segment:
         p = h + hlen
         return _new_tuple(StoredMsg, (seq, buf[o:h].decode(), buf[h:p], buf[p:end], ts))
 
-    def read_run(self, i: int, want: int, cache: ReadCache, out: list[StoredMsg]) -> None:
+    def read_run(
+        self, i: int, want: int, cache: ReadCache, out: list[StoredMsg], rr: RawRun | None = None
+    ) -> None:
         """Append to ``out`` the live messages of entries ``i``, ``i + 1``, ...
-        of this segment, at most ``want`` of them.
+        of this segment, at most ``want`` of them -- or, given ``rr``, to
+        ``rr``'s lists instead (a ``RawRun``: the subject as the stored bytes,
+        no ``.decode()``; the header block and payload as one slice, adjacent
+        in the record as in an ``HMSG`` frame; no ``StoredMsg`` per message).
 
         The records are parsed in one loop from one buffer after another
         (``_run_buf``: a read-ahead window, a decompressed chunk, or one copy
@@ -421,6 +426,10 @@ class Segment:
         crc32 = zlib.crc32
         append = out.append
         new = _new_tuple
+        raw = rr is not None
+        if rr is not None:
+            add_seq, add_subj, add_ts = rr.seqs.append, rr.subjects.append, rr.ts.append
+            add_hlen, add_body = rr.hlens.append, rr.bodies.append
         hsize = REC_HDR.size
         left = want
         while True:
@@ -463,8 +472,15 @@ class Segment:
                         raise CorruptionError(self.name, off, base + i, "index")
                     o = pos + hsize
                     h = o + slen
-                    p = h + hlen
-                    append(new(StoredMsg, (rseq, buf[o:h].decode(), buf[h:p], buf[p:end], ts)))
+                    if raw:
+                        add_seq(rseq)
+                        add_subj(buf[o:h])
+                        add_ts(ts)
+                        add_hlen(hlen)
+                        add_body(buf[h:end])
+                    else:
+                        p = h + hlen
+                        append(new(StoredMsg, (rseq, buf[o:h].decode(), buf[h:p], buf[p:end], ts)))
                     i += 1
                 left -= i - start
                 if i < stop:  # past this buffer: the next one

@@ -60,7 +60,6 @@ from store.file.format import (
     encode_record,
 )
 from store.file.log import RESTORE_DIR, RESTORE_MARKER
-from store.file.rawrun import read_raw_run
 from store.limits import (
     Accounting,
     StreamLimits,
@@ -102,7 +101,7 @@ class FileStreamStore(ExpiringLog):
         OSError: the directory cannot be used.
     """
 
-    raw_runs = True  # records read into a RawRun without a StoredMsg each (rawrun.py)
+    raw_runs = True  # records read into a RawRun without a StoredMsg each (Segment.read_run given a RawRun)
 
     def __init__(
         self,
@@ -418,14 +417,31 @@ class FileStreamStore(ExpiringLog):
         self._verify_lazy()  # damage in a segment taken on trust: reload, verified
         return self._load_run(start_seq, max_msgs)
 
-    def _load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+    def load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
+        """See ``StreamStore.load_raw_run``: ``load_run``'s walk, each segment's
+        part read into the run by ``Segment.read_run``."""
+        rr = RawRun()
+        try:
+            self._load_run(start_seq, max_msgs, rr)
+            return rr
+        except CorruptionError:
+            if not self._unverified:
+                raise
+        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
+        rr = RawRun()
+        self._load_run(start_seq, max_msgs, rr)
+        return rr
+
+    def _load_run(self, start_seq: int, max_msgs: int, rr: RawRun | None = None) -> list[StoredMsg]:
+        """The run as a list, or (given ``rr``) read into ``rr`` (the list stays empty)."""
         if self._closed:
             raise StoreClosed("store is closed")
         out: list[StoredMsg] = []
+        got = out if rr is None else rr.seqs  # what counts the messages read
         segs = self._segs
         k = bisect_right(self._bases, start_seq) - 1
         cache = self._cache
-        if max_msgs == 1 and k >= 0:  # one live message: read_msg is the shorter way
+        if max_msgs == 1 and k >= 0 and rr is None:  # one live message: read_msg is shorter
             seg = segs[k]
             i = start_seq - seg.base
             if i < len(seg.offs) and seg.live[i]:
@@ -434,44 +450,15 @@ class FileStreamStore(ExpiringLog):
                 out.append(seg.read_msg(i, cache))
                 return out
         k = max(k, 0)
-        while k < len(segs) and len(out) < max_msgs:
+        while k < len(segs) and len(got) < max_msgs:
             seg = segs[k]
             i = max(0, start_seq - seg.base)
             if i < len(seg.offs):
                 if seg is not self._fd_last:
                     self._track_fd(seg)
-                seg.read_run(i, max_msgs - len(out), cache, out)
+                seg.read_run(i, max_msgs - len(got), cache, out, rr)
             k += 1
         return out
-
-    def load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
-        """See ``StreamStore.load_raw_run``: ``load_run``'s walk, each
-        segment's part read by ``rawrun.read_raw_run``."""
-        try:
-            return self._load_raw_run(start_seq, max_msgs)
-        except CorruptionError:
-            if not self._unverified:
-                raise
-        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
-        return self._load_raw_run(start_seq, max_msgs)
-
-    def _load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
-        if self._closed:
-            raise StoreClosed("store is closed")
-        rr = RawRun()
-        seqs = rr.seqs
-        segs = self._segs
-        k = max(bisect_right(self._bases, start_seq) - 1, 0)
-        cache = self._cache
-        while k < len(segs) and len(seqs) < max_msgs:
-            seg = segs[k]
-            i = max(0, start_seq - seg.base)
-            if i < len(seg.offs):
-                if seg is not self._fd_last:
-                    self._track_fd(seg)
-                read_raw_run(seg, i, max_msgs - len(seqs), cache, rr)
-            k += 1
-        return rr
 
     def load_next(self, filters: Filters, start_seq: int) -> StoredMsg | None:
         """See ``StreamStore.load_next``."""
