@@ -33,6 +33,7 @@ Rules:
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -684,6 +685,24 @@ def _no_tags(decoder: object, tag: object) -> object:
     raise OpError("cbor tags are not allowed in ops")
 
 
+#: one decoder per thread, its ``fp`` set per entry (``decode_any``): building
+#: a decoder is about a third of a small entry's decode
+_decoders = threading.local()
+
+
+def _decode_doc(fp: io.BytesIO) -> Any:
+    dec = getattr(_decoders, "dec", None)
+    if dec is None:
+        dec = _decoders.dec = cbor2.CBORDecoder(fp, tag_hook=_no_tags)
+    else:
+        dec.fp = fp
+    try:
+        return dec.decode()
+    except BaseException:
+        _decoders.dec = None  # never reuse a decoder a failure left mid-item
+        raise
+
+
 def decode_op(data: bytes) -> Op:
     """Decode one stream entry made by ``encode_op`` (``decode_any`` for any op).
 
@@ -713,7 +732,7 @@ def decode_any(data: bytes) -> Entry:
         raise OpDecodeError(f"entry must be bytes, got {type(data).__name__}")
     fp = io.BytesIO(data)
     try:
-        doc = cbor2.CBORDecoder(fp, tag_hook=_no_tags).decode()
+        doc = _decode_doc(fp)
     except Exception as e:  # cbor2 raises many types; all mean "not an op"
         raise OpDecodeError(f"not a cbor op: {e}") from e
     if fp.tell() != len(fp.getbuffer()):
