@@ -66,10 +66,6 @@ class RaftConfig:
     # else by the driver in its sync thread (bench/README.md, branch r3sync11)
     fast_lane: bool = True
     inline_write_bytes_max: int = 2048
-    # a settled leader's own lone small entry (``inline_write_bytes_max``) is
-    # fsynced on the event loop, not in the sync thread (``RaftDriver.
-    # _leader_writes_inline``): stream groups only, never the meta group
-    leader_inline_writes: bool = False
     patches: frozenset[str] = PATCHES
 
     @property

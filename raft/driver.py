@@ -84,21 +84,9 @@ before the reader reads on: one task hop less on each side of a replicated
 write.  A larger write (under async load), a compaction's rewrite, a failed
 write or a snapshot to write is left to the driver (``_stash``), which goes on
 from that step; until then it is not parked, so the lane is never reentered
-and writes stay in order.  Proposals still wake the driver.  The driver's own
-cycle write of a stream group's leader (``RaftConfig.leader_inline_writes``;
-never the meta group) is made on the event loop too when it is a settled
-leader's lone small entry (``_leader_writes_inline``: serving, no transfer
-asked, no leadership change within ``LEADER_INLINE_SETTLE_S``, at most
-``inline_write_bytes_max``, no answer or vote waiting on it), else in the sync
-thread; one slower than ``LEADER_INLINE_SLOW_S`` (2 ms) sends them to the
-thread for ``LEADER_INLINE_OFF_S_MIN``, doubled for each slow one in a row:
-a slow fsync there holds the whole node.  Measured for R3 sync publishes
-(``bench/README.md``, r3f13 and r3f14): the leader's CPU per publish ~6 %
-lower, msgs/s ~3 % higher (more at ``always``); without it the hand-over to
-the thread and back (two wake-up sockets, the GIL passed twice) costs more
-than the event loop gains by overlapping the leader's fsync with reading the
-followers' answers (they arrive after it anyway: a follower's own write and
-fsync come first).  Traced with ``bench/r3_trace.py`` (``raft.trace``).
+and writes stay in order.  Proposals still wake the driver: the leader's own
+write of a new entry runs in the sync thread while the event loop reads the
+followers' answers.  Traced with ``bench/r3_trace.py`` (``raft.trace``).
 
 A cycle the timer asked for (a follower's election deadline, a leader's
 heartbeat and majority check) first lets the link readers deliver what already
@@ -155,15 +143,6 @@ WRITE_RETRY_S_MAX = 1.0
 INLINE_WRITE_SLOW_S = 0.02
 #: ... leaves the fast cycles' writes to the driver's sync thread this long
 INLINE_OFF_S = 0.1
-#: a leader's own fsynced write on the event loop (``_leader_writes_inline``)
-#: slower than this (the disk is busy: the whole node waited) ...
-LEADER_INLINE_SLOW_S = 0.002
-#: ... sends them to the sync thread this long, doubled after each slow one
-#: in a row up to the max (a disk that stays slow holds the node ever less)
-LEADER_INLINE_OFF_S_MIN = 0.2
-LEADER_INLINE_OFF_S_MAX = 5.0
-#: no leader write on the event loop this long after any leadership change
-LEADER_INLINE_SETTLE_S = 0.5
 
 
 class RaftDriver:
@@ -208,11 +187,6 @@ class RaftDriver:
         self._sync_asked: trio.Event | None = None
         #: interval mode: cycle writes made on the event loop
         self.inline_writes = 0
-        #: the driver's own small fsynced cycle writes made on the event loop
-        #: (``_write_cycle_records``), not handed to the sync thread
-        self.inline_synced_writes = 0
-        #: of them, slower than ``LEADER_INLINE_SLOW_S``
-        self.leader_inline_slow = 0
         #: the driver waits for a wake-up (no cycle of its own in progress), and until when
         self._parked = False
         self._parked_until = 0.0
@@ -225,10 +199,6 @@ class RaftDriver:
         self.fast_cycles = 0
         #: after a slow write in a fast cycle, its writes go to the driver until then
         self._inline_off_until = 0.0
-        #: a leader's own writes go to the sync thread until then (a slow one,
-        #: a leadership change: ``_leader_writes_inline``)
-        self._leader_inline_off_until = 0.0
-        self._leader_inline_off_s = LEADER_INLINE_OFF_S_MIN
         self._fast_lane = core.config.fast_lane and not core.config.leader_write_overlap
 
     def kick(self) -> None:
@@ -433,55 +403,14 @@ class RaftDriver:
                 )
             return
 
-    async def _write_cycle_records(
-        self, syncer: SyncThread | None, data: bytes, ready: Ready | None = None
-    ) -> None:
+    async def _write_cycle_records(self, syncer: SyncThread | None, data: bytes) -> None:
         """Write a cycle's records: on the event loop when they are cheap
-        (interval mode, small: no fsync) or a settled leader's lone small entry
-        (``_leader_writes_inline``), else in the sync thread."""
+        (interval mode, small: no fsync), else in the sync thread."""
         if self.core.journal.cheap(data):
             self.inline_writes += 1
             await self._write_journal(None, data)
-            return
-        if syncer is None or not self._leader_writes_inline(data, ready):
+        else:
             await self._write_journal(syncer, data)
-            return
-        self.inline_synced_writes += 1
-        t0 = trio.current_time()
-        try:
-            await self._write_journal(None, data)
-        finally:
-            t1 = trio.current_time()
-            if t1 - t0 > LEADER_INLINE_SLOW_S:
-                # back to the thread; a slow write again on return doubles the wait
-                self.leader_inline_slow += 1
-                self._leader_inline_off_until = t1 + self._leader_inline_off_s
-                self._leader_inline_off_s = min(
-                    2 * self._leader_inline_off_s, LEADER_INLINE_OFF_S_MAX
-                )
-            else:
-                self._leader_inline_off_s = LEADER_INLINE_OFF_S_MIN
-
-    def _leader_writes_inline(self, data: bytes, ready: Ready | None) -> bool:
-        """May this fsynced write be made on the event loop?  Only a stream
-        group's (``RaftConfig.leader_inline_writes``) settled leader's
-        (serving, no transfer asked, no leadership change within
-        ``LEADER_INLINE_SETTLE_S``) lone new entry (``inline_write_bytes_max``),
-        no rewrite, and no write of its slower than ``LEADER_INLINE_SLOW_S``
-        within ``LEADER_INLINE_OFF_S_MIN`` (doubled for each slow one in a
-        row, up to ``LEADER_INLINE_OFF_S_MAX``): a slow fsync there holds the whole
-        node (every group, the routes, the API), so the disk's first hiccup
-        sends the writes back to the sync thread for a while."""
-        core = self.core
-        return (
-            core.config.leader_inline_writes
-            and (ready is None or not ready.outbox)  # no vote, answer or reply waits on it
-            and len(data) <= core.config.inline_write_bytes_max
-            and not core.journal.rewriting
-            and core.leader_ready
-            and not core.handing_over
-            and trio.current_time() >= self._leader_inline_off_until
-        )
 
     async def _write_in_background(self, syncer: SyncThread | None, data: bytes) -> None:
         """A leader's journal write that the driver does not wait for: already
@@ -595,11 +524,8 @@ class RaftDriver:
         ready.release()
         if trace.ON:
             trace.stamp("released", core.group_id, core.journal.last_index, core.commit_index)
-        if ready.leadership is not None:
-            off = trio.current_time() + LEADER_INLINE_SETTLE_S
-            self._leader_inline_off_until = max(self._leader_inline_off_until, off)
-            if self.on_leadership is not None:
-                self.on_leadership(ready.leadership)
+        if ready.leadership is not None and self.on_leadership is not None:
+            self.on_leadership(ready.leadership)
         if ready.more:
             self._kicked = True
         self.cycles += 1
@@ -638,7 +564,7 @@ class RaftDriver:
                         ready, data = stash
                         self._wake = trio.Event()  # a kick meanwhile: ``_kicked`` says so
                         if data is not None:
-                            await self._write_cycle_records(syncer, data, ready)
+                            await self._write_cycle_records(syncer, data)
                         await self._cycle_end(ready, syncer)
                         if self._kicked:
                             await trio.lowlevel.checkpoint()
@@ -690,7 +616,7 @@ class RaftDriver:
                     else:
                         await self._settle_writes()
                         if journal.dirty:
-                            await self._write_cycle_records(syncer, journal.take_pending(), ready)
+                            await self._write_cycle_records(syncer, journal.take_pending())
                     await self._cycle_end(ready, syncer)
                     if self._kicked:
                         # the next cycle follows at once: let the other tasks run

@@ -41,7 +41,7 @@ class Member:
             self.disk,
             c.config,
             rng=random.Random(f"{c.seed}-{self.node_id}-{c.starts}"),
-            fsync_in_thread=c.fsync_in_thread,
+            fsync_in_thread=False,
         )
         c.starts += 1
         self.scope = await c.nursery.start(self._run)
@@ -72,10 +72,8 @@ class Cluster:
         faults: Faults | None = None,
         fsm_factory: Callable[[], object] = ToyStateMachine,
         group_id: str = "g1",
-        fsync_in_thread: bool = False,
     ) -> None:
         self.nursery = nursery
-        self.fsync_in_thread = fsync_in_thread
         self.seed = seed
         self.group_id = group_id
         self.config = config or RaftConfig()

@@ -9,7 +9,6 @@ import trio.testing
 
 from chaos.net import FakeNetwork
 from chaos.toyfsm import ToyStateMachine
-from raft.config import RaftConfig
 from raft.errors import ProposalDropped
 from raft.group import RaftGroup
 from raft.storage import MemoryDisk
@@ -196,47 +195,6 @@ async def test_fast_lane_answers_in_the_readers_task_and_leaves_big_writes_to_th
         await leader.g.propose(b"last")
         for m in c.live():
             assert m.g._driver.fast_cycles - fast0[m.node_id] >= 20, m.node_id  # type: ignore[union-attr]
-        with trio.fail_after(10):
-            while True:
-                fsms = [m.g.core.fsm for m in c.live()]  # type: ignore[union-attr]
-                if all(len(f.values) == len(leader.g.core.fsm.values) for f in fsms):
-                    break
-                await trio.sleep(0.05)
-        assert len({f.chain for f in fsms}) == 1
-        assert fsms[0].values[-1] == b"last"
-        nursery.cancel_scope.cancel()
-
-
-async def test_driver_writes_small_fsynced_records_on_the_loop_and_big_ones_in_its_thread() -> None:
-    """With a sync thread and ``leader_inline_writes``, a settled leader's own
-    cycle writes no larger than ``inline_write_bytes_max`` (a lone small
-    entry) are made on the event loop, larger ones in the thread; either way
-    every replica ends with the same entries in the same order.  Real clock
-    (a sync thread runs)."""
-    async with trio.open_nursery() as nursery:
-        c = Cluster(
-            nursery, IDS, config=RaftConfig(leader_inline_writes=True), fsync_in_thread=True
-        )
-        await c.start()
-        with trio.fail_after(10):
-            leader = await c.wait_leader()
-        drv = leader.g._driver
-        assert drv is not None
-        with trio.fail_after(10):  # settled: no leadership change within the settle time
-            for _ in range(100):  # bounded: a leadership change moves it on
-                if trio.current_time() >= drv._leader_inline_off_until:
-                    break
-                await trio.sleep_until(drv._leader_inline_off_until)
-        for i in range(10):
-            await leader.g.propose(b"s%d" % i)
-        small = drv.inline_synced_writes
-        # the first at least (a write the scheduler made slow sends the next ones to the thread)
-        assert small >= 1
-        big = b"x" * (c.config.inline_write_bytes_max * 2)
-        for i in range(5):
-            await leader.g.propose(big + b"%d" % i)
-        assert drv.inline_synced_writes == small  # the big ones: the thread's
-        await leader.g.propose(b"last")
         with trio.fail_after(10):
             while True:
                 fsms = [m.g.core.fsm for m in c.live()]  # type: ignore[union-attr]
