@@ -237,7 +237,7 @@ def test_r3_stepdown_moves_the_leader_and_publishes_continue(cluster: Cluster) -
                 ).data
             )
             for _ in range(100):  # the new leader shows within a second or so
-                new = (await js.stream_info("SD")).cluster.leader
+                new = await _leader_of(js, "SD")
                 if new == target:
                     break
                 await asyncio.sleep(0.05)
