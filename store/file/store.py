@@ -29,10 +29,10 @@ import os
 import shutil
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import compress, islice
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from store.api import (
     Filters,
@@ -74,6 +74,9 @@ from store.subjects import compile_filters, is_match_all
 from store.ttl import TtlIndex
 
 __all__ = ["FileStreamStore"]
+
+
+_R = TypeVar("_R")
 
 
 class FileStreamStore(ExpiringLog):
@@ -382,14 +385,26 @@ class FileStreamStore(ExpiringLog):
     # ================================================================== reads
 
     def load(self, seq: int) -> StoredMsg:
-        """See ``StreamStore.load``."""
+        """See ``StreamStore.load`` (``_read_verified``'s retry written out: no
+        closure per message on this path)."""
         try:
             return self._load_one(seq)
         except CorruptionError:
             if not self._unverified:
                 raise
-        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
+        self._verify_lazy()
         return self._load_one(seq)
+
+    def _read_verified(self, read: Callable[[], _R]) -> _R:
+        """``read()``; once more after a reload, verified, when it met damage in
+        a segment taken on trust at open."""
+        try:
+            return read()
+        except CorruptionError:
+            if not self._unverified:
+                raise
+        self._verify_lazy()
+        return read()
 
     def _load_one(self, seq: int) -> StoredMsg:
         if self._closed:
@@ -409,28 +424,18 @@ class FileStreamStore(ExpiringLog):
     def load_run(self, start_seq: int, max_msgs: int) -> list[StoredMsg]:
         """See ``StreamStore.load_run``: each segment's part is read by
         ``Segment.read_run`` (consecutive records parsed from one buffer)."""
-        try:
-            return self._load_run(start_seq, max_msgs)
-        except CorruptionError:
-            if not self._unverified:
-                raise
-        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
-        return self._load_run(start_seq, max_msgs)
+        return self._read_verified(lambda: self._load_run(start_seq, max_msgs))
 
     def load_raw_run(self, start_seq: int, max_msgs: int) -> RawRun:
         """See ``StreamStore.load_raw_run``: ``load_run``'s walk, each segment's
         part read into the run by ``Segment.read_run``."""
-        rr = RawRun()
-        try:
+
+        def read() -> RawRun:
+            rr = RawRun()
             self._load_run(start_seq, max_msgs, rr)
             return rr
-        except CorruptionError:
-            if not self._unverified:
-                raise
-        self._verify_lazy()  # damage in a segment taken on trust: reload, verified
-        rr = RawRun()
-        self._load_run(start_seq, max_msgs, rr)
-        return rr
+
+        return self._read_verified(read)
 
     def _load_run(self, start_seq: int, max_msgs: int, rr: RawRun | None = None) -> list[StoredMsg]:
         """The run as a list, or (given ``rr``) read into ``rr`` (the list stays empty)."""
