@@ -258,6 +258,11 @@ class ReplicatedGroup:
         self.leader_listeners: list[Callable[[bool], None]] = []
         self.leader_since_ns = 0
         self._was_leader = False
+        #: trio time of the last change of ``_was_leader`` (None: never led)
+        self._lead_changed_at: float | None = None
+        #: trio time the group's leader (as this replica knows it) last changed
+        self.leader_changed_at: float | None = None
+        self._last_leader_id: str | None = None
         #: set once ``leader_listeners`` heard this replica gain the lead
         self.lead_announced = trio.Event()
 
@@ -268,6 +273,25 @@ class ReplicatedGroup:
     @property
     def leader_id(self) -> str | None:
         return self.raft.leader_id
+
+    def lost_lead_at(self, now: float) -> float | None:
+        """When this replica last stopped leading (``now`` if it just did and
+        the leadership watch has not caught up), None if it leads or never led."""
+        if self.raft.is_leader:
+            return None
+        if self._was_leader:
+            return now
+        return self._lead_changed_at
+
+    def gained_lead_lately(self, now: float, within: float) -> bool:
+        """Whether this replica leads and gained the lead within ``within`` s
+        (or just now: the leadership watch has not caught up)."""
+        if not self.raft.is_leader:
+            return False
+        if not self._was_leader:
+            return True
+        at = self._lead_changed_at
+        return at is not None and now - at <= within
 
     @property
     def current(self) -> bool:
@@ -515,9 +539,13 @@ class ReplicatedGroup:
         channel = self.raft.subscribe_leadership()
         async with channel:
             async for state in channel:
+                if state.leader_id != self._last_leader_id:
+                    self._last_leader_id = state.leader_id
+                    self.leader_changed_at = trio.current_time()
                 lead = state.is_leader
                 if lead != self._was_leader:
                     self._was_leader = lead
+                    self._lead_changed_at = trio.current_time()
                     if lead:
                         self.leader_since_ns = time.time_ns()
                     for listener in list(self.leader_listeners):

@@ -472,13 +472,15 @@ class MetaLayer:
         req: Any,
         dispatch: Callable[[Any], None],
         answers: Callable[[tuple[str, ...]], bool | None],
+        declined: Callable[[Any, float], None] | None = None,
     ) -> None:
         """Hold a request until a meta leader is known (at most ``PARK_S_MAX``);
-        ``answers`` is its account's verdict (``AccountMeta.answers``)."""
+        ``answers`` is its account's verdict (``AccountMeta.answers``), and
+        ``declined(req, arrived)`` hears of it if another server answers it."""
         if len(self._parked) >= PARKED_MAX:
             log.warning("event=meta_parked_full subject=%r", req.subject)
             return
-        self._parked.append((trio.current_time(), req, dispatch, answers))
+        self._parked.append((trio.current_time(), req, dispatch, answers, declined))
         self._parked_wake.set()
 
     async def _unpark_loop(self) -> None:
@@ -489,14 +491,17 @@ class MetaLayer:
                 if self.ready.is_set() and self.leader is not None:
                     now = trio.current_time()
                     batch, self._parked = self._parked, []
-                    for t, req, dispatch, answers in batch:
+                    for parked in batch:
+                        t, req, dispatch, answers, declined = parked
                         if now - t > PARK_S_MAX:
                             continue
                         verdict = answers(req.op)
                         if verdict is None:
-                            self._parked.append((t, req, dispatch, answers))
+                            self._parked.append(parked)
                         elif verdict:
                             dispatch(req)
+                        elif declined is not None:
+                            declined(req, t)
                     if not self._parked:
                         break
                 with trio.move_on_after(PARK_POLL_S):

@@ -94,9 +94,15 @@ class AccountMeta:
         """StreamInfo ``cluster`` of the account's replicated stream."""
         return self.layer.replicated_block(stream, self.account)
 
-    def park(self, req: Any, dispatch: Callable[[Any], None]) -> None:
-        """Hold an API request until a meta leader is known."""
-        self.layer.park(req, dispatch, self.answers)
+    def park(
+        self,
+        req: Any,
+        dispatch: Callable[[Any], None],
+        declined: Callable[[Any, float], None] | None = None,
+    ) -> None:
+        """Hold an API request until a meta leader is known (``declined``:
+        told if another server answers it)."""
+        self.layer.park(req, dispatch, self.answers, declined)
 
     def answers(self, op: tuple[str, ...]) -> bool | None:
         """Whether this server handles the account's API request (exactly one

@@ -112,6 +112,8 @@ async def get(svc: JetStreamService, req: ApiRequest) -> None:
         try:
             await rg.raft.read_barrier()
         except RaftError:
+            # deposed meanwhile: the new leader answers (``node.jetstream.handover``)
+            svc.handover.deposed(req)
             return
     store = stream.store
     if start is not None:

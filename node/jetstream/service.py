@@ -55,6 +55,7 @@ from node.jetstream.accounts_js import PURGE_OP, account_store_dir, purge_accoun
 from node.jetstream.advisories import Advisories
 from node.jetstream.common import TYPE, ApiAnswer, ApiRequest, dumps
 from node.jetstream.delivery import ConsumerManager
+from node.jetstream.handover import Handover, forwardable, original_subject
 from node.jetstream.membership import Membership
 from node.jetstream.meta_account import AccountMeta
 from node.jetstream.pubacks import make_acker, make_reply_acker, pub_error
@@ -191,6 +192,8 @@ class JetStreamService:
         self.router = self.account.router
         self.store_dir = account_store_dir(js.jetstream_dir, self.account.name, home=home)
         self.client = InternalClient(server, "jetstream", self.account)
+        #: requests about a replicated stream across its leader changes
+        self.handover = Handover(self)
         #: ``$TRIJET.SEEN.>`` while this server has onlookers of pulls (``node.nextroute``)
         self._seen_sub: Subscription | None = None
         #: set while such a pull is handed to them: the API ignores it
@@ -284,6 +287,9 @@ class JetStreamService:
             if self.meta is not None:  # streams start as the meta layer assigns them
                 # pulls sent to a consumer's leader (``node.nextroute``)
                 self._next_any = self.client.subscribe(LEADER_PREFIX + b">", self._on_to_leader)
+                nursery.start_soon(self.handover.run)
+                # requests an old stream leader hands over (``node.jetstream.handover``)
+                self.client.subscribe(self.handover.inbox + b">", self._on_forwarded)
                 # pulls seen by this server's other subscribers (``node.nextroute``)
                 watchers = self.account.next_watchers = NextWatchers(self._watch_seen)
                 for sub in self.account.sublist.all():
@@ -318,8 +324,7 @@ class JetStreamService:
     ) -> None:
         if self._deaf:
             return  # a pull handled elsewhere, for this server's onlookers
-        tokens = subject.decode(errors="replace").split(".")
-        op = tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
+        op = _op_of(subject)
         if ".".join(op).startswith("DIRECT.GET"):
             self._unserved(sub, subject, reply)  # served by per-stream subscriptions only
             return
@@ -339,12 +344,43 @@ class JetStreamService:
             return
         if self.meta is not None:
             verdict = self.meta.answers(op)
+            if self.handover.held:
+                self.handover.own_copy(req, verdict)
             if verdict is None:  # decided once the meta group has a leader
-                self.meta.park(req, self._dispatch)
+                self.meta.park(req, self._dispatch, self.handover.declined)
                 return
             if not verdict:
-                return  # another server of the cluster answers this one
+                # another server of the cluster answers this one (or a new
+                # leader, handed it by this old one: ``node.jetstream.handover``)
+                self.handover.declined(req)
+                return
         self._dispatch(req)
+
+    def _on_forwarded(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
+    ) -> None:
+        """A request an old stream leader handed to this server
+        (``node.jetstream.handover``): answered here unless it already was,
+        never forwarded again."""
+        original = original_subject(subject)
+        if original is None or not original.startswith(b"$JS.") or not reply or self.meta is None:
+            return
+        op = _op_of(original)
+        if forwardable(op) is None:
+            return
+        req = ApiRequest(original, op, reply, hdr, body, None)
+        verdict = self.meta.answers(op)
+        if verdict is None:
+            self.meta.park(req, self._take_forwarded)
+        elif verdict:
+            self._take_forwarded(req)
+
+    def _take_forwarded(self, req: ApiRequest) -> None:
+        self.handover.hold(req)
+
+    def answer_here(self, req: ApiRequest) -> None:
+        """Answer a request the handover let through (``node.jetstream.handover``)."""
+        self._dispatch(req, checked=True)
 
     def _on_to_leader(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr: bytes | None, body: bytes
@@ -413,8 +449,12 @@ class JetStreamService:
         self.consumers.drop_next_interest(req.op[3], req.op[4])
         self.client.publish(req.subject, req.body, reply=req.reply, headers=req.headers)
 
-    def _dispatch(self, req: ApiRequest) -> None:
-        """Answer ``req`` here: pulls at once, the rest through the API queue."""
+    def _dispatch(self, req: ApiRequest, checked: bool = False) -> None:
+        """Answer ``req`` here: pulls at once, the rest through the API queue
+        (unless its copy handed over by an old leader was: ``checked`` says
+        that was asked already)."""
+        if self.meta is not None and not checked and not self.handover.first(req):
+            return
         if len(req.op) == 5 and req.op[:3] == _MSG_NEXT:  # the consumer layer answers, now
             try:
                 consumers_api.next_now(self, req)
@@ -747,3 +787,9 @@ def _sync_interval_s(configured: str | float | None) -> float | None:
     if isinstance(configured, int | float) and configured > 0:
         return float(configured)
     return None
+
+
+def _op_of(subject: bytes) -> tuple[str, ...]:
+    """An API subject's op: the tokens after ``API`` (``$JS.API.`` or ``$JS.<domain>.API.``)."""
+    tokens = subject.decode(errors="replace").split(".")
+    return tuple(tokens[2:] if tokens[1] == "API" else tokens[3:])
