@@ -274,6 +274,11 @@ class ReplicatedGroup:
     def leader_id(self) -> str | None:
         return self.raft.leader_id
 
+    @property
+    def transferring(self) -> bool:
+        """This replica leads but is handing the lead over (``RaftGroup.transferring``)."""
+        return self.raft.transferring
+
     def lost_lead_at(self, now: float) -> float | None:
         """When this replica last stopped leading (``now`` if it just did and
         the leadership watch has not caught up), None if it leads or never led."""

@@ -188,6 +188,8 @@ class RaftCore(ProposalSettling, CoreView):
         #: 3.10): otherwise its target, never exactly caught up under load, is refused the
         #: transfer or loses the vote for a shorter log, and the old leader stands again
         self._hold_until = 0.0
+        #: the term the hold was asked in: a lead won back later holds nothing
+        self._hold_term = -1
         self.config = config or RaftConfig()
         self.fsm = fsm
         self.now = now
@@ -334,7 +336,10 @@ class RaftCore(ProposalSettling, CoreView):
         member was the leader then (a deposed leader that does not know it yet
         cannot commit).  Fails with NotLeader/NoLeader if this member does not
         lead when the cycle submits it, with ProposalDropped if the entry is
-        overwritten.  Barriers asked for in one cycle share one entry."""
+        overwritten.  Barriers asked for in one cycle share one entry.  Like a
+        proposal, a barrier waits out a leadership transfer's hold: entries
+        appended meanwhile would keep the chosen successor from catching up
+        (a stepdown under a stream of reads took an election timeout or two)."""
         p = Proposal(b"", leader_only=True)
         self._barriers.append(p)
         return p
@@ -472,6 +477,7 @@ class RaftCore(ProposalSettling, CoreView):
         for p, target in self._transfer_requests:
             if self.is_leader:  # hold new entries: the target can catch up and win
                 self._hold_until = self.now() + self.config.election_timeout_s_max
+                self._hold_term = self.term
 
             def tcb(res: Any, err: int, p: Proposal = p) -> None:
                 self._completions.append(
@@ -514,7 +520,7 @@ class RaftCore(ProposalSettling, CoreView):
                 self._follower_again()
             if self._pending and not self._holding() and not self.hold_proposals:
                 self._submit_pending()
-            if self._barriers:
+            if self._barriers and not self._holding():  # held like proposals
                 self._submit_barriers()
             quiet = self.quiet_state
             quiet.before_tick()
@@ -548,6 +554,7 @@ class RaftCore(ProposalSettling, CoreView):
         # A single-member group commits what it appended in the following tick.
         ready.more = bool(
             (self._pending and not self._holding() and not self.hold_proposals)
+            or (self._barriers and not self._holding())
             or self._inbound
             or (
                 self.is_leader
@@ -645,8 +652,8 @@ class RaftCore(ProposalSettling, CoreView):
             return math.inf
         if obj._SyncObj__raftState == STATE_LEADER:
             due = float(obj._SyncObj__newAppendEntriesTime)
-            if self._pending and self._holding():  # held proposals go when the hold ends
-                due = min(due, self._hold_until)
+            if (self._pending or self._barriers) and self._holding():
+                due = min(due, self._hold_until)  # held proposals go when the hold ends
             return due + 1e-6
         return float(obj._SyncObj__raftElectionDeadline) + 1e-6
 
@@ -744,8 +751,14 @@ class RaftCore(ProposalSettling, CoreView):
         self.obj.forceLogCompaction()
 
     def _holding(self) -> bool:
-        """Does a pending leadership transfer hold new entries back now?"""
-        return self.is_leader and self.now() < self._hold_until
+        """Does a pending leadership transfer hold new entries back now?  (Not
+        once the lead is won back in a later term: the transfer is over.)"""
+        return self.is_leader and self.now() < self._hold_until and self.term == self._hold_term
+
+    @property
+    def transferring(self) -> bool:
+        """This member leads and holds new entries for a transfer it asked for."""
+        return self._holding()
 
     @property
     def handing_over(self) -> bool:

@@ -428,6 +428,12 @@ class RaftGroup:
         return self._core is not None and self._core.handing_over
 
     @property
+    def transferring(self) -> bool:
+        """This member leads but is handing the lead over: it holds new entries
+        until its successor wins (or the hold runs out)."""
+        return self._core is not None and self._core.transferring
+
+    @property
     def core(self) -> RaftCore:
         """The underlying core (tests and chaos tooling only)."""
         core, _ = self._need()

@@ -129,6 +129,13 @@ class AccountMeta:
                 if op[:3] in STEPDOWN_OPS or op[:2] in UNREPEATABLE_OPS:
                     return False
                 return None
+            if rg.is_leader and rg.transferring and op[:3] not in STEPDOWN_OPS:
+                # handing the lead over: its successor answers (held until the
+                # transfer ends; a copy this old leader declines then is
+                # handed over, ``node.jetstream.handover``) -- two leaders
+                # answering the same request in the transfer's window were two
+                # answers, and a read here could be stale
+                return None if op[:2] not in UNREPEATABLE_OPS else True
             return bool(rg.is_leader)
         if not layer.ready.is_set():
             return True if layer.unavailable(op) else None

@@ -23,8 +23,8 @@ import pytest
 from node.jetstream.meta_account import AccountMeta
 
 
-def _view(leader_id: str | None, is_leader: bool) -> AccountMeta:
-    rg = SimpleNamespace(leader_id=leader_id, is_leader=is_leader)
+def _view(leader_id: str | None, is_leader: bool, transferring: bool = False) -> AccountMeta:
+    rg = SimpleNamespace(leader_id=leader_id, is_leader=is_leader, transferring=transferring)
     stream = SimpleNamespace(replicated=rg)
     svc = SimpleNamespace(api=SimpleNamespace(streams={"LC": stream}))
     view = AccountMeta.__new__(AccountMeta)
@@ -54,3 +54,14 @@ def test_other_requests_wait_for_the_new_leader(op: Any) -> None:
     assert _view(None, False).answers(op) is None  # parked
     assert _view("n2", True).answers(op) is True
     assert _view("n2", False).answers(op) is False
+
+
+@pytest.mark.parametrize("op", OTHERS)
+def test_a_leader_handing_over_holds_requests_for_its_successor(op: Any) -> None:
+    assert _view("n2", True, transferring=True).answers(op) is None  # parked
+    assert _view("n2", False).answers(op) is False  # ... then declined (and handed over)
+
+
+def test_a_leader_handing_over_still_acts_on_stepdowns_and_purges() -> None:
+    for op in STEPDOWNS:
+        assert _view("n2", True, transferring=True).answers(op) is True

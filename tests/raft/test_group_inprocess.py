@@ -233,6 +233,77 @@ async def test_step_down_under_load_hands_the_lead_to_another(
         nursery.cancel_scope.cancel()
 
 
+async def test_step_down_under_reads_hands_the_lead_over_at_once(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Read barriers wait out a transfer's hold like proposals: appended meanwhile,
+    they kept the target from ever being exactly caught up, and a stepdown under a
+    stream of reads (STREAM.MSG.GET) took an election timeout or two."""
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        leader = await c.wait_leader()
+        done = trio.Event()
+        reads = 0
+
+        async def reader() -> None:
+            nonlocal reads
+            for _ in range(100_000):
+                if done.is_set():
+                    return
+                with trio.move_on_after(1.0):
+                    try:
+                        lead = await c.wait_leader()
+                        await lead.g.read_barrier()
+                        reads += 1
+                    except RaftError:  # deposed meanwhile: the next one
+                        pass
+                await trio.sleep(0.001)
+
+        for _ in range(3):
+            nursery.start_soon(reader)
+        await trio.sleep(0.3)
+        for _ in range(5):
+            t0 = trio.current_time()
+            with trio.fail_after(5):
+                await leader.g.step_down()
+                new = await c.wait_leader()
+            assert new is not leader
+            took = trio.current_time() - t0
+            assert took < c.config.election_timeout_s_min, took  # a transfer, not an election
+            await trio.sleep(0.3)
+            leader = new
+        done.set()
+        assert reads > 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_lead_won_back_within_its_own_hold_serves_at_once(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A transfer's hold belongs to the term it was asked in: a leader that hands the
+    lead over and wins it back before its hold ran out appends at once (it held every
+    publish for the rest of the hold)."""
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS)
+        await c.start()
+        a = await c.wait_leader()
+        await a.g.propose(b"x")
+        with trio.fail_after(3):
+            await a.g.step_down()
+            b = await c.wait_leader()
+        assert b is not a
+        with trio.fail_after(3):
+            await b.g.step_down(target=a.node_id)
+            back = await c.wait_leader()
+        assert back is a and a.g.handing_over  # within the first hold
+        t0 = trio.current_time()
+        with trio.fail_after(3):
+            await a.g.propose(b"y")
+        assert trio.current_time() - t0 < c.config.election_timeout_s_min / 2
+        nursery.cancel_scope.cancel()
+
+
 async def test_add_and_remove_member(mock_clock: trio.testing.MockClock) -> None:
     async with trio.open_nursery() as nursery:
         c = Cluster(nursery, IDS)
