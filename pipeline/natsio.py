@@ -309,49 +309,69 @@ class _Run:
         return int(m[1])
 
     def arrays(self, keep_headers: bool) -> list[pa.Array]:
-        k = len(self)
-        b = pa.binary()
-        data = pa.py_buffer(self.buf)
-        o = pa.array(self.offs, pa.int32())
-        # elements 2i: frame i's line, 2i + 1: its header block + payload + CRLF
-        frames = pa.Array.from_buffers(b, 2 * k, [None, o.buffers()[1], data])
-        ar = _arange(k)
-        lines = frames.take(pc.multiply(ar, 2))
-        # the line is checked by _JS_DELIVERY: "H?MSG subject sid $JS.ACK.<9 tokens> [hlen] n"
-        subjects = pc.list_element(pc.split_pattern(lines, b" ", max_splits=2), 1)
-        acks = pc.split_pattern(lines, b".", max_splits=4, reverse=True)  # [… sseq cseq ts …]
-        seqs, times = pc.list_element(acks, 1), pc.list_element(acks, 3)
-        is_h = pc.starts_with(lines, b"H")
-        hmsgs = pc.sum(is_h).as_py() or 0
-        tail = pc.list_element(pc.split_pattern(lines, b" ", max_splits=2, reverse=True), 1)
-        if hmsgs == k:
-            hlen = tail.cast(pa.int32())
-        elif hmsgs == 0:
-            hlen = pa.repeat(pa.scalar(0, pa.int32()), k)
-        else:
-            hlen = pc.if_else(is_h, tail, pa.scalar(b"0", b)).cast(pa.int32())
-        # offsets of [header block, payload, CRLF] per frame: l_i, l_i + hlen_i, p_{i+1} - 2
-        starts = pc.take(o, pc.add(pc.multiply(ar, 2), 1))
-        ends = pc.subtract(pc.take(o, pc.multiply(pc.add(ar, 1), 2)), _I32_2)
-        parts = pa.concat_arrays([starts, pc.add(starts, hlen), ends, ends.slice(k - 1)])
-        j = _arange(3 * k)
-        q = pc.divide(j, 3)
-        perm = pa.concat_arrays(
-            [
-                pc.add(pc.multiply(pc.subtract(j, pc.multiply(q, 3)), k), q),
-                pa.array([3 * k], q.type),
-            ]
-        )
-        body = pa.Array.from_buffers(b, 3 * k, [None, parts.take(perm).buffers()[1], data])
-        a3 = pc.multiply(ar, 3)
-        payloads = body.take(pc.add(a3, 1))
-        if not keep_headers or hmsgs == 0:
-            headers = pa.nulls(k, b)
-        else:
-            headers = body.take(a3)
-            if hmsgs != k:
-                headers = pc.if_else(is_h, headers, pa.scalar(None, b))
-        return [subjects, seqs, times, headers, payloads]
+        return _cut(self.buf, pa.array(self.offs, pa.int32()), keep_headers)
+
+    @staticmethod
+    def merged(runs: list[_Run]) -> tuple[bytes, pa.Array]:
+        """Several runs as one: their bytes joined, offsets shifted (Arrow per run), so a
+        chunk read in many receive buffers is cut by one pass of kernels."""
+        bufs: list[memoryview] = []
+        offs: list[pa.Array] = []
+        at = 0
+        for r in runs:
+            first, end = r.offs[0], r.offs[-1]
+            bufs.append(memoryview(r.buf)[first:end])
+            shift = pa.scalar(at - first, pa.int32())
+            offs.append(pc.add(pa.array(r.offs[:-1], pa.int32()), shift))
+            at += end - first
+        offs.append(pa.array([at], pa.int32()))
+        return b"".join(bufs), pa.concat_arrays(offs)
+
+
+def _cut(buf: bytes, o: pa.Array, keep_headers: bool) -> list[pa.Array]:
+    """``_Run.arrays`` for ``buf`` and the run's offsets as an int32 array."""
+    k = len(o) >> 1
+    b = pa.binary()
+    data = pa.py_buffer(buf)
+    # elements 2i: frame i's line, 2i + 1: its header block + payload + CRLF
+    frames = pa.Array.from_buffers(b, 2 * k, [None, o.buffers()[1], data])
+    ar = _arange(k)
+    lines = frames.take(pc.multiply(ar, 2))
+    # the line is checked by _JS_DELIVERY: "H?MSG subject sid $JS.ACK.<9 tokens> [hlen] n"
+    subjects = pc.list_element(pc.split_pattern(lines, b" ", max_splits=2), 1)
+    acks = pc.split_pattern(lines, b".", max_splits=4, reverse=True)  # [… sseq cseq ts …]
+    seqs, times = pc.list_element(acks, 1), pc.list_element(acks, 3)
+    is_h = pc.starts_with(lines, b"H")
+    hmsgs = pc.sum(is_h).as_py() or 0
+    tail = pc.list_element(pc.split_pattern(lines, b" ", max_splits=2, reverse=True), 1)
+    if hmsgs == k:
+        hlen = tail.cast(pa.int32())
+    elif hmsgs == 0:
+        hlen = pa.repeat(pa.scalar(0, pa.int32()), k)
+    else:
+        hlen = pc.if_else(is_h, tail, pa.scalar(b"0", b)).cast(pa.int32())
+    # offsets of [header block, payload, CRLF] per frame: l_i, l_i + hlen_i, p_{i+1} - 2
+    starts = pc.take(o, pc.add(pc.multiply(ar, 2), 1))
+    ends = pc.subtract(pc.take(o, pc.multiply(pc.add(ar, 1), 2)), _I32_2)
+    parts = pa.concat_arrays([starts, pc.add(starts, hlen), ends, ends.slice(k - 1)])
+    j = _arange(3 * k)
+    q = pc.divide(j, 3)
+    perm = pa.concat_arrays(
+        [
+            pc.add(pc.multiply(pc.subtract(j, pc.multiply(q, 3)), k), q),
+            pa.array([3 * k], q.type),
+        ]
+    )
+    body = pa.Array.from_buffers(b, 3 * k, [None, parts.take(perm).buffers()[1], data])
+    a3 = pc.multiply(ar, 3)
+    payloads = body.take(pc.add(a3, 1))
+    if not keep_headers or hmsgs == 0:
+        headers = pa.nulls(k, b)
+    else:
+        headers = body.take(a3)
+        if hmsgs != k:
+            headers = pc.if_else(is_h, headers, pa.scalar(None, b))
+    return [subjects, seqs, times, headers, payloads]
 
 
 class Columns:
@@ -406,7 +426,19 @@ class Columns:
         """``[subjects, seqs, times_ns, headers, data]`` (binary arrays, see the class doc)."""
         if not self._parts:
             return [pa.array([], pa.binary()) for _ in range(5)]
-        cols = [p.arrays(self.keep_headers) for p in self._parts]
+        cols: list[list[pa.Array]] = []
+        runs: list[_Run] = []
+        for p in [*self._parts, None]:
+            if isinstance(p, _Run):
+                runs.append(p)
+                continue
+            if len(runs) == 1:
+                cols.append(runs[0].arrays(self.keep_headers))
+            elif runs:
+                cols.append(_cut(*_Run.merged(runs), self.keep_headers))
+            runs = []
+            if p is not None:
+                cols.append(p.arrays(self.keep_headers))
         if len(cols) == 1:
             return cols[0]
         return [pa.concat_arrays(list(c)) for c in zip(*cols, strict=True)]
