@@ -14,8 +14,9 @@ its own event loop and closes it when done.
   nkeys/JWT); the control requests go through nats-py.
   Pull requests are pipelined (two outstanding).  Each message's stream sequence, time and
   pending count come from its ``$JS.ACK`` reply subject; on the raw connection a run of
-  deliveries is matched line by line with one regex and kept as bytes (``Columns``) until Arrow
-  converts a whole chunk (``header_map_array`` for the headers, every value of a repeated
+  deliveries is matched line by line with one regex and kept as two offsets per frame into the
+  receive buffer (``Columns``: ``_Run``) until Arrow cuts and converts a whole chunk
+  (``header_map_array`` for the headers, every value of a repeated
   name kept).  The reader stops **by sequence**: at a message whose sequence is ``>= end``
   (dropped) or at ``end - 1`` itself — never by counting messages, because filters and
   deletions leave holes.  A delivery (or the consumer create) saying nothing is pending is
