@@ -152,7 +152,9 @@ async def _fetch_all(url: str, n: int, batch: int) -> int:
 
 def session(args: argparse.Namespace) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["PYTHONPATH"] = str(REPO_DIR) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    client = Path(args.pipeline).resolve() if args.pipeline else REPO_DIR
+    os.environ["PYTHONPATH"] = str(client) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    sys.path.insert(0, str(client))
     from pyspark.sql import SparkSession
 
     from pipeline.jetstream import JetStreamDataSource
@@ -170,7 +172,16 @@ def session(args: argparse.Namespace) -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(JetStreamDataSource)
+    # the pipeline the Python workers import (an A/B of client code must show it)
+    where = spark.sparkContext.parallelize([0], 1).map(lambda _: _pipeline_file()).collect()
+    print(f"pipeline: driver {sys.modules['pipeline'].__file__}, workers {where[0]}", flush=True)
     return spark
+
+
+def _pipeline_file() -> str:
+    import pipeline
+
+    return str(pipeline.__file__)
 
 
 def _client_delta(sp: ServerProc, before: float) -> tuple[float, float]:
@@ -226,12 +237,15 @@ def run_server(spark: Any, name: str, args: argparse.Namespace) -> dict[str, flo
         me, out["source_client_cpu"] = _client_delta(sp, me)
         if got != n:
             raise SystemExit(f"spark_bench: {name}: the source counted {got}, not {n}")
-        cpu0, t0 = sp.cpu_s(), time.perf_counter()
-        got = asyncio.run(_fetch_all(url, n, args.fetch_batch))
-        out["fetch"], out["fetch_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
-        me, out["fetch_client_cpu"] = _client_delta(sp, me)
-        if got != n:
-            raise SystemExit(f"spark_bench: {name}: the fetch loop got {got}, not {n}")
+        if args.no_fetch:
+            out["fetch"] = out["fetch_cpu"] = out["fetch_client_cpu"] = float("nan")
+        else:
+            cpu0, t0 = sp.cpu_s(), time.perf_counter()
+            got = asyncio.run(_fetch_all(url, n, args.fetch_batch))
+            out["fetch"], out["fetch_cpu"] = n / (time.perf_counter() - t0), sp.cpu_s() - cpu0
+            me, out["fetch_client_cpu"] = _client_delta(sp, me)
+            if got != n:
+                raise SystemExit(f"spark_bench: {name}: the fetch loop got {got}, not {n}")
     finally:
         stop_server(sp)
         subprocess.run(["rm", "-rf", store], check=False)
@@ -273,6 +287,13 @@ def main() -> None:
     )
     p.add_argument("--trijet-prefix", default="", help="e.g. 'taskset -c 1'")
     p.add_argument("--json", help="write every figure here")
+    p.add_argument(
+        "--pipeline",
+        default="",
+        help="the checkout whose pipeline package Spark's driver and workers import "
+        "(default this one: A/B runs of the client code)",
+    )
+    p.add_argument("--no-fetch", action="store_true", help="skip the nats-py fetch loop phase")
     args = p.parse_args()
     args.nats_server = find_nats_server()
     servers = comma_list(args.servers)

@@ -54,28 +54,36 @@ def header_pairs(block: bytes | None) -> list[tuple[str, list[str]]] | None:
     return wire.parse_headers(block)[1] or None
 
 
-def utf8_array(values: list[bytes]) -> pa.Array:
-    """UTF-8 bytes as a string array (invalid UTF-8 decoded with replacement characters)."""
+def utf8_array(values: Sequence[bytes] | pa.Array) -> pa.Array:
+    """UTF-8 bytes (a list or a binary array) as a string array (invalid UTF-8 decoded with
+    replacement characters)."""
+    arr = values if isinstance(values, pa.Array) else pa.array(values, pa.binary())
     try:
-        return pa.array(values, pa.binary()).cast(pa.string())
+        return arr.cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: as parse_headers decodes it
-        return pa.array([v.decode("utf-8", "replace") for v in values], pa.string())
+        return pa.array(
+            [None if v is None else v.decode("utf-8", "replace") for v in arr.to_pylist()],
+            pa.string(),
+        )
 
 
 _BLOCK_START = b"NATS/1.0\r\n"
 _BLOCK_END = b"\r\n\r\n"
 
 
-def header_map_array(blocks: Sequence[bytes | None]) -> pa.Array:
+def header_map_array(blocks: Sequence[bytes | None] | pa.Array) -> pa.Array:
     """Header blocks as one ``map<string, array<string>>`` Arrow array (the same content as
     ``header_pairs`` per block: names and values stripped, a repeated name one entry with
     every value in order, no headers -> null).
 
     Built by Arrow kernels over the whole chunk when every block has the plain shape
-    (``header_map_bulk``), else from flat Python lists (``header_map_lists``)."""
-    arr = pa.array(blocks, pa.binary())
+    (``header_map_bulk``), else from flat Python lists (``header_map_lists``).  ``blocks``
+    may be a binary Arrow array (null: no headers)."""
+    arr = blocks if isinstance(blocks, pa.Array) else pa.array(blocks, pa.binary())
     out = header_map_bulk(arr)
-    return out if out is not None else header_map_lists(blocks)
+    if out is not None:
+        return out
+    return header_map_lists(arr.to_pylist() if isinstance(blocks, pa.Array) else blocks)
 
 
 def header_map_bulk(arr: pa.Array) -> pa.Array | None:

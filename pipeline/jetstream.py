@@ -139,34 +139,28 @@ def _partitions(opts: SourceOptions, start: int, end: int, check_loss: bool) -> 
     return [SeqPartition(opts, r.first, r.end, check_loss) for r in ranges]
 
 
-def _subject_array(subjects: list[bytes], typ: pa.DataType) -> pa.Array:
-    """The subject column; a chunk of one subject (common: a filtered or single-subject
-    stream) is one repeated value."""
-    if subjects and subjects.count(subjects[0]) == len(subjects):
-        return pa.repeat(pa.scalar(subjects[0].decode("utf-8", "replace"), typ), len(subjects))
-    return hdrs.utf8_array(subjects).cast(typ)
-
-
 def _to_batch(opts: SourceOptions, cols: natsio.Columns, pa_schema: pa.Schema) -> pa.RecordBatch:
-    """One chunk as an Arrow batch: the ASCII sequence and time tokens and the subject bytes
-    are converted by Arrow in bulk; header blocks are parsed here into flat lists
-    (``hdrs.header_map_array``, multi-valued)."""
-    n = len(cols)
-    ts_ns = pa.array(cols.times_ns, pa.binary()).cast(pa.int64())
+    """One chunk as an Arrow batch: the chunk's binary columns (``Columns.arrays``, cut out
+    of the receive buffers by Arrow) converted in bulk -- the ASCII sequence and time tokens
+    to integers, subjects to UTF-8, header blocks parsed into the multi-valued map
+    (``hdrs.header_map_array``)."""
+    subjects, seqs, times_ns, blocks, data = cols.arrays()
+    n = len(seqs)
+    ts_ns = times_ns.cast(pa.int64())
     headers_type = pa_schema.field("headers").type
-    if opts.include_headers and any(h is not None for h in cols.headers):
-        headers = hdrs.header_map_array(cols.headers)
+    if opts.include_headers and blocks.null_count < n:
+        headers = hdrs.header_map_array(blocks)
         if headers.type != headers_type:
             headers = headers.cast(headers_type)
     else:
         headers = pa.nulls(n, headers_type)
     arrays = [
         pa.repeat(pa.scalar(opts.stream, pa_schema.field("stream").type), n),
-        _subject_array(cols.subjects, pa_schema.field("subject").type),
-        pa.array(cols.seqs, pa.binary()).cast(pa_schema.field("seq").type),
+        hdrs.utf8_array(subjects).cast(pa_schema.field("subject").type),
+        seqs.cast(pa_schema.field("seq").type),
         pc.divide(ts_ns, 1000).cast(pa_schema.field("timestamp").type),
         headers,
-        pa.array(cols.data, pa_schema.field("data").type),
+        data.cast(pa_schema.field("data").type),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=pa_schema)
 

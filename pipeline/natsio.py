@@ -14,8 +14,9 @@ its own event loop and closes it when done.
   nkeys/JWT); the control requests go through nats-py.
   Pull requests are pipelined (two outstanding).  Each message's stream sequence, time and
   pending count come from its ``$JS.ACK`` reply subject; on the raw connection a run of
-  deliveries is matched line by line with one regex and kept as bytes (``Columns``) until Arrow
-  converts a whole chunk (``header_map_array`` for the headers, every value of a repeated
+  deliveries is matched line by line with one regex and kept as two offsets per frame into the
+  receive buffer (``Columns``: ``_Run``) until Arrow cuts and converts a whole chunk
+  (``header_map_array`` for the headers, every value of a repeated
   name kept).  The reader stops **by sequence**: at a message whose sequence is ``>= end``
   (dropped) or at ``end - 1`` itself — never by counting messages, because filters and
   deletions leave holes.  A delivery (or the consumer create) saying nothing is pending is
@@ -37,14 +38,16 @@ import os
 import re
 import ssl
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from pipeline import wire
-from pipeline.headers import header_pairs
+from pipeline.headers import _arange, header_pairs
 from pipeline.plan import ConnectOptions
 
 log = logging.getLogger(__name__)
@@ -253,53 +256,214 @@ def consumer_config(
     return cfg
 
 
-@dataclass
-class Columns:
-    """Column lists of a chunk of read messages, as they came off the wire.
+class _Rows:
+    """Deliveries that came one by one (nats-py, or frames ``_fast`` left): column lists."""
 
-    ``subjects`` are UTF-8 bytes, ``seqs`` and ``times_ns`` the ASCII decimal tokens of the ack
-    subject (decoded in bulk when the chunk becomes an Arrow batch), ``headers`` each message's
-    header block (``NATS/1.0\\r\\n…``, parsed by ``header_pairs``) or None, ``data`` payloads.
-    """
+    __slots__ = ("data", "headers", "seqs", "subjects", "times_ns")
 
-    subjects: list[bytes] = field(default_factory=list)
-    seqs: list[bytes] = field(default_factory=list)
-    times_ns: list[bytes] = field(default_factory=list)
-    headers: list[bytes | None] = field(default_factory=list)
-    data: list[bytes] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.subjects: list[bytes] = []
+        self.seqs: list[bytes] = []
+        self.times_ns: list[bytes] = []
+        self.headers: list[bytes | None] = []
+        self.data: list[bytes] = []
 
     def __len__(self) -> int:
         return len(self.seqs)
-
-    def append(
-        self, subject: bytes, seq: bytes, ts_ns: bytes, header: bytes | None, data: bytes
-    ) -> None:
-        self.subjects.append(subject)
-        self.seqs.append(seq)
-        self.times_ns.append(ts_ns)
-        self.headers.append(header)
-        self.data.append(data)
 
     def pop(self) -> None:
         for col in (self.subjects, self.seqs, self.times_ns, self.headers, self.data):
             col.pop()
 
+    def last_seq(self) -> int:
+        return int(self.seqs[-1])
+
+    def arrays(self, keep_headers: bool) -> list[pa.Array]:
+        b = pa.binary()
+        heads = self.headers if keep_headers else [None] * len(self.seqs)
+        return [pa.array(c, b) for c in (self.subjects, self.seqs, self.times_ns, heads, self.data)]
+
+
+_I32_2 = pa.scalar(2, pa.int32())
+
+
+class _Run:
+    """A run of plain deliveries as ``_fast`` found them in one receive buffer: ``offs`` is
+    ``[p0, l0, p1, l1, …, p_k]`` -- frame ``i``'s line is ``buf[p_i:l_i]`` (with its CRLF), its
+    header block and payload ``buf[l_i:p_{i+1} - 2]`` -- and nothing is copied until the chunk
+    becomes Arrow arrays (``arrays``: one pass of Arrow kernels over the whole run)."""
+
+    __slots__ = ("buf", "offs")
+
+    def __init__(self, buf: bytes, offs: list[int]) -> None:
+        self.buf, self.offs = buf, offs
+
+    def __len__(self) -> int:
+        return len(self.offs) >> 1
+
+    def pop(self) -> None:
+        del self.offs[-2:]
+
+    def last_seq(self) -> int:
+        m = _JS_DELIVERY.match(self.buf, self.offs[-3])
+        assert m is not None  # matched when the run was found
+        return int(m[1])
+
+    def arrays(self, keep_headers: bool) -> list[pa.Array]:
+        return _cut(self.buf, pa.array(self.offs, pa.int32()), keep_headers)
+
+    @staticmethod
+    def merged(runs: list[_Run]) -> tuple[bytes, pa.Array]:
+        """Several runs as one: their bytes joined, offsets shifted (Arrow per run), so a
+        chunk read in many receive buffers is cut by one pass of kernels."""
+        bufs: list[memoryview] = []
+        offs: list[pa.Array] = []
+        at = 0
+        for r in runs:
+            first, end = r.offs[0], r.offs[-1]
+            bufs.append(memoryview(r.buf)[first:end])
+            shift = pa.scalar(at - first, pa.int32())
+            offs.append(pc.add(pa.array(r.offs[:-1], pa.int32()), shift))
+            at += end - first
+        offs.append(pa.array([at], pa.int32()))
+        return b"".join(bufs), pa.concat_arrays(offs)
+
+
+def _cut(buf: bytes, o: pa.Array, keep_headers: bool) -> list[pa.Array]:
+    """``_Run.arrays`` for ``buf`` and the run's offsets as an int32 array."""
+    k = len(o) >> 1
+    b = pa.binary()
+    data = pa.py_buffer(buf)
+    # elements 2i: frame i's line, 2i + 1: its header block + payload + CRLF
+    frames = pa.Array.from_buffers(b, 2 * k, [None, o.buffers()[1], data])
+    ar = _arange(k)
+    lines = frames.take(pc.multiply(ar, 2))
+    # the line is checked by _JS_DELIVERY: "H?MSG subject sid $JS.ACK.<9 tokens> [hlen] n"
+    subjects = pc.list_element(pc.split_pattern(lines, b" ", max_splits=2), 1)
+    acks = pc.split_pattern(lines, b".", max_splits=4, reverse=True)  # [… sseq cseq ts …]
+    seqs, times = pc.list_element(acks, 1), pc.list_element(acks, 3)
+    is_h = pc.starts_with(lines, b"H")
+    hmsgs = pc.sum(is_h).as_py() or 0
+    tail = pc.list_element(pc.split_pattern(lines, b" ", max_splits=2, reverse=True), 1)
+    if hmsgs == k:
+        hlen = tail.cast(pa.int32())
+    elif hmsgs == 0:
+        hlen = pa.repeat(pa.scalar(0, pa.int32()), k)
+    else:
+        hlen = pc.if_else(is_h, tail, pa.scalar(b"0", b)).cast(pa.int32())
+    # offsets of [header block, payload, CRLF] per frame: l_i, l_i + hlen_i, p_{i+1} - 2
+    starts = pc.take(o, pc.add(pc.multiply(ar, 2), 1))
+    ends = pc.subtract(pc.take(o, pc.multiply(pc.add(ar, 1), 2)), _I32_2)
+    parts = pa.concat_arrays([starts, pc.add(starts, hlen), ends, ends.slice(k - 1)])
+    j = _arange(3 * k)
+    q = pc.divide(j, 3)
+    perm = pa.concat_arrays(
+        [
+            pc.add(pc.multiply(pc.subtract(j, pc.multiply(q, 3)), k), q),
+            pa.array([3 * k], q.type),
+        ]
+    )
+    body = pa.Array.from_buffers(b, 3 * k, [None, parts.take(perm).buffers()[1], data])
+    a3 = pc.multiply(ar, 3)
+    payloads = body.take(pc.add(a3, 1))
+    if not keep_headers or hmsgs == 0:
+        headers = pa.nulls(k, b)
+    else:
+        headers = body.take(a3)
+        if hmsgs != k:
+            headers = pc.if_else(is_h, headers, pa.scalar(None, b))
+    return [subjects, seqs, times, headers, payloads]
+
+
+class Columns:
+    """A chunk of read messages, as they came off the wire, in delivery order: runs of the
+    receive buffer (``_Run``, from ``RangeReader._fast``) and rows decoded one by one
+    (``_Rows``), turned into Arrow arrays by ``arrays`` when the chunk becomes a batch.
+
+    ``arrays()`` gives binary arrays: subjects (UTF-8 bytes), the stream sequences and times
+    (ns) as the ASCII decimal tokens of the ack subject, header blocks (``NATS/1.0\\r\\n…``,
+    null for none or when headers are not kept), payloads.
+    """
+
+    def __init__(self, keep_headers: bool = True) -> None:
+        self.keep_headers = keep_headers
+        self._parts: list[_Run | _Rows] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add_run(self, buf: bytes, offs: list[int]) -> None:
+        """Frames found by ``_fast`` (see ``_Run``; ``offs`` ends with the run's end)."""
+        self._parts.append(_Run(buf, offs))
+        self._n += len(offs) >> 1
+
+    def append(
+        self, subject: bytes, seq: bytes, ts_ns: bytes, header: bytes | None, data: bytes
+    ) -> None:
+        rows = self._parts[-1] if self._parts else None
+        if not isinstance(rows, _Rows):
+            rows = _Rows()
+            self._parts.append(rows)
+        rows.subjects.append(subject)
+        rows.seqs.append(seq)
+        rows.times_ns.append(ts_ns)
+        rows.headers.append(header)
+        rows.data.append(data)
+        self._n += 1
+
+    def pop(self) -> None:
+        """Drop the last message."""
+        last = self._parts[-1]
+        last.pop()
+        self._n -= 1
+        if not len(last):
+            self._parts.pop()
+
+    def last_seq(self) -> int | None:
+        return self._parts[-1].last_seq() if self._parts else None
+
+    def arrays(self) -> list[pa.Array]:
+        """``[subjects, seqs, times_ns, headers, data]`` (binary arrays, see the class doc)."""
+        if not self._parts:
+            return [pa.array([], pa.binary()) for _ in range(5)]
+        cols: list[list[pa.Array]] = []
+        runs: list[_Run] = []
+        for p in [*self._parts, None]:
+            if isinstance(p, _Run):
+                runs.append(p)
+                continue
+            if len(runs) == 1:
+                cols.append(runs[0].arrays(self.keep_headers))
+            elif runs:
+                cols.append(_cut(*_Run.merged(runs), self.keep_headers))
+            runs = []
+            if p is not None:
+                cols.append(p.arrays(self.keep_headers))
+        if len(cols) == 1:
+            return cols[0]
+        return [pa.concat_arrays(list(c)) for c in zip(*cols, strict=True)]
+
     def seq_list(self) -> list[int]:
-        return [int(x) for x in self.seqs]
+        return [int(x) for x in self.arrays()[1].to_pylist()]
 
     def subject_list(self) -> list[str]:
-        return [x.decode() for x in self.subjects]
+        return [x.decode() for x in self.arrays()[0].to_pylist()]
 
     def header_list(self) -> list[list[tuple[str, list[str]]] | None]:
-        return [header_pairs(h) for h in self.headers]
+        return [header_pairs(h) for h in self.arrays()[3].to_pylist()]
+
+    @property
+    def data(self) -> list[bytes]:
+        return list(self.arrays()[4].to_pylist())
 
 
 _JS_DELIVERY = re.compile(
-    rb"(H?)MSG ([^ \r\n]+) [^ \r\n]+ \$JS\.ACK\.[^ .\r\n]+\.[^ .\r\n]+\."
-    rb"\d+\.(\d+)\.\d+\.(\d+)\.(\d+)(?: (\d+))? (\d+)\r\n"
+    rb"H?MSG [^ \r\n]++ [^ \r\n]++ \$JS\.ACK\.[^ .\r\n]++\.[^ .\r\n]++\."
+    rb"\d++\.(\d++)\.\d++\.\d++\.(\d++)(?: \d++)? (\d++)\r\n"
 )
-"""A pull delivery's ``MSG``/``HMSG`` line with a 9-token ack subject: H, subject, stream seq,
-time, pending, header length (HMSG), size.  Other forms (domains) take the generic path."""
+"""A pull delivery's ``MSG``/``HMSG`` line with a 9-token ack subject: stream seq, pending,
+size.  Other forms (domains) take the generic path."""
 
 
 class RangeReader:
@@ -334,7 +498,7 @@ class RangeReader:
         self.nc: Client | None = None
         self.consumer: str | None = None
         self.done = end <= first
-        self._chunk = Columns()
+        self._chunk = Columns(include_headers)
         self._ready = asyncio.Event()
         self._error: BaseException | None = None
         self._requested = 0
@@ -421,44 +585,36 @@ class RangeReader:
         self._deliver(subject, t, hdr if self.include_headers else None, data)
 
     def _fast(self, buf: bytes, pos: int, n: int) -> int:
-        """Decode the run of plain deliveries at ``buf[pos:n]`` in one go (see ``wire.FastPath``).
+        """Find the run of plain deliveries at ``buf[pos:n]`` (see ``wire.FastPath``).
 
-        Per message only the line is matched and the payload sliced; sequences and times stay
-        ASCII until the chunk becomes an Arrow batch.  The stop rules are checked on the run's
-        last message (deliveries come in sequence order).
+        Per message only the line is matched and two offsets kept (``_Run``); subjects,
+        sequences, times, header blocks and payloads are cut out of ``buf`` by Arrow when the
+        chunk becomes a batch.  The stop rules are checked on the run's last message
+        (deliveries come in sequence order).
         """
         if self.done:
             return pos
         match = _JS_DELIVERY.match
-        c = self._chunk
-        subjects, seqs, times, headers, datas = c.subjects, c.seqs, c.times_ns, c.headers, c.data
-        keep_headers = self.include_headers
-        k = 0
-        pending = b""
+        offs: list[int] = []
+        add = offs.append
+        last = None
         while pos < n:
             m = match(buf, pos)
             if m is None:
                 break
-            h, subject, seq, ts, pending, hlen, size = m.groups()
             start = m.end()
-            end = start + int(size)
+            end = start + int(m[3])
             if end + 2 > n:
                 break
-            if h:
-                hl = int(hlen)
-                headers.append(buf[start : start + hl] if keep_headers else None)
-                datas.append(buf[start + hl : end])
-            else:
-                headers.append(None)
-                datas.append(buf[start:end])
-            subjects.append(subject)
-            seqs.append(seq)
-            times.append(ts)
+            add(pos)
+            add(start)
             pos = end + 2
-            k += 1
-        if k:
-            self._received_for_requests += k
-            self._after(int(seqs[-1]), pending == b"0")
+            last = m
+        if last is not None:
+            add(pos)
+            self._chunk.add_run(buf, offs)
+            self._received_for_requests += len(offs) >> 1
+            self._after(int(last[1]), last[2] == b"0")
         return pos
 
     def _deliver(self, subject: bytes, t: list[bytes], header: bytes | None, data: bytes) -> None:
@@ -475,7 +631,7 @@ class RangeReader:
         ``next_chunk`` to check by sequence (``_more_stored``)."""
         c = self._chunk
         if last_seq >= self.end:
-            while len(c) and int(c.seqs[-1]) >= self.end:
+            while len(c) and (c.last_seq() or 0) >= self.end:
                 c.pop()
             self._finish()
             return
@@ -537,7 +693,7 @@ class RangeReader:
                     self._finish()
                 continue
             if len(self._chunk) >= self.fetch_batch or (self.done and len(self._chunk)):
-                chunk, self._chunk = self._chunk, Columns()
+                chunk, self._chunk = self._chunk, Columns(self.include_headers)
                 return chunk
             if self.done:
                 return None
@@ -550,7 +706,7 @@ class RangeReader:
                     continue  # slow but moving: a chunk fills slower than the timeout
                 raise JetStreamError(
                     f"no progress reading {self.stream} [{self.first}, {self.end}) within "
-                    f"{self.fetch_timeout_s * 2:.1f}s (have {self._chunk.seqs[-1:]})"
+                    f"{self.fetch_timeout_s * 2:.1f}s (last sequence read {self._chunk.last_seq()})"
                 ) from None
 
     async def close(self) -> None:
