@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import statistics
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 import nats
 
 from bench.common import comma_list
+from tests.support.aio import answers_to
 from tests.support.cluster import start_cluster
 
 #: a bounded look for a second answer to a request already answered
@@ -51,27 +51,13 @@ async def _scenario(urls: list[str], args: argparse.Namespace) -> dict[str, Any]
             for i in range(10_000_000):  # bounded; stopped after the stepdowns
                 if stop.is_set():
                     return
-                inbox = nc.new_inbox()
-                got: list[bytes] = []
-                came = asyncio.Event()
-
-                async def cb(m: Any, got: list[bytes] = got, came: Any = came) -> None:
-                    got.append(m.data)
-                    came.set()
-
-                sub = await nc.subscribe(inbox, cb=cb)
                 if i % 2:
                     subject, payload = "$JS.API.STREAM.INFO.SD", b""
                 else:
                     subject, payload = "$JS.API.STREAM.MSG.GET.SD", b'{"seq":1}'
-                t0 = time.monotonic()
-                await nc.publish(subject, payload, reply=inbox)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(came.wait(), args.timeout)
-                if got:
-                    lat.append(time.monotonic() - t0)
-                    await asyncio.sleep(AFTER_S)
-                await sub.unsubscribe()
+                got, first = await answers_to(nc, subject, payload, args.timeout, AFTER_S)
+                if first is not None:
+                    lat.append(first)
                 if not got:
                     counts["unanswered"] += 1
                 else:

@@ -127,9 +127,6 @@ class Handover:
         #: forwarded copies waiting for their own copy, by key, oldest first
         self.held: dict[Key, tuple[float, ApiRequest]] = {}
         self._held_added = trio.Event()
-        self.forwarded = 0  # requests this server handed to a new leader
-        self.taken = 0  # forwarded requests this server answered
-        self.known = 0  # forwarded requests it had answered already
 
     def _group(self, op: tuple[str, ...]) -> Any:
         name = forwardable(op)
@@ -160,7 +157,6 @@ class Handover:
         lost = rg.lost_lead_at(now)
         if not deposed and (lost is None or at - lost > HANDOVER_S):
             return
-        self.forwarded += 1
         log.debug("event=api_handover subject=%r to=%s", req.subject, leader)
         subject = FWD_PREFIX + peer_id(leader).encode() + b"." + req.subject
         self.svc.client.publish(subject, req.body, reply=req.reply, headers=req.headers)
@@ -183,11 +179,8 @@ class Handover:
         # two copies of a request in one window: a forwarded one and another
         # (two own copies are two requests sent alike: both answered)
         if seen is not None and (forwarded or seen[1]):
-            self.known += 1
             return False
         recall.note(key, now, forwarded or (seen is not None and seen[1]))
-        if forwarded:
-            self.taken += 1
         return True
 
     def deposed(self, req: ApiRequest) -> None:
@@ -210,7 +203,6 @@ class Handover:
         for its own copy (at most ``HOLD_S``), dropped if that was answered."""
         key = _key(req)
         if key in self._answered:
-            self.known += 1
             return
         if key in self._declined or key in self.held or len(self.held) >= HOLD_MAX:
             self.release(req)  # its own copy came and was not answered here
@@ -225,9 +217,7 @@ class Handover:
         item = self.held.pop(_key(req), None)
         if item is None:
             return
-        if verdict:
-            self.known += 1  # the own copy is answered (and remembered) instead
-        else:
+        if not verdict:  # else the own copy is answered (and remembered) instead
             self.release(item[1])
 
     def release(self, req: ApiRequest) -> None:

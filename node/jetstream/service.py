@@ -371,12 +371,9 @@ class JetStreamService:
         req = ApiRequest(original, op, reply, hdr, body, None)
         verdict = self.meta.answers(op)
         if verdict is None:
-            self.meta.park(req, self._take_forwarded)
+            self.meta.park(req, self.handover.hold)
         elif verdict:
-            self._take_forwarded(req)
-
-    def _take_forwarded(self, req: ApiRequest) -> None:
-        self.handover.hold(req)
+            self.handover.hold(req)
 
     def answer_here(self, req: ApiRequest) -> None:
         """Answer a request the handover let through (``node.jetstream.handover``)."""

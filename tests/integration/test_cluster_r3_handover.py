@@ -16,7 +16,6 @@ leader is stepped down several times: every request is answered, once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import nats
 import pytest
 
-from tests.support.aio import noop_cb, run
+from tests.support.aio import answers_to, noop_cb, run
 from tests.support.cluster import Cluster, start_cluster
 
 #: generous: a request the hand-over saves is answered within a second or two
@@ -59,24 +58,11 @@ def test_requests_across_stepdowns_are_each_answered(cluster: Cluster) -> None:
                 for i in range(100_000):  # bounded; stopped after the stepdowns
                     if stop.is_set():
                         return
-                    inbox = nc.new_inbox()
-                    got: list[bytes] = []
-                    came = asyncio.Event()
-
-                    async def cb(m: Any, got: list[bytes] = got, came: Any = came) -> None:
-                        got.append(m.data)
-                        came.set()
-
-                    sub = await nc.subscribe(inbox, cb=cb)
                     if i % 2:
                         subject, payload = "$JS.API.STREAM.INFO.HO", b""
                     else:
                         subject, payload = "$JS.API.STREAM.MSG.GET.HO", b'{"seq":1}'
-                    await nc.publish(subject, payload, reply=inbox)
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(came.wait(), REQUEST_TIMEOUT_S)
-                    await asyncio.sleep(AFTER_S)  # a bounded look for a second answer
-                    await sub.unsubscribe()
+                    got, _ = await answers_to(nc, subject, payload, REQUEST_TIMEOUT_S, AFTER_S)
                     if not got:
                         unanswered.append(f"{subject} on node {k}, #{i}")
                         continue

@@ -8,6 +8,7 @@ coroutine await the next one (an event, not a poll).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -85,3 +86,32 @@ def with_client(
     finally:
         if stop:
             server.stop()
+
+
+async def answers_to(
+    nc: Any, subject: str, payload: bytes, wait_s: float, after: float
+) -> tuple[list[bytes], float | None]:
+    """Every answer to one request on its own inbox, and the seconds to the first
+    (None: unanswered): the first waited for up to ``wait_s`` s, then a bounded
+    look of ``after`` s for a second one."""
+    inbox = nc.new_inbox()
+    got: list[bytes] = []
+    came = asyncio.Event()
+
+    async def cb(m: Any) -> None:
+        got.append(m.data)
+        came.set()
+
+    sub = await nc.subscribe(inbox, cb=cb)
+    try:
+        t0 = time.monotonic()
+        await nc.publish(subject, payload, reply=inbox)
+        try:
+            await asyncio.wait_for(came.wait(), wait_s)
+        except TimeoutError:
+            return got, None
+        first = time.monotonic() - t0
+        await asyncio.sleep(after)
+        return got, first
+    finally:
+        await sub.unsubscribe()
