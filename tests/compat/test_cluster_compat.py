@@ -599,7 +599,12 @@ def test_delivery_with_the_followers_stopped(pair: Pair, ack: str) -> None:
             js = nc.jetstream(timeout=5)
             await js.add_stream(name=stream, subjects=[stream.lower() + ".>"], num_replicas=3)
             for i in range(3):
-                await js.publish(stream.lower() + ".a", b"%d" % i)
+                for _ in range(50):  # bounded: a 503 while the cluster settles after the
+                    try:  # previous case's SIGSTOP/SIGCONT is asked again, as clients do
+                        await js.publish(stream.lower() + ".a", b"%d" % i)
+                        break
+                    except nats.js.errors.NoStreamResponseError:
+                        await asyncio.sleep(0.1)
             await js.add_consumer(stream, durable_name="D", ack_policy=ack)
             leader = (await js.consumer_info(stream, "D")).cluster.leader
         finally:
