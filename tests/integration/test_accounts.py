@@ -236,19 +236,34 @@ def route_diag(c: Cluster) -> str:
     message of a failed delivery across the cluster (CI shows only that)."""
     out = []
     for i, p in enumerate(c.plans):
-        doc = get_json(f"http://127.0.0.1:{p.http_port}/routez?subs=1") or {}
+        doc = get_json(f"http://127.0.0.1:{p.http_port}/routez?subs=detail") or {}
         routes = [
             (
                 r.get("rid"),
                 r.get("remote_name"),
                 r.get("did_solicit"),
-                [s for s in r.get("subscriptions_list") or [] if not s.startswith("$SYS")],
+                f"in={r.get('in_msgs')} out={r.get('out_msgs')}",
+                [
+                    str(d.get("sid"))
+                    for d in r.get("subscriptions_list_detail") or []
+                    if "$SYS" not in str(d.get("sid")) and " SYS " not in str(d.get("sid"))
+                ],
             )
             for r in doc.get("routes", [])
         ]
+        conns = get_json(f"http://127.0.0.1:{p.http_port}/connz?subs=1") or {}
+        clients = [
+            (
+                cn.get("cid"),
+                cn.get("account"),
+                f"in={cn.get('in_msgs')} out={cn.get('out_msgs')} pend={cn.get('pending_bytes')}",
+                cn.get("subscriptions_list"),
+            )
+            for cn in conns.get("connections", [])
+        ]
         sp = c.procs[i]
         lines = [ln[-120:] for ln in (sp.log_text() if sp else "").splitlines() if "oute" in ln]
-        out.append(f"n{i + 1}: routes={routes} log={lines[-8:]}")
+        out.append(f"n{i + 1}: routes={routes} clients={clients} log={lines[-8:]}")
     return "\n".join(out)
 
 
