@@ -166,6 +166,7 @@ def test_imports_across_nodes(imp_cluster: Cluster) -> None:
 
     async def main() -> None:
         a1 = await connect(c.url(0), "a")
+        a2 = await connect(c.url(1), "a")
         a3 = await connect(c.url(2), "a")
         b2 = await connect(c.url(1), "b")
         b3 = await connect(c.url(2), "b")
@@ -184,11 +185,15 @@ def test_imports_across_nodes(imp_cluster: Cluster) -> None:
                 await a1.publish(m.reply, b"from-n1")
 
             await a1.subscribe("svc.>", cb=respond)
+            # A's responder known on n2 and on n3, where B's requests enter (only n3 was
+            # awaited once: a request on n2 then met no responders while n2 had not yet
+            # processed n1's interest, in one full run of the suite)
+            await wait_interest(a2, a1, "a21")
             await wait_interest(a3, a1, "a31")
             assert (await b2.request("one", b"?", timeout=WAIT_S)).data == b"from-n1"
             assert (await b3.request("svc.x", b"?", timeout=WAIT_S)).data == b"from-n1"
         finally:
-            for nc in (a1, a3, b2, b3):
+            for nc in (a1, a2, a3, b2, b3):
                 await nc.close()
 
     run(main)
