@@ -15,7 +15,7 @@ each follower (F0, F1) from frame in to answer out, and the leader's commit,
 apply and PubAck.  Medians of hops do not add up to the median of the whole;
 the machine is shared, so print the load with the figures.
 
-Run: ``python -m bench.r3_trace [--msgs 2000] [--keep DIR]``.
+Run: ``python -m bench.r3_trace [--msgs 2000] [--keep DIR] [--sync interval]``.
 """
 
 from __future__ import annotations
@@ -147,6 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.r3_trace", description=__doc__)
     p.add_argument("--msgs", type=int, default=2000, help="sync publishes traced")
     p.add_argument("--keep", default="", help="keep the trace files in this directory")
+    p.add_argument(
+        "--sync",
+        choices=("always", "interval"),
+        default="always",
+        help="the servers' sync_interval: always, or 2m (the reference's default; "
+        "journal writes not fsynced per cycle)",
+    )
     args = p.parse_args(argv)
     loadgen = build_loadgen(False)
     if loadgen is None:
@@ -155,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     tdir = args.keep or str(work / "trace")
     os.makedirs(tdir, exist_ok=True)
     os.environ["TRIJET_RAFT_TRACE"] = tdir  # inherited by the servers
-    c = start_cluster("trijet", sync_always=True, workdir=work / "cluster")
+    if args.sync == "always":
+        c = start_cluster("trijet", sync_always=True, workdir=work / "cluster")
+    else:
+        c = start_cluster("trijet", workdir=work / "cluster", jetstream_conf="sync_interval: 2m")
     try:
         li = asyncio.run(_setup(c))
         port = c.specs[li].client_port
