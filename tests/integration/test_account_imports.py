@@ -173,6 +173,11 @@ def test_imports_across_nodes(imp_cluster: Cluster) -> None:
         try:
             got = await b2.subscribe("froma.>")
             await wait_interest(b3, b2, "b32")  # B's interest known on n3
+            # and A's on n2 known on n3: nats-server crosses a stream import where the
+            # importer subscribed (its subscription in B adds one in A, announced on A's
+            # route), trijet where the message is published (B's interest above); A and B
+            # share one of nats-server's pooled routes only by their names' hash
+            await wait_interest(a3, a2, "a32")
             for i in range(5):
                 await a3.publish("ev.n3", b"%d" % i)  # published on n3, crosses there
             for i in range(5):

@@ -267,6 +267,21 @@ def route_diag(c: Cluster) -> str:
     return "\n".join(out)
 
 
+def client_diag(conns: dict[str, nats.NATS], subs: dict[str, Any]) -> str:
+    """What nats-py says of ``conns`` (state, counts, bytes still in its pending buffer,
+    the errors its ``error_cb`` got) and of ``subs`` (messages held): with ``route_diag``,
+    which hop a lost message did not pass (a publisher's buffer, a server, the receiver)."""
+    out = []
+    for name, nc in conns.items():
+        errors = getattr(getattr(nc._error_cb, "__self__", None), "errors", None)
+        out.append(
+            f"{name}: connected={nc.is_connected} closed={nc.is_closed} stats={nc.stats} "
+            f"pending_bytes={nc._pending_data_size} errors={errors!r}"
+        )
+    out += [f"{name}: pending_msgs={sub.pending_msgs}" for name, sub in subs.items()]
+    return "\n".join(out)
+
+
 def test_cluster_pubsub_isolated(acc_cluster: Cluster) -> None:
     c = acc_cluster
 
@@ -297,7 +312,8 @@ def test_cluster_pubsub_isolated(acc_cluster: Cluster) -> None:
                     while _probe(msg):
                         msg = await a_all.next_msg(timeout=WAIT_S)
                 except nats.errors.TimeoutError:
-                    pytest.fail(f"A's foo #{i} from n3 not on n1:\n{route_diag(c)}")
+                    clients = client_diag({"a1": a1, "a3": a3}, {"a_all": a_all})
+                    pytest.fail(f"A's foo #{i} from n3 not on n1:\n{clients}\n{route_diag(c)}")
                 assert (msg.subject, msg.data) == ("foo", b"from-a%d" % i)
             await wait_interest(a3, a1, "a31b")  # A's n3->n1 traffic is processed
             b_probe = await b1.subscribe("probe.b")
