@@ -247,7 +247,7 @@ class ReplicatedGroup:
             [p for p in peers if p != node_id],
             self.rfsm,
             links,
-            OsDisk(raft_dir),
+            OsDisk(raft_dir, preallocate=True),
             config,
             rng=rng,
             # a new group: its first placed peer stands at once (the stream's

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import random
 from pathlib import Path
 
+import pytest
+
+from raft import storage
 from raft.journal import DurableJournal
 from raft.storage import MemoryDisk, OsDisk
 
@@ -135,3 +141,111 @@ def test_interval_mode_large_writes_are_not_cheap() -> None:
     j.fsync_appends = False
     j.add(b"x" * (DurableJournal.INLINE_WRITE_BYTES_MAX + 1), 1, 1)
     assert not j.cheap(j.take_pending())
+
+
+def _journal_file(tmp_path: Path) -> bytes:
+    return (tmp_path / "g.journal").read_bytes()
+
+
+def test_preallocated_journal_overwrites_zeros_and_replays_them_away(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    for i in range(1, 4):
+        j.add(b"e%d" % i, i, 1)
+        j.flush()
+    written = disk.size("g.journal")
+    data = _journal_file(tmp_path)
+    # zeros written ahead of the records: the appends needed no new blocks
+    assert len(data) >= storage.PREALLOCATE_BYTES_MIN > written
+    assert data[written:] == bytes(len(data) - written) and disk.preallocations == 1
+    disk.close()
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk2 = OsDisk(tmp_path, preallocate=True)
+        j2 = DurableJournal(disk2, "g.journal")
+    assert [e[0] for e in j2.entries()] == [b"e1", b"e2", b"e3"]
+    assert "journal_tail_cut" not in caplog.text  # the zeros are no damage
+    assert len(_journal_file(tmp_path)) == written  # cut: appends follow the records
+    j2.add(b"e4", 4, 1)
+    j2.flush()
+    disk2.close()
+    assert [e[0] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [
+        b"e1",
+        b"e2",
+        b"e3",
+        b"e4",
+    ]
+
+
+def test_preallocated_journal_grows_ahead_in_runs(tmp_path: Path) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    payload = b"p" * 1000
+    for i in range(1, 301):  # ~300 KiB: past the first run of zeros, and the next
+        j.add(payload, i, 1)
+        j.flush()
+    assert disk.preallocations >= 3
+    assert len(_journal_file(tmp_path)) > disk.size("g.journal")
+    disk.close()
+    again = DurableJournal(OsDisk(tmp_path, preallocate=True), "g.journal")
+    assert [e[1] for e in again.entries()] == list(range(1, 301))
+
+
+def test_preallocated_journal_cuts_a_torn_record_among_zeros(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"good", 1, 1)
+    j.flush()
+    j.add(b"torn", 2, 1)
+    rec = j.take_pending()
+    size = disk.size("g.journal")
+    disk.close()
+    with open(tmp_path / "g.journal", "r+b") as f:  # a crash in mid-write: a prefix landed
+        f.seek(size)
+        f.write(rec[:9])
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk2 = OsDisk(tmp_path, preallocate=True)
+        j2 = DurableJournal(disk2, "g.journal")
+    assert list(j2.entries()) == [(b"good", 1, 1)]
+    assert "journal_tail_cut" in caplog.text
+    j2.add(b"next", 2, 2)  # written where the torn record was, zeros ahead again
+    j2.flush()
+    disk2.close()
+    assert list(DurableJournal(OsDisk(tmp_path), "g.journal").entries()) == [
+        (b"good", 1, 1),
+        (b"next", 2, 2),
+    ]
+
+
+def test_preallocated_journal_failed_write_is_cut_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"one", 1, 1)
+    j.flush()
+    j.add(b"two", 2, 1)
+    data = j.take_pending()
+    real = os.pwrite
+
+    def torn(fd: int, buf: bytes, offset: int) -> int:  # a few bytes land, then ENOSPC
+        real(fd, bytes(buf)[:5], offset)
+        raise OSError(errno.ENOSPC, "no space left on device")
+
+    monkeypatch.setattr(os, "pwrite", torn)
+    with pytest.raises(OSError):
+        j.write_pending(data)
+    monkeypatch.setattr(os, "pwrite", real)
+    j.write_pending(data)  # the driver retries with the same records
+    j.written()
+    j.add(b"three", 3, 1)
+    j.flush()
+    disk.close()
+    assert [e[0] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [
+        b"one",
+        b"two",
+        b"three",
+    ]
