@@ -249,3 +249,116 @@ def test_preallocated_journal_failed_write_is_cut_back(
         b"two",
         b"three",
     ]
+
+
+def test_preallocated_journal_crash_mid_preallocation_keeps_the_records(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crash while a run of zeros was being written ahead: the file holds the
+    records and a part of the run; the replay keeps the records and cuts the
+    zeros quietly."""
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"one", 1, 1)
+    j.flush()
+    written = disk.size("g.journal")
+    disk.close()
+    with open(tmp_path / "g.journal", "r+b") as f:  # only 3 KiB of the run landed
+        f.truncate(written + 3000)
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk2 = OsDisk(tmp_path, preallocate=True)
+        j2 = DurableJournal(disk2, "g.journal")
+    assert list(j2.entries()) == [(b"one", 1, 1)]
+    assert "journal_tail_cut" not in caplog.text
+    assert len(_journal_file(tmp_path)) == written
+    j2.add(b"two", 2, 1)
+    j2.flush()
+    disk2.close()
+    assert [e[0] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [
+        b"one",
+        b"two",
+    ]
+
+
+def test_preallocated_journal_failed_zero_run_is_cut_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write of a run of zeros fails midway (ENOSPC): the journal cuts the file
+    back to its records, and the retried write lands right after them (not after
+    the zeros that landed, where the replay would never reach it)."""
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"one", 1, 1)
+    j.flush()
+    j.add(b"x" * (storage.PREALLOCATE_BYTES_MIN + 1), 2, 1)  # past the zeros: a new run
+    data = j.take_pending()
+    records_end = disk.size("g.journal")
+    real = os.pwrite
+    calls: list[int] = []
+
+    def failing_run(fd: int, buf: bytes, offset: int) -> int:  # part of the zeros land
+        calls.append(len(buf))
+        if bytes(buf).count(0) == len(buf):
+            real(fd, bytes(buf)[:4096], offset)
+            raise OSError(errno.ENOSPC, "no space left on device")
+        return real(fd, buf, offset)
+
+    monkeypatch.setattr(os, "pwrite", failing_run)
+    with pytest.raises(OSError):
+        j.write_pending(data)
+    monkeypatch.setattr(os, "pwrite", real)
+    assert calls and len(_journal_file(tmp_path)) == records_end  # cut back, zeros too
+    j.write_pending(data)
+    j.written()
+    j.add(b"three", 3, 1)
+    j.flush()
+    disk.close()
+    assert [e[1] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [1, 2, 3]
+
+
+_CHILD = """
+import os, signal, sys
+from raft.journal import DurableJournal
+from raft.storage import OsDisk
+root, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+j = DurableJournal(OsDisk(root, preallocate=True), "g.journal")
+assert [e[1] for e in j.entries()] == list(range(1, first)), j.entries()
+for i in range(first, first + count):
+    j.add(b"c%d" % i, i, 1)
+    j.flush()
+j.add(b"unsynced", first + count, 1)  # taken, never written: lost with the process
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_preallocated_journal_restarts_after_kills_with_the_zero_tail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process appending to a preallocated journal is killed (no close) twice;
+    each restart replays every flushed record, cuts the zero tail quietly and
+    appends after the records."""
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    first = 1
+    for count in (40, 25):
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(tmp_path), str(first), str(count)],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+        first += count
+        data = _journal_file(tmp_path)
+        assert data.endswith(bytes(1024))  # the kill left zeros written ahead
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk = OsDisk(tmp_path, preallocate=True)
+        j = DurableJournal(disk, "g.journal")
+    assert [(e[0], e[1]) for e in j.entries()] == [(b"c%d" % i, i) for i in range(1, first)]
+    assert "journal_tail_cut" not in caplog.text
+    assert len(_journal_file(tmp_path)) == disk.size("g.journal")
+    disk.close()
