@@ -240,6 +240,7 @@ class ReplicatedGroup:
             log_compaction_s_min=float(NO_COMPACTION),
             quiet_after_s=QUIET_AFTER_S,
             journal_fsync=journal_fsync,
+            leader_inline_writes=True,
         )
         self.raft = RaftGroup(
             group_id,
@@ -247,7 +248,7 @@ class ReplicatedGroup:
             [p for p in peers if p != node_id],
             self.rfsm,
             links,
-            OsDisk(raft_dir),
+            OsDisk(raft_dir, preallocate=True),
             config,
             rng=rng,
             # a new group: its first placed peer stands at once (the stream's

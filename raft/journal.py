@@ -19,7 +19,10 @@ vanish at power loss. :class:`DurableJournal` replaces it.
   kind byte: ENTRY(idx, term, command), TRUNCATE(from idx), STATE(term,
   voted_for), COMMIT(idx), CLEAR. Replay applies them in order; a record whose
   length or checksum is bad ends the replay and the file is cut there (a torn
-  tail from a crash during a write). The cut is logged with the byte count.
+  tail from a crash during a write). The cut is logged with the byte count,
+  unless everything after the last good record is zeros: the unused end of a
+  file a preallocating disk (``raft.storage.OsDisk``) keeps ahead of its
+  data, cut as well, so appends follow the last record.
 * Compaction (``deleteEntriesTo``, after a durable snapshot) rewrites the
   whole file atomically (temp file, fsync, rename, directory fsync); pending
   records are folded into the rewrite.  With ``defer_rewrite`` (the trio
@@ -175,12 +178,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 break
             pos = end
         if pos < n:
-            log.warning(
-                "event=journal_tail_cut file=%s kept_bytes=%d dropped_bytes=%d",
-                self._name,
-                pos,
-                n - pos,
-            )
+            if data.count(0, pos) != n - pos:  # zeros only: a preallocated file's unused end
+                log.warning(
+                    "event=journal_tail_cut file=%s kept_bytes=%d dropped_bytes=%d",
+                    self._name,
+                    pos,
+                    n - pos,
+                )
             self._disk.truncate(self._name, pos)
         if entries and self._commit > entries[-1][1]:
             self._commit = entries[-1][1]

@@ -204,3 +204,65 @@ async def test_fast_lane_answers_in_the_readers_task_and_leaves_big_writes_to_th
         assert len({f.chain for f in fsms}) == 1
         assert fsms[0].values[-1] == b"last"
         nursery.cancel_scope.cancel()
+
+
+async def test_settled_leader_writes_lone_small_entries_on_the_loop_and_backs_off_when_slow(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """``leader_inline_writes``: a leader whose leadership is settled writes a
+    lone small entry itself (no sync thread); a fresh leader, a large entry
+    and the pause after a slow write leave it to the thread; a slow write
+    lengthens the pause each time in a row.  Every replica applies the same."""
+    from raft import driver as drv_mod
+    from raft.config import RaftConfig
+
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS, config=RaftConfig(leader_inline_writes=True))
+        await c.start()
+        leader = await c.wait_leader()
+        drv = leader.g._driver
+        assert drv is not None
+        await leader.g.propose(b"fresh")  # elected just now: not settled
+        assert drv.leader_inline_writes == 0
+        await trio.sleep(drv_mod.LEADER_SETTLED_S)
+        for i in range(10):
+            await leader.g.propose(b"s%d" % i)
+        assert drv.leader_inline_writes == 10
+        await leader.g.propose(b"x" * (c.config.inline_write_bytes_max * 2))
+        assert drv.leader_inline_writes == 10  # a large entry: the thread's
+        # a busy disk: each fsync of the leader's takes 3 ms
+        disk = leader.disk
+        real_sync = disk.sync
+
+        def slow_sync(name: str) -> None:
+            mock_clock.jump(0.003)
+            real_sync(name)
+
+        disk.sync = slow_sync  # type: ignore[method-assign]
+        await leader.g.propose(b"slow1")
+        assert (drv.leader_inline_writes, drv.leader_inline_slow) == (11, 1)
+        await leader.g.propose(b"paused")  # within the pause: the thread's
+        assert drv.leader_inline_writes == 11
+        await trio.sleep(drv_mod.LEADER_INLINE_OFF_S_MIN)
+        await leader.g.propose(b"slow2")  # slow again, in a row: a pause twice as long
+        assert (drv.leader_inline_writes, drv.leader_inline_slow) == (12, 2)
+        await trio.sleep(drv_mod.LEADER_INLINE_OFF_S_MIN)
+        await leader.g.propose(b"still paused")
+        assert drv.leader_inline_writes == 12
+        disk.sync = real_sync  # type: ignore[method-assign]
+        await trio.sleep(drv_mod.LEADER_INLINE_OFF_S_MIN)
+        await leader.g.propose(b"fast")  # quick again: inline, the next pause starts short
+        assert (drv.leader_inline_writes, drv.leader_inline_slow) == (13, 2)
+        assert leader.g.status()["leader_inline_writes"] == 13
+        with trio.fail_after(10):
+            while True:
+                fsms = [m.g.core.fsm for m in c.live()]  # type: ignore[union-attr]
+                if all(len(f.values) == len(leader.g.core.fsm.values) for f in fsms):
+                    break
+                await trio.sleep(0.05)
+        assert len({f.chain for f in fsms}) == 1
+        assert fsms[0].values[-1] == b"fast"
+        for m in c.live():
+            if m is not leader:
+                assert m.g._driver.leader_inline_writes == 0  # type: ignore[union-attr]
+        nursery.cancel_scope.cancel()

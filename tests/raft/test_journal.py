@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import random
 from pathlib import Path
 
+import pytest
+
+from raft import storage
 from raft.journal import DurableJournal
 from raft.storage import MemoryDisk, OsDisk
 
@@ -135,3 +141,224 @@ def test_interval_mode_large_writes_are_not_cheap() -> None:
     j.fsync_appends = False
     j.add(b"x" * (DurableJournal.INLINE_WRITE_BYTES_MAX + 1), 1, 1)
     assert not j.cheap(j.take_pending())
+
+
+def _journal_file(tmp_path: Path) -> bytes:
+    return (tmp_path / "g.journal").read_bytes()
+
+
+def test_preallocated_journal_overwrites_zeros_and_replays_them_away(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    for i in range(1, 4):
+        j.add(b"e%d" % i, i, 1)
+        j.flush()
+    written = disk.size("g.journal")
+    data = _journal_file(tmp_path)
+    # zeros written ahead of the records: the appends needed no new blocks
+    assert len(data) >= storage.PREALLOCATE_BYTES_MIN > written
+    assert data[written:] == bytes(len(data) - written) and disk.preallocations == 1
+    disk.close()
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk2 = OsDisk(tmp_path, preallocate=True)
+        j2 = DurableJournal(disk2, "g.journal")
+    assert [e[0] for e in j2.entries()] == [b"e1", b"e2", b"e3"]
+    assert "journal_tail_cut" not in caplog.text  # the zeros are no damage
+    assert len(_journal_file(tmp_path)) == written  # cut: appends follow the records
+    j2.add(b"e4", 4, 1)
+    j2.flush()
+    disk2.close()
+    assert [e[0] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [
+        b"e1",
+        b"e2",
+        b"e3",
+        b"e4",
+    ]
+
+
+def test_preallocated_journal_grows_ahead_in_runs(tmp_path: Path) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    payload = b"p" * 1000
+    for i in range(1, 301):  # ~300 KiB: past the first run of zeros, and the next
+        j.add(payload, i, 1)
+        j.flush()
+    assert disk.preallocations >= 3
+    assert len(_journal_file(tmp_path)) > disk.size("g.journal")
+    disk.close()
+    again = DurableJournal(OsDisk(tmp_path, preallocate=True), "g.journal")
+    assert [e[1] for e in again.entries()] == list(range(1, 301))
+
+
+def test_preallocated_journal_cuts_a_torn_record_among_zeros(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"good", 1, 1)
+    j.flush()
+    j.add(b"torn", 2, 1)
+    rec = j.take_pending()
+    size = disk.size("g.journal")
+    disk.close()
+    with open(tmp_path / "g.journal", "r+b") as f:  # a crash in mid-write: a prefix landed
+        f.seek(size)
+        f.write(rec[:9])
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk2 = OsDisk(tmp_path, preallocate=True)
+        j2 = DurableJournal(disk2, "g.journal")
+    assert list(j2.entries()) == [(b"good", 1, 1)]
+    assert "journal_tail_cut" in caplog.text
+    j2.add(b"next", 2, 2)  # written where the torn record was, zeros ahead again
+    j2.flush()
+    disk2.close()
+    assert list(DurableJournal(OsDisk(tmp_path), "g.journal").entries()) == [
+        (b"good", 1, 1),
+        (b"next", 2, 2),
+    ]
+
+
+def test_preallocated_journal_failed_write_is_cut_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"one", 1, 1)
+    j.flush()
+    j.add(b"two", 2, 1)
+    data = j.take_pending()
+    real = os.pwrite
+
+    def torn(fd: int, buf: bytes, offset: int) -> int:  # a few bytes land, then ENOSPC
+        real(fd, bytes(buf)[:5], offset)
+        raise OSError(errno.ENOSPC, "no space left on device")
+
+    monkeypatch.setattr(os, "pwrite", torn)
+    with pytest.raises(OSError):
+        j.write_pending(data)
+    monkeypatch.setattr(os, "pwrite", real)
+    j.write_pending(data)  # the driver retries with the same records
+    j.written()
+    j.add(b"three", 3, 1)
+    j.flush()
+    disk.close()
+    assert [e[0] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [
+        b"one",
+        b"two",
+        b"three",
+    ]
+
+
+def test_preallocated_journal_crash_mid_preallocation_keeps_the_records(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crash while a run of zeros was being written ahead: the file holds the
+    records and a part of the run; the replay keeps the records and cuts the
+    zeros quietly."""
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"one", 1, 1)
+    j.flush()
+    written = disk.size("g.journal")
+    disk.close()
+    with open(tmp_path / "g.journal", "r+b") as f:  # only 3 KiB of the run landed
+        f.truncate(written + 3000)
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk2 = OsDisk(tmp_path, preallocate=True)
+        j2 = DurableJournal(disk2, "g.journal")
+    assert list(j2.entries()) == [(b"one", 1, 1)]
+    assert "journal_tail_cut" not in caplog.text
+    assert len(_journal_file(tmp_path)) == written
+    j2.add(b"two", 2, 1)
+    j2.flush()
+    disk2.close()
+    assert [e[0] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [
+        b"one",
+        b"two",
+    ]
+
+
+def test_preallocated_journal_failed_zero_run_is_cut_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write of a run of zeros fails midway (ENOSPC): the journal cuts the file
+    back to its records, and the retried write lands right after them (not after
+    the zeros that landed, where the replay would never reach it)."""
+    disk = OsDisk(tmp_path, preallocate=True)
+    j = DurableJournal(disk, "g.journal")
+    j.add(b"one", 1, 1)
+    j.flush()
+    j.add(b"x" * (storage.PREALLOCATE_BYTES_MIN + 1), 2, 1)  # past the zeros: a new run
+    data = j.take_pending()
+    records_end = disk.size("g.journal")
+    real = os.pwrite
+    calls: list[int] = []
+
+    def failing_run(fd: int, buf: bytes, offset: int) -> int:  # part of the zeros land
+        calls.append(len(buf))
+        if bytes(buf).count(0) == len(buf):
+            real(fd, bytes(buf)[:4096], offset)
+            raise OSError(errno.ENOSPC, "no space left on device")
+        return real(fd, buf, offset)
+
+    monkeypatch.setattr(os, "pwrite", failing_run)
+    with pytest.raises(OSError):
+        j.write_pending(data)
+    monkeypatch.setattr(os, "pwrite", real)
+    assert calls and len(_journal_file(tmp_path)) == records_end  # cut back, zeros too
+    j.write_pending(data)
+    j.written()
+    j.add(b"three", 3, 1)
+    j.flush()
+    disk.close()
+    assert [e[1] for e in DurableJournal(OsDisk(tmp_path), "g.journal").entries()] == [1, 2, 3]
+
+
+_CHILD = """
+import os, signal, sys
+from raft.journal import DurableJournal
+from raft.storage import OsDisk
+root, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+j = DurableJournal(OsDisk(root, preallocate=True), "g.journal")
+assert [e[1] for e in j.entries()] == list(range(1, first)), j.entries()
+for i in range(first, first + count):
+    j.add(b"c%d" % i, i, 1)
+    j.flush()
+j.add(b"unsynced", first + count, 1)  # taken, never written: lost with the process
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_preallocated_journal_restarts_after_kills_with_the_zero_tail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process appending to a preallocated journal is killed (no close) twice;
+    each restart replays every flushed record, cuts the zero tail quietly and
+    appends after the records."""
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    first = 1
+    for count in (40, 25):
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(tmp_path), str(first), str(count)],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+        first += count
+        data = _journal_file(tmp_path)
+        assert data.endswith(bytes(1024))  # the kill left zeros written ahead
+    with caplog.at_level(logging.WARNING, logger="raft.journal"):
+        disk = OsDisk(tmp_path, preallocate=True)
+        j = DurableJournal(disk, "g.journal")
+    assert [(e[0], e[1]) for e in j.entries()] == [(b"c%d" % i, i) for i in range(1, first)]
+    assert "journal_tail_cut" not in caplog.text
+    assert len(_journal_file(tmp_path)) == disk.size("g.journal")
+    disk.close()
