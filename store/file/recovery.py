@@ -23,12 +23,21 @@ which become gaps (never served).  If none is found and this is the
 uncompressed tail segment, the bytes are a *torn tail* (a write that never
 completed), cut from the file.  Damage at the end of a sealed segment is
 reported; its lost sequences run up to the next segment's base.
+
+The tail segment's file may run past its last record with zeros (its size is
+set ahead: ``Segment`` preallocation).  No record starts with zeros where its
+kind byte is (a valid kind is non-zero), so zeros are never taken for a
+record: a zero tail is the end of the log, cut at open like a torn tail but
+not counted as torn bytes; a torn record followed by zeros is cut as a torn
+record is (its bytes, up to the zeros, are the torn bytes).  The search for
+the next valid record skips runs of zeros at C speed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import zlib
 from array import array
 from collections.abc import Callable
@@ -153,12 +162,23 @@ def add_gap(seg: Segment, n: int, off: int) -> None:
     seg.live.extend(bytes(n))
 
 
+_NONZERO = re.compile(rb"[^\x00]")
+
+
 def _next_valid_record(buf: bytes, start: int) -> int:
     """Offset of the next valid record at or after ``start``, or -1."""
     n = len(buf)
     kinds = (KIND_MSG, KIND_MSG | KIND_ERASED, KIND_TOMB, KIND_FLOOR, KIND_SEAL)
     q = start
     while q + REC_OVERHEAD <= n:
+        if not buf[q + 4]:
+            # a record's kind byte (at +4) is never zero: skip to the next
+            # non-zero byte (a preallocated tail is zeros to the end)
+            m = _NONZERO.search(buf, q + 5)
+            if m is None:
+                return -1
+            q = m.start() - 4
+            continue
         if buf[q + 4] in kinds:
             total = int.from_bytes(buf[q : q + 4], "little")
             if REC_OVERHEAD <= total <= n - q and check_record(buf, q):
@@ -564,7 +584,9 @@ def open_segment(
         if valid < len(buf):
             cut_at = SEG_HDR_SIZE + start + valid
             if is_last:
-                torn = len(buf) - valid
+                # zeros past the last record are preallocated space, not torn
+                torn = len(buf.rstrip(b"\0")) - valid if buf[-1] == 0 else len(buf) - valid
+                torn = max(torn, 0)
                 os.truncate(path, cut_at)
                 size = cut_at
             else:
@@ -573,6 +595,7 @@ def open_segment(
         seg.end = start + valid
         seg.flushed = seg.end
         seg.file_size = SEG_HDR_SIZE + seg.end if is_last else size
+        seg.alloc = size
         if buf:
             seg.stats = None
             seg.cstats = None

@@ -733,6 +733,7 @@ class FileStreamStore(ExpiringLog):
             return
         self._finish_op()
         self._settle_skip()
+        self._active.trim()  # a closed store's files hold no preallocated zeros
         self._active.sync()
         for s in self._segs:
             s.wait_checkpoint()
