@@ -26,8 +26,10 @@ is read chunk by chunk through the same cache's one-chunk entry.
 prove it matches the file it describes.
 
 *Preallocation.*  The active segment's file runs ahead of its logical end:
-``flush`` sets the file's size (``posix_fallocate``) ``PREALLOC_BYTES`` past
-what it writes whenever a write would pass it (``alloc``: the size set), so
+``flush`` sets the file's size (``posix_fallocate``) past what it writes
+whenever a write would pass it -- by a quarter of what the segment holds, within
+``PREALLOC_BYTES_MIN`` and ``PREALLOC_BYTES``, so a stream that holds little
+keeps little allocated ahead (64 KiB, not 1 MiB, per idle stream) (``alloc``: the size set), so
 most syncs overwrite space whose size is already on disk and ``sync`` is an
 ``fdatasync`` that commits no file-system metadata (a size change is what
 costs: ~130 us against ~90 us per sync publish on ext4).  The bytes past the
@@ -100,7 +102,9 @@ LAZY_FIELDS = frozenset(
 )
 
 WBUF_BYTES_MAX = 256 << 10
-#: how far past a write the active segment's size is set (see module docstring)
+#: how far past a write the active segment's size is set: a quarter of the segment's
+#: body, within these (see module docstring)
+PREALLOC_BYTES_MIN = 64 << 10
 PREALLOC_BYTES = 1 << 20
 CHUNK_RAW_BYTES = 64 << 10
 _U32 = struct.Struct("<I")
@@ -308,7 +312,8 @@ class Segment:
         data = bytes(self.wbuf)
         pos = SEG_HDR_SIZE + self.flushed
         if pos + len(data) > self.alloc and not self.sealed:
-            self._grow(fd, pos + len(data) + PREALLOC_BYTES)
+            ahead = min(PREALLOC_BYTES, max(PREALLOC_BYTES_MIN, self.flushed // 4))
+            self._grow(fd, pos + len(data) + ahead)
         view = memoryview(data)
         while view:
             n = os.pwrite(fd, view, pos)

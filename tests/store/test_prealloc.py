@@ -64,6 +64,19 @@ def _active_file(d: Path) -> Path:
     return sorted(d.glob("seg-*.tjs"))[-1]
 
 
+def test_a_small_stream_keeps_little_ahead(tmp_path: Path) -> None:
+    """What runs ahead scales with the segment (a quarter of it): a stream holding a
+    few messages keeps the minimum allocated past its end, not the maximum."""
+    st = FileStreamStore(tmp_path / "s")
+    try:
+        _fill(st, 3)
+        act = st._active
+        size = act.path.stat().st_size
+        assert size == act.file_size + segment_mod.PREALLOC_BYTES_MIN
+    finally:
+        st.close()
+
+
 def test_active_segment_runs_ahead_with_zeros(tmp_path: Path) -> None:
     st = FileStreamStore(tmp_path / "s")
     try:
@@ -71,7 +84,8 @@ def test_active_segment_runs_ahead_with_zeros(tmp_path: Path) -> None:
         act = st._active
         size = act.path.stat().st_size
         assert act.file_size == SEG_HDR_SIZE + act.end
-        assert size >= act.file_size + segment_mod.PREALLOC_BYTES
+        assert size >= act.file_size + segment_mod.PREALLOC_BYTES_MIN
+        assert size <= act.file_size + segment_mod.PREALLOC_BYTES
         assert act.alloc == size
         tail = act.path.read_bytes()[act.file_size :]
         assert tail == bytes(len(tail))
@@ -238,6 +252,7 @@ def test_sealed_and_closed_files_match_a_store_without_preallocation(
     st = _build_sealed(tmp_path / "pre")
     st.close()
     monkeypatch.setattr(segment_mod, "PREALLOC_BYTES", 0)
+    monkeypatch.setattr(segment_mod, "PREALLOC_BYTES_MIN", 0)
     st0 = _build_sealed(tmp_path / "plain")
     st0.close()
     names = sorted(p.name for p in (tmp_path / "pre").glob("seg-*.tjs"))
