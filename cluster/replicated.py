@@ -240,7 +240,6 @@ class ReplicatedGroup:
             log_compaction_s_min=float(NO_COMPACTION),
             quiet_after_s=QUIET_AFTER_S,
             journal_fsync=journal_fsync,
-            leader_inline_writes=True,
         )
         self.raft = RaftGroup(
             group_id,

@@ -66,12 +66,6 @@ class RaftConfig:
     # else by the driver in its sync thread (bench/README.md, branch r3sync11)
     fast_lane: bool = True
     inline_write_bytes_max: int = 2048
-    # a settled leader's lone small write (at most ``inline_write_bytes_max``,
-    # nothing but append-entries waiting on it) is made and fsynced on the
-    # event loop, not handed to the sync thread; a slow one sends the next to
-    # the thread for a while (raft.driver; stream groups only, never the meta
-    # group: bench/README.md, branches r3f14, r3f15)
-    leader_inline_writes: bool = False
     patches: frozenset[str] = PATCHES
 
     @property

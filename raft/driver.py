@@ -84,10 +84,8 @@ before the reader reads on: one task hop less on each side of a replicated
 write.  A larger write (under async load), a compaction's rewrite, a failed
 write or a snapshot to write is left to the driver (``_stash``), which goes on
 from that step; until then it is not parked, so the lane is never reentered
-and writes stay in order.  Proposals still wake the driver; a settled stream
-leader's own write of a lone small entry is then made on the event loop too
-(``RaftConfig.leader_inline_writes``, ``_leader_writes_inline``), other
-leaders' writes run in the sync thread while the event loop reads the
+and writes stay in order.  Proposals still wake the driver: the leader's own
+write of a new entry runs in the sync thread while the event loop reads the
 followers' answers.  Traced with ``bench/r3_trace.py`` (``raft.trace``).
 
 A cycle the timer asked for (a follower's election deadline, a leader's
@@ -145,14 +143,6 @@ WRITE_RETRY_S_MAX = 1.0
 INLINE_WRITE_SLOW_S = 0.02
 #: ... leaves the fast cycles' writes to the driver's sync thread this long
 INLINE_OFF_S = 0.1
-#: a leader's own write on the event loop slower than this (the disk is busy) ...
-LEADER_INLINE_SLOW_S = 0.002
-#: ... sends its writes to the sync thread this long, doubled for each slow one
-#: in a row up to the max (a disk that stays slow holds the event loop ever less)
-LEADER_INLINE_OFF_S_MIN = 0.2
-LEADER_INLINE_OFF_S_MAX = 5.0
-#: a leader writes on the event loop only once its leadership is this old
-LEADER_SETTLED_S = 0.5
 
 
 class RaftDriver:
@@ -210,14 +200,6 @@ class RaftDriver:
         #: after a slow write in a fast cycle, its writes go to the driver until then
         self._inline_off_until = 0.0
         self._fast_lane = core.config.fast_lane and not core.config.leader_write_overlap
-        #: a settled leader's own small writes made on the event loop, and the slow ones
-        self.leader_inline_writes = 0
-        self.leader_inline_slow = 0
-        #: after a slow one, the leader's writes go to the sync thread until then
-        self._leader_inline_off_until = 0.0
-        self._leader_inline_off_s = 0.0
-        #: when this member's leadership last changed (``LeaderState``)
-        self._leadership_at = -1e9
 
     def kick(self) -> None:
         """Ask for a cycle as soon as possible (non-blocking; safe from any task)."""
@@ -421,76 +403,14 @@ class RaftDriver:
                 )
             return
 
-    async def _write_cycle_records(
-        self, syncer: SyncThread | None, data: bytes, ready: Ready | None = None
-    ) -> None:
+    async def _write_cycle_records(self, syncer: SyncThread | None, data: bytes) -> None:
         """Write a cycle's records: on the event loop when they are cheap
-        (interval mode, small: no fsync) or a settled leader's lone small
-        entry (``_leader_writes_inline``), else in the sync thread."""
+        (interval mode, small: no fsync), else in the sync thread."""
         if self.core.journal.cheap(data):
             self.inline_writes += 1
             await self._write_journal(None, data)
-        elif ready is not None and self._leader_writes_inline(ready, data):
-            await self._write_leader_inline(syncer, data)
         else:
             await self._write_journal(syncer, data)
-
-    def _leader_writes_inline(self, ready: Ready, data: bytes) -> bool:
-        """May this leader's cycle write and fsync its records on the event loop?
-
-        Traced (``bench/r3_trace.py``): the hand-over to the sync thread and
-        back (a thread woken, the GIL passed each way, the event loop woken by
-        the thread's byte) took longer than the fsync itself, and in ~a quarter
-        of sync publishes the leader's write ended after the first follower's
-        answer had arrived, holding the commit.  Only where holding the event
-        loop for one small fsync costs nothing else: a stream group's
-        (``leader_inline_writes``; the meta group, which answers every API
-        request, never), a *settled* leader (serving, no transfer asked, its
-        leadership unchanged for ``LEADER_SETTLED_S``: elections and handovers
-        keep the event loop free), records no larger than
-        ``inline_write_bytes_max`` (a lone sync publish; batches under load
-        still overlap their fsync with the event loop's work), nothing in the
-        cycle's outbox (no answer or reply waits on the write), no compaction
-        rewrite, and not within the pause that a slow write
-        (``LEADER_INLINE_SLOW_S``) starts.
-        """
-        core = self.core
-        if (
-            not core.config.leader_inline_writes
-            or ready.outbox
-            or len(data) > core.config.inline_write_bytes_max
-            or core.journal.rewriting
-            or not core.leader_ready
-            or core.handing_over
-        ):
-            return False
-        now = trio.current_time()
-        return (
-            now >= self._leader_inline_off_until and now - self._leadership_at >= LEADER_SETTLED_S
-        )
-
-    async def _write_leader_inline(self, syncer: SyncThread | None, data: bytes) -> None:
-        """A settled leader's small write, fsynced on the event loop; a failed
-        one is retried through ``_write_journal`` (the journal cut it back)."""
-        journal = self.core.journal
-        t0 = trio.current_time()
-        try:
-            journal.write_pending(data)
-        except OSError:
-            await self._write_journal(syncer, data)
-            return
-        journal.written()
-        self.write_failing = False
-        self.leader_inline_writes += 1
-        now = trio.current_time()
-        if now - t0 > LEADER_INLINE_SLOW_S:
-            # a busy disk: the thread takes the writes for a while, longer each time
-            self.leader_inline_slow += 1
-            off = min(LEADER_INLINE_OFF_S_MAX, 2 * self._leader_inline_off_s)
-            self._leader_inline_off_s = max(LEADER_INLINE_OFF_S_MIN, off)
-            self._leader_inline_off_until = now + self._leader_inline_off_s
-        else:
-            self._leader_inline_off_s = 0.0
 
     async def _write_in_background(self, syncer: SyncThread | None, data: bytes) -> None:
         """A leader's journal write that the driver does not wait for: already
@@ -604,10 +524,8 @@ class RaftDriver:
         ready.release()
         if trace.ON:
             trace.stamp("released", core.group_id, core.journal.last_index, core.commit_index)
-        if ready.leadership is not None:
-            self._leadership_at = trio.current_time()
-            if self.on_leadership is not None:
-                self.on_leadership(ready.leadership)
+        if ready.leadership is not None and self.on_leadership is not None:
+            self.on_leadership(ready.leadership)
         if ready.more:
             self._kicked = True
         self.cycles += 1
@@ -698,7 +616,7 @@ class RaftDriver:
                     else:
                         await self._settle_writes()
                         if journal.dirty:
-                            await self._write_cycle_records(syncer, journal.take_pending(), ready)
+                            await self._write_cycle_records(syncer, journal.take_pending())
                     await self._cycle_end(ready, syncer)
                     if self._kicked:
                         # the next cycle follows at once: let the other tasks run

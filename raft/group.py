@@ -403,8 +403,6 @@ class RaftGroup:
             st["overlapped_cycles"] = self._driver.overlapped_cycles
             st["background_writes"] = self._driver.background_writes
             st["inline_writes"] = self._driver.inline_writes
-            st["leader_inline_writes"] = self._driver.leader_inline_writes
-            st["leader_inline_slow"] = self._driver.leader_inline_slow
         return st
 
     @property
