@@ -129,10 +129,6 @@ def stream_raftz(layer: MetaLayer, stream: Any) -> dict[str, Any]:
     doc["fsyncs"] = st.get("fsyncs", 0)
     # sync_interval configured: cycle writes made on the event loop, not fsynced
     doc["inline_writes"] = st.get("inline_writes", 0)
-    # a settled leader's lone small journal write fsynced on the event loop, and how
-    # many of those were slow (each sends the next ones back to the sync thread awhile)
-    doc["leader_inline_writes"] = st.get("leader_inline_writes", 0)
-    doc["leader_inline_slow"] = st.get("leader_inline_slow", 0)
     doc["commits_before_own_write"] = st.get("commits_before_own_write", 0)
     return doc
 
