@@ -57,8 +57,15 @@ def test_jetstream_assets_isolated(start_server: Any, server_kind: str) -> None:
         seen: dict[str, Any] = {}
         try:
             ja, jb = a.jetstream(), b.jetstream()
+            # B's own stream-created advisory is sent after the create's answer (nats-server
+            # queues it): it is awaited before B watches everything, so that only A's
+            # traffic could reach the watch (one full run saw it arrive after the watch)
+            b_adv = await b.subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.S")
+            await synced(b)
             for js in (ja, jb):
                 await js.add_stream(name="S", subjects=["x"])
+            await b_adv.next_msg(timeout=WAIT_S)
+            await b_adv.unsubscribe()
             b_watch = await b.subscribe(">")  # B sees nothing A does
             await synced(b)
             # A's traffic, on the same subjects and API names as B's; A's push consumer
