@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import zlib
 from array import array
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from itertools import compress
 from pathlib import Path
 from typing import Any
@@ -271,3 +273,26 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def checkpoint_pool() -> ThreadPoolExecutor:
+    """The one background thread that writes segments' checkpoints, in order."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seg-checkpoint")
+        return _pool
+
+
+def checkpoints_settled() -> None:
+    """Return once every background checkpoint submitted so far is written (the
+    pool's one worker runs jobs in order).  For callers that drop a store without
+    closing it, e.g. a test removing its directory."""
+    with _pool_lock:
+        pool = _pool
+    if pool is not None:
+        pool.submit(lambda: None).result()

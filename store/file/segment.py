@@ -55,11 +55,10 @@ import bisect
 import logging
 import os
 import struct
-import threading
 import zlib
 from array import array
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +68,7 @@ from store.api import RawRun, StoredMsg
 from store.errors import CorruptionError
 from store.file.checkpoint import (
     SubjectStats,
+    checkpoint_pool,
     encode_checkpoint,
     fsync_dir,
     load_checkpoint,
@@ -117,27 +117,6 @@ CompactStats = tuple[array, array, array, array]  # type: ignore[type-arg]
 
 
 log = logging.getLogger(__name__)
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _checkpoint_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seg-checkpoint")
-        return _pool
-
-
-def checkpoints_settled() -> None:
-    """Return once every background checkpoint submitted so far is written (the
-    pool's one worker runs jobs in order).  For callers that drop a store without
-    closing it, e.g. a test removing its directory."""
-    with _pool_lock:
-        pool = _pool
-    if pool is not None:
-        pool.submit(lambda: None).result()
 
 
 class Segment:
@@ -682,7 +661,7 @@ class Segment:
         self.wait_checkpoint()
         job = self._checkpoint_job(subjects)
         if job is not None:
-            self._pending = _checkpoint_pool().submit(job)
+            self._pending = checkpoint_pool().submit(job)
 
     def wait_checkpoint(self) -> None:
         """Wait for a background checkpoint of this segment (if any).  A

@@ -49,7 +49,7 @@ from cluster.stream_fsm import ApplyOutcome, Stored, StreamStateMachine
 from raft.errors import ApplyFailed
 from store.api import StoredMsg, StreamStore
 from store.file import FileStreamStore
-from store.file.segment import checkpoints_settled
+from store.file.checkpoint import checkpoints_settled
 from store.limits import Discard, StreamLimits
 from store.memory import MemoryStreamStore
 

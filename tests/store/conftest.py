@@ -11,7 +11,7 @@ import pytest
 
 from store.api import StreamStore
 from store.file import FileStreamStore
-from store.file.segment import checkpoints_settled
+from store.file.checkpoint import checkpoints_settled
 from store.limits import Accounting, StreamLimits
 from store.memory import MemoryStreamStore
 

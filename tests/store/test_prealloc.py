@@ -31,6 +31,7 @@ import store.file.segment as segment_mod
 from store.api import StoredMsg
 from store.file import FileStreamStore
 from store.file.format import KIND_MSG, SEG_HDR_SIZE, encode_record
+from tests.store.test_crash import _served
 
 N = 60
 
@@ -43,15 +44,6 @@ def _fill(st: FileStreamStore, n: int, start_ts: int = 1_000, tag: str = "m") ->
         seq, ts = st.append(f"s.{i % 3}", hdr, payload, start_ts + i)
         out.append(StoredMsg(seq, f"s.{i % 3}", hdr, payload, ts))
     st.sync()
-    return out
-
-
-def _served(st: FileStreamStore) -> dict[int, StoredMsg]:
-    out = {}
-    s = 1
-    while (m := st.load_next(">", s)) is not None:
-        out[m.seq] = m
-        s = m.seq + 1
     return out
 
 
