@@ -109,6 +109,12 @@ class SimConfig:
     #: probability that the client pauses (a lull: the group may hibernate)
     lull: float = 0.015
     lull_s: tuple[float, float] = (0.3, 1.0)
+    #: a leader sends a new entry at once only to the followers a majority
+    #: needs, the others at most this much later (stream groups: 0.02)
+    lazy_follower_s: float | None = None
+    #: a leader announces a new commit index with the next entries or at most
+    #: this much later (stream groups: 0.02); None: at once
+    commit_notify_s_max: float | None = None
 
 
 @dataclass
@@ -137,6 +143,10 @@ class SimResult:
             flags += f" --workload {cfg.workload}"
         if cfg.quiet_after_s is None:
             flags += " --no-quiet"
+        if cfg.lazy_follower_s is not None:
+            flags += f" --lazy-follower {cfg.lazy_follower_s}"
+        if cfg.commit_notify_s_max is not None:
+            flags += f" --commit-notify {cfg.commit_notify_s_max}"
         return f"python -m chaos.sim --seed {self.seed}{flags}"
 
 
@@ -167,6 +177,8 @@ class Simulation:
             forward_reply_s_max=0.8,
             watch_s_max=1.5,
             quiet_after_s=self.cfg.quiet_after_s,
+            lazy_follower_s=self.cfg.lazy_follower_s,
+            commit_notify_s_max=self.cfg.commit_notify_s_max,
         )
         # link liveness (raft.liveness): pings, silence, link down/up events
         self.live: dict[str, PeerLiveness] = {i: PeerLiveness(SILENCE_S) for i in self.ids}
@@ -601,6 +613,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-quiet", action="store_true", help="idle groups never hibernate (raft.quiet off)"
     )
+    ap.add_argument(
+        "--lazy-follower",
+        type=float,
+        default=None,
+        metavar="S",
+        help="a new entry goes at once to a majority's followers, the others within S",
+    )
+    ap.add_argument(
+        "--commit-notify",
+        type=float,
+        default=None,
+        metavar="S",
+        help="a new commit index goes with the next entries or within S (default: at once)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.CRITICAL)
@@ -614,6 +640,8 @@ def main(argv: list[str] | None = None) -> int:
         leader_write_lag=a.leader_write_lag,
         workload=a.workload,
         quiet_after_s=None if a.no_quiet else SimConfig.quiet_after_s,
+        lazy_follower_s=a.lazy_follower,
+        commit_notify_s_max=a.commit_notify,
     )
     seeds = [a.seed] if a.seed is not None else list(range(a.start, a.start + (a.seeds or 20)))
     t0 = time.monotonic()

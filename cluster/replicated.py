@@ -129,6 +129,9 @@ ENTRY_BYTES_MAX = 4 * 1024 * 1024
 #: followers learn a commit index with the next entries, or this much later
 #: (one message, wake-up and cycle less per follower and entry)
 COMMIT_NOTIFY_S_MAX = 0.02
+#: a new entry goes at once to the followers a majority needs (one of two),
+#: the other at most this much later, batched (``raft.syncobj``)
+LAZY_FOLLOWER_S = 0.02
 #: a stream group's election timeout range (the leader steps down after the
 #: minimum without answers from a majority).  Raft's default 0.3-0.6 s is
 #: shorter than the event-loop pauses of a loaded two-core machine (a garbage
@@ -235,6 +238,7 @@ class ReplicatedGroup:
             election_timeout_s_min=ELECTION_TIMEOUT_S[0],
             election_timeout_s_max=ELECTION_TIMEOUT_S[1],
             commit_notify_s_max=COMMIT_NOTIFY_S_MAX,
+            lazy_follower_s=LAZY_FOLLOWER_S,
             entry_bytes_max=ENTRY_BYTES_MAX,
             log_compaction_entries_min=NO_COMPACTION,
             log_compaction_s_min=float(NO_COMPACTION),

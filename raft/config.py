@@ -24,6 +24,10 @@ class RaftConfig:
     # None: a leader announces a new commit index at once (an append-entries
     # per apply); else with the next entries or at most this much later
     commit_notify_s_max: float | None = None
+    # None: a leader sends each new entry to every follower at once; else to
+    # the followers a majority needs at once, the others at most this much
+    # later, batched (raft.syncobj ``_SyncObj__sendAppendEntries``)
+    lazy_follower_s: float | None = None
     leader_fallback_s: float | None = None  # None: election_timeout_s_min
     entry_bytes_max: int = 1024 * 1024  # one (batch) Raft entry
     batch_proposals_max: int = 4096

@@ -158,6 +158,12 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
         self._votes: tuple[int, set[str]] = (-1, set())
         self._snap_next: int | None = None
         self._snap_base: int | None = None
+        #: set while new entries are appended (``_checkCommandsToApply``)
+        self._appending = False
+        #: the followers a new entry goes to at once (``lazy_follower_s``)
+        self._eager: list[Node] = []
+        #: new entries sent to the eager followers only (``status()``)
+        self.eager_sends = 0
         super().__init__(*args, **kwargs)
 
     # -- commands
@@ -351,6 +357,74 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
         if self._snap_next is not None and success and nextNodeIdx is None:
             nextNodeIdx, self._snap_next = self._snap_next, None
         _so.SyncObj._SyncObj__sendNextNodeIdx(self, node, reset, nextNodeIdx, success)
+
+    # -- replication: eager and lazy followers
+
+    def _checkCommandsToApply(self) -> None:
+        self._appending = True
+        try:
+            _so.SyncObj._checkCommandsToApply(self)
+        finally:
+            self._appending = False
+
+    def _SyncObj__sendAppendEntries(self) -> None:
+        """Send append-entries; with ``lazy_follower_s`` a new entry goes at
+        once only to the followers a majority needs.
+
+        pysyncobj (``appendEntriesUseBatch=False``) sends every new entry to
+        every follower at once.  A commit needs a majority, the leader
+        included: with three members, one follower.  So a new entry goes at
+        once to that many followers (the *eager* ones: those that answered
+        most recently, kept while they keep answering), and the others get it
+        at most ``lazy_follower_s`` later, with whatever else was appended
+        meanwhile, in one append-entries (the next heartbeat is brought
+        forward; heartbeats always go to everyone).  Safety is Raft's own:
+        commitment still counts durable copies on a majority; a lagging
+        follower is only further behind, as after a lost message, and cannot
+        win an election against the majority that holds the entries.  Under a
+        stream of sync publishes the lazy follower wakes once per interval
+        instead of once per publish, and on a machine with fewer cores than
+        processes it stops competing with the leader and the eager follower
+        for the CPU on each publish's critical path.
+        """
+        lazy_s = self._trijet.config.lazy_follower_s
+        others = self._SyncObj__otherNodes
+        if lazy_s is None or not self._appending or len(others) < 2 or self._SyncObj__readonlyNodes:
+            _so.SyncObj._SyncObj__sendAppendEntries(self)
+            return
+        eager = self._eager_followers(others, lazy_s)
+        due = self._SyncObj__newAppendEntriesTime
+        self._SyncObj__otherNodes = eager
+        try:
+            _so.SyncObj._SyncObj__sendAppendEntries(self)
+        finally:
+            self._SyncObj__otherNodes = others
+        self.eager_sends += 1
+        # the heartbeat timer is not reset (the lazy followers got nothing),
+        # and it comes at the latest lazy_s from now
+        self._SyncObj__newAppendEntriesTime = min(due, _so.monotonicTime() + lazy_s)
+
+    def _eager_followers(self, others: set[Node], lazy_s: float) -> set[Node]:
+        """The followers (a majority's worth, the leader aside) a new entry goes
+        to at once: kept while they answer; a follower not heard from for
+        ``lazy_s`` longer than another is replaced by the one heard last."""
+        want = (len(others) + 1) // 2  # a majority of len(others) + 1, less the leader
+        heard = self._SyncObj__lastResponseTime
+        connected = self._SyncObj__connectedNodes
+        keep = [n for n in self._eager if n in others and n in connected]
+        if keep:
+            latest = max(heard.get(n, 0.0) for n in others)
+            keep = [n for n in keep if heard.get(n, 0.0) >= latest - lazy_s]
+        if len(keep) < want:
+            rest = sorted(
+                (n for n in others if n not in keep and n in connected),
+                key=lambda n: (-heard.get(n, 0.0), n.id),
+            )
+            keep += rest[: want - len(keep)]
+            if len(keep) < want:  # not enough connected ones: everyone
+                keep = list(others)
+        self._eager = keep
+        return set(keep)
 
     # -- snapshots
 

@@ -20,6 +20,19 @@ def test_200_seeds_no_violations() -> None:
     assert sum(r.crashes for r in results) > SEEDS  # and faults happened
 
 
+@pytest.mark.timeout(400)
+def test_100_seeds_with_lazy_followers_no_violations() -> None:
+    # a new entry goes at once to one follower, to the other up to 20 ms later
+    cfg = SimConfig(lazy_follower_s=0.02, commit_notify_s_max=0.02)
+    results = run_seeds(range(1000, 1100), cfg, jobs=2)
+    bad = [(r.seed, r.violations) for r in results if r.violations]
+    for seed, v in bad:
+        print(f"seed {seed}: {v[:3]} -- replay: {run_seed(seed, cfg).replay(cfg)}")
+    assert not bad
+    assert sum(r.acked for r in results) > 100 * 50
+    assert sum(r.crashes for r in results) > 100
+
+
 def test_checker_catches_seeded_ack_before_fsync_bug() -> None:
     # calibration: with the "acknowledge before fsync" bug seeded, some seed must fail
     cfg = SimConfig(unsafe_send_before_fsync=True)

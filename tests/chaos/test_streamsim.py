@@ -8,10 +8,14 @@ from __future__ import annotations
 import pytest
 
 from chaos.sim import SimConfig, main, run_seed, run_seeds
-from cluster.replicated import ReplicatedStreamFSM
+from cluster.replicated import COMMIT_NOTIFY_S_MAX, LAZY_FOLLOWER_S, ReplicatedStreamFSM
 
 SEEDS = 200
-STREAM = SimConfig(workload="stream")
+# as stream groups run: the commit index rides on the next entries, and a new
+# entry goes at once to one follower, to the other within LAZY_FOLLOWER_S
+STREAM = SimConfig(
+    workload="stream", lazy_follower_s=LAZY_FOLLOWER_S, commit_notify_s_max=COMMIT_NOTIFY_S_MAX
+)
 
 
 @pytest.mark.timeout(400)
@@ -46,7 +50,9 @@ def test_replay_is_deterministic() -> None:
         b.crashes,
         b.counts,
     )
-    assert a.replay(STREAM) == "python -m chaos.sim --seed 17 --workload stream"
+    assert a.replay(STREAM) == (
+        "python -m chaos.sim --seed 17 --workload stream --lazy-follower 0.02 --commit-notify 0.02"
+    )
 
 
 def test_cli_runs_the_stream_workload(capsys: pytest.CaptureFixture[str]) -> None:
