@@ -102,15 +102,16 @@ class QueueDelivery:
         touch = self._touched.add
         n = 0
         randrange = self.rng.randrange
-        for group in plan[2]:
-            c, head, sub = group[randrange(len(group))] if len(group) > 1 else group[0]
+        # plain subscribers first, then one member per queue group (as publish)
+        for c, head, sub in plan[1]:
             c._out.append(head + tail)
             c.out_msgs += 1
             c.out_bytes += plen
             sub.delivered += 1
             touch(c)
             n += 1
-        for c, head, sub in plan[1]:
+        for group in plan[2]:
+            c, head, sub = group[randrange(len(group))] if len(group) > 1 else group[0]
             c._out.append(head + tail)
             c.out_msgs += 1
             c.out_bytes += plen

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 CRLF = b"\r\n"
 PLANS_MAX = 65536
+#: subject families noted by ``_family_plan`` (cleared when full)
+FAMILIES_MAX = 4096
 """Delivery plans kept (one per literal subject; ~330 bytes each with one
 subscriber, so ~21 MB at the bound); at the bound ``Admission`` decides."""
 INTERNAL_MAX = 32768
@@ -113,6 +115,10 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding, Rep
         self._internal_shared: dict[tuple[Any, ...], tuple[int, tuple[tuple[Any, Any], ...]]] = {}
         self._internal_shared_gen = -1
         self._internal_admit = Admission(INTERNAL_MAX)
+        # subject minus its last token -> (gen, (client, sub) or None): the one
+        # plain local target every subject of that family has in generation gen
+        # (None: the family does not match alike); see ``_family_plan``
+        self._families: dict[bytes, tuple[int, tuple[Any, Any] | None]] = {}
         #: pulls sent to a consumer leader's route, answered if it closes (node.nextroute)
         self.forwarded = ForwardedPulls()
 
@@ -625,15 +631,45 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding, Rep
             else all_targets
         )
         plan = (self.gen, all_targets, routes, routed_targets)
+        self._keep_plan(subject, plan, targets[0] if len(targets) == 1 and not routes else None)
+        return plan
+
+    def _keep_plan(self, subject: bytes, plan: Plan, simple: tuple[Any, bytes, Any] | None) -> None:
+        """Cache ``subject``'s new plan (and its one target as ``_simple``) when admitted."""
         if self._plans_admit.room(self._plans):
             self._plans[subject] = plan
-        if len(targets) == 1 and not routes:
+        if simple is not None:
             if self._simple_gen != self.gen:
                 self._simple.clear()
                 self._simple_gen = self.gen
             if self._simple_admit.room(self._simple):
-                self._simple[subject] = targets[0]
-        return plan
+                self._simple[subject] = simple
+
+    def _family_plan(self, subject: bytes, prefix: bytes, plan: Plan | None) -> None:
+        """Note whether every subject ``prefix.<token>`` gets a plan like
+        ``subject``'s: one plain local subscriber, no route, no queue, nothing
+        internal.  True when no subscription has a literal token where the
+        last one goes (``Sublist._last_token_free``: the match cannot differ)
+        and no route carries interest; only for subjects outside the ``$`` and
+        ``_`` spaces (acks, API, inboxes and replies have paths of their own).
+        Then the first message of each new subject of the family (an id per
+        message: ``orders.<id>``) builds its plan without a match."""
+        families = self._families
+        if len(families) >= FAMILIES_MAX:
+            families.clear()
+        target = None
+        if (
+            plan is not None
+            and len(plan[1]) == 1
+            and not plan[2]
+            and plan[1] is plan[3]
+            and subject[:1] not in (b"$", b"_")
+            and not self.route_sublist.count
+        ):
+            c, head, sub = plan[1][0]
+            if head.startswith(b"MSG ") and self.sublist._last_token_free(subject.split(b".")):
+                target = (c, sub)
+        families[prefix] = (self.gen, target)
 
     def _fresh_plan(self, src: Any, subject: bytes) -> Plan | None:
         """A plan for a reply-less, header-less message to ``subject`` that has
@@ -651,6 +687,18 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding, Rep
             c, sub = target
             target = ((c, b"MSG " + subject + sub.sid_sp, sub),)
             return (self.gen, target, (), target)
+        prefix, dot, _ = subject.rpartition(b".")
+        if dot:
+            family = self._families.get(prefix)
+            if family is not None and family[0] == self.gen:
+                if family[1] is not None:  # the family's one target: no match needed
+                    c, sub = family[1]
+                    one = (c, b"MSG " + subject + sub.sid_sp, sub)
+                    targets = (one,)
+                    plan = (self.gen, targets, (), targets)
+                    self._keep_plan(subject, plan, one)
+                    return plan
+                dot = b""  # known not to match alike
         if (
             subject.startswith(JS_ACK_PREFIX)
             or self._internal_targets(subject) is not None
@@ -660,7 +708,10 @@ class Router(FastPublish, JetStreamDelivery, QueueDelivery, RouteForwarding, Rep
         r = self.sublist.match_uncached(subject)
         if r.qsubs:
             return None
-        return self._make_plan(subject, r.psubs)
+        plan = self._make_plan(subject, r.psubs)
+        if dot:
+            self._family_plan(subject, prefix, plan)
+        return plan
 
     def deliver_routed(self, ev: Any) -> None:
         """Deliver a message that arrived on a route (an ``RMsg`` event)."""

@@ -304,3 +304,95 @@ def test_mixed_answers_to_inbox_families_reuse_one_match_per_family() -> None:
     assert outs[0][1][:4] == (9, 3, 4, 1)
     # one match per run of a shared family (a, b, a), one per answer of c's (no family)
     assert calls[0] == 3 + 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("pub"), st.lists(st.integers(0, 40), min_size=1, max_size=12)),
+            st.tuples(st.just("sub"), st.integers(0, 6)),
+            st.tuples(st.just("unsub"), st.integers(0, 6)),
+        ),
+        max_size=25,
+    )
+)
+def test_subject_families_match_per_message_publish_as_interest_changes(
+    ops: list[tuple[str, object]],
+) -> None:
+    """New subjects of one family (``f.<n>``, ``g.h.<n>``: the first message of
+    each builds its plan from the family's, without a match) are delivered
+    exactly as ``publish`` delivers them on a router whose sublist caches
+    nothing, while subscriptions come and go (a literal on the last token, a
+    queue group, a second wildcard, a subscription on the family's level)."""
+    patterns = [
+        (b"f.*", None),
+        (b"f.>", None),
+        (b"f.7", None),  # a literal where the last token goes: no longer alike
+        (b"f.*", b"q"),  # a queue group
+        (b"g.*.3", None),
+        (b"g.h.*", None),
+        (b"f", None),
+    ]
+
+    def subject(n: int) -> bytes:
+        return (b"f.%d" if n < 25 else b"g.h.%d") % n
+
+    outs = []
+    for mode in ("mixed", "publish"):
+        router = Router(
+            Sublist() if mode == "mixed" else Sublist(cache_enabled=False), random.Random(1)
+        )
+        c1, c2, pub_c = FakeClient(), FakeClient(), FakeClient()
+        base = [Subscription(c1, b"f.*", None, b"1"), Subscription(c1, b"g.h.*", None, b"2")]
+        for sub in base:
+            router.sublist.insert(sub)
+            router.gen += 1
+        extra: dict[int, Subscription] = {}
+        mixed = router.fast_mixed(pub_c)
+        k = 0
+        for op, arg in ops:
+            if op == "pub":
+                assert isinstance(arg, list)
+                subjects = [subject(n) for n in arg]
+                payloads = [b"p%d" % (k + j) for j in range(len(subjects))]
+                k += len(subjects)
+                if mode == "mixed":
+                    mixed(subjects, payloads)
+                else:
+                    for s, p in zip(subjects, payloads, strict=True):
+                        router.publish(pub_c, s, None, None, p)
+                router.flush()
+            elif op == "sub" and arg not in extra:
+                assert isinstance(arg, int)
+                pat, queue = patterns[arg]
+                extra[arg] = Subscription(c2, pat, queue, b"%d" % (10 + arg))
+                router.sublist.insert(extra[arg])
+                router.gen += 1
+            elif op == "unsub" and arg in extra:
+                router.sublist.remove(extra.pop(arg))  # type: ignore[call-overload]
+                router.gen += 1
+        outs.append((c1.written(), c2.written(), c1.out_msgs, c2.out_msgs, router.out_msgs))
+    assert outs[0] == outs[1]
+
+
+def test_new_subjects_of_a_family_take_no_match() -> None:
+    """Counting test: with one ``orders.>`` subscriber, the first message of
+    each new subject ``orders.<id>`` after the first builds its plan from the
+    family's (no sublist match), whatever the number of subjects; a literal
+    subscription on the family's last token makes them match again."""
+    router = Router(Sublist(), random.Random(1))
+    c, pub_c = FakeClient(), FakeClient()
+    router.sublist.insert(Subscription(c, b"orders.>", None, b"1"))
+    mixed = router.fast_mixed(pub_c)
+    mixed([b"orders.0"], [b"first"])
+    before = router.sublist.matches
+    subjects = [b"orders.%d" % i for i in range(1, 2001)]
+    mixed(subjects, [b"x"] * len(subjects))
+    assert router.sublist.matches == before
+    router.flush()
+    assert c.out_msgs == 2001
+    router.sublist.insert(Subscription(c, b"orders.5000", None, b"2"))
+    router.gen += 1
+    mixed([b"orders.5001", b"orders.5002"], [b"y", b"y"])
+    assert router.sublist.matches == before + 2
