@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node.auth import AuthedUser, Permissions
-from node.outbound import Outbound
+from node.outbound import STALL_S_MAX, STALL_S_MIN, STALL_S_TOTAL, Outbound
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, HPub, Ping, Pong, Sub, Unsub
 from node.protocol.wire import OK_BYTES, PING_BYTES, PONG_BYTES, err_bytes, info_bytes
@@ -185,7 +185,7 @@ class ClientSession(Outbound, SessionInterest):
         self.in_bytes = 0
         self.out_msgs = 0
         self.out_bytes = 0
-        self._init_outbound(cfg.max_pending)
+        self._init_outbound(cfg.max_pending, server.stall_gates)
         self._fd = -1  # a plain socket's descriptor (set after the handshake), else -1
         self._sending = False  # the writer is in send_all (a partial send's rest)
         self._closed = trio.Event()
@@ -302,6 +302,7 @@ class ClientSession(Outbound, SessionInterest):
             return
         self.closing = reason
         self._proto.halt()
+        self._open_gate()  # producers stalled on this connection go on
         self.stop_wall = self.server.wall_time()
         self._flush_on_close = flush
         if not flush:
@@ -389,6 +390,8 @@ class ClientSession(Outbound, SessionInterest):
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         self.close(ClosedReason.WRITE_ERROR, flush=False)
                         return
+                    if self._gate is not None:
+                        self._open_gate()  # all taken is written: stalled producers go on
                     if self.closing is not None and not self._out:
                         return  # the final -ERR is out: close now, not at the flush bound
                     continue  # drain again before looking at timers
@@ -435,6 +438,7 @@ class ClientSession(Outbound, SessionInterest):
             or self._sending
             or fd < 0
             or self.closing is not None
+            or self._gate is not None
         ):
             Outbound.flush_batch(self)
             return
@@ -459,6 +463,8 @@ class ClientSession(Outbound, SessionInterest):
             out.append(rest)
             self._counted = 1
             self.pending_bytes = len(rest)
+            if self.pending_bytes > self._stall_at:
+                self._close_gate()
             self._wake_now()
 
     def _write_held(self, bytes_max: float = float("inf")) -> None:
@@ -486,6 +492,8 @@ class ClientSession(Outbound, SessionInterest):
             self._counted += 1
             self.pending_bytes += len(rest)
             self._wake_now()
+        elif self._gate is not None:
+            self._open_gate()  # all taken is written: stalled producers go on
 
     def _batch_wake(self) -> None:
         """A router batch (another client's chunk, a stream's PubAcks) queued
@@ -554,6 +562,7 @@ class ClientSession(Outbound, SessionInterest):
         checkpoint = trio.lowlevel.checkpoint
         clock = time.perf_counter
         yielded = clock()
+        gates = self.server.stall_gates
         while self.closing is None:
             try:
                 if fd >= 0:
@@ -594,6 +603,7 @@ class ClientSession(Outbound, SessionInterest):
 
                 trace.stamp("cread", "-", 0, 0)
             self._holding = True  # ``_hold()``
+            gates.producing = True  # a client producer's pass: gated buffers are noted
             try:
                 proto.feed(
                     data,
@@ -609,14 +619,60 @@ class ClientSession(Outbound, SessionInterest):
                 # closes this connection, never the server
                 self.server.internal_error("client_input", cid=self.cid)
                 self.close(ClosedReason.INTERNAL_ERROR)
+                gates.met.clear()
                 return
             finally:
+                gates.producing = False
                 self._holding = False  # ``_release()``
                 if self._wake_set and not self._wake.is_set():
                     self._write_held()
             st = self.server.stats
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes
+            if gates.met:
+                await self._stall(gates.met)
+
+    async def _stall(self, met: list[Outbound]) -> None:
+        """Wait for the gated buffers this chunk delivered to (``met``, then
+        cleared): for each still gated, one wait of ``STALL_S_MIN`` (``STALL_S_MAX``
+        when it is at ``max_pending``) after another until its writer drains it,
+        all of them at most ``STALL_S_TOTAL`` for the chunk -- as nats-server
+        stalls a fast producer per message, ``stallTotalAllowed`` per read.
+
+        Cancellation: nothing is left behind (the gates are the buffers').
+        """
+        targets = list(dict.fromkeys(met)) if len(met) > 1 else list(met)
+        met.clear()
+        clock = trio.current_time
+        stats = self.server.stats
+        spent = 0.0
+        for c in targets:
+            if c is self:
+                continue
+            while spent < STALL_S_TOTAL and self.closing is None:
+                gate = c._gate
+                if gate is None:
+                    break
+                ttl = STALL_S_MAX if c.pending_bytes >= c._max_pending else STALL_S_MIN
+                ttl = min(ttl, STALL_S_TOTAL - spent)
+                c.stalls += 1
+                stats.stalled_clients += 1
+                t0 = clock()
+                with trio.move_on_after(ttl):
+                    await gate.wait()
+                spent += clock() - t0
+                if c._gate is gate:
+                    log.debug("cid=%d event=producer_stall_timeout ttl_ms=%g", self.cid, ttl * 1e3)
+        if spent >= STALL_S_MAX:
+            now = clock()
+            gates = self.server.stall_gates
+            if now - gates.warned_at >= 1.0:  # nats-server rate-limits it the same way
+                gates.warned_at = now
+                log.warning(
+                    "cid=%d event=producer_stalled msg=%r",
+                    self.cid,
+                    f"Producer was stalled for a total of {round(spent * 1e3)}ms",
+                )
 
     def _on_pub(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
         """One PUB (the hot path): checks, +OK, delivery."""
