@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 _TRACE = bool(os.environ.get("TRIJET_RAFT_TRACE"))
 
 RECV_BYTES_MAX = 262144
+STALLED_RECV_BYTES_MAX = 65536
+"""A reader whose last chunk stalled reads at most this much next (nats-server's
+largest read buffer): the stall budget is per chunk, so a stalled producer is
+held back per 64 KiB as there, not per 256 KiB."""
 READ_YIELD_S = 0.001
 """A reader that finds its next chunk already there yields to the scheduler
 only if it last yielded this long ago: a sync publisher's next publish (sent
@@ -563,6 +567,7 @@ class ClientSession(Outbound, SessionInterest):
         clock = time.perf_counter
         yielded = clock()
         gates = self.server.stall_gates
+        held_back = False  # the last chunk stalled: read less
         while self.closing is None:
             try:
                 if fd >= 0:
@@ -570,7 +575,7 @@ class ClientSession(Outbound, SessionInterest):
                     # per chunk); a chunk that was there at once yields only when
                     # this task last yielded ``READ_YIELD_S`` ago
                     try:
-                        data = read(fd, RECV_BYTES_MAX)
+                        data = read(fd, STALLED_RECV_BYTES_MAX if held_back else RECV_BYTES_MAX)
                     except BlockingIOError:
                         await wait_readable(fd)
                         yielded = clock()
@@ -630,14 +635,19 @@ class ClientSession(Outbound, SessionInterest):
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes
             if gates.met:
-                await self._stall(gates.met)
+                held_back = await self._stall(gates.met)
+            elif held_back:
+                held_back = False
 
-    async def _stall(self, met: list[Outbound]) -> None:
+    async def _stall(self, met: list[Outbound]) -> bool:
         """Wait for the gated buffers this chunk delivered to (``met``, then
         cleared): for each still gated, one wait of ``STALL_S_MIN`` (``STALL_S_MAX``
         when it is at ``max_pending``) after another until its writer drains it,
         all of them at most ``STALL_S_TOTAL`` for the chunk -- as nats-server
         stalls a fast producer per message, ``stallTotalAllowed`` per read.
+
+        Returns:
+            Whether it waited at all.
 
         Cancellation: nothing is left behind (the gates are the buffers').
         """
@@ -646,10 +656,11 @@ class ClientSession(Outbound, SessionInterest):
         clock = trio.current_time
         stats = self.server.stats
         spent = 0.0
+        waited = False
         for c in targets:
             if c is self:
                 continue
-            while spent < STALL_S_TOTAL and self.closing is None:
+            while STALL_S_TOTAL - spent > 1e-6 and self.closing is None:  # (float sums)
                 gate = c._gate
                 if gate is None:
                     break
@@ -657,6 +668,7 @@ class ClientSession(Outbound, SessionInterest):
                 ttl = min(ttl, STALL_S_TOTAL - spent)
                 c.stalls += 1
                 stats.stalled_clients += 1
+                waited = True
                 t0 = clock()
                 with trio.move_on_after(ttl):
                     await gate.wait()
@@ -673,6 +685,7 @@ class ClientSession(Outbound, SessionInterest):
                     self.cid,
                     f"Producer was stalled for a total of {round(spent * 1e3)}ms",
                 )
+        return waited
 
     def _on_pub(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
         """One PUB (the hot path): checks, +OK, delivery."""
