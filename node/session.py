@@ -8,7 +8,11 @@ outbound buffer (a list of byte strings and its byte count); ``enqueue``
 appends and wakes the writer, which joins everything pending into one write
 (write coalescing).  Over ``max_pending`` bytes the client is a slow consumer:
 its buffer is dropped and it is closed, as nats-server does; a write that
-takes longer than ``write_deadline`` is a slow consumer too.
+takes longer than ``write_deadline`` is a slow consumer too.  Before that, a
+client's reader whose chunk went to a connection over 3/4 of its
+``max_pending`` waits a few milliseconds for that connection's writer
+(nats-server's fast-producer stall, see ``node.outbound``; ``_stall``), and
+then reads at most ``STALLED_RECV_BYTES_MAX`` at a time while that lasts.
 
 The writer also keeps the session's timers: the auth deadline (no valid
 CONNECT in time → ``Authentication Timeout``) and the ping timer (first PING

@@ -131,3 +131,53 @@ def test_no_fast_producer_stall_drops_for_a_pausing_consumer(start_server: Any, 
     assert info["out_msgs"] == N_MSGS + 1  # counted all the same, as the reference counts
     varz = _get(sp, "/varz")
     assert (varz["slow_consumers"], varz["stalled_clients"]) == (0, 0)
+
+
+@pytest.mark.parametrize("kind", ["trijet", "reference"])
+def test_a_route_is_not_stalled(start_server: Any, kind: str, tmp_path: Any) -> None:
+    """Producer on n1, pausing consumer on n2: n2's deliveries come from the route,
+    which nats-server never stalls -- nothing on n2 counts a stall, however far
+    behind the consumer is."""
+    from node.launcher import plan_cluster
+    from tests.integration.test_cluster_core import wait_interest
+
+    plans = plan_cluster(
+        2, tmp_path / "data", jetstream=False, extra=f"max_pending: {MAX_PENDING}\n"
+    )
+    n1, n2 = (
+        start_server(kind, config=p.config, workdir=tmp_path / p.name, host=None, port=None)
+        for p in plans
+    )
+
+    async def scenario() -> dict[str, Any]:
+        kw: dict[str, Any] = {"allow_reconnect": False, "error_cb": ErrorLog().cb}
+        sub_nc = await nats.connect(n2.url, **kw)
+        mark_nc = await nats.connect(n2.url, **kw)
+        pub_nc = await nats.connect(n1.url, **kw)
+        try:
+            await sub_nc.subscribe(
+                "stall.>", pending_msgs_limit=10 * N_MSGS, pending_bytes_limit=4 * 2**30
+            )
+            marks = await mark_nc.subscribe("mark")
+            await wait_interest(pub_nc, sub_nc, "stall")
+            await wait_interest(pub_nc, mark_nc, "mark")
+            cid = sub_nc.client_id
+            assert cid is not None
+            sub_nc._transport._io_writer.transport.pause_reading()  # type: ignore[union-attr]
+            for _ in range(N_MSGS):
+                await pub_nc.publish("stall.data", PAYLOAD)
+            # the route keeps order: once n2 delivers the mark, it has routed the rest
+            await pub_nc.publish("mark", b"")
+            await marks.next_msg(timeout=WAIT_S_MAX)
+            return await _conn_info(n2, cid)
+        finally:
+            await pub_nc.close()
+            await mark_nc.close()
+            await sub_nc.close()
+
+    info = run(scenario)
+    # more than max_pending went its way, unread (then it may have been cut: the
+    # route's deliveries are not held back)
+    assert info["out_msgs"] * len(PAYLOAD) > MAX_PENDING
+    assert "stalls" not in info
+    assert _get(n2, "/varz")["stalled_clients"] == 0
