@@ -266,6 +266,8 @@ class ServerConfig:
     ports_file_dir: str | None = None
     no_header_support: bool = False
     disable_sublist_cache: bool = False
+    #: drop a message for a backed-up consumer instead of stalling its client producer
+    no_fast_producer_stall: bool = False
     server_tags: list[str] = field(default_factory=list)
     max_closed_clients: int = 10000
     connect_error_reports: int = 3600  # accepted; trijet has no solicited connections to report

@@ -131,7 +131,7 @@ _IGNORED_TOP = frozenset(
     ocsp ocsp_cache gateway websocket ws mqtt server_metadata feature_flags
     default_js_domain mappings maps max_sub_tokens max_subscription_tokens max_traced_msg_len
     trace_headers trusted trusted_keys allow_non_tls proxy_protocol proxies default_sentinel
-    write_timeout no_fast_producer_stall""".split()
+    write_timeout""".split()
 )
 _IGNORED_JS = frozenset(
     """key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint tpm
@@ -345,6 +345,9 @@ class _Builder:
                 cfg, "disable_sublist_cache", self.boolean(k, cv)
             ),
             "no_sublist_cache": lambda: setattr(cfg, "disable_sublist_cache", self.boolean(k, cv)),
+            "no_fast_producer_stall": lambda: setattr(
+                cfg, "no_fast_producer_stall", self.boolean(k, cv)
+            ),
             "max_closed_clients": lambda: setattr(cfg, "max_closed_clients", self.integer(k, cv)),
             "connect_error_reports": lambda: setattr(
                 cfg, "connect_error_reports", self.integer(k, cv)

@@ -18,6 +18,21 @@ write.  There are two ways in:
 writer everything and resets the counters.  Over ``max_pending`` bytes the
 owner's ``_overflow()`` runs (slow consumer).
 
+Fast-producer stall (nats-server's stall gate): when a router batch leaves
+more than 3/4 of ``max_pending`` queued, ``flush_batch`` closes the buffer's
+*gate* (a ``trio.Event``); the owner's writer opens it once a write has sent
+everything it took (or the owner closes).  A client's reader marks its routing
+pass as a client producer's (``StallGates.producing``); a gated buffer it
+delivers to is noted in ``StallGates.met``, and after the chunk the reader
+waits for those gates (``ClientSession._stall``: 2 ms a wait, 5 ms at
+``max_pending``, at most 10 ms a chunk), so a consumer's writer drains before
+the producer adds more.  With ``no_fast_producer_stall`` the batch a client
+producer routes to a gated buffer is dropped instead (the reference drops the
+message, it does not wait).  Routes, leafnodes and internal producers never
+mark their passes, so they are never stalled and never dropped for.  The
+check costs one comparison per touched buffer per batch, where the bytes are
+accounted anyway; nothing per message.
+
 Held wake-ups: while the owner's own reader acts on a received chunk
 (``_hold()``), whatever is queued for the owner (a PONG, a reply, a PubAck)
 does not wake the writer; at the end of the chunk ``_release()`` says whether
@@ -34,6 +49,40 @@ from itertools import islice
 
 import trio
 
+STALL_S_MIN = 0.002
+"""One stall of a producer on a gated buffer (nats-server's stallClientMinDuration)."""
+STALL_S_MAX = 0.005
+"""One stall when the buffer is at ``max_pending`` (stallClientMaxDuration)."""
+STALL_S_TOTAL = 0.010
+"""All stalls of one received chunk (stallTotalAllowed, per read-loop pass)."""
+
+
+def stall_threshold(max_pending: int) -> int:
+    """Pending bytes above which a buffer's gate closes (nats-server: ``mp/4*3``)."""
+    return max_pending // 4 * 3
+
+
+class StallGates:
+    """One server's fast-producer stall state, shared by its buffers.
+
+    Attributes:
+        producing: a client's reader is routing a chunk (set and cleared by it
+            with nothing awaited in between).
+        met: the gated buffers that routing pass delivered to (the reader
+            waits for them, then clears the list); only filled while
+            ``producing``, so it stays bounded.
+        no_stall: ``no_fast_producer_stall``: drop instead of waiting.
+        warned_at: when "Producer was stalled" was last logged (rate limit).
+    """
+
+    __slots__ = ("met", "no_stall", "producing", "warned_at")
+
+    def __init__(self, *, no_stall: bool = False) -> None:
+        self.producing = False
+        self.met: list[Outbound] = []
+        self.no_stall = no_stall
+        self.warned_at = float("-inf")
+
 
 class Outbound:
     """Mixin: ``_out`` list, ``pending_bytes``, ``out_msgs`` and the writer's wake-up."""
@@ -47,9 +96,13 @@ class Outbound:
     _wake_set: bool
     _holding: bool
     _flush_on_close: bool
+    _gate: trio.Event | None
+    _stall_at: int
+    _gates: StallGates | None
+    stalls: int
     closing: object
 
-    def _init_outbound(self, max_pending: int) -> None:
+    def _init_outbound(self, max_pending: int, gates: StallGates | None = None) -> None:
         self._out = []
         self._counted = 0
         self.pending_bytes = 0
@@ -61,6 +114,12 @@ class Outbound:
         # closing, but what was queued before the close is still written
         # (a protocol error's -ERR after the chunk's deliveries)
         self._flush_on_close = False
+        # fast-producer stall: the gate (closed while over the threshold), the
+        # server's shared state (None: never gated), stalls of producers on us
+        self._gate = None
+        self._stall_at = stall_threshold(max_pending)
+        self._gates = gates
+        self.stalls = 0
 
     def _overflow(self) -> None:
         """Called when pending bytes pass ``max_pending`` (owner closes)."""
@@ -77,14 +136,43 @@ class Outbound:
         if self.closing is not None and not self._flush_on_close:  # nobody will write them
             self._drop_pending()
             return
+        if self._gate is not None:
+            self._gated_batch()
         self._account()
         if self.pending_bytes > self._max_pending:
             self._overflow()
             return
+        if self.pending_bytes > self._stall_at:
+            self._close_gate()
         if not self._wake_set:
             self._wake_set = True
             if not self._holding:
                 self._batch_wake()
+
+    def _gated_batch(self) -> None:
+        """A batch for a gated buffer: when a client producer routed it, note
+        the buffer for its stall, or drop the batch (``no_fast_producer_stall``)."""
+        gates = self._gates
+        if gates is None or not gates.producing:
+            return
+        if gates.no_stall:
+            del self._out[self._counted :]  # the reference drops what meets the gate
+        else:
+            gates.met.append(self)
+
+    def _close_gate(self) -> None:
+        """Over the stall threshold: close the gate (producers meeting it wait)."""
+        if self._gate is None and self._gates is not None:
+            self._gate = trio.Event()
+            if self._gates.producing and not self._gates.no_stall:
+                self._gates.met.append(self)
+
+    def _open_gate(self) -> None:
+        """Release stalled producers (everything taken was written, or closing)."""
+        gate = self._gate
+        if gate is not None:
+            self._gate = None
+            gate.set()
 
     def _batch_wake(self) -> None:
         """Wake the writer for what a router batch appended (owners may write
@@ -134,6 +222,7 @@ class Outbound:
         self._out.clear()
         self._counted = 0
         self.pending_bytes = 0
+        self._open_gate()
 
     def _take(self) -> bytes:
         """Everything queued, joined (b"" if nothing); resets the wake-up."""

@@ -77,6 +77,8 @@ def apply(server: Server, new: ServerConfig, plan: Plan) -> None:
     if plan.max_payload:
         for session in list(server.clients.values()):
             session.set_max_payload(new.max_payload)
+    if plan.no_fast_producer_stall:
+        server.stall_gates.no_stall = new.no_fast_producer_stall
     if plan.tls:
         from node.server import build_ssl_context
 

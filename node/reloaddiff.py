@@ -103,6 +103,7 @@ class Plan:
     max_payload: bool = False
     tls: bool = False
     pid_file: bool = False
+    no_fast_producer_stall: bool = False
     ports_file_dir: str | None = None  # the old directory, when it changed
     routes_add: list[str] = field(default_factory=list)
     routes_remove: list[str] = field(default_factory=list)
@@ -188,6 +189,10 @@ def diff(old: ServerConfig, new: ServerConfig) -> Plan:
             continue
         if name in REFUSED:
             raise _refuse(REFUSED[name], a, b)
+        if name == "no_fast_producer_stall":
+            plan.notices.append(f"Reloaded: fast producers will {'not ' if b else ''}be stalled")
+            plan.no_fast_producer_stall = True
+            continue
         fmt, kind = APPLIED[name]
         shown = go_duration(b) if kind == "duration" else go_value(b)
         plan.notices.append(fmt.format(shown))

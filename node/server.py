@@ -34,6 +34,7 @@ from node.auth import Authenticator
 from node.config import ServerConfig
 from node.jsdelivery import LEAF_LINK
 from node.monitor.accstatz import retire
+from node.outbound import StallGates
 from node.protocol.wire import err_bytes, info_bytes
 from node.route import Interest, Route, RouteManager
 from node.router import Router
@@ -56,6 +57,8 @@ class ServerStats:
     in_bytes: int = 0
     slow_consumers: int = 0
     stale_connections: int = 0
+    #: producer stalls on a backed-up connection (``/varz`` ``stalled_clients``)
+    stalled_clients: int = 0
     total_connections: int = 0
     #: unexpected exceptions contained by a last-resort guard (one
     #: connection closed or one request answered with an error)
@@ -110,6 +113,7 @@ class Server(ServerRoutes):
         self.authenticator = Authenticator(cfg.auth)
         self.ssl_context = build_ssl_context(cfg)
         self.stats = ServerStats()
+        self.stall_gates = StallGates(no_stall=cfg.no_fast_producer_stall)
         self.clients: dict[int, ClientSession] = {}
         self.closed_clients: collections.deque[ClientSession] = collections.deque(
             maxlen=max(cfg.max_closed_clients, 0)

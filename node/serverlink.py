@@ -29,7 +29,9 @@ class ServerLink(Outbound):
     _proto: Any
 
     def _init_link(self, max_pending: int) -> None:
-        self._init_outbound(max_pending)
+        # a client producer delivering to a backed-up link is stalled (nats-server
+        # gates every connection's outbound); the link's own reader never stalls
+        self._init_outbound(max_pending, getattr(self.server, "stall_gates", None))
         self._closed = trio.Event()
         self._writer_done = trio.Event()
         self._ping_sent_at = 0.0
@@ -47,6 +49,7 @@ class ServerLink(Outbound):
             return
         self.closing = reason
         self._proto.halt()
+        self._open_gate()
         if err is not None:
             self._out.append(err_bytes(err))
         self._wake.set()
@@ -83,6 +86,7 @@ class ServerLink(Outbound):
                 except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
                     self.close("Write Error")
                     return
+                self._open_gate()  # all taken is written: stalled producers go on
                 continue
             if self.closing is not None:
                 return

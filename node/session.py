@@ -8,7 +8,11 @@ outbound buffer (a list of byte strings and its byte count); ``enqueue``
 appends and wakes the writer, which joins everything pending into one write
 (write coalescing).  Over ``max_pending`` bytes the client is a slow consumer:
 its buffer is dropped and it is closed, as nats-server does; a write that
-takes longer than ``write_deadline`` is a slow consumer too.
+takes longer than ``write_deadline`` is a slow consumer too.  Before that, a
+client's reader whose chunk went to a connection over 3/4 of its
+``max_pending`` waits a few milliseconds for that connection's writer
+(nats-server's fast-producer stall, see ``node.outbound``; ``_stall``), and
+then reads at most ``STALLED_RECV_BYTES_MAX`` at a time while that lasts.
 
 The writer also keeps the session's timers: the auth deadline (no valid
 CONNECT in time → ``Authentication Timeout``) and the ping timer (first PING
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node.auth import AuthedUser, Permissions
-from node.outbound import Outbound
+from node.outbound import STALL_S_MAX, STALL_S_MIN, STALL_S_TOTAL, Outbound
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, HPub, Ping, Pong, Sub, Unsub
 from node.protocol.wire import OK_BYTES, PING_BYTES, PONG_BYTES, err_bytes, info_bytes
@@ -49,6 +53,10 @@ log = logging.getLogger(__name__)
 _TRACE = bool(os.environ.get("TRIJET_RAFT_TRACE"))
 
 RECV_BYTES_MAX = 262144
+STALLED_RECV_BYTES_MAX = 65536
+"""A reader whose last chunk stalled reads at most this much next (nats-server's
+largest read buffer): the stall budget is per chunk, so a stalled producer is
+held back per 64 KiB as there, not per 256 KiB."""
 READ_YIELD_S = 0.001
 """A reader that finds its next chunk already there yields to the scheduler
 only if it last yielded this long ago: a sync publisher's next publish (sent
@@ -185,7 +193,7 @@ class ClientSession(Outbound, SessionInterest):
         self.in_bytes = 0
         self.out_msgs = 0
         self.out_bytes = 0
-        self._init_outbound(cfg.max_pending)
+        self._init_outbound(cfg.max_pending, server.stall_gates)
         self._fd = -1  # a plain socket's descriptor (set after the handshake), else -1
         self._sending = False  # the writer is in send_all (a partial send's rest)
         self._closed = trio.Event()
@@ -302,6 +310,7 @@ class ClientSession(Outbound, SessionInterest):
             return
         self.closing = reason
         self._proto.halt()
+        self._open_gate()  # producers stalled on this connection go on
         self.stop_wall = self.server.wall_time()
         self._flush_on_close = flush
         if not flush:
@@ -389,6 +398,8 @@ class ClientSession(Outbound, SessionInterest):
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         self.close(ClosedReason.WRITE_ERROR, flush=False)
                         return
+                    if self._gate is not None:
+                        self._open_gate()  # all taken is written: stalled producers go on
                     if self.closing is not None and not self._out:
                         return  # the final -ERR is out: close now, not at the flush bound
                     continue  # drain again before looking at timers
@@ -435,6 +446,7 @@ class ClientSession(Outbound, SessionInterest):
             or self._sending
             or fd < 0
             or self.closing is not None
+            or self._gate is not None
         ):
             Outbound.flush_batch(self)
             return
@@ -459,6 +471,8 @@ class ClientSession(Outbound, SessionInterest):
             out.append(rest)
             self._counted = 1
             self.pending_bytes = len(rest)
+            if self.pending_bytes > self._stall_at:
+                self._close_gate()
             self._wake_now()
 
     def _write_held(self, bytes_max: float = float("inf")) -> None:
@@ -486,6 +500,8 @@ class ClientSession(Outbound, SessionInterest):
             self._counted += 1
             self.pending_bytes += len(rest)
             self._wake_now()
+        elif self._gate is not None:
+            self._open_gate()  # all taken is written: stalled producers go on
 
     def _batch_wake(self) -> None:
         """A router batch (another client's chunk, a stream's PubAcks) queued
@@ -554,6 +570,8 @@ class ClientSession(Outbound, SessionInterest):
         checkpoint = trio.lowlevel.checkpoint
         clock = time.perf_counter
         yielded = clock()
+        gates = self.server.stall_gates
+        held_back = False  # the last chunk stalled: read less
         while self.closing is None:
             try:
                 if fd >= 0:
@@ -561,7 +579,7 @@ class ClientSession(Outbound, SessionInterest):
                     # per chunk); a chunk that was there at once yields only when
                     # this task last yielded ``READ_YIELD_S`` ago
                     try:
-                        data = read(fd, RECV_BYTES_MAX)
+                        data = read(fd, STALLED_RECV_BYTES_MAX if held_back else RECV_BYTES_MAX)
                     except BlockingIOError:
                         await wait_readable(fd)
                         yielded = clock()
@@ -594,6 +612,7 @@ class ClientSession(Outbound, SessionInterest):
 
                 trace.stamp("cread", "-", 0, 0)
             self._holding = True  # ``_hold()``
+            gates.producing = True  # a client producer's pass: gated buffers are noted
             try:
                 proto.feed(
                     data,
@@ -609,14 +628,68 @@ class ClientSession(Outbound, SessionInterest):
                 # closes this connection, never the server
                 self.server.internal_error("client_input", cid=self.cid)
                 self.close(ClosedReason.INTERNAL_ERROR)
+                gates.met.clear()
                 return
             finally:
+                gates.producing = False
                 self._holding = False  # ``_release()``
                 if self._wake_set and not self._wake.is_set():
                     self._write_held()
             st = self.server.stats
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes
+            if gates.met:
+                held_back = await self._stall(gates.met)
+            elif held_back:
+                held_back = False
+
+    async def _stall(self, met: list[Outbound]) -> bool:
+        """Wait for the gated buffers this chunk delivered to (``met``, then
+        cleared): for each still gated, one wait of ``STALL_S_MIN`` (``STALL_S_MAX``
+        when it is at ``max_pending``) after another until its writer drains it,
+        all of them at most ``STALL_S_TOTAL`` for the chunk -- as nats-server
+        stalls a fast producer per message, ``stallTotalAllowed`` per read.
+
+        Returns:
+            Whether it waited at all.
+
+        Cancellation: nothing is left behind (the gates are the buffers').
+        """
+        targets = list(dict.fromkeys(met)) if len(met) > 1 else list(met)
+        met.clear()
+        clock = trio.current_time
+        stats = self.server.stats
+        spent = 0.0
+        waited = False
+        for c in targets:
+            if c is self:
+                continue
+            while STALL_S_TOTAL - spent > 1e-6 and self.closing is None:  # (float sums)
+                gate = c._gate
+                if gate is None:
+                    break
+                ttl = STALL_S_MAX if c.pending_bytes >= c._max_pending else STALL_S_MIN
+                ttl = min(ttl, STALL_S_TOTAL - spent)
+                c.stalls += 1
+                stats.stalled_clients += 1
+                waited = True
+                t0 = clock()
+                with trio.move_on_after(ttl):
+                    await gate.wait()
+                spent += clock() - t0
+                if c._gate is gate:
+                    log.debug("cid=%d event=producer_stall_timeout ttl_ms=%g", self.cid, ttl * 1e3)
+        if spent >= STALL_S_MAX:
+            now = clock()
+            gates = self.server.stall_gates
+            if now - gates.warned_at >= 1.0:  # nats-server rate-limits it the same way
+                gates.warned_at = now
+                log.warning(
+                    "cid=%d event=producer_stalled msg=%r",
+                    self.cid,
+                    f"Producer was stalled for a total of {round(spent * 1e3)}ms",
+                )
+        return waited
 
     def _on_pub(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
         """One PUB (the hot path): checks, +OK, delivery."""

@@ -159,6 +159,9 @@ def _row(server: Any, s: Any, now: float, *, closed: bool) -> _Row:
     info["out_msgs"] = int(s.out_msgs)
     info["in_bytes"] = int(s.in_bytes)
     info["out_bytes"] = int(s.out_bytes)
+    stalls = int(getattr(s, "stalls", 0))
+    if stalls:
+        info["stalls"] = stalls
     info["subscriptions"] = len(subs)
     for key in ("name", "lang", "version"):
         v = getattr(s, key, "")

@@ -314,7 +314,7 @@ def varz(
             "out_client_bytes": out_bytes,
             "slow_consumers": stats.slow_consumers,
             "stale_connections": stats.stale_connections,
-            "stalled_clients": 0,
+            "stalled_clients": stats.stalled_clients,
             "subscriptions": sum(a.sublist.count for a in accs) if accs else server.sublist.count,
             "http_req_stats": dict(server.http_req_stats),
             "config_load_time": go_time(server.config_load_time),
