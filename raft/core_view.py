@@ -32,6 +32,8 @@ class CoreView:
     last_seen: dict[str, float]
     now: Callable[[], float]
     commits_before_own_write: int
+    #: ``leader_state``'s last value and its key
+    _state_cache: tuple[tuple[int, str | None, bool], LeaderState] | None = None
     orphans_failed: int
     watch_resolved: int
     removed: bool
@@ -110,7 +112,24 @@ class CoreView:
         return sorted([self.node_id, *(n.id for n in self.obj._SyncObj__otherNodes)])
 
     def leader_state(self) -> LeaderState:
-        return LeaderState(self.term, self.serving_leader_id, self.leader_ready)
+        """(term, serving leader, this member leads and serves), as one value;
+        the same object while none of them changes (read twice per cycle)."""
+        obj = self.obj
+        n = obj._SyncObj__raftLeader
+        lid = None if n is None else str(n.id)
+        ready = False
+        if obj._SyncObj__raftState == STATE_LEADER:
+            noop = obj._SyncObj__noopIDx
+            ready = noop is None or int(obj._SyncObj__raftLastApplied) >= noop
+        if lid == self.node_id and not ready:
+            lid = None  # ``serving_leader_id``
+        key = (int(obj._SyncObj__raftCurrentTerm), lid, ready)
+        cached = self._state_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        state = LeaderState(*key)
+        self._state_cache = (key, state)
+        return state
 
     def status(self) -> dict[str, Any]:
         obj = self.obj

@@ -135,8 +135,20 @@ def _make_pipe_notifier(poller: Any, *a: Any) -> Any:
     return _orig_pipe_notifier(poller, *a)
 
 
+def _node_hash(self: Node) -> int:
+    return hash(self._id)
+
+
+def _node_eq(self: Node, other: object) -> bool:
+    return isinstance(other, Node) and self._id == other._id
+
+
 def _install_hooks() -> None:
     clock.install()
+    # pysyncobj hashes and compares its Node through the ``id`` property,
+    # a score of times per cycle (sets and dicts of members): read the field
+    Node.__hash__ = _node_hash  # type: ignore[method-assign]
+    Node.__eq__ = _node_eq  # type: ignore[method-assign, assignment]
     _so.createJournal = _create_journal
     _so.createPoller = _create_poller
     _so.Serializer = _make_serializer
