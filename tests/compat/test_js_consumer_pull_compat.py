@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import difflib
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -101,6 +102,19 @@ async def pull_later(p: Probe, stream: str, name: str, body: str) -> asyncio.Que
     await p.nc.flush()
     got.inbox = inbox  # type: ignore[attr-defined]
     return got
+
+
+async def waiting(p: Probe, stream: str, name: str, n: int, asks: int = 200) -> None:
+    """Ask (unrecorded) until the consumer counts ``n`` waiting requests: nats-server
+    registers a MSG.NEXT after the flush that sent it has returned (one full run saw
+    an INFO right after two flushed requests count one), and the turns compared
+    need both waiting before the messages come."""
+    subject = f"$JS.API.CONSUMER.INFO.{stream}.{name}"
+    for _ in range(asks):
+        reply = await p.nc.request(subject, b"", timeout=WAIT_S)
+        if json.loads(reply.data).get("num_waiting") == n:
+            return
+    raise AssertionError(f"{stream}.{name}: never {n} waiting requests")
 
 
 async def collect(p: Probe, label: str, got: asyncio.Queue[Any], expect: int) -> list[Any]:
@@ -561,6 +575,7 @@ async def turns_scenario(p: Probe) -> None:
     await p.api(_api(s, "CREATE", "c"), consumer_body(s, durable_name="c", ack_policy="explicit"))
     a = await pull_later(p, s, "c", '{"batch":4,"expires":5000000000}')
     b = await pull_later(p, s, "c", '{"batch":2,"expires":5000000000}')
+    await waiting(p, s, "c", 2)
     await p.info(s, "c")  # num_waiting 2
     for i in range(6):
         await p.publish("pt.a", b"one%d" % i)
