@@ -418,19 +418,28 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
 
     def _eager_followers(self, others: set[Node], lazy_s: float) -> set[Node]:
         """The followers (a majority's worth, the leader aside) a new entry goes
-        to at once: kept while they answer; a follower not heard from for
-        ``lazy_s`` longer than another is replaced by the one heard last."""
+        to at once.  An eager follower is kept while it answers (heard within
+        ``lazy_s`` of the follower heard last) and no other follower holds more
+        of the log (a higher match index: the lazy one only ever trails it,
+        unless the eager one stopped taking entries); a replacement is the
+        follower that holds the most, then the one heard last -- never one
+        still catching up (a member just added, a replica back from a crash)
+        while another is current."""
         want = (len(others) + 1) // 2  # a majority of len(others) + 1, less the leader
         heard = self._SyncObj__lastResponseTime
+        match = self._SyncObj__raftMatchIndex
         connected = self._SyncObj__connectedNodes
         keep = [n for n in self._eager if n in others and n in connected]
         if keep:
             latest = max(heard.get(n, 0.0) for n in others)
-            keep = [n for n in keep if heard.get(n, 0.0) >= latest - lazy_s]
+            ahead = max((match.get(n, 0) for n in others if n not in keep), default=0)
+            keep = [
+                n for n in keep if heard.get(n, 0.0) >= latest - lazy_s and match.get(n, 0) >= ahead
+            ]
         if len(keep) < want:
             rest = sorted(
                 (n for n in others if n not in keep and n in connected),
-                key=lambda n: (-heard.get(n, 0.0), n.id),
+                key=lambda n: (-match.get(n, 0), -heard.get(n, 0.0), n.id),
             )
             keep += rest[: want - len(keep)]
             if len(keep) < want:  # not enough connected ones: everyone

@@ -173,3 +173,32 @@ def test_commits_go_on_when_the_eager_follower_is_lost() -> None:
     assert max(spans[3:]) < LAZY_S / 2, spans
     other = next(nid for nid, _ in sim.up() if nid != leader.node_id)
     assert [n.id for n in leader.obj._eager] == [other]
+
+
+def test_the_eager_follower_is_the_one_holding_the_most_of_the_log() -> None:
+    """``_eager_followers`` on a leader's own state: a follower still catching up
+    (a lower match index) is not chosen while another is current, however
+    recently it answered; the eager one is kept while nobody holds more and it
+    answers; it is replaced when the other holds more or it falls silent."""
+    sim = lazy_sim()
+    leader = settled_leader(sim)
+    obj = leader.obj
+    a, b = sorted(obj._SyncObj__otherNodes, key=lambda n: n.id)
+    heard = obj._SyncObj__lastResponseTime
+    match = obj._SyncObj__raftMatchIndex
+    now = sim.t
+    others = {a, b}
+
+    def choose(eager: list[object], m: tuple[int, int], h: tuple[float, float]) -> object:
+        obj._eager = list(eager)
+        match[a], match[b] = m
+        heard[a], heard[b] = h
+        (chosen,) = obj._eager_followers(others, LAZY_S)
+        return chosen
+
+    assert choose([], (100, 10), (now - 0.001, now)) is a  # b catches up: not b
+    assert choose([], (10, 100), (now, now - 0.001)) is b
+    assert choose([a], (100, 100), (now - 0.001, now)) is a  # kept while level
+    assert choose([a], (100, 97), (now, now)) is a  # the lazy one trails: kept
+    assert choose([a], (90, 100), (now, now)) is b  # the other holds more
+    assert choose([a], (100, 100), (now - 2 * LAZY_S, now)) is b  # a fell silent
