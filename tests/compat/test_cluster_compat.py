@@ -552,7 +552,13 @@ def test_consumer_state_on_every_replica(pair: Pair) -> None:
             js = nc.jetstream(timeout=5)
             await js.add_stream(name="FS", subjects=["fs.>"], num_replicas=3)
             for i in range(20):
-                await js.publish("fs.a", b"%d" % i)
+                for _ in range(50):  # bounded: nats-server may answer the create before
+                    try:  # the stream leader's interest reaches this server (one full run
+                        # saw a 503 on the first publish); asked again, as clients do
+                        await js.publish("fs.a", b"%d" % i)
+                        break
+                    except nats.js.errors.NoStreamResponseError:
+                        await asyncio.sleep(0.1)
             psub = await js.pull_subscribe("fs.a", durable="D", stream="FS")
             msgs = await psub.fetch(10, timeout=5)
             assert len(msgs) == 10
