@@ -49,39 +49,7 @@ from itertools import islice
 
 import trio
 
-STALL_S_MIN = 0.002
-"""One stall of a producer on a gated buffer (nats-server's stallClientMinDuration)."""
-STALL_S_MAX = 0.005
-"""One stall when the buffer is at ``max_pending`` (stallClientMaxDuration)."""
-STALL_S_TOTAL = 0.010
-"""All stalls of one received chunk (stallTotalAllowed, per read-loop pass)."""
-
-
-def stall_threshold(max_pending: int) -> int:
-    """Pending bytes above which a buffer's gate closes (nats-server: ``mp/4*3``)."""
-    return max_pending // 4 * 3
-
-
-class StallGates:
-    """One server's fast-producer stall state, shared by its buffers.
-
-    Attributes:
-        producing: a client's reader is routing a chunk (set and cleared by it
-            with nothing awaited in between).
-        met: the gated buffers that routing pass delivered to (the reader
-            waits for them, then clears the list); only filled while
-            ``producing``, so it stays bounded.
-        no_stall: ``no_fast_producer_stall``: drop instead of waiting.
-        warned_at: when "Producer was stalled" was last logged (rate limit).
-    """
-
-    __slots__ = ("met", "no_stall", "producing", "warned_at")
-
-    def __init__(self, *, no_stall: bool = False) -> None:
-        self.producing = False
-        self.met: list[Outbound] = []
-        self.no_stall = no_stall
-        self.warned_at = float("-inf")
+from node.stall import StallGates, stall_threshold
 
 
 class Outbound:

@@ -34,12 +34,12 @@ from node.auth import Authenticator
 from node.config import ServerConfig
 from node.jsdelivery import LEAF_LINK
 from node.monitor.accstatz import retire
-from node.outbound import StallGates
 from node.protocol.wire import err_bytes, info_bytes
 from node.route import Interest, Route, RouteManager
 from node.router import Router
 from node.server_routes import ServerRoutes, _hostport
 from node.session import ClientSession, ClosedReason, Subscription
+from node.stall import StallGates
 from node.sublist import Sublist
 from node.version import NATS_VERSION, TRIJET_VERSION
 

@@ -9,9 +9,7 @@ appends and wakes the writer, which joins everything pending into one write
 (write coalescing).  Over ``max_pending`` bytes the client is a slow consumer:
 its buffer is dropped and it is closed, as nats-server does; a write that
 takes longer than ``write_deadline`` is a slow consumer too.  Before that, a
-client's reader whose chunk went to a connection over 3/4 of its
-``max_pending`` waits a few milliseconds for that connection's writer
-(nats-server's fast-producer stall, see ``node.outbound``; ``_stall``), and
+reader whose chunk met a backed-up connection waits for it (``node.stall``),
 then reads at most ``STALLED_RECV_BYTES_MAX`` at a time while that lasts.
 
 The writer also keeps the session's timers: the auth deadline (no valid
@@ -38,11 +36,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node.auth import AuthedUser, Permissions
-from node.outbound import STALL_S_MAX, STALL_S_MIN, STALL_S_TOTAL, Outbound
+from node.outbound import Outbound
 from node.protocol.connection import ProtocolConnection, ProtocolViolation, Role
 from node.protocol.events import Connect, Err, HPub, Ping, Pong, Sub, Unsub
 from node.protocol.wire import OK_BYTES, PING_BYTES, PONG_BYTES, err_bytes, info_bytes
 from node.session_interest import SessionInterest, Subscription
+from node.stall import wait_for_gates
 from node.subjects import valid_literal_subject
 
 if TYPE_CHECKING:
@@ -639,57 +638,9 @@ class ClientSession(Outbound, SessionInterest):
             st.in_msgs += self.in_msgs - in_msgs
             st.in_bytes += self.in_bytes - in_bytes
             if gates.met:
-                held_back = await self._stall(gates.met)
+                held_back = await wait_for_gates(self, gates.met)
             elif held_back:
                 held_back = False
-
-    async def _stall(self, met: list[Outbound]) -> bool:
-        """Wait for the gated buffers this chunk delivered to (``met``, then
-        cleared): for each still gated, one wait of ``STALL_S_MIN`` (``STALL_S_MAX``
-        when it is at ``max_pending``) after another until its writer drains it,
-        all of them at most ``STALL_S_TOTAL`` for the chunk -- as nats-server
-        stalls a fast producer per message, ``stallTotalAllowed`` per read.
-
-        Returns:
-            Whether it waited at all.
-
-        Cancellation: nothing is left behind (the gates are the buffers').
-        """
-        targets = list(dict.fromkeys(met)) if len(met) > 1 else list(met)
-        met.clear()
-        clock = trio.current_time
-        stats = self.server.stats
-        spent = 0.0
-        waited = False
-        for c in targets:
-            if c is self:
-                continue
-            while STALL_S_TOTAL - spent > 1e-6 and self.closing is None:  # (float sums)
-                gate = c._gate
-                if gate is None:
-                    break
-                ttl = STALL_S_MAX if c.pending_bytes >= c._max_pending else STALL_S_MIN
-                ttl = min(ttl, STALL_S_TOTAL - spent)
-                c.stalls += 1
-                stats.stalled_clients += 1
-                waited = True
-                t0 = clock()
-                with trio.move_on_after(ttl):
-                    await gate.wait()
-                spent += clock() - t0
-                if c._gate is gate:
-                    log.debug("cid=%d event=producer_stall_timeout ttl_ms=%g", self.cid, ttl * 1e3)
-        if spent >= STALL_S_MAX:
-            now = clock()
-            gates = self.server.stall_gates
-            if now - gates.warned_at >= 1.0:  # nats-server rate-limits it the same way
-                gates.warned_at = now
-                log.warning(
-                    "cid=%d event=producer_stalled msg=%r",
-                    self.cid,
-                    f"Producer was stalled for a total of {round(spent * 1e3)}ms",
-                )
-        return waited
 
     def _on_pub(self, subject: bytes, reply: bytes | None, payload: bytes) -> None:
         """One PUB (the hot path): checks, +OK, delivery."""

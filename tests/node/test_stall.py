@@ -17,10 +17,10 @@ import trio.testing
 
 from node.config import ServerConfig
 from node.internal import InternalClient
-from node.outbound import STALL_S_MIN, STALL_S_TOTAL, stall_threshold
 from node.protocol.events import Msg, Pong
 from node.server import Server
 from node.session import ClientSession
+from node.stall import STALL_S_MIN, STALL_S_TOTAL, stall_threshold
 from tests.node.test_session import RawClient, _connect, _has
 
 MAX_PENDING = 65536

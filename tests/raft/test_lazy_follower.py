@@ -9,14 +9,14 @@ clock with its Raft safety checks on every step; any violation fails the test.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from chaos.sim import SimConfig, Simulation
 from raft.core import RaftCore
 from raft.wire import decode_messages
+from tests.raft.simwait import run_until
 
 LAZY_S = 0.02
-SIM_S_MAX = 10.0
 
 
 def lazy_sim(lazy: float | None = LAZY_S, seed: int = 3) -> Simulation:
@@ -36,14 +36,6 @@ def lazy_sim(lazy: float | None = LAZY_S, seed: int = 3) -> Simulation:
     sim.faults_on = False
     sim.clients_on = False
     return sim
-
-
-def run_until(sim: Simulation, pred: Callable[[], bool], what: str) -> None:
-    t0 = sim.t
-    while not pred():
-        assert sim.t - t0 < SIM_S_MAX, f"{what}: not within {SIM_S_MAX} simulated s"
-        sim.step(t0 + SIM_S_MAX)
-        assert not sim.result.violations, sim.result.violations
 
 
 def run_for(sim: Simulation, secs: float) -> None:

@@ -10,15 +10,13 @@ throughout; any violation fails the test.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 import pytest
 
 from chaos.sim import SimConfig, Simulation
 from raft.core import RaftCore
 from raft.liveness import SILENCE_S, PeerLiveness
-
-SIM_S_MAX = 10.0  # simulated seconds any wait may take
+from tests.raft.simwait import SIM_S_MAX, run_until
 
 
 def quiet_sim(seed: int = 1) -> Simulation:
@@ -26,16 +24,6 @@ def quiet_sim(seed: int = 1) -> Simulation:
     sim.faults_on = False
     sim.clients_on = False
     return sim
-
-
-def run_until(sim: Simulation, pred: Callable[[], bool], what: str) -> float:
-    """Step the simulation until ``pred()``; the simulated time it took."""
-    t0 = sim.t
-    while not pred():
-        assert sim.t - t0 < SIM_S_MAX, f"{what}: not within {SIM_S_MAX} simulated s"
-        sim.step(t0 + SIM_S_MAX)
-        assert not sim.result.violations, sim.result.violations
-    return sim.t - t0
 
 
 def all_quiet(sim: Simulation) -> bool:
