@@ -497,12 +497,14 @@ class ReplicatedGroup:
         on_done: Callable[[Any, BaseException | None], None],
         *,
         leader_only: bool = False,
+        kick: bool = True,
     ) -> None:
         """Replicate ``op`` without waiting: ``on_done(outcome, error)`` is called
         from the group's driver once it is committed and applied here (the
         point where ``propose`` returns), or with the ``RaftError`` /
         ``ApplyFailed`` that ends it.  ``on_done`` must not block.
         ``leader_only``: never forwarded to the leader (``RaftCore.propose``).
+        ``kick``: see ``RaftGroup.start``.
 
         Raises:
             RaftError: refused at once (QueueFull, NotLeader, NoLeader);
@@ -518,7 +520,7 @@ class ReplicatedGroup:
             else:
                 on_done(p.result, None)
 
-        self.raft.start(encode_op(op), done, leader_only=leader_only)
+        self.raft.start(encode_op(op), done, leader_only=leader_only, kick=kick)
 
     @property
     def members(self) -> list[str]:

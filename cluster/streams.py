@@ -370,6 +370,7 @@ class Stream:
         """
         rg = self.replicated
         assert rg is not None
+        started = False
         while (
             self._queue and self._held is None and self._inflight < REPLICATED_BATCHES_INFLIGHT_MAX
         ):
@@ -377,7 +378,10 @@ class Stream:
             op = _publish_op(batch)
             self._inflight += 1
             try:
-                rg.start(op, partial(self._replicated_done, op, batch), leader_only=True)
+                rg.start(
+                    op, partial(self._replicated_done, op, batch), leader_only=True, kick=False
+                )
+                started = True
             except (RaftError, ValueError) as exc:
                 self._inflight -= 1
                 if not self._inflight:
@@ -386,6 +390,10 @@ class Stream:
                     self._refused(exc, batch)
                 else:
                     self._answer_failed(exc, batch)
+        if started:
+            # one cycle for what was started (one entry): at once when the
+            # group's driver is parked (``RaftDriver.proposed``)
+            rg.raft.proposed()
         if self._queue:
             self._wake.set()
 

@@ -84,8 +84,11 @@ before the reader reads on: one task hop less on each side of a replicated
 write.  A larger write (under async load), a compaction's rewrite, a failed
 write or a snapshot to write is left to the driver (``_stash``), which goes on
 from that step; until then it is not parked, so the lane is never reentered
-and writes stay in order.  Proposals still wake the driver: the leader's own
-write of a new entry runs in the sync thread while the event loop reads the
+and writes stay in order.  Proposals take the lane too (``proposed``: a
+stream's publishes, started together at the end of a routed batch): the new
+entry is appended and its append-entries sent in the proposer's task; the
+leader's own write of it is done there only when it needs no fsync (interval
+mode), else by the driver in its sync thread while the event loop reads the
 followers' answers.  Traced with ``bench/r3_trace.py`` (``raft.trace``).
 
 A cycle the timer asked for (a follower's election deadline, a leader's
@@ -241,7 +244,34 @@ class RaftDriver:
         self._kicked = True
         self._wake.set()
 
-    def _fast_cycle(self) -> None:
+    def proposed(self) -> None:
+        """A proposal (or barrier) was queued: a parked leader's driver runs
+        its cycle at once, in the caller's task (the fast lane), so the new
+        entry's append-entries leave without the hop to the driver's task.
+        The leader's own write of it is done there only when it is cheap
+        (interval mode: no fsync); otherwise the driver writes it in its sync
+        thread (``_stash``), as it would have.  Any other state: a kick.
+        Callers must be outside the router's delivery loops (a stream's
+        ``drain``, from ``Router.flush``): the cycle may release proposals."""
+        core = self.core
+        if (
+            self._parked
+            and self._fast_lane
+            and not self._kicked
+            and self._in_flight is None
+            and core.is_leader
+            and not core.quiet
+        ):
+            try:
+                self._fast_cycle(own_entry=True)
+            except Exception:  # as the driver's own cycle would: never into the caller
+                self._fast_lane = False
+                log.exception("event=fast_cycle_raised group=%s", core.group_id)
+                self.kick()
+            return
+        self.kick()
+
+    def _fast_cycle(self, *, own_entry: bool = False) -> None:
         """Run a cycle at once, in the link reader's task that delivered a frame,
         while the driver is parked (the fast lane).
 
@@ -269,7 +299,8 @@ class RaftDriver:
                 if journal.rewriting or (
                     not cheap
                     and (
-                        len(data) > core.config.inline_write_bytes_max
+                        own_entry
+                        or len(data) > core.config.inline_write_bytes_max
                         or now < self._inline_off_until
                     )
                 ):

@@ -198,7 +198,12 @@ class RaftGroup:
         await self._await(p)
 
     def start(
-        self, entry: bytes, on_done: Callable[[Proposal], None], *, leader_only: bool = False
+        self,
+        entry: bytes,
+        on_done: Callable[[Proposal], None],
+        *,
+        leader_only: bool = False,
+        kick: bool = True,
     ) -> Proposal:
         """Queue ``entry`` for replication without waiting for it.
 
@@ -211,6 +216,10 @@ class RaftGroup:
         their majority (pipelining).
 
         ``leader_only``: never forwarded (``RaftCore.propose``).
+
+        ``kick``: False leaves the driver alone; the caller then calls
+        :meth:`proposed` once it has started what goes together (one cycle,
+        one Raft entry for them all, run at once by a parked leader).
 
         Raises:
             QueueFull, NotLeader, NoLeader, ValueError: refused at once, as
@@ -232,8 +241,15 @@ class RaftGroup:
                 log.exception("event=on_done_raised group=%s", gid)
 
         p.on_done = done
-        driver.kick()
+        if kick:
+            driver.kick()
         return p
+
+    def proposed(self) -> None:
+        """Proposals were started: a parked leader cycles at once in the
+        caller's task (``RaftDriver.proposed``), else the driver is kicked."""
+        if self._driver is not None:
+            self._driver.proposed()
 
     # ------------------------------------------------------------ leadership
 

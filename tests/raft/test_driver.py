@@ -11,6 +11,7 @@ from chaos.net import FakeNetwork
 from chaos.toyfsm import ToyStateMachine
 from raft.errors import ProposalDropped
 from raft.group import RaftGroup
+from raft.proposal import Proposal
 from raft.storage import MemoryDisk
 from tests.raft.cluster_helpers import Cluster
 
@@ -203,4 +204,63 @@ async def test_fast_lane_answers_in_the_readers_task_and_leaves_big_writes_to_th
                 await trio.sleep(0.05)
         assert len({f.chain for f in fsms}) == 1
         assert fsms[0].values[-1] == b"last"
+        nursery.cancel_scope.cancel()
+
+
+async def test_proposals_started_together_leave_at_once_in_the_callers_task(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """``start(kick=False)`` then ``proposed()`` on a parked leader: the new
+    entry (one for all proposals started together) is appended and its
+    append-entries sent before ``proposed()`` returns; its journal write is
+    done there in interval mode (cheap), left to the driver's thread when it
+    needs an fsync; every proposal commits."""
+    for interval in (True, False):
+        await _started_together(interval)
+
+
+async def _started_together(interval: bool) -> None:
+    from raft.config import RaftConfig
+
+    async with trio.open_nursery() as nursery:
+        c = Cluster(nursery, IDS, config=RaftConfig(journal_fsync=not interval))
+        await c.start()
+        leader = await c.wait_leader()
+        await leader.g.propose(b"warm")
+        await trio.testing.wait_all_tasks_blocked()
+        drv = leader.g._driver
+        assert drv is not None and drv._parked
+        links = c.net.links(leader.node_id)
+        sent: list[str] = []
+        inner = links.send
+
+        def send(peer: str, gid: str, payload: bytes) -> bool:
+            sent.append(peer)
+            return inner(peer, gid, payload)
+
+        links.send = send  # type: ignore[method-assign]
+        journal = leader.g.core.journal
+        last0, fast0 = journal.last_index, drv.fast_cycles
+        done: list[object] = []
+        all_done = trio.Event()
+
+        def on_done(p: Proposal) -> None:
+            done.append(p.result)
+            if len(done) == 3:
+                all_done.set()
+
+        for i in range(3):
+            leader.g.start(b"p%d" % i, on_done, kick=False)
+        assert journal.last_index == last0 and not sent  # nothing yet
+        leader.g.proposed()
+        assert journal.last_index == last0 + 1  # one entry for the three
+        assert sent  # its append-entries left in this task (a follower or two)
+        if interval:
+            assert drv.fast_cycles == fast0 + 1 and not journal.dirty  # written here
+        else:
+            assert drv._stash is not None  # the fsync is the driver's (its thread)
+        with trio.fail_after(5):
+            await all_done.wait()
+        assert all(isinstance(r, int) for r in done) and len(set(done)) == 3
+        links.send = inner  # type: ignore[method-assign]
         nursery.cancel_scope.cancel()
