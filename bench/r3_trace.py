@@ -62,7 +62,7 @@ def by_index(ev: list[Event], gid: str) -> dict[int, dict[str, int]]:
             continue
         if e in ("cstart", "cend", "early", "synced", "sent"):
             out[last].setdefault(e, t)
-        if e in ("cstart", "applied", "released"):
+        if e in ("cstart", "cend", "synced", "sent", "applied", "released"):
             out[commit].setdefault(e + "_c", t)
         if e == "frame":
             out[last].setdefault("frame", t)
@@ -112,6 +112,11 @@ def breakdown(d: str) -> list[tuple[str, list[int]]]:
         if "frame" in li:
             hops["L first answer in -> commit cycle start"].append(li["cstart_c"] - li["frame"])
         hops["L commit cycle start -> applied"].append(li["applied_c"] - li["cstart_c"])
+        if all(k in li for k in ("cend_c", "synced_c", "sent_c")):
+            hops["L   commit cycle cpu"].append(li["cend_c"] - li["cstart_c"])
+            hops["L   commit cycle end -> its write done"].append(li["synced_c"] - li["cend_c"])
+            hops["L   write done -> its outbox sent"].append(li["sent_c"] - li["synced_c"])
+            hops["L   outbox sent -> applied"].append(li["applied_c"] - li["sent_c"])
         hops["L applied -> released (PubAck written)"].append(li["released_c"] - li["applied_c"])
         hops["L proposed -> released (whole)"].append(li["released_c"] - tp)
         nxt = bisect.bisect_right(reads, li["released_c"])

@@ -29,11 +29,17 @@ import pysyncobj.syncobj as _syncobj_module
 __all__ = ["bound", "install"]
 
 _now: Callable[[], float] | None = None
+#: the time of the binding (``bound(..., at=t)``): pysyncobj reads it a score of
+#: times per cycle, and a cycle is tens of microseconds
+_at: float | None = None
 _rng: _stdlib_random.Random | None = None
 _installed = False
 
 
 def _monotonic() -> float:
+    t = _at
+    if t is not None:
+        return t
     f = _now
     return f() if f is not None else time.monotonic()
 
@@ -65,21 +71,27 @@ class bound:  # lower case: used as ``with bound(now, rng):``, as the function i
 
     A plain class rather than a ``contextlib.contextmanager`` generator: it is
     entered several times per Raft cycle, on every acknowledged write's path.
+
+    ``at``: pysyncobj's clock reads this fixed time inside the block (one
+    Raft cycle: the time it started) instead of calling ``now``.
     """
 
-    __slots__ = ("_now", "_prev_now", "_prev_rng", "_rng")
+    __slots__ = ("_at", "_now", "_prev_at", "_prev_now", "_prev_rng", "_rng")
 
-    def __init__(self, now: Callable[[], float], rng: _stdlib_random.Random) -> None:
+    def __init__(
+        self, now: Callable[[], float], rng: _stdlib_random.Random, at: float | None = None
+    ) -> None:
         self._now = now
         self._rng = rng
+        self._at = at
 
     def __enter__(self) -> None:
-        global _now, _rng
+        global _now, _rng, _at
         if not _installed:
             install()
-        self._prev_now, self._prev_rng = _now, _rng
-        _now, _rng = self._now, self._rng
+        self._prev_now, self._prev_rng, self._prev_at = _now, _rng, _at
+        _now, _rng, _at = self._now, self._rng, self._at
 
     def __exit__(self, *exc: object) -> None:
-        global _now, _rng
-        _now, _rng = self._prev_now, self._prev_rng
+        global _now, _rng, _at
+        _now, _rng, _at = self._prev_now, self._prev_rng, self._prev_at

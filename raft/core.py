@@ -99,6 +99,7 @@ from raft.wire import WireError, decode_messages, encode_messages
 __all__ = ["RaftCore", "Ready", "safe_file_stem"]
 
 log = logging.getLogger(__name__)
+_AB_FLAG = False
 
 _U32 = struct.Struct(">I")
 
@@ -502,7 +503,7 @@ class RaftCore(ProposalSettling, CoreView):
         """
         obj = self.obj
         self._defer_apply = defer_apply
-        with clock.bound(self.now, self.rng):
+        with clock.bound(self.now, self.rng, self.now()):
             leading = obj._SyncObj__raftState == STATE_LEADER
             self.transport.reconnect_all()
             members = obj._SyncObj__otherNodes

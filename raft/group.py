@@ -119,7 +119,7 @@ class RaftGroup:
             self._fsm,
             self._disk,
             self.config,
-            now=trio.current_time,
+            now=trio.lowlevel.current_clock().current_time,
             rng=self._rng,
             first_candidate=self._first_candidate,
         )
