@@ -201,6 +201,8 @@ class RaftCore(ProposalSettling, CoreView):
         self.snapshots = SnapshotStore(disk, stem + ".snap", fsm)
         self.transport = OutboxTransport(self.config.send_bytes_per_cycle_max)
         self._inbound: deque[tuple[str, list[dict[str, Any]]]] = deque()
+        #: pysyncobj Node per peer id seen inbound (its messages are delivered as from it)
+        self._nodes: dict[str, Node] = {}
         self._inbound_count = 0
         self._pending: deque[Proposal] = deque()
         self._barriers: list[Proposal] = []
@@ -505,16 +507,21 @@ class RaftCore(ProposalSettling, CoreView):
         self._defer_apply = defer_apply
         with clock.bound(self.now, self.rng, self.now()):
             leading = obj._SyncObj__raftState == STATE_LEADER
-            self.transport.reconnect_all()
+            transport = self.transport
+            if transport._over_budget:
+                transport.reconnect_all()
+            deliver = transport.deliver
             members = obj._SyncObj__otherNodes
             inbound, self._inbound = self._inbound, deque()
             self._inbound_count = 0
             for peer_id, msgs in inbound:
-                node = Node(peer_id)
+                node = self._nodes.get(peer_id)
+                if node is None:
+                    node = self._nodes[peer_id] = Node(peer_id)
                 if node not in members:
                     continue
                 for m in msgs:
-                    self.transport.deliver(node, m)
+                    deliver(node, m)
             if self._membership_requests or self._transfer_requests:
                 self._submit_admin()
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
@@ -609,10 +616,22 @@ class RaftCore(ProposalSettling, CoreView):
         """(early, late): a leader's append-entries may go before the fsync."""
         early: list[tuple[str, bytes]] = []
         late: list[tuple[str, bytes]] = []
-        limit = self.config.payload_bytes_max
+        outbox = self.transport.take_outbox()
+        if not outbox:
+            return early, late
         leader = self.is_leader and self.config.send_append_entries_before_fsync
+        if len(outbox) == 1:
+            # the usual cycle: one message to one peer (a leader's new entry to
+            # its eager follower, a follower's answer): no sort, no chunking
+            ((pid, msgs),) = outbox.items()
+            if len(msgs) == 1:
+                m = msgs[0]
+                out = early if leader and m["type"] == "append_entries" else late
+                out.append((pid, encode_messages(msgs)))
+                return early, late
+        limit = self.config.payload_bytes_max
         # sorted: pysyncobj iterates sets of nodes (hash order varies per process)
-        for pid, msgs in sorted(self.transport.take_outbox().items()):
+        for pid, msgs in sorted(outbox.items()):
             for out, group in (
                 (early, [m for m in msgs if leader and m.get("type") == "append_entries"]),
                 (late, [m for m in msgs if not (leader and m.get("type") == "append_entries")]),

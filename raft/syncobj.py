@@ -174,6 +174,7 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
         self._appending = False
         #: the followers a new entry goes to at once (``lazy_follower_s``)
         self._eager: list[Node] = []
+        self._eager_set: set[Node] = set()
         #: new entries sent to the eager followers only (``status()``)
         self.eager_sends = 0
         super().__init__(*args, **kwargs)
@@ -373,6 +374,8 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
     # -- replication: eager and lazy followers
 
     def _checkCommandsToApply(self) -> None:
+        if not self._SyncObj__commandsQueue._FastQueue__queue:
+            return  # pysyncobj would take the lock and raise and catch Queue.Empty, every tick
         self._appending = True
         try:
             _so.SyncObj._checkCommandsToApply(self)
@@ -429,6 +432,21 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
         heard = self._SyncObj__lastResponseTime
         match = self._SyncObj__raftMatchIndex
         connected = self._SyncObj__connectedNodes
+        if len(others) == 2 and len(self._eager) == 1:
+            # three members (every new entry of a sync publish): the same rule, unrolled
+            (e,) = self._eager
+            a, b = others
+            o = b if e == a else a
+            if (
+                e in others
+                and e in connected
+                and heard.get(e, 0.0) >= heard.get(o, 0.0) - lazy_s
+                and match.get(e, 0) >= match.get(o, 0)
+            ):
+                kept = self._eager_set
+                if len(kept) != 1 or e not in kept:
+                    kept = self._eager_set = {e}
+                return kept
         keep = [n for n in self._eager if n in others and n in connected]
         if keep:
             latest = max(heard.get(n, 0.0) for n in others)
@@ -445,7 +463,8 @@ class TrijetSyncObj(_so.SyncObj):  # type: ignore[misc]
             if len(keep) < want:  # not enough connected ones: everyone
                 keep = list(others)
         self._eager = keep
-        return set(keep)
+        self._eager_set = set(keep)
+        return self._eager_set
 
     # -- snapshots
 
