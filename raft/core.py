@@ -99,7 +99,6 @@ from raft.wire import WireError, decode_messages, encode_messages
 __all__ = ["RaftCore", "Ready", "safe_file_stem"]
 
 log = logging.getLogger(__name__)
-_AB_FLAG = False
 
 _U32 = struct.Struct(">I")
 
@@ -282,7 +281,10 @@ class RaftCore(ProposalSettling, CoreView):
 
     def receive(self, peer_id: str, payload: bytes) -> None:
         """Buffer one inbound payload from ``peer_id`` (dropped if the buffer is full or invalid)."""
-        if not any(n.id == peer_id for n in self.obj._SyncObj__otherNodes):
+        node = self._nodes.get(peer_id)
+        if node is None:
+            node = self._nodes[peer_id] = Node(peer_id)
+        if node not in self.obj._SyncObj__otherNodes:
             # not a member (removed, or not added yet): its vote requests would
             # bump the term and depose a healthy leader
             self.dropped_non_member += 1
