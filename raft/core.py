@@ -69,10 +69,10 @@ from pysyncobj.node import Node
 
 from raft import clock
 from raft.config import RaftConfig
+from raft.core_apply import StateMachineApply
 from raft.core_settle import ProposalSettling
 from raft.core_view import CoreView
 from raft.errors import (
-    ApplyFailed,
     NoLeader,
     NotLeader,
     ProposalDropped,
@@ -81,7 +81,7 @@ from raft.errors import (
 )
 from raft.fsm import StateMachine
 from raft.journal import DurableJournal
-from raft.proposal import LeaderState, Proposal, decode_batch, encode_batch
+from raft.proposal import LeaderState, Proposal, encode_batch
 from raft.quiet import QuietState
 from raft.snapshot import SnapshotStore
 from raft.storage import Disk, safe_file_stem
@@ -143,7 +143,7 @@ class Ready:
 # --------------------------------------------------------------------- the core
 
 
-class RaftCore(ProposalSettling, CoreView):
+class RaftCore(StateMachineApply, ProposalSettling, CoreView):
     """One member of one Raft group, driven in cycles (see module docstring).
 
     Args:
@@ -281,10 +281,7 @@ class RaftCore(ProposalSettling, CoreView):
 
     def receive(self, peer_id: str, payload: bytes) -> None:
         """Buffer one inbound payload from ``peer_id`` (dropped if the buffer is full or invalid)."""
-        node = self._nodes.get(peer_id)
-        if node is None:
-            node = self._nodes[peer_id] = Node(peer_id)
-        if node not in self.obj._SyncObj__otherNodes:
+        if self._node(peer_id) not in self.obj._SyncObj__otherNodes:
             # not a member (removed, or not added yet): its vote requests would
             # bump the term and depose a healthy leader
             self.dropped_non_member += 1
@@ -301,6 +298,13 @@ class RaftCore(ProposalSettling, CoreView):
         self._inbound.append((peer_id, msgs))
         self._inbound_count += len(msgs)
         self.last_seen[peer_id] = self.now()
+
+    def _node(self, peer_id: str) -> Node:
+        """pysyncobj's ``Node`` for ``peer_id`` (one object per peer, kept)."""
+        node = self._nodes.get(peer_id)
+        if node is None:
+            node = self._nodes[peer_id] = Node(peer_id)
+        return node
 
     @property
     def has_work(self) -> bool:
@@ -517,9 +521,7 @@ class RaftCore(ProposalSettling, CoreView):
             inbound, self._inbound = self._inbound, deque()
             self._inbound_count = 0
             for peer_id, msgs in inbound:
-                node = self._nodes.get(peer_id)
-                if node is None:
-                    node = self._nodes[peer_id] = Node(peer_id)
+                node = self._node(peer_id)
                 if node not in members:
                     continue
                 for m in msgs:
@@ -678,77 +680,6 @@ class RaftCore(ProposalSettling, CoreView):
                 due = min(due, self._hold_until)  # held proposals go when the hold ends
             return due + 1e-6
         return float(obj._SyncObj__raftElectionDeadline) + 1e-6
-
-    # ------------------------------------------------------------ apply (called by pysyncobj)
-
-    def may_lead(self) -> bool:
-        """False while the state machine says it must not lead (``can_lead``)."""
-        can_lead = getattr(self.fsm, "can_lead", None)
-        return can_lead is None or bool(can_lead())
-
-    def _apply_committed(self) -> None:
-        """Apply every committed, unapplied entry (pysyncobj's own apply step),
-        unless the state machine holds applies back (``can_apply``)."""
-        obj = self.obj
-        if not self.may_apply():
-            return
-        if obj._SyncObj__raftCommitIndex > obj._SyncObj__raftLastApplied:
-            with clock.bound(self.now, self.rng):
-                TrijetSyncObj._pysyncobj_apply(obj)
-
-    def may_apply(self) -> bool:
-        """False while the state machine holds applies back (``can_apply``)."""
-        can_apply = getattr(self.fsm, "can_apply", None)
-        return can_apply is None or bool(can_apply())
-
-    def _apply_batch(self, data: bytes) -> list[object] | None:
-        try:
-            items = decode_batch(data)
-        except ValueError as e:
-            log.error("event=bad_batch group=%s error=%s", self.group_id, e)
-            return None
-        results: list[object] = []
-        # a state machine with ``apply_at`` learns the Raft index of the entry
-        # (every item of one batch shares it): one that keeps its state in a
-        # durable store of its own skips entries it already holds
-        apply_at = getattr(self.fsm, "apply_at", None)
-        index = self.obj._SyncObj__raftLastApplied + 1
-        for it in items:
-            try:
-                results.append(self.fsm.apply(it) if apply_at is None else apply_at(it, index))
-            except Exception as e:
-                log.exception("event=apply_raised group=%s", self.group_id)
-                results.append(ApplyFailed(e))
-        if self._watch:
-            self._watch_applied(data, results)
-        return results
-
-    def _apply_run(self, entries: list[tuple[bytes, int]]) -> list[list[object] | None]:
-        """Apply a run of regular entries ``(batch, index)`` with the state
-        machine's ``apply_run``: one result list per entry (None: not a batch),
-        as ``_apply_batch`` gives each."""
-        decoded: list[tuple[list[bytes], int]] = []
-        bad: set[int] = set()
-        for k, (data, index) in enumerate(entries):
-            try:
-                decoded.append((decode_batch(data), index))
-            except ValueError as e:
-                log.error("event=bad_batch group=%s error=%s", self.group_id, e)
-                decoded.append(([], index))
-                bad.add(k)
-        out: list[list[object] | None] = list(self.fsm.apply_run(decoded))  # type: ignore[attr-defined]
-        for k in bad:
-            out[k] = None
-        if self._watch:
-            for (data, _), results in zip(entries, out, strict=True):
-                self._watch_applied(data, results)
-        return out
-
-    def _on_membership_applied(self, req: list[str]) -> None:
-        if req[1] == self.node_id:
-            # the latest change about this node decides: one removed and added
-            # again (a stream scaled down and up) replays both while it catches up
-            self.removed = req[0] == "rem"
 
     def leader_link_down(self, peer_id: str) -> bool:
         """The link to ``peer_id`` closed.  If it is this follower's leader,
