@@ -563,7 +563,7 @@ class ProtocolConnection:
         Returns an event, a pending-payload tuple, a violation, or None for a
         line that produces nothing.
         """
-        parts = line.split(None, 1) if self.role is not Role.SERVER else split_verb(line)
+        parts = split_verb(line)
         if not parts or line[:1] in (b" ", b"\t"):
             return ProtocolViolation(ERR_UNKNOWN_OP, "empty line")
         verb = parts[0].upper()
@@ -637,14 +637,14 @@ class ProtocolConnection:
         self, verb: bytes, rest: bytes, line: bytes
     ) -> Event | ProtocolViolation | tuple[Any, ...] | None:
         if verb == b"MSG":
-            args = rest.split()
+            args = split_args(rest)
             if len(args) not in (3, 4) or not args[-1].isdigit():
                 return ProtocolViolation(None, "MSG arguments")
             size = int(args[-1])
             reply = args[2] if len(args) == 4 else None
             return (_K_MSG, size, args[0], args[1], reply)
         if verb == b"HMSG":
-            args = rest.split()
+            args = split_args(rest)
             if len(args) not in (4, 5) or not (args[-1].isdigit() and args[-2].isdigit()):
                 return ProtocolViolation(None, "HMSG arguments")
             hsize, total = int(args[-2]), int(args[-1])

@@ -19,6 +19,7 @@ from node.protocol.lines import (
     ProtocolViolation,
     err_text,
     json_event,
+    split_args,
 )
 
 K_RMSG = 4
@@ -31,11 +32,11 @@ def route_line(
     """A cluster peer's ops (``RMSG``/``HMSG``, ``RS+``/``RS-``, and on a route the
     leaf-origin ``LMSG``/``LS+``/``LS-``), and the lines every server link shares."""
     if verb == b"RMSG" or verb == b"HMSG":
-        return rmsg_args(rest.split(), verb == b"HMSG", max_payload)
+        return rmsg_args(split_args(rest), verb == b"HMSG", max_payload)
     if is_route and verb in (b"LMSG", b"LS+", b"LS-"):
-        return _route_origin_line(verb, rest.split(), ls_minus_origin, max_payload)
+        return _route_origin_line(verb, split_args(rest), ls_minus_origin, max_payload)
     if verb == b"RS+":
-        args = rest.split()
+        args = split_args(rest)
         if len(args) == 2:
             return RSub(args[0], args[1], None, 0)
         if len(args) in (3, 4):
@@ -43,7 +44,7 @@ def route_line(
             return RSub(args[0], args[1], args[2], int(w) if w.isdigit() else 1)
         return ProtocolViolation(None, "RS+ arguments")
     if verb == b"RS-":
-        args = rest.split()
+        args = split_args(rest)
         if len(args) in (2, 3):
             return RUnsub(args[0], args[1], args[2] if len(args) == 3 else None)
         return ProtocolViolation(None, "RS- arguments")
@@ -94,9 +95,9 @@ def leaf_line(
     [queue]``, ``LMSG``/``HMSG subject [reply | + reply queues | | queues] size(s)``
     (no account: the link is bound to one); events carry account ``b""``."""
     if verb == b"LMSG" or verb == b"HMSG":
-        return rmsg_args([b"", *rest.split()], verb == b"HMSG", max_payload)
+        return rmsg_args([b"", *split_args(rest)], verb == b"HMSG", max_payload)
     if verb == b"LS+":
-        args = rest.split()
+        args = split_args(rest)
         if len(args) == 1:
             return RSub(b"", args[0], None, 0)
         if len(args) in (2, 3):
@@ -104,7 +105,7 @@ def leaf_line(
             return RSub(b"", args[0], args[1], int(w) if w.isdigit() else 1)
         return ProtocolViolation(None, "LS+ arguments")
     if verb == b"LS-":
-        args = rest.split()
+        args = split_args(rest)
         if len(args) in (1, 2):
             return RUnsub(b"", args[0], args[1] if len(args) == 2 else None)
         return ProtocolViolation(None, "LS- arguments")

@@ -172,6 +172,8 @@ CLIENT_CASES: list[tuple[bytes, list[object]]] = [
     ),
     (b"+OK\r\nPING\r\nPONG\r\n", [OK, PING, PONG]),
     (b"-ERR 'Stale Connection'\r\n", [Err("Stale Connection")]),
+    # only spaces and tabs separate arguments: VT and FF belong to the token
+    (b"MSG \x0bfoo 1 3\r\nabc\r\n", [Msg(b"\x0bfoo", b"1", None, b"abc")]),
 ]
 
 
@@ -196,6 +198,14 @@ ROUTE_CASES: list[tuple[bytes, list[object]]] = [
         [RMsg(b"$G", b"foo", None, (), b"NATS/1.0\r\n\r\n", b"hi")],
     ),
     (b'CONNECT {"cluster":"c"}\r\n', [Connect({"cluster": "c"})]),
+    # only spaces and tabs separate arguments, on the fast and the careful path alike
+    # (found by the fuzzer: a chunked RMSG split b"\x0bfoo" into b"foo")
+    (
+        b"RMSG $G \x0bfoo reply 5\r\nhello\r\n",
+        [RMsg(b"$G", b"\x0bfoo", b"reply", (), None, b"hello")],
+    ),
+    (b"RS+ $G f\x0coo\r\n", [RSub(b"$G", b"f\x0coo", None, 0)]),
+    (b"LMSG LC $G \x0bfoo 0 2\r\nhi\r\n", [RMsg(b"$G", b"\x0bfoo", None, (), None, b"hi", b"LC")]),
     # leaf-origin forms (nats-server's lnoc): the leaf cluster first, always two sizes
     (b"LS+ LC $G foo\r\n", [RSub(b"$G", b"foo", None, 0, b"LC")]),
     (b"LS+ LC $G foo q 2\r\n", [RSub(b"$G", b"foo", b"q", 2, b"LC")]),
