@@ -210,12 +210,13 @@ async def _marker_scenario(url: str) -> list[str]:
         out.append(await req("s.a", b"x", {"Nats-TTL": "1s"}))  # stored with Nats-TTL: 2
         out.append(await req("s.b", b"y"))
         out.append(await req("s.b", b"y2"))
-        # s.c's TTL (4 s) is a second away from every other expiry: the s.a marker
-        # (stored at ~1 s, TTL 2 s) is gone by then and the s.b marker (stored at
-        # ~3 s by max_age) stays until ~5 s, so the reads below see a settled state
-        # (a TTL of 5 s put them in a race with the s.b marker's own expiry)
-        out.append(await req("s.c", b"z", {"Nats-TTL": "4"}))
         out.append(await req("s.f", b"f", {"Nats-Marker-Reason": "Foo"}))  # no marker for it
+        # s.c is the last publish: its marker (the last one awaited below) comes when
+        # max_age removes it, and both servers remove the oldest first, so the reads
+        # below see every publish gone (with s.f last, its own max_age removal raced
+        # the reads by the milliseconds between the two publishes). Its TTL (4 s)
+        # outlives max_age, which wins; the markers' own TTL (2 s) outlives the reads.
+        out.append(await req("s.c", b"z", {"Nats-TTL": "4"}))
         seen = []
         while len(seen) < 5 + 3:  # the 5 publishes, then markers for s.a, s.b, s.c
             msg = await asyncio.wait_for(republished.get(), WAIT_S)
