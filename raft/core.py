@@ -60,7 +60,6 @@ import random
 import struct
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import cbor2
@@ -70,6 +69,13 @@ from pysyncobj.node import Node
 from raft import clock
 from raft.config import RaftConfig
 from raft.core_apply import StateMachineApply
+from raft.core_fast import (
+    FULL_CYCLE_S,
+    answer_only_cycle,
+    append_only_cycle,
+    may_answer_only,
+    may_append_only,
+)
 from raft.core_settle import ProposalSettling
 from raft.core_view import CoreView
 from raft.errors import (
@@ -103,20 +109,22 @@ log = logging.getLogger(__name__)
 _U32 = struct.Struct(">I")
 
 
-@dataclass
 class Ready:
     """What one cycle produced; see the module docstring for the order of use."""
 
-    core: RaftCore
-    #: a leader's append-entries: may leave before this cycle's fsync (Raft
-    #: only requires persistence before *answering*; the leader processes the
-    #: acks in a later cycle, after this cycle's records are durable)
-    early_outbox: list[tuple[str, bytes]] = field(default_factory=list)
-    #: everything else (responses, votes, forwarded commands): after the fsync
-    outbox: list[tuple[str, bytes]] = field(default_factory=list)
-    completions: list[tuple[Proposal, object, RaftError | None]] = field(default_factory=list)
-    leadership: LeaderState | None = None
-    more: bool = False
+    __slots__ = ("completions", "core", "early_outbox", "leadership", "more", "outbox")
+
+    def __init__(self, core: RaftCore) -> None:
+        self.core = core
+        #: a leader's append-entries: may leave before this cycle's fsync (Raft
+        #: only requires persistence before *answering*; the leader processes the
+        #: acks in a later cycle, after this cycle's records are durable)
+        self.early_outbox: list[tuple[str, bytes]] = []
+        #: everything else (responses, votes, forwarded commands): after the fsync
+        self.outbox: list[tuple[str, bytes]] = []
+        self.completions: list[tuple[Proposal, object, RaftError | None]] = []
+        self.leadership: LeaderState | None = None
+        self.more = False
 
     def sync(self) -> None:
         self.core.journal.flush()
@@ -129,10 +137,12 @@ class Ready:
         self.completions.extend(core._completions)
         core._completions = []
         # a new leader serves once its term's first entry is applied: maybe now
-        state = core.leader_state()
-        if state != core._last_leader:
-            core._last_leader = state
-            self.leadership = state
+        last = core._last_leader
+        if last is None or not last.is_leader:
+            state = core.leader_state()
+            if state is not last and state != last:
+                core._last_leader = state
+                self.leadership = state
 
     def release(self) -> None:
         for p, res, err in self.completions:
@@ -242,6 +252,11 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
         self.commits_before_own_write = 0
         #: elections brought forward because the leader's link closed
         self.leader_links_lost = 0
+        #: a full cycle (with pysyncobj's tick) is due by then (``raft.core_fast``)
+        self.full_cycle_due = 0.0
+        #: cycles that only appended (a leader) or only answered (a follower)
+        self.append_only_cycles = 0
+        self.answer_only_cycles = 0
         #: hibernation of an idle group (raft.quiet); ``heard`` is set by the driver
         self.quiet_state = QuietState(self)
         conf = self.config.syncobj_conf(self.journal, self.snapshots)
@@ -509,8 +524,13 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
             A :class:`Ready`; the caller must ``sync()`` it before sending its
             outbox, then (``apply()`` and) ``release()`` it.
         """
+        if may_append_only(self):
+            return append_only_cycle(self, Ready)
+        if may_answer_only(self):
+            return answer_only_cycle(self, Ready)
         obj = self.obj
         self._defer_apply = defer_apply
+        self.full_cycle_due = self.now() + FULL_CYCLE_S
         with clock.bound(self.now, self.rng, self.now()):
             leading = obj._SyncObj__raftState == STATE_LEADER
             transport = self.transport
@@ -536,7 +556,7 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
                 self._submit_barriers()
             quiet = self.quiet_state
             quiet.before_tick()
-            if not self.may_lead() and obj._SyncObj__raftState != STATE_LEADER:
+            if obj._SyncObj__raftState != STATE_LEADER and not self.may_lead():
                 # a replica with a hole never stands for election
                 later = self.now() + self.config.election_timeout_s_max
                 if obj._SyncObj__raftElectionDeadline < later:
@@ -544,7 +564,10 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
             leading = leading and obj._SyncObj__raftState == STATE_LEADER
             capped = self._cap_matches() if leading and self.cap_own_unsynced else None
             obj.doTick(0)
-            if self.is_leader and self.commit_index > self.journal.durable_index:
+            if (
+                obj._SyncObj__raftState == STATE_LEADER
+                and obj._SyncObj__raftCommitIndex > self.journal.durable_index
+            ):
                 self.commits_before_own_write += 1
             if capped is not None:
                 match = obj._SyncObj__raftMatchIndex
@@ -560,7 +583,7 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
         ready.early_outbox, ready.outbox = self._encode_outbox()
         ready.completions, self._completions = self._completions, []
         state = self.leader_state()
-        if state != self._last_leader:
+        if state is not self._last_leader and state != self._last_leader:
             self._last_leader = state
             ready.leadership = state
         # A single-member group commits what it appended in the following tick.
@@ -706,7 +729,11 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
     def _holding(self) -> bool:
         """Does a pending leadership transfer hold new entries back now?  (Not
         once the lead is won back in a later term: the transfer is over.)"""
-        return self.is_leader and self.now() < self._hold_until and self.term == self._hold_term
+        return (
+            self._hold_term == self.obj._SyncObj__raftCurrentTerm
+            and self.is_leader
+            and self.now() < self._hold_until
+        )
 
     @property
     def transferring(self) -> bool:

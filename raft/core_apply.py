@@ -49,9 +49,7 @@ class StateMachineApply:
         """Apply every committed, unapplied entry (pysyncobj's own apply step),
         unless the state machine holds applies back (``can_apply``)."""
         obj = self.obj
-        if not self.may_apply():
-            return
-        if obj._SyncObj__raftCommitIndex > obj._SyncObj__raftLastApplied:
+        if obj._SyncObj__raftCommitIndex > obj._SyncObj__raftLastApplied and self.may_apply():
             with clock.bound(self.now, self.rng):
                 TrijetSyncObj._pysyncobj_apply(obj)
 

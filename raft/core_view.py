@@ -32,8 +32,10 @@ class CoreView:
     last_seen: dict[str, float]
     now: Callable[[], float]
     commits_before_own_write: int
-    #: ``leader_state``'s last value and its key
-    _state_cache: tuple[tuple[int, str | None, bool], LeaderState] | None = None
+    append_only_cycles: int
+    answer_only_cycles: int
+    #: ``leader_state``'s last value and the raw fields it was made from
+    _state_cache: tuple[tuple[Any, Any, Any], LeaderState] | None = None
     orphans_failed: int
     watch_resolved: int
     removed: bool
@@ -113,22 +115,30 @@ class CoreView:
 
     def leader_state(self) -> LeaderState:
         """(term, serving leader, this member leads and serves), as one value;
-        the same object while none of them changes (read twice per cycle)."""
+        the same object while none of them changes (read twice per cycle).
+        Recomputed only when the term, the leader or the role changed, or
+        while this member leads but does not serve yet (its no-op applies)."""
         obj = self.obj
-        n = obj._SyncObj__raftLeader
+        state_now = obj._SyncObj__raftState
+        raw = (obj._SyncObj__raftCurrentTerm, obj._SyncObj__raftLeader, state_now)
+        cached = self._state_cache
+        if cached is not None and cached[0] == raw:
+            state = cached[1]
+            if state.is_leader or state_now != STATE_LEADER:
+                return state
+        n = raw[1]
         lid = None if n is None else str(n.id)
         ready = False
-        if obj._SyncObj__raftState == STATE_LEADER:
+        if state_now == STATE_LEADER:
             noop = obj._SyncObj__noopIDx
             ready = noop is None or int(obj._SyncObj__raftLastApplied) >= noop
         if lid == self.node_id and not ready:
             lid = None  # ``serving_leader_id``
-        key = (int(obj._SyncObj__raftCurrentTerm), lid, ready)
-        cached = self._state_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        key = (int(raw[0]), lid, ready)
         state = LeaderState(*key)
-        self._state_cache = (key, state)
+        if cached is not None and cached[1] == state:
+            state = cached[1]  # the same value: the same object
+        self._state_cache = (raw, state)
         return state
 
     def status(self) -> dict[str, Any]:
@@ -163,6 +173,8 @@ class CoreView:
             "last_index": self.journal.last_index,
             "durable_index": self.journal.durable_index,
             "commits_before_own_write": self.commits_before_own_write,
+            "append_only_cycles": self.append_only_cycles,
+            "answer_only_cycles": self.answer_only_cycles,
             "first_index": self.journal.first_index,
             "journal_entries": len(self.journal),
             "journal_bytes": self.journal.entry_bytes,

@@ -305,14 +305,18 @@ class QuietState:
             return
         last = core.journal.last_index
         commit = obj._SyncObj__raftCommitIndex
+        if busy or commit != last:
+            # not calm (every cycle under load): a new round starts when calm
+            # comes (below, with a new key); acks count only while calm
+            if self._calm_key is not None:
+                self._calm_key = None
+                self._acks.clear()
+                self._round += 1
+            return
         match = obj._SyncObj__raftMatchIndex
         key = (obj._SyncObj__raftCurrentTerm, last, commit)
         now = core.now()
-        calm = (
-            not busy
-            and commit == last
-            and all(match.get(n, 0) == last for n in obj._SyncObj__otherNodes)
-        )
+        calm = all(match.get(n, 0) == last for n in obj._SyncObj__otherNodes)
         if not calm or key != self._calm_key:
             self._calm_key = key if calm else None
             self._calm_since = now

@@ -1,0 +1,152 @@
+"""The append-only and answer-only cycles (raft.core_fast) in the deterministic
+simulator (chaos.sim), against the full cycle they stand in for.
+
+Twin simulations from one seed run the same steps, one with the short cycles
+and one without: every message the cycle sends, the journal and the commit
+index must be the same.  A steady stream of entries must still get the full
+cycle's work done (compaction) on every member.  The simulator's Raft safety
+checks run on every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+import raft.core as core_module
+from chaos.sim import SimConfig, Simulation
+from raft.core import RaftCore
+from raft.core_fast import FULL_CYCLE_S
+from raft.wire import decode_messages
+from tests.raft.simwait import run_until
+
+LAZY_S = 0.02
+
+
+def sim_of(seed: int = 5, compaction_entries: int = 10**9) -> Simulation:
+    sim = Simulation(
+        seed,
+        SimConfig(
+            duration_s=0.0,
+            settle_s=0.0,
+            quiet_after_s=None,
+            lazy_follower_s=LAZY_S,
+            commit_notify_s_max=LAZY_S,  # as stream groups run (cluster.replicated)
+            leader_write_lag=0.0,
+            compaction_entries=compaction_entries,
+        ),
+    )
+    sim.faults_on = False
+    sim.clients_on = False
+    return sim
+
+
+def run_for(sim: Simulation, secs: float) -> None:
+    end = sim.t + secs
+    while sim.t < end:
+        sim.step(end)
+        assert not sim.result.violations, sim.result.violations
+
+
+def settled(sim: Simulation) -> RaftCore:
+    run_until(sim, lambda: sim.leader() is not None, "a leader")
+    run_for(sim, 0.3)
+    leader = sim.leader()
+    assert leader is not None
+    return leader
+
+
+@contextmanager
+def full_cycles_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every cycle the full one (the short ones refused)."""
+    with monkeypatch.context() as m:
+        m.setattr(core_module, "may_append_only", lambda core: False)
+        m.setattr(core_module, "may_answer_only", lambda core: False)
+        yield
+
+
+def record(sim: Simulation) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """Every message sent from now on: (src, dst, messages)."""
+    out: list[tuple[str, str, list[dict[str, Any]]]] = []
+    inner = sim.send
+
+    def send(src: str, outbox: Iterable[tuple[str, bytes]]) -> None:
+        outbox = list(outbox)
+        out.extend((src, dst, decode_messages(payload)) for dst, payload in outbox)
+        inner(src, outbox)
+
+    sim.send = send  # type: ignore[method-assign]
+    return out
+
+
+def state(core: RaftCore) -> tuple[Any, ...]:
+    j = core.journal
+    return (
+        j.last_index,
+        core.commit_index,
+        core.term,
+        [j.term_at(i) for i in range(1, j.last_index + 1)],
+    )
+
+
+def one_write(sim: Simulation, leader: RaftCore, value: bytes) -> list[object]:
+    """Propose on the leader and run its cycle at once (the trio driver's
+    ``proposed``), then run the simulation until it commits."""
+    out: list[object] = []
+    p = leader.propose(value)
+    p.on_done = lambda p: out.append(p.error if p.error is not None else p.result)
+    sim.run_cycle(leader.node_id, leader)
+    run_until(sim, lambda: bool(out), "the commit")
+    return out
+
+
+def test_short_cycles_send_and_keep_what_the_full_cycles_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast, full = sim_of(), sim_of()
+    lf, lg = settled(fast), settled(full)
+    assert lf.node_id == lg.node_id and state(lf) == state(lg)
+    sent_fast, sent_full = record(fast), record(full)
+    a0, n0 = (
+        sum(c.append_only_cycles for _, c in fast.up()),
+        sum(c.answer_only_cycles for _, c in fast.up()),
+    )
+    results_fast = [one_write(fast, lf, b"v%d" % i) for i in range(20)]
+    with full_cycles_only(monkeypatch):
+        results_full = [one_write(full, lg, b"v%d" % i) for i in range(20)]
+        run_for(full, 0.1)
+    run_for(fast, 0.1)
+    assert results_fast == results_full
+    assert sent_fast == sent_full  # the same messages, to the same members, in order
+    for (nid, a), (_, b) in zip(fast.up(), full.up(), strict=True):
+        assert state(a) == state(b), nid
+    # the short cycles did run: the leader's appends, the eager follower's answers
+    assert sum(c.append_only_cycles for _, c in fast.up()) - a0 == 20
+    assert sum(c.answer_only_cycles for _, c in fast.up()) - n0 >= 20
+    assert sum(c.append_only_cycles + c.answer_only_cycles for _, c in full.up()) == a0 + n0
+
+
+def test_a_steady_stream_of_entries_still_gets_the_full_cycles_work_done() -> None:
+    """Entries every millisecond (each follower's cycles could all be short):
+    a full cycle still comes every ``FULL_CYCLE_S``, so every member compacts
+    its journal."""
+    sim = sim_of(compaction_entries=40)
+    leader = settled(sim)
+    taken0 = {nid: c.snapshots.taken for nid, c in sim.up()}
+    answered0 = {nid: c.answer_only_cycles for nid, c in sim.up()}
+    n = 0
+    end = sim.t + 20 * FULL_CYCLE_S
+    while sim.t < end:
+        p = leader.propose(b"s%d" % n)
+        n += 1
+        sim.run_cycle(leader.node_id, leader)
+        run_for(sim, 0.001)
+        assert p.error is None
+    for nid, c in sim.up():
+        assert c.snapshots.taken > taken0[nid], nid
+        assert len(c.journal) < n, nid  # compacted
+        if nid != leader.node_id:
+            assert c.answer_only_cycles > answered0[nid], nid
