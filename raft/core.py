@@ -69,13 +69,7 @@ from pysyncobj.node import Node
 from raft import clock
 from raft.config import RaftConfig
 from raft.core_apply import StateMachineApply
-from raft.core_fast import (
-    FULL_CYCLE_S,
-    answer_only_cycle,
-    append_only_cycle,
-    may_answer_only,
-    may_append_only,
-)
+from raft.core_fast import FULL_CYCLE_S, short_cycle
 from raft.core_settle import ProposalSettling
 from raft.core_view import CoreView
 from raft.errors import (
@@ -254,8 +248,9 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
         self.leader_links_lost = 0
         #: a full cycle (with pysyncobj's tick) is due by then (``raft.core_fast``)
         self.full_cycle_due = 0.0
-        #: cycles that only appended (a leader) or only answered (a follower)
+        #: short cycles (``raft.core_fast``): a leader's appends and commits, a follower's answers
         self.append_only_cycles = 0
+        self.commit_only_cycles = 0
         self.answer_only_cycles = 0
         #: hibernation of an idle group (raft.quiet); ``heard`` is set by the driver
         self.quiet_state = QuietState(self)
@@ -524,10 +519,9 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
             A :class:`Ready`; the caller must ``sync()`` it before sending its
             outbox, then (``apply()`` and) ``release()`` it.
         """
-        if may_append_only(self):
-            return append_only_cycle(self, Ready)
-        if may_answer_only(self):
-            return answer_only_cycle(self, Ready)
+        short = short_cycle(self, Ready, defer_apply)
+        if short is not None:
+            return short
         obj = self.obj
         self._defer_apply = defer_apply
         self.full_cycle_due = self.now() + FULL_CYCLE_S

@@ -1,38 +1,46 @@
-"""The append-only cycle of a leader: new proposals appended and sent, no tick.
+"""The short cycles: a leader's append-only and commit-only cycles, a
+follower's answer-only cycle, each without pysyncobj's generic tick.
 
 Theory of operation
 -------------------
-A cycle (``RaftCore.cycle``) feeds the inbound messages, submits proposals and
-runs pysyncobj's whole tick: the election and leader-fallback checks, the
-commit step, the apply step, the heartbeat, the command queue (where a
-leader's new entries are appended and their append-entries built), log
-compaction, then the hibernation and orphan sweeps.  On a leader a cycle run
-only because proposals arrived (``RaftDriver.proposed``: a sync publish) has
-work only in the command queue: nothing arrived, so no match index moved and
-nothing new can commit (the new entry is not yet on any follower), and every
-timer-driven step is due at its deadline, which the driver's own cycle keeps
-(``next_deadline``).  So such a cycle runs the command queue alone
-(``_checkCommandsToApply``, pysyncobj's own step: the same appends, waiters
-and append-entries) and skips the rest; the next full cycle (the followers'
-answers, or the driver's timer) does it all.
+A full cycle (``RaftCore.cycle``) feeds the inbound messages, submits
+proposals and runs pysyncobj's whole tick: the election and leader-fallback
+checks, the commit step, the apply step, the heartbeat, the command queue
+(where a leader's new entries are appended and their append-entries built),
+log compaction, then the hibernation and orphan sweeps.  A replicated write
+takes three cycles on its critical path, and in each only one or two of
+those steps have work; the short cycles run just those:
 
-It is taken only when nothing else could need the tick: leading with peers,
-out of a transfer hold, not hibernating, no inbound message, admin request,
-barrier, leftover command, over-budget link, and the heartbeat not yet due.
-Leadership cannot change in it (nothing is received), so the Ready carries
-none.  This takes the tick's generic steps off the leader's first cycle of
-every replicated write (``bench/README.md``, session 18).
+* **append-only** (a leader, only proposals arrived: ``RaftDriver.proposed``):
+  pysyncobj's own command step (``_checkCommandsToApply``: the same appends,
+  waiters and append-entries).  Nothing arrived, so no match index moved and
+  nothing new can commit (the new entry is on no follower yet).
+* **answer-only** (a follower, only its leader's append-entries of the
+  current term arrived, entries or a heartbeat, not a snapshot's transfer):
+  the messages delivered (pysyncobj's handler appends, moves the commit
+  index, resets the election timer and builds the answer).  The tick's
+  follower steps would be the election check (just reset), the apply step
+  (the driver applies after sending: ``Ready.apply``), the command queue
+  (empty) and compaction.
+* **commit-only** (a leader, only successful answers of the current term
+  arrived): the answers delivered, then the commit step -- Raft's rule, as
+  pysyncobj's tick computes it: the highest index of the current term held
+  by a majority (the leader counting only up to its durable index,
+  ``_cap_matches``), earlier entries committed with it -- and the apply step
+  (``__applyLogEntries``: the commit announced with the next entries, or at
+  once when ``commit_notify_s_max`` is off).
 
-The follower's side is the answer-only cycle: a follower whose inbound
-messages are all append-entries of its current leader in the current term
-(entries or a heartbeat: not a snapshot's transfer) delivers them (pysyncobj's own handler appends, moves the commit index and
-builds the answer) and skips the tick, whose steps on a follower are the
-election check (just reset by those very messages), the apply step (the
-driver applies after sending, ``Ready.apply``), the command queue (empty:
-nothing is forwarded) and compaction.  A full cycle still runs at least every
-``FULL_CYCLE_S`` (compaction, the sweeps and the hole's election gate keep
-their pace under a steady stream of entries) and whenever anything else is
-buffered.
+Every short cycle is refused (a full one runs) when anything else is buffered
+(admin requests, barriers, forwarded commands, other messages), while a
+transfer holds proposals, while hibernating or over a link's budget, when the
+heartbeat is due, and once ``FULL_CYCLE_S`` has passed since the last full
+cycle: the timer-driven steps (elections, the leader's fallback, heartbeats,
+compaction, the sweeps, a hole's election gate) keep their pace under a
+steady stream of writes.  Leadership cannot change in a short cycle (nothing
+but replication of the current term is received), so its Ready carries no
+leadership; a new leader's readiness comes with its applies (``Ready.apply``).
+``tests/raft/test_fast_cycles.py`` runs twin simulations with and without
+them: the same messages, journals and commit indexes.
 """
 
 from __future__ import annotations
@@ -46,36 +54,45 @@ from raft.syncobj import STATE_FOLLOWER, STATE_LEADER
 if TYPE_CHECKING:
     from raft.core import RaftCore, Ready
 
-__all__ = [
-    "FULL_CYCLE_S",
-    "answer_only_cycle",
-    "append_only_cycle",
-    "may_answer_only",
-    "may_append_only",
-]
+__all__ = ["FULL_CYCLE_S", "short_cycle"]
 
-#: a follower runs a full cycle (the tick) at least this often
+#: every member runs a full cycle (the tick) at least this often
 FULL_CYCLE_S = 0.05
 
 
-def may_append_only(core: RaftCore) -> bool:
-    """Is a cycle now only the appending of the pending proposals?"""
+def short_cycle(core: RaftCore, ready_cls: type[Ready], defer_apply: bool) -> Ready | None:
+    """The cycle's short form when one applies now, else None (run the full one)."""
     obj: Any = core.obj
-    return bool(
-        core._pending
-        and not core._inbound
-        and obj._SyncObj__raftState == STATE_LEADER
-        and obj._SyncObj__otherNodes
-        and not core._barriers
-        and not core._membership_requests
-        and not core._transfer_requests
-        and not core.hold_proposals
-        and not core.transport._over_budget
-        and not core.quiet_state.quiet
-        and not obj._SyncObj__commandsQueue._FastQueue__queue
-        and core._hold_term != obj._SyncObj__raftCurrentTerm
-        and core.now() < obj._SyncObj__newAppendEntriesTime
-    )
+    if (
+        core._barriers
+        or core._membership_requests
+        or core._transfer_requests
+        or core.transport._over_budget
+        or core.quiet_state.quiet
+        or obj._SyncObj__commandsQueue._FastQueue__queue
+    ):
+        return None
+    now = core.now()
+    if now >= core.full_cycle_due:
+        return None
+    state = obj._SyncObj__raftState
+    if state == STATE_LEADER:
+        if (
+            not obj._SyncObj__otherNodes
+            or core._hold_term == obj._SyncObj__raftCurrentTerm
+            or now >= obj._SyncObj__newAppendEntriesTime
+        ):
+            return None
+        if core._pending:
+            if core._inbound or core.hold_proposals:
+                return None
+            return append_only_cycle(core, ready_cls)
+        if core._inbound and _answers_only(core):
+            return commit_only_cycle(core, ready_cls, defer_apply)
+        return None
+    if state == STATE_FOLLOWER and core._inbound and not core._pending and _entries_only(core):
+        return answer_only_cycle(core, ready_cls)
+    return None
 
 
 def append_only_cycle(core: RaftCore, ready_cls: type[Ready]) -> Ready:
@@ -93,21 +110,9 @@ def append_only_cycle(core: RaftCore, ready_cls: type[Ready]) -> Ready:
     return ready
 
 
-def may_answer_only(core: RaftCore) -> bool:
-    """Is a cycle now only the delivery of the leader's append-entries?"""
+def _entries_only(core: RaftCore) -> bool:
+    """Is every buffered message its leader's append-entries of this term?"""
     obj: Any = core.obj
-    if (
-        not core._inbound
-        or obj._SyncObj__raftState != STATE_FOLLOWER
-        or core._pending
-        or core._barriers
-        or core._membership_requests
-        or core._transfer_requests
-        or core.transport._over_budget
-        or core.quiet_state.quiet
-        or obj._SyncObj__commandsQueue._FastQueue__queue
-    ):
-        return False
     leader = obj._SyncObj__raftLeader
     if leader is None:
         return False
@@ -120,11 +125,11 @@ def may_answer_only(core: RaftCore) -> bool:
             if (
                 m.get("type") != "append_entries"
                 or m.get("term") != term
-                or "serialized" in m  # a snapshot's transfer: the full cycle's sweeps follow it
+                or "serialized" in m  # a snapshot's transfer
                 or "transmission" in m
             ):
                 return False
-    return core.now() < core.full_cycle_due
+    return True
 
 
 def answer_only_cycle(core: RaftCore, ready_cls: type[Ready]) -> Ready:
@@ -147,3 +152,86 @@ def answer_only_cycle(core: RaftCore, ready_cls: type[Ready]) -> Ready:
     ready.completions, core._completions = core._completions, []
     ready.more = bool(core._inbound)
     return ready
+
+
+def _answers_only(core: RaftCore) -> bool:
+    """Is every buffered message a successful answer of this term?"""
+    obj: Any = core.obj
+    if not obj._SyncObj__onReadyCalled:
+        return False
+    term = obj._SyncObj__raftCurrentTerm
+    for _peer_id, msgs in core._inbound:
+        for m in msgs:
+            if (
+                m.get("type") != "next_node_idx"
+                or m.get("term") != term
+                or m.get("success") is not True
+                or m.get("reset")
+            ):
+                return False
+    return True
+
+
+def commit_only_cycle(core: RaftCore, ready_cls: type[Ready], defer_apply: bool) -> Ready:
+    """Deliver the followers' answers, then the commit and apply steps."""
+    obj: Any = core.obj
+    deliver = core.transport.deliver
+    members = obj._SyncObj__otherNodes
+    core.commit_only_cycles += 1
+    core._defer_apply = defer_apply
+    with clock.bound(core.now, core.rng, core.now()):
+        inbound, core._inbound = core._inbound, deque()
+        core._inbound_count = 0
+        for peer_id, msgs in inbound:
+            node = core._node(peer_id)
+            if node in members:
+                for m in msgs:
+                    deliver(node, m)
+        capped = core._cap_matches() if core.cap_own_unsynced else None
+        _commit_step(obj)
+        if capped is not None:
+            match = obj._SyncObj__raftMatchIndex
+            for node, idx in capped.items():
+                if node in match:
+                    match[node] = idx
+        if obj._SyncObj__raftCommitIndex > core.journal.durable_index:
+            core.commits_before_own_write += 1
+        if obj._SyncObj__applyLogEntries():
+            obj._SyncObj__sendAppendEntries()  # the commit announced at once
+    core._defer_apply = False
+    ready = ready_cls(core)
+    ready.early_outbox, ready.outbox = core._encode_outbox()
+    ready.completions, core._completions = core._completions, []
+    ready.more = bool(core._inbound)
+    return ready
+
+
+def _commit_step(obj: Any) -> None:
+    """Raft's commit rule on a leader: the highest index a majority holds
+    (the leader holds every entry of its log) whose entry is of the current
+    term; the entries before it commit with it."""
+    commit = obj._SyncObj__raftCommitIndex
+    log = obj._SyncObj__raftLog
+    last = log[-1][1]
+    if commit < last:
+        others = obj._SyncObj__otherNodes
+        match = obj._SyncObj__raftMatchIndex
+        half = (len(others) + 1) / 2
+        term = obj._SyncObj__raftCurrentTerm
+        new = commit
+        idx = commit
+        while idx < last:
+            idx += 1
+            count = 1
+            for n in others:
+                if match[n] >= idx:
+                    count += 1
+            if count <= half:
+                break
+            entries = obj._SyncObj__getEntries(idx, 1)
+            if entries and entries[0][2] == term:
+                new = idx
+        if new != commit:
+            obj._SyncObj__raftCommitIndex = new
+            log.setRaftCommitIndex(new)
+    obj._SyncObj__leaderCommitIndex = obj._SyncObj__raftCommitIndex

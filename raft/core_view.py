@@ -33,6 +33,7 @@ class CoreView:
     now: Callable[[], float]
     commits_before_own_write: int
     append_only_cycles: int
+    commit_only_cycles: int
     answer_only_cycles: int
     #: ``leader_state``'s last value and the raw fields it was made from
     _state_cache: tuple[tuple[Any, Any, Any], LeaderState] | None = None
@@ -174,6 +175,7 @@ class CoreView:
             "durable_index": self.journal.durable_index,
             "commits_before_own_write": self.commits_before_own_write,
             "append_only_cycles": self.append_only_cycles,
+            "commit_only_cycles": self.commit_only_cycles,
             "answer_only_cycles": self.answer_only_cycles,
             "first_index": self.journal.first_index,
             "journal_entries": len(self.journal),
