@@ -519,7 +519,7 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
             A :class:`Ready`; the caller must ``sync()`` it before sending its
             outbox, then (``apply()`` and) ``release()`` it.
         """
-        short = short_cycle(self, Ready, defer_apply)
+        short = short_cycle(self, defer_apply)
         if short is not None:
             return short
         obj = self.obj
@@ -530,16 +530,7 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
             transport = self.transport
             if transport._over_budget:
                 transport.reconnect_all()
-            deliver = transport.deliver
-            members = obj._SyncObj__otherNodes
-            inbound, self._inbound = self._inbound, deque()
-            self._inbound_count = 0
-            for peer_id, msgs in inbound:
-                node = self._node(peer_id)
-                if node not in members:
-                    continue
-                for m in msgs:
-                    deliver(node, m)
+            self._deliver_inbound()
             if self._membership_requests or self._transfer_requests:
                 self._submit_admin()
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
@@ -564,18 +555,12 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
             ):
                 self.commits_before_own_write += 1
             if capped is not None:
-                match = obj._SyncObj__raftMatchIndex
-                for node, idx in capped.items():
-                    if node in match:
-                        match[node] = idx
+                self._uncap_matches(capped)
             if leading and obj._SyncObj__raftState == STATE_FOLLOWER:
                 self._follower_again()
             self._sweep_orphans()
             quiet.after_tick(busy=self.outstanding())
-        self._defer_apply = False
-        ready = Ready(self)
-        ready.early_outbox, ready.outbox = self._encode_outbox()
-        ready.completions, self._completions = self._completions, []
+        ready = self._take_ready()
         state = self.leader_state()
         if state is not self._last_leader and state != self._last_leader:
             self._last_leader = state
@@ -592,6 +577,33 @@ class RaftCore(StateMachineApply, ProposalSettling, CoreView):
             )
         )
         return ready
+
+    def _deliver_inbound(self) -> None:
+        """Hand the buffered messages of members to pysyncobj (inside ``clock.bound``)."""
+        deliver = self.transport.deliver
+        members = self.obj._SyncObj__otherNodes
+        inbound, self._inbound = self._inbound, deque()
+        self._inbound_count = 0
+        for peer_id, msgs in inbound:
+            node = self._node(peer_id)
+            if node in members:
+                for m in msgs:
+                    deliver(node, m)
+
+    def _take_ready(self) -> Ready:
+        """The cycle's Ready: its outbox encoded, the completions so far."""
+        self._defer_apply = False
+        ready = Ready(self)
+        ready.early_outbox, ready.outbox = self._encode_outbox()
+        ready.completions, self._completions = self._completions, []
+        return ready
+
+    def _uncap_matches(self, capped: dict[Any, int]) -> None:
+        """Put back the match indexes ``_cap_matches`` lowered for the commit step."""
+        match = self.obj._SyncObj__raftMatchIndex
+        for node, idx in capped.items():
+            if node in match:
+                match[node] = idx
 
     def _cap_matches(self) -> dict[Any, int] | None:
         """Make pysyncobj's commit step count this leader only up to its

@@ -45,7 +45,6 @@ them: the same messages, journals and commit indexes.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from raft import clock
@@ -60,7 +59,7 @@ __all__ = ["FULL_CYCLE_S", "short_cycle"]
 FULL_CYCLE_S = 0.05
 
 
-def short_cycle(core: RaftCore, ready_cls: type[Ready], defer_apply: bool) -> Ready | None:
+def short_cycle(core: RaftCore, defer_apply: bool) -> Ready | None:
     """The cycle's short form when one applies now, else None (run the full one)."""
     obj: Any = core.obj
     if (
@@ -79,33 +78,30 @@ def short_cycle(core: RaftCore, ready_cls: type[Ready], defer_apply: bool) -> Re
     if state == STATE_LEADER:
         if (
             not obj._SyncObj__otherNodes
-            or core._hold_term == obj._SyncObj__raftCurrentTerm
+            or core._holding()
             or now >= obj._SyncObj__newAppendEntriesTime
         ):
             return None
         if core._pending:
             if core._inbound or core.hold_proposals:
                 return None
-            return append_only_cycle(core, ready_cls)
+            return append_only_cycle(core)
         if core._inbound and _answers_only(core):
-            return commit_only_cycle(core, ready_cls, defer_apply)
+            return commit_only_cycle(core, defer_apply)
         return None
     if state == STATE_FOLLOWER and core._inbound and not core._pending and _entries_only(core):
-        return answer_only_cycle(core, ready_cls)
+        return answer_only_cycle(core)
     return None
 
 
-def append_only_cycle(core: RaftCore, ready_cls: type[Ready]) -> Ready:
+def append_only_cycle(core: RaftCore) -> Ready:
     """Submit the pending proposals and append them (pysyncobj's command step)."""
     obj: Any = core.obj
     core.append_only_cycles += 1
     with clock.bound(core.now, core.rng, core.now()):
         core._submit_pending()
         obj._checkCommandsToApply()
-    core._defer_apply = False
-    ready = ready_cls(core)
-    ready.early_outbox, ready.outbox = core._encode_outbox()
-    ready.completions, core._completions = core._completions, []
+    ready = core._take_ready()
     ready.more = bool(core._pending)
     return ready
 
@@ -132,26 +128,12 @@ def _entries_only(core: RaftCore) -> bool:
     return True
 
 
-def answer_only_cycle(core: RaftCore, ready_cls: type[Ready]) -> Ready:
+def answer_only_cycle(core: RaftCore) -> Ready:
     """Deliver the leader's append-entries (their answers go to the outbox)."""
-    obj: Any = core.obj
-    deliver = core.transport.deliver
-    members = obj._SyncObj__otherNodes
     core.answer_only_cycles += 1
     with clock.bound(core.now, core.rng, core.now()):
-        inbound, core._inbound = core._inbound, deque()
-        core._inbound_count = 0
-        for peer_id, msgs in inbound:
-            node = core._node(peer_id)
-            if node in members:
-                for m in msgs:
-                    deliver(node, m)
-    core._defer_apply = False
-    ready = ready_cls(core)
-    ready.early_outbox, ready.outbox = core._encode_outbox()
-    ready.completions, core._completions = core._completions, []
-    ready.more = bool(core._inbound)
-    return ready
+        core._deliver_inbound()
+    return core._take_ready()
 
 
 def _answers_only(core: RaftCore) -> bool:
@@ -172,38 +154,22 @@ def _answers_only(core: RaftCore) -> bool:
     return True
 
 
-def commit_only_cycle(core: RaftCore, ready_cls: type[Ready], defer_apply: bool) -> Ready:
+def commit_only_cycle(core: RaftCore, defer_apply: bool) -> Ready:
     """Deliver the followers' answers, then the commit and apply steps."""
     obj: Any = core.obj
-    deliver = core.transport.deliver
-    members = obj._SyncObj__otherNodes
     core.commit_only_cycles += 1
     core._defer_apply = defer_apply
     with clock.bound(core.now, core.rng, core.now()):
-        inbound, core._inbound = core._inbound, deque()
-        core._inbound_count = 0
-        for peer_id, msgs in inbound:
-            node = core._node(peer_id)
-            if node in members:
-                for m in msgs:
-                    deliver(node, m)
+        core._deliver_inbound()
         capped = core._cap_matches() if core.cap_own_unsynced else None
         _commit_step(obj)
         if capped is not None:
-            match = obj._SyncObj__raftMatchIndex
-            for node, idx in capped.items():
-                if node in match:
-                    match[node] = idx
+            core._uncap_matches(capped)
         if obj._SyncObj__raftCommitIndex > core.journal.durable_index:
             core.commits_before_own_write += 1
         if obj._SyncObj__applyLogEntries():
             obj._SyncObj__sendAppendEntries()  # the commit announced at once
-    core._defer_apply = False
-    ready = ready_cls(core)
-    ready.early_outbox, ready.outbox = core._encode_outbox()
-    ready.completions, core._completions = core._completions, []
-    ready.more = bool(core._inbound)
-    return ready
+    return core._take_ready()
 
 
 def _commit_step(obj: Any) -> None:

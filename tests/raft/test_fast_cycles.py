@@ -18,53 +18,22 @@ from typing import Any
 import pytest
 
 import raft.core as core_module
-from chaos.sim import SimConfig, Simulation
+from chaos.sim import Simulation
 from raft.core import RaftCore
 from raft.core_fast import FULL_CYCLE_S
 from raft.wire import decode_messages
-from tests.raft.simwait import run_until
-
-LAZY_S = 0.02
+from tests.raft.simwait import lazy_sim, run_for, run_until, settled_leader
 
 
-def sim_of(seed: int = 5, compaction_entries: int = 10**9) -> Simulation:
-    sim = Simulation(
-        seed,
-        SimConfig(
-            duration_s=0.0,
-            settle_s=0.0,
-            quiet_after_s=None,
-            lazy_follower_s=LAZY_S,
-            commit_notify_s_max=LAZY_S,  # as stream groups run (cluster.replicated)
-            leader_write_lag=0.0,
-            compaction_entries=compaction_entries,
-        ),
-    )
-    sim.faults_on = False
-    sim.clients_on = False
-    return sim
-
-
-def run_for(sim: Simulation, secs: float) -> None:
-    end = sim.t + secs
-    while sim.t < end:
-        sim.step(end)
-        assert not sim.result.violations, sim.result.violations
-
-
-def settled(sim: Simulation) -> RaftCore:
-    run_until(sim, lambda: sim.leader() is not None, "a leader")
-    run_for(sim, 0.3)
-    leader = sim.leader()
-    assert leader is not None
-    return leader
+def sim_of(compaction_entries: int = 10**9) -> Simulation:
+    return lazy_sim(seed=5, compaction_entries=compaction_entries)
 
 
 @contextmanager
 def full_cycles_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every cycle the full one (the short ones refused)."""
     with monkeypatch.context() as m:
-        m.setattr(core_module, "short_cycle", lambda core, ready_cls, defer_apply: None)
+        m.setattr(core_module, "short_cycle", lambda core, defer_apply: None)
         yield
 
 
@@ -107,7 +76,7 @@ def test_short_cycles_send_and_keep_what_the_full_cycles_do(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fast, full = sim_of(), sim_of()
-    lf, lg = settled(fast), settled(full)
+    lf, lg = settled_leader(fast), settled_leader(full)
     assert lf.node_id == lg.node_id and state(lf) == state(lg)
     sent_fast, sent_full = record(fast), record(full)
 
@@ -141,7 +110,7 @@ def test_a_steady_stream_of_entries_still_gets_the_full_cycles_work_done() -> No
     a full cycle still comes every ``FULL_CYCLE_S``, so every member compacts
     its journal."""
     sim = sim_of(compaction_entries=40)
-    leader = settled(sim)
+    leader = settled_leader(sim)
     taken0 = {nid: c.snapshots.taken for nid, c in sim.up()}
     answered0 = {nid: c.answer_only_cycles for nid, c in sim.up()}
     n = 0

@@ -11,46 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from chaos.sim import SimConfig, Simulation
+from chaos.sim import Simulation
 from raft.core import RaftCore
 from raft.wire import decode_messages
-from tests.raft.simwait import run_until
-
-LAZY_S = 0.02
-
-
-def lazy_sim(lazy: float | None = LAZY_S, seed: int = 3) -> Simulation:
-    sim = Simulation(
-        seed,
-        SimConfig(
-            duration_s=0.0,
-            settle_s=0.0,
-            quiet_after_s=None,
-            lazy_follower_s=lazy,
-            commit_notify_s_max=LAZY_S,  # as stream groups run (cluster.replicated)
-            # the leader's own write is never left to a later cycle, as in the
-            # trio driver (``leader_write_overlap`` off)
-            leader_write_lag=0.0,
-        ),
-    )
-    sim.faults_on = False
-    sim.clients_on = False
-    return sim
-
-
-def run_for(sim: Simulation, secs: float) -> None:
-    end = sim.t + secs
-    while sim.t < end:
-        sim.step(end)
-        assert not sim.result.violations, sim.result.violations
-
-
-def settled_leader(sim: Simulation) -> RaftCore:
-    run_until(sim, lambda: sim.leader() is not None, "a leader")
-    run_for(sim, 0.3)
-    leader = sim.leader()
-    assert leader is not None
-    return leader
+from tests.raft.simwait import LAZY_S, lazy_sim, run_for, run_until, settled_leader
 
 
 class EntryLog:
