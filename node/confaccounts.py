@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from node.conffile import ConfValue
 from node.configtypes import AccountSpec, ExportSpec, ImportSpec, ServerConfig, UserSpec
+from node.confvalues import describe, valid_subject
 
 if TYPE_CHECKING:
     from node.conftree import _Builder
@@ -135,10 +136,9 @@ def _entries(b: _Builder, key: str, cv: ConfValue) -> list[ConfValue]:
 
 
 def _subject(b: _Builder, key: str, cv: ConfValue) -> str | None:
-    from node.conftree import _valid_subject
 
     subject = b.string(key, cv)
-    if not _valid_subject(subject):
+    if not valid_subject(subject):
         b.err(cv, f'invalid subject "{subject}" in {key}')
         return None
     return subject
@@ -421,6 +421,5 @@ def jetstream_accounts(cfg: ServerConfig) -> list[str]:
 
 
 def _kind(v: Any) -> str:
-    from node.conftree import _describe
 
-    return _describe(v)
+    return describe(v)

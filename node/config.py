@@ -40,7 +40,8 @@ from node.configtypes import (
     TLSConfig,
     UserSpec,
 )
-from node.conftree import apply_file, parse_duration
+from node.conftree import apply_file
+from node.confvalues import parse_duration
 from node.flags import FLAGS, apply_flags, parse_flags, usage, version_text
 
 __all__ = [

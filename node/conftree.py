@@ -40,84 +40,16 @@ from node.configtypes import (
     UserSpec,
 )
 from node.confleaf import check_compression, check_leafnodes, read_leafnodes
+from node.confvalues import (
+    describe,
+    is_user_nkey,
+    parse_duration,
+    split_host_port,
+    v_s,
+    valid_subject,
+)
 
-__all__ = ["apply_file", "parse_duration"]
-
-# ------------------------------------------------------------------------------------------------
-# Durations and small value parsers
-# ------------------------------------------------------------------------------------------------
-
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go duration (``"1h2m3.5s"``, ``"500ms"``, ``"-1s"``, ``"0"``) into seconds.
-
-    Raises:
-        ValueError: with Go's wording, ``time: invalid duration "x"``.
-    """
-    s = text.strip()
-    sign = 1.0
-    if s[:1] in ("+", "-"):
-        sign = -1.0 if s[0] == "-" else 1.0
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError(f'time: invalid duration "{text}"')
-    total = 0.0
-    pos = 0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if m is None:
-            if re.match(r"\d+\.?\d*$", s[pos:]):
-                raise ValueError(f'time: missing unit in duration "{text}"')
-            raise ValueError(f'time: invalid duration "{text}"')
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total
-
-
-def _split_host_port(text: str) -> tuple[str, int]:
-    """Go ``net.SplitHostPort`` + ``Atoi``: ``"h:p"``, ``"[::1]:p"``, ``":p"``."""
-    if text.startswith("["):
-        end = text.find("]")
-        if end == -1 or text[end + 1 : end + 2] != ":":
-            raise ValueError(f"could not parse address string {text!r}")
-        host, port = text[1:end], text[end + 2 :]
-    else:
-        if text.count(":") != 1:
-            raise ValueError(f"could not parse address string {text!r}")
-        host, port = text.split(":")
-    try:
-        return host, int(port)
-    except ValueError:
-        raise ValueError(f"could not parse port {port!r}") from None
-
-
-def _valid_subject(subject: str) -> bool:
-    if not subject or any(c.isspace() for c in subject):
-        return False
-    tokens = subject.split(".")
-    for i, tok in enumerate(tokens):
-        if not tok or (tok == ">" and i != len(tokens) - 1):
-            return False
-    return True
-
-
-def _is_user_nkey(key: str) -> bool:
-    return len(key) == 56 and key.startswith("U") and key.isalnum() and key.isupper()
-
+__all__ = ["apply_file"]
 
 # ------------------------------------------------------------------------------------------------
 # Config file → tree
@@ -202,7 +134,7 @@ class _Builder:
         if kind is float and isinstance(v, int) and not isinstance(v, bool):
             return float(v)
         if not ok:
-            self.err(cv, f"{key}: expected {what}, got {_describe(v)}")
+            self.err(cv, f"{key}: expected {what}, got {describe(v)}")
             raise _Skip
         return v
 
@@ -224,12 +156,12 @@ class _Builder:
             for item in cv.value:
                 out.append(self.string(key, item))
             return out
-        self.err(cv, f"{key}: expected a string or an array of strings, got {_describe(cv.value)}")
+        self.err(cv, f"{key}: expected a string or an array of strings, got {describe(cv.value)}")
         raise _Skip
 
     def block(self, key: str, cv: ConfValue) -> ConfMap:
         if not isinstance(cv.value, dict):
-            self.err(cv, f"{key}: expected a map, got {_describe(cv.value)}")
+            self.err(cv, f"{key}: expected a map, got {describe(cv.value)}")
             raise _Skip
         return cv.value
 
@@ -247,7 +179,7 @@ class _Builder:
                 f'{cv.where}: invalid use of field "{key}": {key} should be converted to a duration'
             )
             return float(v)
-        self.err(cv, f'{key}: expected a duration string such as "2m", got {_describe(v)}')
+        self.err(cv, f'{key}: expected a duration string such as "2m", got {describe(v)}')
         raise _Skip
 
     def timeout(self, key: str, cv: ConfValue) -> float:
@@ -261,7 +193,7 @@ class _Builder:
                 raise _Skip from None
         if isinstance(v, int | float) and not isinstance(v, bool):
             return float(v)
-        self.err(cv, f"'{key}' wrong type: {_describe(v)}")
+        self.err(cv, f"'{key}' wrong type: {describe(v)}")
         raise _Skip
 
     def size(self, key: str, cv: ConfValue) -> int:
@@ -272,7 +204,7 @@ class _Builder:
             m = re.fullmatch(r"\s*(-?\d+)\s*([A-Za-z]*)\s*", v)
             if m and m.group(2).lower() in SIZE_SUFFIXES:
                 return int(m.group(1)) * SIZE_SUFFIXES[m.group(2).lower()]
-        self.err(cv, f"{key}: expected a size such as 1GB, got {_describe(v)}")
+        self.err(cv, f"{key}: expected a size such as 1GB, got {describe(v)}")
         raise _Skip
 
     def listen(self, key: str, cv: ConfValue) -> tuple[str | None, int]:
@@ -281,12 +213,12 @@ class _Builder:
             return None, v
         if isinstance(v, str):
             try:
-                host, port = _split_host_port(v)
+                host, port = split_host_port(v)
             except ValueError as exc:
                 self.err(cv, str(exc))
                 raise _Skip from None
             return host or None, port
-        self.err(cv, f"expected port or host:port, got {_describe(v)}")
+        self.err(cv, f"expected port or host:port, got {describe(v)}")
         raise _Skip
 
     # -- top level ---------------------------------------------------------------------------
@@ -457,7 +389,7 @@ class _Builder:
 
     def users(self, cv: ConfValue) -> list[UserSpec]:
         if not isinstance(cv.value, list):
-            self.err(cv, f"Expected users field to be an array, got {_describe(cv.value)}")
+            self.err(cv, f"Expected users field to be an array, got {describe(cv.value)}")
             raise _Skip
         out = []
         for entry in cv.value:
@@ -482,7 +414,7 @@ class _Builder:
                     pass
             if not spec.nkey and not spec.user:
                 self.err(entry, "User entry requires a user")
-            elif spec.nkey and not _is_user_nkey(spec.nkey):
+            elif spec.nkey and not is_user_nkey(spec.nkey):
                 self.err(entry, "Not a valid public nkey for a user")
             elif spec.nkey and (spec.user or spec.password):
                 self.err(entry, "Nkey users do not take usernames or passwords")
@@ -535,8 +467,8 @@ class _Builder:
         subjects = self.strings("permissions", cv)
         for s in subjects:
             parts = s.split()
-            ok = _valid_subject(s) or (
-                allow_queue and len(parts) == 2 and all(_valid_subject(p) for p in parts)
+            ok = valid_subject(s) or (
+                allow_queue and len(parts) == 2 and all(valid_subject(p) for p in parts)
             )
             if not ok:
                 self.err(cv, f'subject "{s}" is not a valid subject')
@@ -679,7 +611,7 @@ class _Builder:
                 self.err(cv, f"Expected 'enabled' or 'disabled' for string value, got '{v}'")
             return
         if not isinstance(v, dict):
-            self.err(cv, f"Expected map, bool or string to define JetStream, got {_describe(v)}")
+            self.err(cv, f"Expected map, bool or string to define JetStream, got {describe(v)}")
             return
         enable = True
         for key, mv in v.items():
@@ -743,36 +675,6 @@ class _Builder:
 
 class _Skip(Exception):
     """A value was bad; the error is recorded; go on with the next key."""
-
-
-def _describe(v: Any) -> str:
-    if isinstance(v, bool):
-        return f"boolean {str(v).lower()}"
-    if isinstance(v, int):
-        return f"integer {v}"
-    if isinstance(v, float):
-        return f"float {v}"
-    if isinstance(v, str):
-        return f"string {v!r}"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "a map"
-    return type(v).__name__
-
-
-def v_s(seconds: float) -> str:
-    """Render seconds like Go's ``time.Duration.String`` for whole values (``1m0s``, ``10s``)."""
-    whole = int(seconds)
-    if whole != seconds:
-        return f"{seconds}s"
-    h, rem = divmod(whole, 3600)
-    m, s = divmod(rem, 60)
-    if h:
-        return f"{h}h{m}m{s}s"
-    if m:
-        return f"{m}m{s}s"
-    return f"{s}s"
 
 
 def _digest(top: ConfMap) -> str:
